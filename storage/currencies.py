@@ -70,8 +70,15 @@ def to_minor_units(amount: Decimal, currency: str) -> int:
     that is not a whole number of minor units raises :class:`ValueError`, since rounding money
     silently would hide a mismatch.
     """
-    scaled = amount.scaleb(minor_unit_exponent(currency))
-    if not scaled.is_finite() or scaled != scaled.to_integral_value():
+    exponent = minor_unit_exponent(currency)
+    if not amount.is_finite():
+        raise ValueError(f"{amount} is not a whole number of {currency} minor units")
+    # Shift the exponent through the tuple form: exact, where ``scaleb`` would round to the
+    # context's 28 digits and could turn a fraction of a minor unit into a whole one.
+    sign, digits, amount_exponent = amount.as_tuple()
+    assert isinstance(amount_exponent, int)
+    scaled = Decimal((sign, digits, amount_exponent + exponent))
+    if scaled != scaled.to_integral_value():
         raise ValueError(f"{amount} is not a whole number of {currency} minor units")
     return int(scaled)
 
