@@ -1,0 +1,155 @@
+"""From the bytes on the wire to plain JSON values, refusing anything ambiguous.
+
+Numbers that are not integers become :class:`~decimal.Decimal` (``parse_float``), so no float
+is ever made. A repeated member name is refused rather than resolved: a signature verifier
+that canonicalizes the body and this parser must never read two different values. Nesting is
+bounded, so a hostile body cannot exhaust the stack here or in whatever stores ``extra`` later.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any, NoReturn
+
+from receiver.payloads.errors import InvalidPayloadError, MalformedJSONError
+
+__all__ = ["MAX_DEPTH", "MAX_INTEGER_DIGITS", "decode_body", "plain_json"]
+
+#: The deepest nesting of objects and arrays a body may have (the top-level object is 1).
+#: A notification is two levels deep; the room above that is for unknown members.
+MAX_DEPTH = 32
+
+#: The longest integer literal accepted; Python's own limit (4300 digits) is far above any
+#: real member and its error message talks about interpreter settings.
+MAX_INTEGER_DIGITS = 64
+
+
+class _DuplicateMemberError(ValueError):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(name)
+
+
+class _NumberTooLongError(ValueError):
+    pass
+
+
+def _object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise _DuplicateMemberError(key)
+        obj[key] = value
+    return obj
+
+
+def _refuse_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INTEGER_DIGITS:
+        raise _NumberTooLongError(text)
+    return int(text)
+
+
+_DECODER = json.JSONDecoder(
+    object_pairs_hook=_object_without_duplicates,
+    parse_float=Decimal,
+    parse_int=_bounded_int,
+    parse_constant=_refuse_constant,
+)
+
+
+def decode_body(body: bytes | bytearray | memoryview | str) -> Any:
+    """Parse one JSON text; bytes must be UTF-8 (RFC 8259), with no byte order mark.
+
+    :raises MalformedJSONError: for anything that is not one unambiguous JSON text.
+    :raises InvalidPayloadError: for JSON nested too deeply to parse.
+    """
+    if isinstance(body, str):
+        text = body
+    else:
+        try:
+            text = bytes(body).decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise MalformedJSONError.whole_body(
+                "The body is not UTF-8 text.", f"Invalid UTF-8 at byte {err.start}."
+            ) from err
+    try:
+        return _DECODER.decode(text)
+    except _DuplicateMemberError as err:
+        raise MalformedJSONError.whole_body(
+            "The body repeats a member name, so its meaning is ambiguous.",
+            f"The member name {err.name[:64]!r} appears twice in one object.",
+        ) from err
+    except _NumberTooLongError as err:
+        raise MalformedJSONError.whole_body(
+            "The body has a number too long to read.",
+            f"An integer has more than {MAX_INTEGER_DIGITS} digits.",
+        ) from err
+    except RecursionError as err:
+        raise _too_deep(()) from err
+    except json.JSONDecodeError as err:
+        raise MalformedJSONError.whole_body(
+            "The body is not valid JSON.", f"{err.msg} at line {err.lineno}, column {err.colno}."
+        ) from err
+    except ValueError as err:  # a NaN or Infinity constant
+        raise MalformedJSONError.whole_body("The body is not valid JSON.", str(err)) from err
+
+
+def plain_json(value: Any, path: tuple[str, ...] = (), depth: int = 0) -> Any:
+    """A copy of ``value`` made only of dict, list, str, int, bool, None and finite Decimal.
+
+    Decoded bodies already are; a mapping handed in by a caller may hold floats (kept as the
+    Decimal of their shortest repr, which is what their JSON text said), tuples, or things that
+    are not JSON at all. Strings must be encodable as UTF-8: an escaped lone surrogate
+    (``"\\ud800"``) is valid JSON syntax but cannot be stored as text.
+
+    :raises InvalidPayloadError: naming the offending member's path.
+    """
+    if isinstance(value, str):
+        _check_text(value, path)
+        return value
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, Decimal | float):
+        number = value if isinstance(value, Decimal) else _float_to_decimal(value, path)
+        if not number.is_finite():
+            raise InvalidPayloadError.at(path, "Not a finite number.")
+        return number
+    if isinstance(value, Mapping | list | tuple):
+        if depth >= MAX_DEPTH:
+            raise _too_deep(path)
+        if isinstance(value, Mapping):
+            copy: dict[str, Any] = {}
+            for key, member in value.items():
+                if not isinstance(key, str):
+                    raise InvalidPayloadError.at(path, "Member names must be strings.")
+                _check_text(key, path)
+                copy[key] = plain_json(member, (*path, key), depth + 1)
+            return copy
+        return [plain_json(item, (*path, str(i)), depth + 1) for i, item in enumerate(value)]
+    raise InvalidPayloadError.at(path, "Not a JSON value.")
+
+
+def _float_to_decimal(value: float, path: tuple[str, ...]) -> Decimal:
+    if not math.isfinite(value):
+        raise InvalidPayloadError.at(path, "Not a finite number.")
+    return Decimal(repr(value))
+
+
+def _check_text(text: str, path: tuple[str, ...]) -> None:
+    if text.isascii():
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise InvalidPayloadError.at(path, "Text with an unpaired surrogate.") from err
+
+
+def _too_deep(path: tuple[str, ...]) -> InvalidPayloadError:
+    return InvalidPayloadError.at(path, f"Nested more than {MAX_DEPTH} levels deep.")

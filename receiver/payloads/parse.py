@@ -1,0 +1,91 @@
+"""``parse_notification``: one notification body in, one :class:`~storage.records.Outcome` out.
+
+The steps, each with its own module: decode the bytes strictly (:mod:`.decoding`), check the
+members and tell the form (:mod:`.schemas`, :mod:`.forms`), read the time in its zone
+(:mod:`.zones`), map the status code to a state (:mod:`.status`). Whatever the body, the only
+exception that leaves is :class:`~receiver.payloads.errors.PayloadError`; a bad *argument*
+(a zone or status map from configuration) is a ``ValueError``, as configuration errors are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import tzinfo
+from typing import Any
+
+from marshmallow import ValidationError
+
+from receiver.payloads.decoding import decode_body, plain_json
+from receiver.payloads.errors import SCHEMA_KEY, InvalidPayloadError
+from receiver.payloads.schemas import Notification, NotificationSchema
+from receiver.payloads.status import load_status_map, resolve_state
+from receiver.payloads.zones import delivery_zone, load_time_zone, to_utc
+from storage.records import DEFAULT_STATUS_MAP, Outcome
+
+__all__ = ["parse_notification"]
+
+_SCHEMA = NotificationSchema()
+
+
+def parse_notification(
+    body: bytes | str | Mapping[str, Any],
+    *,
+    time_zone: str | tzinfo = "UTC",
+    delivery_time_zone: str | None = None,
+    status_map: Mapping[str, Any] | None = None,
+) -> Outcome:
+    """Parse a notification body (the raw bytes, their text, or an already decoded object).
+
+    :param time_zone: the zone ``payment_time`` is read in when the delivery names none
+        (``PAYHOOKS_PAYMENT_TIME_ZONE``): an IANA name, an offset such as ``+08:00``, or a
+        tzinfo.
+    :param delivery_time_zone: the delivery's ``timezone`` header, if any; used when it names a
+        zone, ignored otherwise.
+    :param status_map: ``payment_status`` codes to states, replacing
+        :data:`~storage.records.DEFAULT_STATUS_MAP`; see :func:`load_status_map`.
+    :returns: the outcome, with ``paid_at`` in UTC.
+    :raises PayloadError: ``malformed_json`` or ``invalid_payload``, with per-field details.
+    :raises ValueError: for a ``time_zone`` or ``status_map`` that is not valid configuration.
+    """
+    zone = load_time_zone(time_zone)
+    states = DEFAULT_STATUS_MAP if status_map is None else load_status_map(status_map)
+    if isinstance(body, bytes | bytearray | memoryview | str):
+        document = plain_json(decode_body(body))
+    else:
+        document = plain_json(body)
+    if not isinstance(document, Mapping):
+        raise InvalidPayloadError(
+            "The notification is not valid: the body is JSON but not an object.",
+            {SCHEMA_KEY: ["Invalid input type."]},
+        )
+    try:
+        notification: Notification = _SCHEMA.load(document)
+    except ValidationError as err:
+        raise InvalidPayloadError.from_messages(_as_mapping(err.messages)) from err
+    payment = notification.payment_data
+    paid_at = to_utc(payment.local_time, delivery_zone(delivery_time_zone) or zone)
+    if paid_at is None:
+        raise InvalidPayloadError.at(
+            ("payment_data", "payment_time"), "Outside the range of representable times."
+        )
+    return Outcome(
+        transaction_id=notification.transaction_id,
+        external_identifier=notification.external_identifier,
+        flow=payment.form.flow,
+        provider=payment.form.provider,
+        provider_reference=payment.form.reference,
+        provider_status=payment.provider_status,
+        payment_status=payment.payment_status,
+        state=resolve_state(
+            payment.payment_status, payment.form.flow, payment.provider_status, states
+        ),
+        amount=payment.amount,
+        currency=payment.currency,
+        amount_minor=payment.amount_minor,
+        paid_at=paid_at,
+        extra=notification.extra,
+    )
+
+
+def _as_mapping(messages: Any) -> Mapping[str, Any]:
+    return messages if isinstance(messages, Mapping) else {SCHEMA_KEY: list(messages)}
