@@ -1,0 +1,129 @@
+"""The ``PAYHOOKS_*`` configuration keys: their defaults, and how each is read and checked.
+
+One table serves three readers: :meth:`receiver.PayHooks.init_app` (Flask config), the demo app
+and the CLI (the process environment). Keeping the names, defaults and parsing rules here means
+the three cannot drift apart.
+
+Keys that DESIGN.md does not list and payhooks adds, with why:
+
+- ``PAYHOOKS_SIGNATURE_OPTIONS`` (``{}``): the scheme's options, passed to
+  :func:`verify.get_verifier` (``hash_algorithm`` for ``sorted-fields-rsa``, ``header_name``
+  and ``encoding`` for ``hmac-sha256``).
+- ``PAYHOOKS_BUSY_TIMEOUT_MS`` (5000): how long a write waits for a locked database before the
+  receiver answers 503 so the service retries.
+- ``PAYHOOKS_RETURN_MAX_AGE`` (7 days, in seconds): how long a URL made by
+  :func:`receiver.return_url` stays valid.
+- ``PAYHOOKS_RETURN_REDIRECT`` (None): a merchant page to send returning customers to with a
+  303, as a template with ``{external_identifier}`` and ``{state}``; without it the return
+  handler renders ``payhooks/return.html``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from storage import DEFAULT_STATUS_MAP
+
+__all__ = [
+    "CONFIG_DEFAULTS",
+    "CONFIG_KEYS",
+    "ENV_PARSERS",
+    "config_from_env",
+    "key_list",
+]
+
+#: Every key and its default. ``PAYHOOKS_DATABASE`` is None here because its real default,
+#: ``payhooks.db`` in the app's instance folder, depends on the app; ``init_app`` fills it in.
+CONFIG_DEFAULTS: Mapping[str, Any] = {
+    "PAYHOOKS_DATABASE": None,
+    "PAYHOOKS_SIGNATURE_SCHEME": "standard-webhooks",
+    "PAYHOOKS_SIGNATURE_OPTIONS": {},
+    "PAYHOOKS_SECRETS": None,
+    "PAYHOOKS_PUBLIC_KEYS": None,
+    "PAYHOOKS_TOLERANCE_SECONDS": 300,
+    "PAYHOOKS_MAX_BODY_BYTES": 65536,
+    "PAYHOOKS_PAYMENT_TIME_ZONE": "UTC",
+    "PAYHOOKS_STATUS_MAP": {code: state.value for code, state in DEFAULT_STATUS_MAP.items()},
+    "PAYHOOKS_URL_PREFIX": "/payhooks",
+    "PAYHOOKS_BUSY_TIMEOUT_MS": 5000,
+    "PAYHOOKS_RETURN_MAX_AGE": 7 * 24 * 3600,
+    "PAYHOOKS_RETURN_REDIRECT": None,
+}
+
+#: The key names, in table order.
+CONFIG_KEYS: tuple[str, ...] = tuple(CONFIG_DEFAULTS)
+
+# A PEM block is one key even though it contains whitespace; everything else in a key string
+# is split on whitespace.
+_PEM_BLOCK = re.compile(r"-----BEGIN [A-Z0-9 ]+-----.*?-----END [A-Z0-9 ]+-----", re.DOTALL)
+
+
+def key_list(value: str | Iterable[str] | None) -> tuple[str, ...]:
+    """Read ``PAYHOOKS_SECRETS`` or ``PAYHOOKS_PUBLIC_KEYS`` into a tuple of keys.
+
+    A list (or any iterable of strings) is taken as is; one string is split on whitespace, as
+    the environment writes several keys, except that each PEM block stays one key. Empty
+    entries are dropped, so ``""`` means no keys.
+    """
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        pem_blocks = [match.group(0) for match in _PEM_BLOCK.finditer(value)]
+        rest = _PEM_BLOCK.sub(" ", value)
+        return (*pem_blocks, *rest.split())
+    keys: list[str] = []
+    for item in value:
+        if not isinstance(item, str):
+            raise TypeError(f"each key must be a string, got {type(item).__name__}")
+        if item.strip():
+            keys.append(item.strip())
+    return tuple(keys)
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    loaded = json.loads(text)
+    if not isinstance(loaded, dict):
+        raise ValueError("expected a JSON object")
+    return loaded
+
+
+def _optional_text(text: str) -> str | None:
+    return text or None
+
+
+#: How each key is read from an environment variable of the same name.
+ENV_PARSERS: Mapping[str, Callable[[str], Any]] = {
+    "PAYHOOKS_DATABASE": str,
+    "PAYHOOKS_SIGNATURE_SCHEME": str,
+    "PAYHOOKS_SIGNATURE_OPTIONS": _json_object,
+    "PAYHOOKS_SECRETS": key_list,
+    "PAYHOOKS_PUBLIC_KEYS": key_list,
+    "PAYHOOKS_TOLERANCE_SECONDS": int,
+    "PAYHOOKS_MAX_BODY_BYTES": int,
+    "PAYHOOKS_PAYMENT_TIME_ZONE": str,
+    "PAYHOOKS_STATUS_MAP": _json_object,
+    "PAYHOOKS_URL_PREFIX": str,
+    "PAYHOOKS_BUSY_TIMEOUT_MS": int,
+    "PAYHOOKS_RETURN_MAX_AGE": int,
+    "PAYHOOKS_RETURN_REDIRECT": _optional_text,
+}
+
+
+def config_from_env(environ: Mapping[str, str]) -> dict[str, Any]:
+    """Read every ``PAYHOOKS_*`` key present in ``environ`` (normally :data:`os.environ`).
+
+    Keys that are absent are left out, so the caller's defaults apply. A value that cannot be
+    read raises :class:`ValueError` naming the variable, never echoing a secret's value.
+    """
+    config: dict[str, Any] = {}
+    for key, parse in ENV_PARSERS.items():
+        if key not in environ:
+            continue
+        try:
+            config[key] = parse(environ[key])
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"environment variable {key} cannot be read: {err}") from err
+    return config

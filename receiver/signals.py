@@ -1,0 +1,53 @@
+"""Signals the receiver sends after a notification's outcome is committed.
+
+Connect to react to payments without touching the blueprint::
+
+    from receiver import signals
+
+    @signals.payment_succeeded.connect_via(app)
+    def ship(app, *, outcome, delivery_id, reconciliation):
+        ...
+
+Every signal is sent with the Flask app as sender and these keyword arguments:
+
+- ``outcome``: the :class:`storage.Outcome` just recorded.
+- ``delivery_id``: the id of the stored delivery that carried it.
+- ``reconciliation``: the :class:`storage.ReconciliationState` of its ``external_identifier``
+  after the outcome was recorded.
+
+They are sent only for an outcome seen for the first time: a redelivery (the same
+``webhook-id`` or body) or a second delivery of an outcome already stored (the same
+``transaction_id`` and ``payment_status``) sends nothing, so a receiver acts once.
+
+Signals are sent after the commit, so a receiver sees the ledger already updated. A receiver
+that raises is logged and its error recorded on the delivery; the other receivers still run
+and the service still gets its 200, because the outcome is safely stored.
+"""
+
+from __future__ import annotations
+
+from blinker import Namespace
+
+__all__ = [
+    "notification_received",
+    "payment_failed",
+    "payment_mismatch",
+    "payment_succeeded",
+]
+
+_signals = Namespace()
+
+#: Every newly recorded outcome, whatever its state; sent before the more specific signals.
+notification_received = _signals.signal("notification-received")
+
+#: A ``succeeded`` outcome whose payment reconciles as ``paid``: the expected amount and
+#: currency arrived. The signal to fulfil an order on.
+payment_succeeded = _signals.signal("payment-succeeded")
+
+#: A ``failed`` or ``cancelled`` outcome: the payment did not happen. Tell them apart by
+#: ``outcome.state``.
+payment_failed = _signals.signal("payment-failed")
+
+#: An outcome that leaves its payment in need of a person: ``amount_mismatch``,
+#: ``currency_mismatch``, ``duplicate_payment`` or ``unexpected`` (no such payment expected).
+payment_mismatch = _signals.signal("payment-mismatch")
