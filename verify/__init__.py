@@ -2,4 +2,43 @@
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from verify.base import KeyPair, Signer, VerifiedDelivery, Verifier
+from verify.errors import (
+    InvalidSignatureError,
+    MalformedSignatureError,
+    MissingSignatureError,
+    SignatureError,
+    TimestampOutOfToleranceError,
+)
+from verify.java_double import java_double_to_string
+from verify.registry import (
+    DEFAULT_SCHEME,
+    SCHEMES,
+    SchemeInfo,
+    generate_keypair,
+    get_signer,
+    get_verifier,
+)
+from verify.sorted_fields import sorted_fields_string
+from verify.timestamps import DEFAULT_TOLERANCE_SECONDS
+
+__all__ = [
+    "DEFAULT_SCHEME",
+    "DEFAULT_TOLERANCE_SECONDS",
+    "SCHEMES",
+    "InvalidSignatureError",
+    "KeyPair",
+    "MalformedSignatureError",
+    "MissingSignatureError",
+    "SchemeInfo",
+    "SignatureError",
+    "Signer",
+    "TimestampOutOfToleranceError",
+    "VerifiedDelivery",
+    "Verifier",
+    "generate_keypair",
+    "get_signer",
+    "get_verifier",
+    "java_double_to_string",
+    "sorted_fields_string",
+]

@@ -1,0 +1,301 @@
+"""The schemes of the service's own SDK: ``sorted-fields-rsa`` and ``sorted-fields-hmac``.
+
+Both sign the sorted-fields string (:mod:`verify.sorted_fields`) rather than the raw bytes, so
+they must parse the body; the parse is size-capped and depth-limited, and only builds the
+string. The signature travels alone in ``signature``.
+
+How a delivery is judged (same order and codes as the Standard Webhooks schemes):
+
+1. ``signature`` absent or empty: ``missing_signature``. With ``check_timestamp`` on, the
+   same for ``timestamp``.
+2. With ``check_timestamp`` on, a ``timestamp`` that is not a real ``YYYYMMDDHHMMSS`` time:
+   ``malformed_signature``.
+3. A signature value that does not decode (not strict base64 for RSA, not hex for HMAC, wrong
+   length), a body that cannot be canonicalized, or no key that matches: ``invalid_signature``.
+   The signature header has no structure beyond its value, so a bad value is a wrong
+   signature, never "malformed".
+4. With ``check_timestamp`` on, a time more than the tolerance from now:
+   ``timestamp_out_of_tolerance``. The header is not covered by the signature, which is why
+   the check is off by default; it is read in the zone the ``timezone`` header names, else in
+   the configured ``time_zone`` (default UTC).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, tzinfo
+from typing import Literal
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import padding
+
+from verify.base import Signer, VerifiedDelivery, Verifier, key_list, single_key
+from verify.errors import InvalidSignatureError, MalformedSignatureError, MissingSignatureError
+from verify.headers import lookup_headers
+from verify.keyed_hash import HmacSha256
+from verify.keys import decode_rsa_private, decode_rsa_public, decode_shared_secret
+from verify.sorted_fields import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_DEPTH,
+    SortedFieldsForm,
+    sorted_fields_string,
+)
+from verify.timestamps import (
+    DEFAULT_TOLERANCE_SECONDS,
+    Clock,
+    check_tolerance,
+    parse_compact_time,
+    signing_time,
+    zone_named,
+)
+
+__all__ = [
+    "SortedFieldsHmacSigner",
+    "SortedFieldsHmacVerifier",
+    "SortedFieldsRsaSigner",
+    "SortedFieldsRsaVerifier",
+]
+
+SIGNATURE_HEADER = "signature"
+TIMESTAMP_HEADER = "timestamp"
+TIMEZONE_HEADER = "timezone"
+
+HashAlgorithm = Literal["sha1", "sha256"]
+_HASHES: dict[str, type[hashes.HashAlgorithm]] = {"sha1": hashes.SHA1, "sha256": hashes.SHA256}
+
+
+def _hash(name: object) -> hashes.HashAlgorithm:
+    if not isinstance(name, str) or name not in _HASHES:
+        raise ValueError("hash_algorithm: must be 'sha1' or 'sha256'")
+    return _HASHES[name]()
+
+
+def _positive_int(value: object, argument: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{argument}: must be a positive whole number")
+    return value
+
+
+class _Canonicalizer:
+    """The bounded parse both schemes (and their signers) run over a body."""
+
+    def __init__(self, form: SortedFieldsForm, max_body_bytes: object, max_depth: object):
+        self._form: SortedFieldsForm = form
+        self._max_body_bytes = _positive_int(max_body_bytes, "max_body_bytes")
+        self._max_depth = _positive_int(max_depth, "max_depth")
+
+    def __call__(self, body: bytes) -> bytes:
+        """The string to sign, UTF-8 encoded; ``ValueError`` when there is none."""
+        return sorted_fields_string(
+            body,
+            form=self._form,
+            max_body_bytes=self._max_body_bytes,
+            max_depth=self._max_depth,
+        ).encode("utf-8")
+
+    def for_verification(self, body: bytes) -> bytes:
+        try:
+            return self(body)
+        except ValueError as err:
+            raise InvalidSignatureError(
+                f"the body cannot be canonicalized, so no signature can hold: {err}"
+            ) from err
+
+
+def _no_match() -> InvalidSignatureError:
+    return InvalidSignatureError(
+        f"the {SIGNATURE_HEADER} header does not match any configured key",
+        header=SIGNATURE_HEADER,
+    )
+
+
+class SortedFieldsRsaVerifier(Verifier):
+    """``sorted-fields-rsa``: base64 RSASSA-PKCS1-v1_5 over ``k=v&k=v`` with the service's
+    public key (PEM or bare base64 DER)."""
+
+    scheme = "sorted-fields-rsa"
+    header_names = (SIGNATURE_HEADER, TIMESTAMP_HEADER, TIMEZONE_HEADER)
+
+    def __init__(
+        self,
+        keys: str | Sequence[str],
+        *,
+        tolerance_seconds: float | None = DEFAULT_TOLERANCE_SECONDS,
+        clock: Clock | None = None,
+        hash_algorithm: HashAlgorithm = "sha1",
+        check_timestamp: bool = False,
+        time_zone: str = "UTC",
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        max_depth: int = DEFAULT_MAX_DEPTH,
+    ) -> None:
+        texts = key_list(keys)
+        self._keys = tuple(
+            decode_rsa_public(text, argument=f"keys[{index}]") for index, text in enumerate(texts)
+        )
+        self._hash = _hash(hash_algorithm)
+        if not isinstance(check_timestamp, bool):
+            raise ValueError("check_timestamp: must be True or False")
+        self._check_timestamp = check_timestamp
+        zone = zone_named(time_zone) if isinstance(time_zone, str) else None
+        if zone is None:
+            raise ValueError("time_zone: must name a time zone, such as 'UTC' or 'Asia/Shanghai'")
+        self._zone: tzinfo = zone
+        self._canonical = _Canonicalizer("rsa", max_body_bytes, max_depth)
+        super().__init__(key_count=len(texts), tolerance_seconds=tolerance_seconds, clock=clock)
+
+    def verify(self, headers: Mapping[str, str], body: bytes) -> VerifiedDelivery:
+        signature_text, timestamp_text, zone_text = lookup_headers(headers, self.header_names)
+        if signature_text is None:
+            raise MissingSignatureError(
+                f"the {SIGNATURE_HEADER} header is missing", header=SIGNATURE_HEADER
+            )
+        timestamp = self._timestamp(timestamp_text, zone_text)
+        try:
+            signature = binascii.a2b_base64(signature_text.strip(), strict_mode=True)
+        except (binascii.Error, ValueError) as err:
+            raise _no_match() from err
+        content = self._canonical.for_verification(body)
+        if not self._matches(signature, content):
+            raise _no_match()
+        if self._check_timestamp and timestamp is not None:
+            check_tolerance(
+                timestamp.timestamp(),
+                now=self._clock(),
+                tolerance_seconds=self._tolerance,
+                header=TIMESTAMP_HEADER,
+            )
+        return VerifiedDelivery(self.scheme, None, timestamp)
+
+    def _timestamp(self, text: str | None, zone_text: str | None) -> datetime | None:
+        """The delivery's time; absent or unreadable is an error only when it is checked."""
+        timestamp = parse_compact_time(text, zone_named(zone_text) or self._zone)
+        if self._check_timestamp:
+            if text is None:
+                raise MissingSignatureError(
+                    f"the {TIMESTAMP_HEADER} header is missing", header=TIMESTAMP_HEADER
+                )
+            if timestamp is None:
+                raise MalformedSignatureError(
+                    f"the {TIMESTAMP_HEADER} header is not a YYYYMMDDHHMMSS time",
+                    header=TIMESTAMP_HEADER,
+                )
+        return timestamp
+
+    def _matches(self, signature: bytes, content: bytes) -> bool:
+        for key in self._keys:
+            try:
+                key.verify(signature, content, padding.PKCS1v15(), self._hash)
+            except InvalidSignature:
+                continue
+            return True
+        return False
+
+
+class SortedFieldsHmacVerifier(Verifier):
+    """``sorted-fields-hmac``: hex HMAC-SHA256 (either case) over ``kvkv`` with a UTF-8
+    shared secret."""
+
+    scheme = "sorted-fields-hmac"
+    header_names = (SIGNATURE_HEADER,)
+
+    def __init__(
+        self,
+        keys: str | Sequence[str],
+        *,
+        tolerance_seconds: float | None = DEFAULT_TOLERANCE_SECONDS,
+        clock: Clock | None = None,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        max_depth: int = DEFAULT_MAX_DEPTH,
+    ) -> None:
+        texts = key_list(keys)
+        self._keys = tuple(
+            HmacSha256(decode_shared_secret(text, argument=f"keys[{index}]"))
+            for index, text in enumerate(texts)
+        )
+        self._canonical = _Canonicalizer("hmac", max_body_bytes, max_depth)
+        # The scheme carries no time; the tolerance is accepted for a uniform interface.
+        super().__init__(key_count=len(texts), tolerance_seconds=tolerance_seconds, clock=clock)
+
+    def verify(self, headers: Mapping[str, str], body: bytes) -> VerifiedDelivery:
+        (signature_text,) = lookup_headers(headers, self.header_names)
+        if signature_text is None:
+            raise MissingSignatureError(
+                f"the {SIGNATURE_HEADER} header is missing", header=SIGNATURE_HEADER
+            )
+        try:
+            signature = binascii.a2b_hex(signature_text.strip())
+        except (binascii.Error, ValueError) as err:
+            raise _no_match() from err
+        if len(signature) != 32:
+            raise _no_match()
+        content = self._canonical.for_verification(body)
+        for key in self._keys:
+            if hmac.compare_digest(key.digest(content), signature):
+                return VerifiedDelivery(self.scheme, None, None)
+        raise _no_match()
+
+
+class SortedFieldsRsaSigner(Signer):
+    """Signs as the service's SDK does, with its RSA private key (PEM or base64 DER PKCS#8).
+
+    Sends ``signature``, and ``timestamp``/``timezone`` (UTC) so a receiver that checks the
+    time can.
+    """
+
+    scheme = "sorted-fields-rsa"
+
+    def __init__(
+        self,
+        key: str,
+        *,
+        hash_algorithm: HashAlgorithm = "sha1",
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        max_depth: int = DEFAULT_MAX_DEPTH,
+    ) -> None:
+        self._key = decode_rsa_private(single_key(key), argument="key")
+        self._hash = _hash(hash_algorithm)
+        self._canonical = _Canonicalizer("rsa", max_body_bytes, max_depth)
+
+    def sign(
+        self,
+        body: bytes,
+        *,
+        webhook_id: str | None = None,
+        timestamp: float | datetime | None = None,
+    ) -> dict[str, str]:
+        signature = self._key.sign(self._canonical(body), padding.PKCS1v15(), self._hash)
+        when = datetime.fromtimestamp(signing_time(timestamp), UTC)
+        return {
+            SIGNATURE_HEADER: base64.b64encode(signature).decode("ascii"),
+            TIMESTAMP_HEADER: when.strftime("%Y%m%d%H%M%S"),
+            TIMEZONE_HEADER: "UTC",
+        }
+
+
+class SortedFieldsHmacSigner(Signer):
+    """Signs ``kvkv`` with a shared secret; lower-case hex."""
+
+    scheme = "sorted-fields-hmac"
+
+    def __init__(
+        self,
+        key: str,
+        *,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        max_depth: int = DEFAULT_MAX_DEPTH,
+    ) -> None:
+        self._key = decode_shared_secret(single_key(key), argument="key")
+        self._canonical = _Canonicalizer("hmac", max_body_bytes, max_depth)
+
+    def sign(
+        self,
+        body: bytes,
+        *,
+        webhook_id: str | None = None,
+        timestamp: float | datetime | None = None,
+    ) -> dict[str, str]:
+        return {SIGNATURE_HEADER: hmac.digest(self._key, self._canonical(body), "sha256").hex()}

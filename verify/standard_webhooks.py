@@ -1,0 +1,306 @@
+"""The Standard Webhooks schemes: ``standard-webhooks`` (v1, HMAC-SHA256) and
+``standard-webhooks-ed25519`` (v1a, Ed25519).
+
+Both sign ``{webhook-id}.{webhook-timestamp}.{raw body}`` and send space-separated
+``version,base64`` entries in ``webhook-signature``, so a sender can sign with several keys
+during a rotation. The body is never parsed: the bytes are verified exactly as received.
+
+How a delivery is judged, in this order (the codes are the contract):
+
+1. ``webhook-id``, ``webhook-timestamp`` or ``webhook-signature`` absent or empty:
+   ``missing_signature``.
+2. ``webhook-timestamp`` not a whole number of unix seconds (ASCII digits, at most 11), or a
+   ``webhook-signature`` in which no entry has the ``version,value`` form: ``malformed_signature``.
+3. No entry of this scheme's version matches any configured key: ``invalid_signature``. Entries
+   of other versions are ignored, so a header holding only ``v1a`` entries is
+   ``invalid_signature`` for the HMAC scheme (a signature for another scheme). An entry of this
+   version whose value is not strict base64 or has the wrong length is a signature that does
+   not match, so also ``invalid_signature``, not malformed: the header was read, the signature
+   is wrong. (The reference implementations in Go and JavaScript treat it the same way.)
+4. Only then the time: more than the tolerance from now, either way:
+   ``timestamp_out_of_tolerance``. Checking it after the signature means this code always
+   describes an authentic delivery, which is what an operator needs to know.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import secrets
+from abc import abstractmethod
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import ClassVar
+
+from cryptography.exceptions import InvalidSignature
+
+from verify.base import (
+    Signer,
+    VerifiedDelivery,
+    Verifier,
+    key_list,
+    single_key,
+    validate_webhook_id,
+)
+from verify.errors import InvalidSignatureError, MalformedSignatureError, MissingSignatureError
+from verify.headers import lookup_headers
+from verify.keyed_hash import HmacSha256
+from verify.keys import decode_ed25519_private, decode_ed25519_public, decode_whsec
+from verify.timestamps import (
+    DEFAULT_TOLERANCE_SECONDS,
+    Clock,
+    signing_time,
+    tolerance_error,
+)
+
+__all__ = [
+    "StandardWebhooksEd25519Signer",
+    "StandardWebhooksEd25519Verifier",
+    "StandardWebhooksSigner",
+    "StandardWebhooksVerifier",
+]
+
+ID_HEADER = "webhook-id"
+TIMESTAMP_HEADER = "webhook-timestamp"
+SIGNATURE_HEADER = "webhook-signature"
+_HEADERS = (ID_HEADER, TIMESTAMP_HEADER, SIGNATURE_HEADER)
+_MAX_TIMESTAMP_DIGITS = 11
+
+
+def _headers_ignoring_case(headers: Mapping[str, str]) -> tuple[str, str, str]:
+    """The three headers looked up case-insensitively; ``missing_signature`` for an absent one.
+
+    The slow path: only taken when a direct lookup of the lower-case names missed, which for a
+    plain dict may only be a matter of case ("Webhook-Id").
+    """
+    msg_id, timestamp_text, signature_header = lookup_headers(headers, _HEADERS)
+    if msg_id is None:
+        raise _missing(ID_HEADER)
+    if timestamp_text is None:
+        raise _missing(TIMESTAMP_HEADER)
+    if signature_header is None:
+        raise _missing(SIGNATURE_HEADER)
+    return msg_id, timestamp_text, signature_header
+
+
+def _missing(name: str) -> MissingSignatureError:
+    return MissingSignatureError(f"the {name} header is missing", header=name)
+
+
+def _signatures(signature_header: str, version: str, size: int) -> list[bytes]:
+    """The decoded ``version`` entries of the header.
+
+    Entries of other versions are skipped; an entry of this version that is not strict base64
+    of ``size`` bytes is dropped, since it cannot match. Malformed when no entry has the
+    ``version,value`` form at all.
+    """
+    if " " not in signature_header:
+        # The usual case, one entry: no splitting, no list of entries.
+        entry_version, comma, value = signature_header.partition(",")
+        if comma and entry_version and value:
+            if entry_version != version:
+                return []
+            try:
+                raw = binascii.a2b_base64(value, strict_mode=True)
+            except (binascii.Error, ValueError):
+                return []
+            return [raw] if len(raw) == size else []
+    signatures: list[bytes] = []
+    parsed = False
+    for entry in signature_header.split():
+        entry_version, comma, value = entry.partition(",")
+        if not (comma and entry_version and value):
+            continue
+        parsed = True
+        if entry_version != version:
+            continue
+        try:
+            raw = binascii.a2b_base64(value, strict_mode=True)
+        except (binascii.Error, ValueError):
+            continue
+        if len(raw) == size:
+            signatures.append(raw)
+    if not parsed:
+        raise MalformedSignatureError(
+            f"the {SIGNATURE_HEADER} header holds no 'version,signature' entry",
+            header=SIGNATURE_HEADER,
+        )
+    return signatures
+
+
+def _signed_content(msg_id: str, timestamp_text: str, body: bytes) -> bytes:
+    try:
+        prefix = f"{msg_id}.{timestamp_text}.".encode()
+    except UnicodeEncodeError as err:
+        raise MalformedSignatureError(
+            f"the {ID_HEADER} header is not encodable text", header=ID_HEADER
+        ) from err
+    return prefix + body
+
+
+def _no_match() -> InvalidSignatureError:
+    return InvalidSignatureError(
+        f"no signature in the {SIGNATURE_HEADER} header matches a configured key",
+        header=SIGNATURE_HEADER,
+    )
+
+
+class _StandardWebhooksVerifier(Verifier):
+    """The header handling both versions share; subclasses supply the signature check."""
+
+    header_names = _HEADERS
+    #: The entry version this scheme signs and reads; other versions are ignored.
+    _version: ClassVar[str]
+    #: The length of one decoded signature of that version.
+    _signature_size: ClassVar[int]
+
+    def verify(self, headers: Mapping[str, str], body: bytes) -> VerifiedDelivery:
+        # The hot path of every delivery: kept flat, the slow cases in helpers.
+        get = headers.get
+        msg_id = get(ID_HEADER)
+        timestamp_text = get(TIMESTAMP_HEADER)
+        signature_header = get(SIGNATURE_HEADER)
+        if not (msg_id and timestamp_text and signature_header):
+            msg_id, timestamp_text, signature_header = _headers_ignoring_case(headers)
+        if not (
+            timestamp_text.isdigit()
+            and timestamp_text.isascii()
+            and len(timestamp_text) <= _MAX_TIMESTAMP_DIGITS
+        ):
+            raise MalformedSignatureError(
+                f"the {TIMESTAMP_HEADER} header is not a whole number of unix seconds",
+                header=TIMESTAMP_HEADER,
+            )
+        seconds = int(timestamp_text)
+        signatures = _signatures(signature_header, self._version, self._signature_size)
+        content = _signed_content(msg_id, timestamp_text, body)
+        if not (signatures and self._matches(content, signatures)):
+            raise _no_match()
+        tolerance = self._tolerance
+        if tolerance is not None:
+            now = self._clock()
+            if not -tolerance <= now - seconds <= tolerance:
+                raise tolerance_error(
+                    seconds, now=now, tolerance_seconds=tolerance, header=TIMESTAMP_HEADER
+                )
+        return VerifiedDelivery(self.scheme, msg_id, datetime.fromtimestamp(seconds, UTC))
+
+    @abstractmethod
+    def _matches(self, content: bytes, signatures: list[bytes]) -> bool:
+        """Whether any configured key made any of ``signatures`` over ``content``."""
+
+
+class StandardWebhooksVerifier(_StandardWebhooksVerifier):
+    """``standard-webhooks``: ``v1`` entries, HMAC-SHA256 with ``whsec_`` secrets."""
+
+    scheme = "standard-webhooks"
+    _version = "v1"
+    _signature_size = 32
+
+    def __init__(
+        self,
+        keys: str | Sequence[str],
+        *,
+        tolerance_seconds: float | None = DEFAULT_TOLERANCE_SECONDS,
+        clock: Clock | None = None,
+    ) -> None:
+        texts = key_list(keys)
+        # Decoded, and the HMAC key schedule computed, once here: the hot path only hashes.
+        self._keys = tuple(
+            HmacSha256(decode_whsec(text, argument=f"keys[{index}]"))
+            for index, text in enumerate(texts)
+        )
+        super().__init__(key_count=len(texts), tolerance_seconds=tolerance_seconds, clock=clock)
+
+    def _matches(self, content: bytes, signatures: list[bytes]) -> bool:
+        for key in self._keys:
+            mac = key.digest(content)
+            for signature in signatures:
+                if hmac.compare_digest(mac, signature):
+                    return True
+        return False
+
+
+class StandardWebhooksEd25519Verifier(_StandardWebhooksVerifier):
+    """``standard-webhooks-ed25519``: ``v1a`` entries, Ed25519 with ``whpk_`` public keys."""
+
+    scheme = "standard-webhooks-ed25519"
+    _version = "v1a"
+    _signature_size = 64
+
+    def __init__(
+        self,
+        keys: str | Sequence[str],
+        *,
+        tolerance_seconds: float | None = DEFAULT_TOLERANCE_SECONDS,
+        clock: Clock | None = None,
+    ) -> None:
+        texts = key_list(keys)
+        self._keys = tuple(
+            decode_ed25519_public(text, argument=f"keys[{index}]")
+            for index, text in enumerate(texts)
+        )
+        super().__init__(key_count=len(texts), tolerance_seconds=tolerance_seconds, clock=clock)
+
+    def _matches(self, content: bytes, signatures: list[bytes]) -> bool:
+        for key in self._keys:
+            for signature in signatures:
+                try:
+                    key.verify(signature, content)
+                except InvalidSignature:
+                    continue
+                return True
+        return False
+
+
+def _message_id(webhook_id: str | None) -> str:
+    if webhook_id is None:
+        return "msg_" + secrets.token_urlsafe(18)
+    return validate_webhook_id(webhook_id)
+
+
+def _headers(msg_id: str, seconds: int, signature: str) -> dict[str, str]:
+    return {ID_HEADER: msg_id, TIMESTAMP_HEADER: str(seconds), SIGNATURE_HEADER: signature}
+
+
+class StandardWebhooksSigner(Signer):
+    """Signs ``v1`` entries with a ``whsec_`` secret, as the ``standardwebhooks`` package does."""
+
+    scheme = "standard-webhooks"
+
+    def __init__(self, key: str) -> None:
+        self._key = decode_whsec(single_key(key), argument="key")
+
+    def sign(
+        self,
+        body: bytes,
+        *,
+        webhook_id: str | None = None,
+        timestamp: float | datetime | None = None,
+    ) -> dict[str, str]:
+        msg_id = _message_id(webhook_id)
+        seconds = signing_time(timestamp)
+        mac = hmac.digest(self._key, _signed_content(msg_id, str(seconds), body), "sha256")
+        return _headers(msg_id, seconds, "v1," + base64.b64encode(mac).decode("ascii"))
+
+
+class StandardWebhooksEd25519Signer(Signer):
+    """Signs ``v1a`` entries with a ``whsk_`` Ed25519 signing key."""
+
+    scheme = "standard-webhooks-ed25519"
+
+    def __init__(self, key: str) -> None:
+        self._key = decode_ed25519_private(single_key(key), argument="key")
+
+    def sign(
+        self,
+        body: bytes,
+        *,
+        webhook_id: str | None = None,
+        timestamp: float | datetime | None = None,
+    ) -> dict[str, str]:
+        msg_id = _message_id(webhook_id)
+        seconds = signing_time(timestamp)
+        signature = self._key.sign(_signed_content(msg_id, str(seconds), body))
+        return _headers(msg_id, seconds, "v1a," + base64.b64encode(signature).decode("ascii"))
