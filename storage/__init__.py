@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+from storage.errors import (
+    ConflictError,
+    SchemaVersionError,
+    StorageError,
+    StorageUnavailableError,
+    UnknownDeliveryError,
+)
+from storage.ledger import DEFAULT_MAX_REJECTED, Ledger
 from storage.records import (
     DEFAULT_STATUS_MAP,
     STATE_RANK,
@@ -10,12 +18,37 @@ from storage.records import (
     PaymentState,
     ReconciliationState,
 )
+from storage.rows import (
+    Delivery,
+    DeliveryStatus,
+    PaymentKind,
+    ReconciliationRow,
+    RecordedOutcome,
+    ReturnKind,
+    SummaryRow,
+)
+from storage.schema import SCHEMA_VERSION
 
 __all__ = [
+    "DEFAULT_MAX_REJECTED",
     "DEFAULT_STATUS_MAP",
+    "SCHEMA_VERSION",
     "STATE_RANK",
+    "ConflictError",
+    "Delivery",
+    "DeliveryStatus",
     "Flow",
+    "Ledger",
     "Outcome",
+    "PaymentKind",
     "PaymentState",
+    "ReconciliationRow",
     "ReconciliationState",
+    "RecordedOutcome",
+    "ReturnKind",
+    "SchemaVersionError",
+    "StorageError",
+    "StorageUnavailableError",
+    "SummaryRow",
+    "UnknownDeliveryError",
 ]

@@ -1,0 +1,197 @@
+"""Benchmark: the full reconciliation report and summary against a bare SQL floor.
+
+Builds a ledger with N payments and N outcomes (a realistic mix: most paid, some mismatched,
+failed, pending, refunded before their success arrived, duplicated, unexpected), then, in a
+fresh child process so its peak memory is the report's own and not the build's:
+
+- ``floor``: a bare SQL aggregate over the same tables, one row per payment joined to its
+  outcomes (``COUNT``, ``SUM``, ``MAX``), fetched as plain tuples: the least any per-payment
+  report can cost;
+- ``report``: ``Ledger.reconcile()`` iterated to the end, reading every row's Decimal
+  amounts as the CLI does;
+- ``summary``: ``Ledger.summary()``.
+
+It prints each time, the ratio to the floor, the per-row cost (compare two N for linearity) and
+the child's peak RSS (``ru_maxrss``: SQLite's page cache included). Run::
+
+    python -m bench.reconcile            # N = 100,000
+    python -m bench.reconcile --n 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from storage import STATE_RANK, Ledger, PaymentState
+
+CURRENCIES = ("CNY", "USD", "JPY", "KWD")
+START = datetime(2026, 1, 1, tzinfo=UTC)
+
+FLOOR_SQL = """
+SELECT p.external_identifier, COUNT(o.id), SUM(o.amount_minor), MAX(o.paid_at)
+FROM payments AS p LEFT JOIN outcomes AS o ON o.external_identifier = p.external_identifier
+GROUP BY p.external_identifier"""
+
+
+def _payment(i: int) -> tuple[object, ...]:
+    subscription = i % 10 == 9
+    return (
+        f"order-{i:09d}",
+        "subscription" if subscription else "transaction",
+        2500,
+        CURRENCIES[i % len(CURRENCIES)],
+        1900 if subscription else None,
+        (START + timedelta(seconds=i)).isoformat(),
+    )
+
+
+def _outcome(j: int, n: int) -> tuple[object, ...]:
+    """Outcome j, mostly for payment j; the mix is fixed by j % 100."""
+    bucket = j % 100
+    target, status, state, amount = j, "PS", PaymentState.SUCCEEDED, 2500
+    if 80 <= bucket < 85:
+        amount = 2600
+    elif 85 <= bucket < 90:
+        status, state = "PF", PaymentState.FAILED
+    elif 90 <= bucket < 93:
+        status, state = "WP", PaymentState.PENDING
+    elif 93 <= bucket < 95:
+        status, state = "RS", PaymentState.REFUNDED
+    elif 95 <= bucket < 98:
+        target = n + j  # no such payment: unexpected
+    elif bucket >= 98:
+        target, amount = j - 1, 1900  # a second transaction: a period, or a duplicate
+    currency = CURRENCIES[target % len(CURRENCIES)] if target < n else "CNY"
+    paid_at = (START + timedelta(days=1, seconds=j)).isoformat()
+    return (
+        j + 1,
+        f"ll-{j:09d}",
+        f"order-{target:09d}",
+        "wallet",
+        status,
+        str(state),
+        STATE_RANK[state],
+        f"{amount // 100}.{amount % 100:02d}",
+        currency,
+        amount,
+        paid_at,
+        paid_at,
+    )
+
+
+def _deliveries(n: int) -> Iterator[tuple[object, ...]]:
+    now = START.isoformat()
+    for j in range(n):
+        yield (j + 1, f"msg_{j:09d}", now, "{}", b"{}", "processed", now)
+
+
+def build(path: Path, n: int) -> float:
+    """Create the ledger file with N payments, deliveries and outcomes; return seconds taken."""
+    started = time.perf_counter()
+    with Ledger(path) as ledger:
+        conn = ledger.database.conn
+        conn.execute("PRAGMA synchronous = OFF")
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany(
+            "INSERT INTO payments (external_identifier, kind, amount_minor, currency, "
+            "plan_amount_minor, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+            (_payment(i) for i in range(n)),
+        )
+        conn.executemany(
+            "INSERT INTO deliveries (id, dedupe_key, received_at, headers, body, status, "
+            "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            _deliveries(n),
+        )
+        conn.executemany(
+            "INSERT INTO outcomes (delivery_id, transaction_id, external_identifier, flow, "
+            "payment_status, state, state_rank, amount, currency, amount_minor, paid_at, "
+            "recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (_outcome(j, n) for j in range(n)),
+        )
+        conn.execute("COMMIT")
+        conn.execute("ANALYZE")
+    return time.perf_counter() - started
+
+
+def measure(path: Path) -> dict[str, float]:
+    """The timed phases; runs in the child process."""
+    results: dict[str, float] = {}
+    with Ledger(path) as ledger:
+        conn = ledger.database.conn
+        for _ in conn.execute(FLOOR_SQL):  # warm the OS cache for every phase alike
+            pass
+
+        started = time.perf_counter()
+        floor_rows = sum(1 for _ in conn.execute(FLOOR_SQL))
+        results["floor_s"] = time.perf_counter() - started
+
+        started = time.perf_counter()
+        report_rows = 0
+        for row in ledger.reconcile():
+            row.expected_amount  # noqa: B018 - what a report prints
+            row.received_amount  # noqa: B018
+            report_rows += 1
+        results["report_s"] = time.perf_counter() - started
+
+        started = time.perf_counter()
+        summary = ledger.summary()
+        results["summary_s"] = time.perf_counter() - started
+
+    results["floor_rows"] = floor_rows
+    results["report_rows"] = report_rows
+    results["summary_rows"] = len(summary)
+    results["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return results
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=100_000, help="payments and outcomes")
+    parser.add_argument("--database", type=Path, help="keep the ledger here (default: temp)")
+    parser.add_argument("--measure-only", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.measure_only is not None:
+        print(json.dumps(measure(args.measure_only)))
+        return
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = args.database or Path(tmp) / "bench.db"
+        if path.exists():
+            sys.exit(f"{path} exists; choose a new path")
+        build_s = build(path, args.n)
+        size_mb = path.stat().st_size / 2**20
+        child = subprocess.run(
+            [sys.executable, "-m", "bench.reconcile", "--measure-only", str(path)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        r = json.loads(child.stdout)
+
+    n = args.n
+    print(f"N = {n:,} payments, {n:,} outcomes; built in {build_s:.1f} s, file {size_mb:.0f} MB")
+    print(f"floor   (bare SQL per-payment aggregate): {r['floor_s']:7.2f} s")
+    for phase in ("report", "summary"):
+        seconds = r[f"{phase}_s"]
+        print(
+            f"{phase:7} {seconds:37.2f} s  {seconds / r['floor_s']:5.2f}x floor  "
+            f"{seconds / n * 1e6:6.2f} us per payment"
+        )
+    print(
+        f"rows: report {r['report_rows']:,}, floor {r['floor_rows']:,}, summary {r['summary_rows']}"
+    )
+    print(f"peak RSS of the measuring process: {r['peak_rss_mb']:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""The ledger's errors: one base with a stable ``code``, and the translation from ``sqlite3``.
+
+The receiver answers 503 (so the service retries) when storage cannot be written, and must
+tell that apart from a bug. So no ``sqlite3`` exception leaves the ledger bare: every one is
+turned into a :class:`StorageError`, and the ones that mean "try again later" (locked past the
+busy timeout, a read-only file, a full disk, an I/O failure) into
+:class:`StorageUnavailableError`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+__all__ = [
+    "ConflictError",
+    "SchemaVersionError",
+    "StorageError",
+    "StorageUnavailableError",
+    "UnknownDeliveryError",
+    "translate_errors",
+]
+
+
+class StorageError(Exception):
+    """Base of every ledger error: a stable machine ``code`` and a human ``message``."""
+
+    #: Stable machine-readable code; subclasses override it.
+    code: str = "storage_error"
+
+    def __init__(self, message: str) -> None:
+        #: One sentence for a person; never a secret, never the stored data.
+        self.message = message
+        super().__init__(message)
+
+
+class StorageUnavailableError(StorageError):
+    """The ledger cannot be written now: locked past the busy timeout, read-only, disk full.
+
+    The write did not happen; trying again later may succeed.
+    """
+
+    code = "storage_unavailable"
+
+
+class ConflictError(StorageError):
+    """A payment registered again with data that differs from what is stored."""
+
+    code = "conflict"
+
+    def __init__(self, external_identifier: str, fields: tuple[str, ...]) -> None:
+        #: The payment registered twice.
+        self.external_identifier = external_identifier
+        #: The names of the fields whose stored value differs from the new one.
+        self.fields = fields
+        super().__init__(
+            f"Payment {external_identifier!r} is already registered with a different "
+            f"{', '.join(fields)}."
+        )
+
+
+class UnknownDeliveryError(StorageError, LookupError):
+    """A delivery id that the ledger has never stored."""
+
+    code = "unknown_delivery"
+
+    def __init__(self, delivery_id: int) -> None:
+        #: The id asked for.
+        self.delivery_id = delivery_id
+        super().__init__(f"There is no delivery with id {delivery_id}.")
+
+
+class SchemaVersionError(StorageError):
+    """The file was migrated by a newer payhooks than this one; it is not touched."""
+
+    code = "schema_too_new"
+
+
+# Primary result codes (https://sqlite.org/rescode.html) after which the same write can succeed
+# later, once the lock is released, space is freed or permissions are fixed.
+_UNAVAILABLE_RESULT_CODES = frozenset(
+    {
+        3,  # SQLITE_PERM
+        5,  # SQLITE_BUSY
+        6,  # SQLITE_LOCKED
+        7,  # SQLITE_NOMEM
+        8,  # SQLITE_READONLY
+        10,  # SQLITE_IOERR
+        13,  # SQLITE_FULL
+        14,  # SQLITE_CANTOPEN
+        15,  # SQLITE_PROTOCOL
+    }
+)
+
+
+def from_sqlite_error(err: sqlite3.Error) -> StorageError:
+    """The :class:`StorageError` that stands for ``err`` (the caller raises it ``from err``)."""
+    code = getattr(err, "sqlite_errorcode", None)
+    name = getattr(err, "sqlite_errorname", None) or type(err).__name__
+    message = f"SQLite failed ({name}): {err}"
+    if code is not None and code & 0xFF in _UNAVAILABLE_RESULT_CODES:
+        return StorageUnavailableError(message)
+    return StorageError(message)
+
+
+@contextmanager
+def translate_errors() -> Iterator[None]:
+    """Run the block, turning any ``sqlite3.Error`` into the matching :class:`StorageError`."""
+    try:
+        yield
+    except sqlite3.Error as err:
+        raise from_sqlite_error(err) from err

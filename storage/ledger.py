@@ -1,0 +1,628 @@
+"""The ledger: expected payments, deliveries, outcomes and returns in one SQLite file.
+
+One :class:`Ledger` holds one connection; use one per thread (SQLite connections must not be
+shared between threads). Several processes may open the same file at once: writes are short
+``BEGIN IMMEDIATE`` transactions that wait on the busy timeout, and the file is in WAL mode so
+readers never block the writer.
+
+Idempotency comes from unique keys, never from read-then-write: a repeated delivery hits
+``deliveries.dedupe_key``, a repeated outcome ``outcomes (transaction_id, payment_status)``, a
+repeated registration ``payments.external_identifier``; each insert is ``ON CONFLICT`` and the
+stored row is read back only afterwards, in the same transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, suppress
+from datetime import datetime
+from decimal import Decimal
+from enum import StrEnum
+from types import TracebackType
+from typing import Any, Final, TypeVar
+
+from sqlite_utils import Database
+
+from storage import reconciliation
+from storage.currencies import minor_unit_exponent
+from storage.errors import ConflictError, UnknownDeliveryError, translate_errors
+from storage.records import STATE_RANK, Outcome, ReconciliationState
+from storage.rows import (
+    Delivery,
+    DeliveryStatus,
+    PaymentKind,
+    ReconciliationRow,
+    RecordedOutcome,
+    ReturnKind,
+    SummaryRow,
+)
+from storage.schema import configure, migrate
+from storage.times import Clock, from_text, system_clock, to_text
+
+__all__ = ["DEFAULT_MAX_REJECTED", "Ledger"]
+
+#: How many rejected deliveries are kept by default; older ones are pruned.
+DEFAULT_MAX_REJECTED: Final = 10_000
+
+#: How much of a rejected body is kept.
+REJECTED_BODY_BYTES: Final = 4096
+
+#: The statuses :meth:`Ledger.mark_delivery` may set; the others follow from recording.
+_MARKABLE = frozenset(
+    {
+        DeliveryStatus.MALFORMED_JSON,
+        DeliveryStatus.INVALID_PAYLOAD,
+        DeliveryStatus.PROCESSING_ERROR,
+    }
+)
+
+_DELIVERY_COLUMNS = (
+    "id, dedupe_key, received_at, headers, body, status, error, attempts, outcome_id, "
+    "signal_error, updated_at"
+)
+
+# A repeated dedupe_key stores nothing new: it counts an attempt and returns the stored row.
+_UPSERT_DELIVERY = f"""
+    INSERT INTO deliveries (dedupe_key, received_at, headers, body, updated_at)
+    VALUES (?, ?, ?, ?, ?)
+    ON CONFLICT (dedupe_key) DO UPDATE
+        SET attempts = attempts + 1, updated_at = excluded.updated_at
+    RETURNING {_DELIVERY_COLUMNS}"""  # noqa: S608 - constants only
+
+# Fields compared when a payment is registered again, in the order of the SELECT below.
+_PAYMENT_FIELDS = (
+    "kind",
+    "amount_minor",
+    "currency",
+    "plan_amount_minor",
+    "description",
+    "metadata",
+)
+
+_T = TypeVar("_T")
+
+
+def _json_default(value: object) -> str:
+    if isinstance(value, Decimal):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _to_json(value: Mapping[str, Any]) -> str:
+    return json.dumps(dict(value), sort_keys=True, separators=(",", ":"), default=_json_default)
+
+
+def _delivery(values: tuple[Any, ...], *, is_new: bool = False) -> Delivery:
+    (
+        delivery_id,
+        dedupe_key,
+        received_at,
+        headers,
+        body,
+        status,
+        error,
+        attempts,
+        outcome_id,
+        signal_error,
+        updated_at,
+    ) = values
+    return Delivery(
+        id=delivery_id,
+        dedupe_key=dedupe_key,
+        received_at=from_text(received_at),
+        headers=json.loads(headers),
+        body=bytes(body),
+        status=DeliveryStatus(status),
+        error=error,
+        attempts=attempts,
+        outcome_id=outcome_id,
+        signal_error=signal_error,
+        updated_at=from_text(updated_at),
+        is_new=is_new,
+    )
+
+
+_E = TypeVar("_E", bound=StrEnum)
+
+
+def _enum(kind: type[_E], value: str, argument: str) -> _E:
+    """``value`` as a member of ``kind``, or a ValueError naming the argument and the choices."""
+    try:
+        return kind(value)
+    except ValueError:
+        choices = ", ".join(member.value for member in kind)
+        raise ValueError(f"{argument} must be one of {choices}; got {value!r}") from None
+
+
+def _check_amount(value: object, argument: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{argument} must be a non-negative int of minor units, not {value!r}")
+    return value
+
+
+class Ledger:
+    """The SQLite ledger DESIGN.md describes ("Storage").
+
+    :param path_or_database: a file path (opened and owned: :meth:`close` closes it), or a
+        ``sqlite_utils.Database`` the caller owns and closes. When that database is already
+        inside a transaction, the ledger's writes join it as savepoints.
+    :param busy_timeout_ms: how long a write waits for another writer's lock before it gives
+        up with :class:`~storage.StorageUnavailableError`.
+    :param max_rejected: how many rejected deliveries to keep (the newest); bounds the table
+        however many forged requests arrive.
+    :param clock: returns the current aware time; for tests. Defaults to the system's, in UTC.
+
+    Opening migrates the file forward when it is behind (see :mod:`storage.schema`). Every
+    ``sqlite3`` error is raised as a :class:`~storage.StorageError`.
+    """
+
+    def __init__(
+        self,
+        path_or_database: str | os.PathLike[str] | Database,
+        *,
+        busy_timeout_ms: int = 5000,
+        max_rejected: int = DEFAULT_MAX_REJECTED,
+        clock: Clock | None = None,
+    ) -> None:
+        if busy_timeout_ms < 0:
+            raise ValueError(f"busy_timeout_ms must not be negative, not {busy_timeout_ms!r}")
+        if max_rejected < 1:
+            raise ValueError(f"max_rejected must be at least 1, not {max_rejected!r}")
+        self._max_rejected = max_rejected
+        self._clock: Clock = clock or system_clock
+        self._owns_database = not isinstance(path_or_database, Database)
+        self._name = (
+            "<database>" if isinstance(path_or_database, Database) else os.fspath(path_or_database)
+        )
+        with translate_errors():
+            if isinstance(path_or_database, Database):
+                db = path_or_database
+            else:
+                db = Database(os.fspath(path_or_database), execute_plugins=False)
+            try:
+                configure(db, busy_timeout_ms=busy_timeout_ms)
+                #: How many schema migrations the file has (the code's
+                #: :data:`storage.schema.SCHEMA_VERSION` once open).
+                self.schema_version = migrate(db)
+            except BaseException:
+                if self._owns_database:
+                    db.close()
+                raise
+        self._db = db
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def database(self) -> Database:
+        """The underlying ``sqlite_utils.Database``: for reading, and for tools and tests.
+
+        Writes made through it bypass the ledger's checks.
+        """
+        return self._db
+
+    def close(self) -> None:
+        """Close the connection if the ledger opened it. Safe to call twice."""
+        if not self._closed and self._owns_database:
+            with translate_errors():
+                self._db.close()
+        self._closed = True
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Ledger {self._name!r}>"
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: ``BEGIN IMMEDIATE`` takes the write lock up front.
+
+        A deferred transaction that reads first and writes later can fail at once with
+        ``SQLITE_BUSY`` when another process wrote in between (WAL snapshots cannot be
+        upgraded), without waiting on the busy timeout; taking the lock first makes the busy
+        timeout the only wait. Inside a caller's transaction, a savepoint instead.
+        """
+        conn = self._db.conn
+        with translate_errors():
+            if conn.in_transaction:
+                with self._db.atomic():
+                    yield conn
+                return
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                with suppress(sqlite3.Error):
+                    self._db.rollback()  # a no-op when the error already ended it
+                raise
+
+    def _stream(
+        self, cursor: sqlite3.Cursor, convert: Callable[[tuple[Any, ...]], _T]
+    ) -> Iterator[_T]:
+        """Yield converted rows straight from ``cursor``: never more than one row in memory."""
+        try:
+            with translate_errors():
+                for values in cursor:
+                    yield convert(values)
+        finally:
+            with suppress(sqlite3.Error):
+                cursor.close()
+
+    def _now(self, moment: datetime | None, argument: str) -> str:
+        return to_text(self._clock() if moment is None else moment, argument=argument)
+
+    # -- expected payments -----------------------------------------------------------------
+
+    def expect_transaction(
+        self,
+        external_identifier: str,
+        amount_minor: int,
+        currency: str,
+        *,
+        description: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Register a one-off payment the merchant expects.
+
+        :returns: True when newly registered; False when the same payment was already (the
+            same data again is a no-op).
+        :raises ConflictError: it is registered with different data (any of kind, amount,
+            currency, plan amount, description, metadata).
+        :raises ValueError: an identifier outside 1 to 64 characters, a negative or non-int
+            amount, a currency that is not an ISO 4217 code with minor units.
+        """
+        return self._expect(
+            external_identifier,
+            PaymentKind.TRANSACTION,
+            amount_minor,
+            currency,
+            None,
+            description,
+            metadata,
+        )
+
+    def expect_subscription(
+        self,
+        external_identifier: str,
+        amount_minor: int,
+        currency: str,
+        plan_amount_minor: int,
+        *,
+        description: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Register a subscription: the first period costs ``amount_minor``, later ones
+        ``plan_amount_minor``. Same return and errors as :meth:`expect_transaction`."""
+        return self._expect(
+            external_identifier,
+            PaymentKind.SUBSCRIPTION,
+            amount_minor,
+            currency,
+            _check_amount(plan_amount_minor, "plan_amount_minor"),
+            description,
+            metadata,
+        )
+
+    def _expect(
+        self,
+        external_identifier: str,
+        kind: PaymentKind,
+        amount_minor: int,
+        currency: str,
+        plan_amount_minor: int | None,
+        description: str | None,
+        metadata: Mapping[str, Any] | None,
+    ) -> bool:
+        if not isinstance(external_identifier, str) or not 1 <= len(external_identifier) <= 64:
+            raise ValueError("external_identifier must be a string of 1 to 64 characters")
+        _check_amount(amount_minor, "amount_minor")
+        if not isinstance(currency, str):
+            raise ValueError("currency must be an ISO 4217 code")
+        minor_unit_exponent(currency)  # raises UnknownCurrencyError, a ValueError
+        if description is not None and not isinstance(description, str):
+            raise ValueError("description must be a string or None")
+        try:
+            metadata_json = None if metadata is None else _to_json(metadata)
+        except TypeError as err:
+            raise ValueError(f"metadata must be JSON serializable: {err}") from err
+        values = (
+            kind.value,
+            amount_minor,
+            currency,
+            plan_amount_minor,
+            description,
+            metadata_json,
+        )
+        with self._write() as conn:
+            inserted = conn.execute(
+                "INSERT INTO payments (external_identifier, created_at, kind, amount_minor, "
+                "currency, plan_amount_minor, description, metadata) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (external_identifier) DO NOTHING",
+                (external_identifier, self._now(None, "clock()"), *values),
+            ).rowcount
+            if inserted:
+                return True
+            stored = conn.execute(
+                f"SELECT {', '.join(_PAYMENT_FIELDS)} FROM payments "  # noqa: S608 - constants
+                "WHERE external_identifier = ?",
+                (external_identifier,),
+            ).fetchone()
+        differing = tuple(
+            name
+            for name, old, new in zip(_PAYMENT_FIELDS, stored, values, strict=True)
+            if old != new
+        )
+        if differing:
+            raise ConflictError(external_identifier, differing)
+        return False
+
+    # -- deliveries ------------------------------------------------------------------------
+
+    def record_delivery(
+        self,
+        *,
+        dedupe_key: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        received_at: datetime | None = None,
+    ) -> Delivery:
+        """Store an authenticated delivery, committed, before anything reads it.
+
+        A new ``dedupe_key`` gives a row with status ``received`` and ``is_new=True``. A known
+        one stores nothing new: it counts one more attempt and returns the stored row (body,
+        status and all) with ``is_new=False``, so a retry can finish what the first try began.
+        """
+        if not isinstance(dedupe_key, str) or not dedupe_key:
+            raise ValueError("dedupe_key must be a non-empty string")
+        if not isinstance(body, bytes | bytearray | memoryview):
+            raise ValueError("body must be bytes")
+        now = self._now(None, "clock()")
+        with self._write() as conn:
+            values = conn.execute(
+                _UPSERT_DELIVERY,
+                (
+                    dedupe_key,
+                    self._now(received_at, "received_at"),
+                    _to_json(headers),
+                    bytes(body),
+                    now,
+                ),
+            ).fetchone()
+        return _delivery(values, is_new=values[7] == 1)
+
+    def mark_delivery(
+        self, delivery_id: int, status: DeliveryStatus | str, error: str | None = None
+    ) -> None:
+        """Record that a stored delivery could not be processed, and why.
+
+        :param status: ``malformed_json``, ``invalid_payload`` or ``processing_error``.
+        :raises UnknownDeliveryError: no such delivery.
+        """
+        marked = _enum(DeliveryStatus, status, "status")
+        if marked not in _MARKABLE:
+            raise ValueError(f"status must be one of {sorted(_MARKABLE)}, not {marked.value!r}")
+        with self._write() as conn:
+            changed = conn.execute(
+                "UPDATE deliveries SET status = ?, error = ?, updated_at = ? WHERE id = ?",
+                (marked.value, error, self._now(None, "clock()"), delivery_id),
+            ).rowcount
+            if not changed:
+                raise UnknownDeliveryError(delivery_id)
+
+    def record_signal_error(self, delivery_id: int, error: str) -> None:
+        """Keep what a signal receiver raised; several failures are kept one per line."""
+        with self._write() as conn:
+            changed = conn.execute(
+                "UPDATE deliveries SET signal_error = CASE WHEN signal_error IS NULL THEN ? "
+                "ELSE signal_error || char(10) || ? END, updated_at = ? WHERE id = ?",
+                (error, error, self._now(None, "clock()"), delivery_id),
+            ).rowcount
+            if not changed:
+                raise UnknownDeliveryError(delivery_id)
+
+    def delivery(self, delivery_id: int) -> Delivery | None:
+        """The stored delivery with this id, or None."""
+        with translate_errors():
+            values = self._db.conn.execute(
+                f"SELECT {_DELIVERY_COLUMNS} FROM deliveries WHERE id = ?",  # noqa: S608
+                (delivery_id,),
+            ).fetchone()
+        return None if values is None else _delivery(values)
+
+    def deliveries(self, status: DeliveryStatus | str | None = None) -> Iterator[Delivery]:
+        """Stored deliveries in the order they arrived, optionally only those with ``status``
+        (what ``payhooks reprocess`` walks). Streams from a cursor."""
+        with translate_errors():
+            if status is None:
+                cursor = self._db.conn.execute(
+                    f"SELECT {_DELIVERY_COLUMNS} FROM deliveries ORDER BY id"  # noqa: S608
+                )
+            else:
+                cursor = self._db.conn.execute(
+                    f"SELECT {_DELIVERY_COLUMNS} FROM deliveries "  # noqa: S608
+                    "WHERE status = ? ORDER BY id",
+                    (_enum(DeliveryStatus, status, "status").value,),
+                )
+        return self._stream(cursor, _delivery)
+
+    def record_rejected(
+        self,
+        *,
+        reason: str,
+        body: bytes,
+        remote_addr: str | None,
+        received_at: datetime | None = None,
+    ) -> int:
+        """Keep a trace of a delivery that failed verification: its first 4 KiB and why.
+
+        The table keeps the newest ``max_rejected`` rows; older ones are deleted in the same
+        transaction. Returns the new row's id.
+        """
+        with self._write() as conn:
+            rejected_id: int = conn.execute(
+                "INSERT INTO rejected_deliveries (received_at, remote_addr, reason, body, "
+                "body_size) VALUES (?, ?, ?, ?, ?) RETURNING id",
+                (
+                    self._now(received_at, "received_at"),
+                    remote_addr,
+                    reason,
+                    bytes(body[:REJECTED_BODY_BYTES]),
+                    len(body),
+                ),
+            ).fetchone()[0]
+            # Ids only grow (the newest row is never deleted), so the oldest are a key range.
+            conn.execute(
+                "DELETE FROM rejected_deliveries WHERE id <= ?",
+                (rejected_id - self._max_rejected,),
+            )
+        return rejected_id
+
+    # -- outcomes and returns --------------------------------------------------------------
+
+    def record_outcome(self, outcome: Outcome, *, delivery_id: int) -> RecordedOutcome:
+        """Record an outcome, mark its delivery and reconcile, all in one transaction.
+
+        The outcome is stored once per (``transaction_id``, ``payment_status``). The delivery
+        becomes ``processed``, or ``duplicate`` when a different delivery had already recorded
+        this outcome (recording the same delivery again, as ``payhooks reprocess`` does, keeps
+        it ``processed``). The returned state is the payment's after this write.
+
+        :raises UnknownDeliveryError: ``delivery_id`` is not stored.
+        """
+        now = self._now(None, "clock()")
+        with self._write() as conn:
+            known = conn.execute("SELECT 1 FROM deliveries WHERE id = ?", (delivery_id,))
+            if known.fetchone() is None:
+                raise UnknownDeliveryError(delivery_id)
+            inserted = conn.execute(
+                "INSERT INTO outcomes (delivery_id, transaction_id, external_identifier, flow, "
+                "provider, provider_reference, provider_status, payment_status, state, "
+                "state_rank, amount, currency, amount_minor, paid_at, extra, recorded_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (transaction_id, payment_status) DO NOTHING RETURNING id",
+                (
+                    delivery_id,
+                    outcome.transaction_id,
+                    outcome.external_identifier,
+                    str(outcome.flow),
+                    outcome.provider,
+                    outcome.provider_reference,
+                    outcome.provider_status,
+                    outcome.payment_status,
+                    str(outcome.state),
+                    STATE_RANK[outcome.state],
+                    str(outcome.amount),
+                    outcome.currency,
+                    outcome.amount_minor,
+                    to_text(outcome.paid_at, argument="paid_at"),
+                    _to_json(outcome.extra),
+                    now,
+                ),
+            ).fetchone()
+            if inserted is not None:
+                outcome_id, is_new, first_delivery = inserted[0], True, delivery_id
+            else:
+                outcome_id, first_delivery = conn.execute(
+                    "SELECT id, delivery_id FROM outcomes "
+                    "WHERE transaction_id = ? AND payment_status = ?",
+                    (outcome.transaction_id, outcome.payment_status),
+                ).fetchone()
+                is_new = False
+            status = (
+                DeliveryStatus.PROCESSED
+                if first_delivery == delivery_id
+                else DeliveryStatus.DUPLICATE
+            )
+            conn.execute(
+                "UPDATE deliveries SET status = ?, error = NULL, outcome_id = ?, updated_at = ? "
+                "WHERE id = ?",
+                (status.value, outcome_id, now, delivery_id),
+            )
+            state = reconciliation.state_for(conn, outcome.external_identifier)
+        if state is None:  # pragma: no cover - the outcome was just stored in this transaction
+            raise AssertionError("an outcome just recorded has no reconciliation row")
+        return RecordedOutcome(
+            outcome_id=outcome_id, is_new=is_new, reconciliation=state, delivery_status=status
+        )
+
+    def record_return(
+        self,
+        external_identifier: str,
+        kind: ReturnKind | str,
+        result_code: str | None,
+        *,
+        returned_at: datetime | None = None,
+    ) -> int:
+        """Record a customer's return (``return``) or cancel (``cancel``) visit.
+
+        It never changes a payment's state: the query string comes from the browser. Returns
+        the new row's id.
+        """
+        visit = _enum(ReturnKind, kind, "kind")
+        with self._write() as conn:
+            returned_id: int = conn.execute(
+                "INSERT INTO returns (external_identifier, returned_at, kind, result_code) "
+                "VALUES (?, ?, ?, ?) RETURNING id",
+                (
+                    external_identifier,
+                    self._now(returned_at, "returned_at"),
+                    visit.value,
+                    result_code,
+                ),
+            ).fetchone()[0]
+        return returned_id
+
+    # -- reconciliation --------------------------------------------------------------------
+
+    def state(self, external_identifier: str) -> ReconciliationState | None:
+        """The reconciliation state of one payment (or unexpected identifier); None when
+        neither a payment nor an outcome names it."""
+        with translate_errors():
+            return reconciliation.state_for(self._db.conn, external_identifier)
+
+    def row(self, external_identifier: str) -> ReconciliationRow | None:
+        """The full reconciliation row of one identifier, or None."""
+        with translate_errors():
+            return reconciliation.row_for(self._db.conn, external_identifier)
+
+    def reconcile(
+        self,
+        *,
+        state: ReconciliationState | str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> Iterator[ReconciliationRow]:
+        """Stream the reconciliation, one row per payment and per unexpected identifier.
+
+        :param state: only rows in this state.
+        :param since: only rows opened at or after this aware time (a payment: when it was
+            registered; an unexpected identifier: its earliest ``paid_at``).
+        :param until: only rows opened before this aware time.
+
+        Rows come from a cursor as they are computed (expected payments by identifier, then
+        unexpected ones), so memory stays flat however many there are.
+        """
+        wanted = None if state is None else _enum(ReconciliationState, state, "state")
+        with translate_errors():
+            cursor = reconciliation.select_rows(
+                self._db.conn, state=wanted, since=since, until=until
+            )
+        return self._stream(cursor, reconciliation.to_row)
+
+    def summary(self) -> list[SummaryRow]:
+        """Counts and Decimal totals per currency and state, grouped in SQL."""
+        with translate_errors():
+            return reconciliation.summary(self._db.conn)

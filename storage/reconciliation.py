@@ -1,0 +1,357 @@
+"""The reconciliation, in SQL: the ``reconciliation`` view and the queries over it.
+
+Finance tools read the view directly, and the ledger reads nothing else, so there is one
+definition of every state. Python only streams the view's rows into
+:class:`~storage.rows.ReconciliationRow`.
+
+How a payment's state is decided (DESIGN.md "Reconciliation states", made precise):
+
+- A *transaction* (one ``transaction_id``) is as far along as its highest-ranked outcome
+  (:data:`storage.records.STATE_RANK`), whatever order the outcomes arrived in. ``unknown``
+  ranks lowest, so it never hides a known state.
+- A transaction *succeeded* when any of its outcomes is ``succeeded`` or later (a refund or
+  chargeback implies the payment went through). Its amount and currency are those of its
+  lowest-ranked such outcome: the ``succeeded`` one when it has arrived, else the first step
+  after it. A succeeded transaction is a *period*: a subscription's billing period, or the one
+  payment of a transaction.
+- No period yet: ``pending`` when there is no outcome or the furthest is ``pending``;
+  ``failed`` or ``cancelled`` when the furthest is one of those two (which share a rank): the
+  one with the latest ``paid_at`` decides, so a cancellation after a failure is ``cancelled``;
+  ``unknown_status`` when every outcome is ``unknown``.
+- With periods, in this order: a transaction-kind payment with two or more periods is
+  ``duplicate_payment``; a period in another currency gives ``currency_mismatch``; an amount
+  that differs gives ``amount_mismatch`` (a transaction: its one period against
+  ``amount_minor``; a subscription: the first period by ``paid_at`` against ``amount_minor``
+  and every later one against ``plan_amount_minor``). Otherwise the furthest lifecycle state
+  decides: ``succeeded`` is ``paid``, and ``refund_pending``, ``partially_refunded``,
+  ``refunded``, ``charged_back`` are reported as such, amounts kept. A mismatch stays a
+  mismatch after a refund; ``lifecycle_state`` tells the two apart.
+- An outcome whose ``external_identifier`` no payment names is ``unexpected``, one row per
+  such identifier (all its outcomes together). Nothing is stored about the state itself: once
+  the payment is registered the same outcomes reconcile against it.
+
+Streaming: each arm walks an index in ``external_identifier`` order (payments by primary key,
+outcomes by ``outcomes_reconciliation``), so the view aggregates without sorting or holding
+rows; a lookup of one identifier is pushed down into both arms as index searches.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from storage.currencies import from_minor_units
+from storage.records import STATE_RANK, PaymentState, ReconciliationState
+from storage.rows import PaymentKind, ReconciliationRow, SummaryRow
+from storage.times import to_text
+
+__all__ = [
+    "RECONCILIATION_VIEW_SQL",
+    "ROW_COLUMNS",
+    "row_for",
+    "select_rows",
+    "state_for",
+    "summary",
+    "to_row",
+]
+
+_SUCCEEDED = STATE_RANK[PaymentState.SUCCEEDED]
+_UNKNOWN = STATE_RANK[PaymentState.UNKNOWN]
+_CLOSED = STATE_RANK[PaymentState.CANCELLED]
+
+
+# Aggregates over one payment's outcomes `o`. `period.one` is 1 on a period outcome, else NULL.
+# SQLite computes an aggregate that appears several times once, so the expressions below are
+# spelled out wherever they are needed instead of going through a subquery layer.
+_TOP_RANK = "MAX(o.state_rank)"
+_PERIODS = "COUNT(period.one)"
+_LAST_CLOSED = (
+    f"MAX(CASE WHEN o.state_rank = {_CLOSED} "
+    f"THEN o.paid_at || (o.state = '{PaymentState.CANCELLED}') END)"
+)
+_PERIOD_TOTAL = "SUM(period.one * o.amount_minor)"
+
+
+def _lifecycle_case() -> str:
+    """``CASE <top rank> ...``: the state name of the furthest rank, from :data:`STATE_RANK`.
+
+    Ranks are unique except that ``failed`` and ``cancelled`` share one; for those the
+    latest ``paid_at`` decides (the latest such outcome's key ends in ``1`` for a
+    cancellation). NULL when there is no outcome.
+    """
+    by_rank: dict[int, list[PaymentState]] = {}
+    for state, rank in STATE_RANK.items():
+        by_rank.setdefault(rank, []).append(state)
+    arms = []
+    for rank, states in sorted(by_rank.items()):
+        if len(states) == 1:
+            arms.append(f"WHEN {rank} THEN '{states[0]}'")
+        elif set(states) == {PaymentState.FAILED, PaymentState.CANCELLED}:
+            arms.append(
+                f"WHEN {rank} THEN CASE WHEN substr({_LAST_CLOSED}, -1) = '1' "
+                f"THEN '{PaymentState.CANCELLED}' ELSE '{PaymentState.FAILED}' END"
+            )
+        else:  # pragma: no cover - guards a future edit of STATE_RANK
+            raise RuntimeError(f"STATE_RANK gives {states} one rank; the view cannot order them")
+    return f"CASE {_TOP_RANK} " + " ".join(arms) + " END"
+
+
+_LIFECYCLE_STATE = _lifecycle_case()
+
+# True for the one outcome of a transaction that makes it a period: its lowest-ranked outcome
+# at or past `succeeded` (ties: the lowest id). A join condition, so it is evaluated once per
+# outcome; the search is an index range of the outcome's own transaction.
+_IS_PERIOD = f"""
+    o.state_rank >= {_SUCCEEDED}
+    AND NOT EXISTS (
+        SELECT 1 FROM outcomes AS earlier
+        WHERE earlier.external_identifier = o.external_identifier
+          AND earlier.transaction_id = o.transaction_id
+          AND earlier.state_rank BETWEEN {_SUCCEEDED} AND o.state_rank
+          AND (earlier.state_rank < o.state_rank OR earlier.id < o.id)
+    )"""  # noqa: S608 - here and below, SQL built from constants only
+
+# Columns both arms compute the same way.
+_SHARED_COLUMNS = f"""
+    {_LIFECYCLE_STATE} AS lifecycle_state,
+    {_PERIODS} AS periods_paid,
+    json_group_array(DISTINCT o.transaction_id) FILTER (WHERE o.id IS NOT NULL)
+        AS transaction_ids,
+    COUNT(CASE WHEN o.state_rank = {_UNKNOWN} THEN 1 END) AS unknown_outcomes,
+    MAX(o.paid_at) AS last_outcome_at"""
+
+# For expected payments: a period paid in another currency, and the first period's amount.
+_OTHER_CURRENCY = "MIN(CASE WHEN period.one = 1 AND o.currency <> p.currency THEN o.currency END)"
+_FIRST_PERIOD = (
+    "MIN(CASE WHEN period.one = 1 AND p.plan_amount_minor IS NOT NULL "
+    "THEN o.paid_at || ' ' || o.amount_minor END)"
+)
+_FIRST_AMOUNT = f"CAST(substr({_FIRST_PERIOD}, instr({_FIRST_PERIOD}, ' ') + 1) AS INTEGER)"
+_PERIODS_OFF_PLAN = "COUNT(CASE WHEN o.amount_minor <> p.plan_amount_minor THEN period.one END)"
+
+_R = ReconciliationState
+_EXPECTED_STATE = f"""
+    CASE
+        WHEN {_PERIODS} = 0 THEN
+            CASE {_LIFECYCLE_STATE}
+                WHEN '{PaymentState.UNKNOWN}' THEN '{_R.UNKNOWN_STATUS}'
+                WHEN '{PaymentState.FAILED}' THEN '{_R.FAILED}'
+                WHEN '{PaymentState.CANCELLED}' THEN '{_R.CANCELLED}'
+                ELSE '{_R.PENDING}'
+            END
+        WHEN p.kind = '{PaymentKind.TRANSACTION}' AND {_PERIODS} > 1
+            THEN '{_R.DUPLICATE_PAYMENT}'
+        WHEN {_OTHER_CURRENCY} IS NOT NULL THEN '{_R.CURRENCY_MISMATCH}'
+        WHEN p.kind = '{PaymentKind.TRANSACTION}' AND {_PERIOD_TOTAL} <> p.amount_minor
+            THEN '{_R.AMOUNT_MISMATCH}'
+        WHEN p.kind = '{PaymentKind.SUBSCRIPTION}' AND (
+            {_FIRST_AMOUNT} <> p.amount_minor
+            OR {_PERIODS_OFF_PLAN} - ({_FIRST_AMOUNT} <> p.plan_amount_minor) > 0
+        ) THEN '{_R.AMOUNT_MISMATCH}'
+        WHEN {_TOP_RANK} = {_SUCCEEDED} THEN '{_R.PAID}'
+        ELSE {_LIFECYCLE_STATE}
+    END"""
+
+_EXPECTED_ARM = f"""
+SELECT
+    p.external_identifier AS external_identifier,
+    p.kind AS kind,
+    {_EXPECTED_STATE} AS state,
+    p.currency AS currency,
+    CASE WHEN p.kind = '{PaymentKind.SUBSCRIPTION}' AND {_PERIODS} > 1
+        THEN p.amount_minor + p.plan_amount_minor * ({_PERIODS} - 1)
+        ELSE p.amount_minor END AS expected_amount_minor,
+    CASE WHEN {_PERIODS} = 0 THEN NULL
+        ELSE COALESCE({_OTHER_CURRENCY}, p.currency) END AS received_currency,
+    CASE WHEN {_OTHER_CURRENCY} IS NULL THEN {_PERIOD_TOTAL}
+        ELSE SUM(CASE WHEN o.currency <> p.currency THEN period.one * o.amount_minor END)
+        END AS received_amount_minor,
+    p.created_at AS opened_at,
+    {_SHARED_COLUMNS}
+FROM payments AS p
+LEFT JOIN outcomes AS o ON o.external_identifier = p.external_identifier
+LEFT JOIN (SELECT 1 AS one) AS period ON {_IS_PERIOD}
+GROUP BY p.external_identifier"""  # noqa: S608
+
+_PERIOD_CURRENCY = "CASE WHEN period.one = 1 THEN o.currency END"
+_UNEXPECTED_ARM = f"""
+SELECT
+    o.external_identifier AS external_identifier,
+    NULL AS kind,
+    '{_R.UNEXPECTED}' AS state,
+    COALESCE(MIN({_PERIOD_CURRENCY}), MIN(o.currency)) AS currency,
+    NULL AS expected_amount_minor,
+    MIN({_PERIOD_CURRENCY}) AS received_currency,
+    CASE WHEN MIN({_PERIOD_CURRENCY}) = MAX({_PERIOD_CURRENCY})
+        THEN {_PERIOD_TOTAL} END AS received_amount_minor,
+    MIN(o.paid_at) AS opened_at,
+    {_SHARED_COLUMNS}
+FROM outcomes AS o
+LEFT JOIN (SELECT 1 AS one) AS period ON {_IS_PERIOD}
+WHERE NOT EXISTS (
+    SELECT 1 FROM payments AS p WHERE p.external_identifier = o.external_identifier
+)
+GROUP BY o.external_identifier"""  # noqa: S608
+
+#: The view, as created by the schema migrations. Columns: see :data:`ROW_COLUMNS`.
+RECONCILIATION_VIEW_SQL = (
+    f"CREATE VIEW reconciliation AS{_EXPECTED_ARM}\nUNION ALL{_UNEXPECTED_ARM}"
+)
+
+#: The view's columns, in the order :func:`select_rows` returns them.
+ROW_COLUMNS = (
+    "external_identifier",
+    "kind",
+    "state",
+    "currency",
+    "expected_amount_minor",
+    "received_currency",
+    "received_amount_minor",
+    "opened_at",
+    "lifecycle_state",
+    "periods_paid",
+    "transaction_ids",
+    "unknown_outcomes",
+    "last_outcome_at",
+)
+
+_SELECT_ROWS = f"SELECT {', '.join(ROW_COLUMNS)} FROM reconciliation"  # noqa: S608
+
+# Enum lookups by value, cheaper than calling the enum per row of a million-row report.
+_KINDS: Mapping[str | None, PaymentKind | None] = {None: None, **{k.value: k for k in PaymentKind}}
+_STATES: Mapping[str, ReconciliationState] = {s.value: s for s in ReconciliationState}
+_LIFECYCLE: Mapping[str | None, PaymentState | None] = {
+    None: None,
+    **{s.value: s for s in PaymentState},
+}
+
+
+_new_row = tuple.__new__
+_parse_time = datetime.fromisoformat  # what storage.times.from_text does, without the call
+
+
+def _transaction_ids(text: str) -> tuple[str, ...]:
+    """The view's JSON array of ids, sorted (the SQL gives them in index order already)."""
+    if text == "[]":
+        return ()
+    return tuple(sorted(json.loads(text)))
+
+
+def to_row(values: tuple[Any, ...]) -> ReconciliationRow:
+    """One tuple of :data:`ROW_COLUMNS` as a :class:`ReconciliationRow`.
+
+    This runs once per row of a report, so it builds the tuple directly and parses the usual
+    single-id array (``["ll-1"]``: two quotes, no escapes) without the JSON parser.
+    """
+    (
+        external_identifier,
+        kind,
+        state,
+        currency,
+        expected_amount_minor,
+        received_currency,
+        received_amount_minor,
+        opened_at,
+        lifecycle_state,
+        periods_paid,
+        transaction_ids,
+        unknown_outcomes,
+        last_outcome_at,
+    ) = values
+    return _new_row(
+        ReconciliationRow,
+        (
+            external_identifier,
+            _KINDS[kind],
+            _STATES[state],
+            currency,
+            expected_amount_minor,
+            received_currency,
+            received_amount_minor,
+            _parse_time(opened_at),
+            _LIFECYCLE[lifecycle_state],
+            periods_paid,
+            (transaction_ids[2:-2],)
+            if transaction_ids.count('"') == 2 and "\\" not in transaction_ids
+            else _transaction_ids(transaction_ids),
+            unknown_outcomes,
+            None if last_outcome_at is None else _parse_time(last_outcome_at),
+        ),
+    )
+
+
+def select_rows(
+    conn: sqlite3.Connection,
+    *,
+    state: ReconciliationState | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> sqlite3.Cursor:
+    """A cursor over the view's rows (tuples of :data:`ROW_COLUMNS`), optionally filtered.
+
+    ``since`` (inclusive) and ``until`` (exclusive) compare with ``opened_at``: when the payment
+    was registered, or for an unexpected one its earliest ``paid_at``. Rows come expected
+    payments first, then unexpected ones, each sorted by ``external_identifier``.
+    """
+    conditions: list[str] = []
+    params: list[str] = []
+    if state is not None:
+        conditions.append("state = ?")
+        params.append(ReconciliationState(state).value)
+    if since is not None:
+        conditions.append("opened_at >= ?")
+        params.append(to_text(since, argument="since"))
+    if until is not None:
+        conditions.append("opened_at < ?")
+        params.append(to_text(until, argument="until"))
+    sql = _SELECT_ROWS
+    if conditions:
+        sql += " WHERE " + " AND ".join(conditions)
+    return conn.execute(sql, params)
+
+
+def row_for(conn: sqlite3.Connection, external_identifier: str) -> ReconciliationRow | None:
+    """The view's row for one identifier (index searches in both arms), or None."""
+    values = conn.execute(
+        _SELECT_ROWS + " WHERE external_identifier = ?", (external_identifier,)
+    ).fetchone()
+    return None if values is None else to_row(values)
+
+
+def state_for(conn: sqlite3.Connection, external_identifier: str) -> ReconciliationState | None:
+    """Only the state of one identifier, or None when neither a payment nor an outcome names it."""
+    found = conn.execute(
+        "SELECT state FROM reconciliation WHERE external_identifier = ?", (external_identifier,)
+    ).fetchone()
+    return None if found is None else _STATES[found[0]]
+
+
+_SUMMARY_SQL = """
+SELECT
+    currency,
+    state,
+    COUNT(*),
+    COALESCE(SUM(expected_amount_minor), 0),
+    COALESCE(SUM(CASE WHEN received_currency = currency THEN received_amount_minor END), 0)
+FROM reconciliation
+GROUP BY currency, state
+ORDER BY currency, state"""
+
+
+def summary(conn: sqlite3.Connection) -> list[SummaryRow]:
+    """Counts and totals per currency and state, grouped in SQL (a few dozen rows at most)."""
+    return [
+        SummaryRow(
+            currency=currency,
+            state=_STATES[state],
+            count=count,
+            expected_amount_minor=expected,
+            received_amount_minor=received,
+            expected_total=from_minor_units(expected, currency),
+            received_total=from_minor_units(received, currency),
+        )
+        for currency, state, count, expected, received in conn.execute(_SUMMARY_SQL)
+    ]

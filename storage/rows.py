@@ -1,0 +1,174 @@
+"""What the ledger hands back: deliveries, recorded outcomes, reconciliation and summary rows.
+
+Plain frozen dataclasses with no database handle, so they can cross threads, be pickled and be
+compared in tests. Amounts are exact: ``int`` minor units as stored, and ``Decimal`` major
+units derived from them with the currency's ISO 4217 exponent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from enum import StrEnum
+from typing import NamedTuple
+
+from storage.currencies import from_minor_units
+from storage.records import PaymentState, ReconciliationState
+
+__all__ = [
+    "Delivery",
+    "DeliveryStatus",
+    "PaymentKind",
+    "ReconciliationRow",
+    "RecordedOutcome",
+    "ReturnKind",
+    "SummaryRow",
+]
+
+
+class PaymentKind(StrEnum):
+    """What the merchant registered: a one-off transaction or a subscription."""
+
+    TRANSACTION = "transaction"
+    SUBSCRIPTION = "subscription"
+
+
+class DeliveryStatus(StrEnum):
+    """Where one stored delivery stands."""
+
+    #: Stored, not processed yet (or its processing was interrupted: a retry finishes it).
+    RECEIVED = "received"
+    #: Its outcome was recorded.
+    PROCESSED = "processed"
+    #: A distinct delivery whose (``transaction_id``, ``payment_status``) outcome was already
+    #: recorded from another delivery. (A repeat of the same ``dedupe_key`` is not a new
+    #: delivery at all: it only counts as another attempt.)
+    DUPLICATE = "duplicate"
+    MALFORMED_JSON = "malformed_json"
+    INVALID_PAYLOAD = "invalid_payload"
+    PROCESSING_ERROR = "processing_error"
+
+
+class ReturnKind(StrEnum):
+    """Which redirect brought the customer back."""
+
+    RETURN = "return"
+    CANCEL = "cancel"
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One authenticated delivery as stored."""
+
+    id: int
+    #: The ``webhook-id`` where the scheme has one, else SHA-256 of the body.
+    dedupe_key: str
+    received_at: datetime
+    #: The selected headers stored with it (lower-case names).
+    headers: Mapping[str, str] = field(repr=False)
+    #: The raw body, exactly as received.
+    body: bytes = field(repr=False)
+    status: DeliveryStatus
+    #: Why parsing or processing failed, for the statuses that say it did.
+    error: str | None
+    #: How many times this ``dedupe_key`` was received.
+    attempts: int
+    #: The outcome this delivery recorded or duplicated, once processed.
+    outcome_id: int | None
+    #: What signal receivers raised after it was processed, if anything.
+    signal_error: str | None
+    #: When the row last changed.
+    updated_at: datetime
+    #: True when this call stored it; False when the ``dedupe_key`` was already known (or the
+    #: row was read back later).
+    is_new: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedOutcome:
+    """What :meth:`storage.Ledger.record_outcome` did, all in one transaction."""
+
+    outcome_id: int
+    #: False when this (``transaction_id``, ``payment_status``) was already stored.
+    is_new: bool
+    #: The reconciliation state of the outcome's ``external_identifier`` after the write.
+    reconciliation: ReconciliationState
+    #: What the delivery was marked: ``processed``, or ``duplicate`` when another delivery had
+    #: already recorded this outcome. (Recording the same delivery again stays ``processed``.)
+    delivery_status: DeliveryStatus = DeliveryStatus.PROCESSED
+
+
+class ReconciliationRow(NamedTuple):
+    """One row of the ``reconciliation`` view: one expected payment, or one unexpected one.
+
+    A named tuple rather than a dataclass because a report streams a million of them: it is
+    built at C speed, and it is just as immutable. ``currency`` is the expected currency, or for
+    an ``unexpected`` row the currency its outcomes came in; ``received_currency`` differs from
+    it only for ``currency_mismatch``.
+    """
+
+    external_identifier: str
+    #: None for an ``unexpected`` row: nothing was registered.
+    kind: PaymentKind | None
+    state: ReconciliationState
+    currency: str
+    #: The registered amount; for a subscription, the first period plus the plan amount for
+    #: every later period paid. None for ``unexpected``.
+    expected_amount_minor: int | None
+    #: Where money arrived: ``currency``, or the other one for ``currency_mismatch``. None when
+    #: nothing succeeded.
+    received_currency: str | None
+    #: The sum of every paid transaction (period), refunded ones included; for
+    #: ``currency_mismatch``, of those paid in ``received_currency``. None when nothing
+    #: succeeded, or when an unexpected payment came in several currencies.
+    received_amount_minor: int | None
+    #: When it was registered, or for ``unexpected`` the earliest ``paid_at``: what
+    #: ``reconcile(since=, until=)`` filters on.
+    opened_at: datetime
+    #: The furthest lifecycle state any of its outcomes reached (None: no outcome yet). It
+    #: tells a refunded ``amount_mismatch`` from an open one.
+    lifecycle_state: PaymentState | None
+    #: Succeeded transactions: billing periods for a subscription.
+    periods_paid: int
+    #: Every transaction id seen for it, sorted.
+    transaction_ids: tuple[str, ...]
+    #: Outcomes whose status code the map did not know; they never decide the state.
+    unknown_outcomes: int
+    #: The latest ``paid_at`` of its outcomes.
+    last_outcome_at: datetime | None
+
+    @property
+    def expected_amount(self) -> Decimal | None:
+        """``expected_amount_minor`` in major units of ``currency`` (``2500`` CNY: 25.00)."""
+        if self.expected_amount_minor is None:
+            return None
+        return from_minor_units(self.expected_amount_minor, self.currency)
+
+    @property
+    def received_amount(self) -> Decimal | None:
+        """``received_amount_minor`` in major units of ``received_currency``."""
+        if self.received_amount_minor is None or self.received_currency is None:
+            return None
+        return from_minor_units(self.received_amount_minor, self.received_currency)
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryRow:
+    """Counts and totals of the reconciliation for one currency and state.
+
+    ``received_amount_minor`` counts only money received in ``currency``: what a
+    ``currency_mismatch`` payment received in another currency is listed row by row by
+    :meth:`storage.Ledger.reconcile`, never added to a total of a different currency.
+    """
+
+    currency: str
+    state: ReconciliationState
+    count: int
+    expected_amount_minor: int
+    received_amount_minor: int
+    #: ``expected_amount_minor`` in major units of ``currency``.
+    expected_total: Decimal
+    #: ``received_amount_minor`` in major units of ``currency``.
+    received_total: Decimal

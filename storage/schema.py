@@ -1,0 +1,185 @@
+"""The ledger's schema, its forward migrations, and how a connection is set up.
+
+Migrations are ``sqlite_utils.Migrations``: each applied one is recorded by name in
+``_sqlite_migrations`` (set ``payhooks``), and the *schema version* is how many are applied.
+Opening a ledger whose file is current costs one small query. When it is behind, the
+migrations run under ``BEGIN IMMEDIATE``: the first of several processes opening a new file at
+once takes the write lock and migrates, the others wait on the busy timeout, re-read the
+version under the lock, find nothing left to do and go on.
+
+Table and view names and the state names are DESIGN.md's contract: finance tools read them
+directly. Times are UTC ISO 8601 text (:mod:`storage.times`); money is ``INTEGER`` minor units
+beside the amount exactly as sent (``TEXT``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+from sqlite_utils import Database, Migrations
+
+from storage.errors import SchemaVersionError
+from storage.reconciliation import RECONCILIATION_VIEW_SQL
+from storage.rows import DeliveryStatus, PaymentKind, ReturnKind
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "configure", "migrate", "schema_version"]
+
+#: The migration set; its name is what ``_sqlite_migrations.migration_set`` holds.
+MIGRATIONS = Migrations("payhooks")
+
+# The names registered in MIGRATIONS, in order (Migrations keeps its list private).
+_MIGRATION_NAMES: list[str] = []
+
+
+def _migration(name: str) -> Callable[[Callable[[Database], None]], Callable[[Database], None]]:
+    """Register a migration under ``name``; names are recorded in the file, so never rename."""
+
+    def register(function: Callable[[Database], None]) -> Callable[[Database], None]:
+        _MIGRATION_NAMES.append(name)
+        return MIGRATIONS(name=name)(function)
+
+    return register
+
+
+def _quoted(values: object) -> str:
+    return ", ".join(f"'{value}'" for value in values)  # type: ignore[attr-defined]
+
+
+_INITIAL_SCHEMA = (
+    f"""
+    CREATE TABLE payments (
+        external_identifier TEXT NOT NULL PRIMARY KEY
+            CHECK (length(external_identifier) BETWEEN 1 AND 64),
+        kind TEXT NOT NULL CHECK (kind IN ({_quoted(PaymentKind)})),
+        amount_minor INTEGER NOT NULL CHECK (amount_minor >= 0),
+        currency TEXT NOT NULL CHECK (length(currency) = 3),
+        plan_amount_minor INTEGER CHECK (plan_amount_minor >= 0),
+        created_at TEXT NOT NULL,
+        description TEXT,
+        metadata TEXT,
+        CHECK ((kind = 'subscription') = (plan_amount_minor IS NOT NULL))
+    ) WITHOUT ROWID""",
+    f"""
+    CREATE TABLE deliveries (
+        id INTEGER PRIMARY KEY,
+        dedupe_key TEXT NOT NULL UNIQUE,
+        received_at TEXT NOT NULL,
+        headers TEXT NOT NULL,
+        body BLOB NOT NULL,
+        status TEXT NOT NULL DEFAULT 'received' CHECK (status IN ({_quoted(DeliveryStatus)})),
+        error TEXT,
+        attempts INTEGER NOT NULL DEFAULT 1,
+        outcome_id INTEGER REFERENCES outcomes (id),
+        signal_error TEXT,
+        updated_at TEXT NOT NULL
+    )""",
+    "CREATE INDEX deliveries_status ON deliveries (status, id)",
+    """
+    CREATE TABLE outcomes (
+        id INTEGER PRIMARY KEY,
+        delivery_id INTEGER NOT NULL REFERENCES deliveries (id),
+        transaction_id TEXT NOT NULL,
+        external_identifier TEXT NOT NULL,
+        flow TEXT NOT NULL,
+        provider TEXT,
+        provider_reference TEXT,
+        provider_status TEXT,
+        payment_status TEXT NOT NULL,
+        state TEXT NOT NULL,
+        state_rank INTEGER NOT NULL,
+        amount TEXT NOT NULL,
+        currency TEXT NOT NULL CHECK (length(currency) = 3),
+        amount_minor INTEGER NOT NULL CHECK (amount_minor >= 0),
+        paid_at TEXT NOT NULL,
+        extra TEXT NOT NULL DEFAULT '{}',
+        recorded_at TEXT NOT NULL,
+        UNIQUE (transaction_id, payment_status)
+    )""",
+    # Covers everything the reconciliation reads from outcomes, in the order it groups them:
+    # the view scans it without touching the table, and looks up one payment or one
+    # transaction by its prefix.
+    """
+    CREATE INDEX outcomes_reconciliation ON outcomes (
+        external_identifier, transaction_id, state_rank, state, paid_at, currency, amount_minor
+    )""",
+    "CREATE INDEX outcomes_delivery ON outcomes (delivery_id)",
+    """
+    CREATE TABLE rejected_deliveries (
+        id INTEGER PRIMARY KEY,
+        received_at TEXT NOT NULL,
+        remote_addr TEXT,
+        reason TEXT NOT NULL,
+        body BLOB NOT NULL,
+        body_size INTEGER NOT NULL
+    )""",
+    f"""
+    CREATE TABLE returns (
+        id INTEGER PRIMARY KEY,
+        external_identifier TEXT NOT NULL,
+        returned_at TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ({_quoted(ReturnKind)})),
+        result_code TEXT
+    )""",
+    "CREATE INDEX returns_external_identifier ON returns (external_identifier, returned_at)",
+    RECONCILIATION_VIEW_SQL,
+)
+
+
+@_migration("0001_initial_schema")
+def _initial_schema(db: Database) -> None:
+    """Every table, index and the ``reconciliation`` view of DESIGN.md "Storage"."""
+    for statement in _INITIAL_SCHEMA:
+        db.execute(statement)
+
+
+#: The schema version this code writes: the number of migrations it knows.
+SCHEMA_VERSION = len(_MIGRATION_NAMES)
+
+
+def configure(db: Database, *, busy_timeout_ms: int) -> None:
+    """Per-connection settings: the busy timeout, foreign keys, WAL (persistent, set once)."""
+    conn = db.conn
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+    conn.execute("PRAGMA foreign_keys = ON")
+    if db.journal_mode != "wal" and not db.memory:
+        db.enable_wal()
+
+
+def schema_version(db: Database) -> int:
+    """How many payhooks migrations the file has; raises when it has some this code lacks."""
+    try:
+        rows = db.conn.execute(
+            f"SELECT name FROM {Migrations.migrations_table} WHERE migration_set = ?",  # noqa: S608
+            (MIGRATIONS.name,),
+        ).fetchall()
+    except sqlite3.OperationalError as err:
+        if "no such table" in str(err):
+            return 0
+        raise
+    unknown = sorted(name for (name,) in rows if name not in _MIGRATION_NAMES)
+    if unknown:
+        raise SchemaVersionError(
+            f"The database has migrations this payhooks does not know ({', '.join(unknown)}); "
+            "it was written by a newer version."
+        )
+    return len(rows)
+
+
+def migrate(db: Database) -> int:
+    """Bring the file to :data:`SCHEMA_VERSION`, safely against other processes doing the same.
+
+    Cheap when the file is current. Otherwise every pending migration and its record are one
+    ``BEGIN IMMEDIATE`` transaction, re-checked under the lock. Returns the version.
+    """
+    if schema_version(db) == SCHEMA_VERSION:
+        return SCHEMA_VERSION
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        MIGRATIONS.apply(db)
+        version = schema_version(db)
+    except BaseException:
+        db.rollback()
+        raise
+    db.execute("COMMIT")
+    return version

@@ -1,0 +1,412 @@
+"""storage.Ledger writes: expected payments, deliveries, outcomes, rejected deliveries, returns.
+
+The helpers at the top (``FixedClock``, ``make_outcome``, ``record``) are shared with the other
+``test_ledger_*`` modules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta, timezone
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from storage import (
+    ConflictError,
+    DeliveryStatus,
+    Flow,
+    Ledger,
+    Outcome,
+    PaymentState,
+    ReconciliationState,
+    RecordedOutcome,
+    UnknownDeliveryError,
+)
+from storage.currencies import UnknownCurrencyError
+
+T0 = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+
+
+class FixedClock:
+    """A clock that stays put until a test moves it."""
+
+    def __init__(self, now: datetime = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+def make_outcome(**overrides: Any) -> Outcome:
+    """A succeeded wallet outcome of 25.00 CNY for ``order-1``, with ``overrides`` applied."""
+    fields: dict[str, Any] = {
+        "transaction_id": "ll-1",
+        "external_identifier": "order-1",
+        "flow": Flow.WALLET,
+        "provider": None,
+        "provider_reference": None,
+        "provider_status": None,
+        "payment_status": "PS",
+        "state": PaymentState.SUCCEEDED,
+        "amount": Decimal("25.00"),
+        "currency": "CNY",
+        "amount_minor": 2500,
+        "paid_at": T0,
+    }
+    fields.update(overrides)
+    return Outcome(**fields)
+
+
+_delivery_counter = iter(range(1, 10**9))
+
+
+def record(ledger: Ledger, outcome: Outcome, *, dedupe_key: str | None = None) -> RecordedOutcome:
+    """Store a delivery for ``outcome`` (a fresh dedupe key unless given) and record it."""
+    key = dedupe_key or f"msg_{next(_delivery_counter)}"
+    delivery = ledger.record_delivery(dedupe_key=key, body=b"{}", headers={})
+    return ledger.record_outcome(outcome, delivery_id=delivery.id)
+
+
+@pytest.fixture
+def clock() -> FixedClock:
+    return FixedClock()
+
+
+@pytest.fixture
+def ledger(tmp_path: Path, clock: FixedClock) -> Iterator[Ledger]:
+    with Ledger(tmp_path / "ledger.db", clock=clock) as opened:
+        yield opened
+
+
+def count(ledger: Ledger, table: str) -> int:
+    (rows,) = ledger.database.conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()  # noqa: S608
+    return int(rows)
+
+
+# -- expected payments ---------------------------------------------------------------------
+
+
+def test_a_new_payment_is_registered_once_and_again_is_a_no_op(ledger: Ledger) -> None:
+    assert ledger.expect_transaction("order-1", 2500, "CNY", description="Tea") is True
+    assert ledger.expect_transaction("order-1", 2500, "CNY", description="Tea") is False
+    assert count(ledger, "payments") == 1
+
+
+def test_a_subscription_is_registered_with_its_plan_amount(ledger: Ledger) -> None:
+    assert ledger.expect_subscription("sub-1", 999, "USD", 1999, metadata={"plan": "pro"})
+    stored = ledger.database.conn.execute(
+        "SELECT kind, amount_minor, plan_amount_minor, metadata FROM payments"
+    ).fetchone()
+    assert stored == ("subscription", 999, 1999, '{"plan":"pro"}')
+
+
+@pytest.mark.parametrize(
+    ("again", "fields"),
+    [
+        ({"amount_minor": 2600}, ("amount_minor",)),
+        ({"currency": "USD"}, ("currency",)),
+        ({"description": "Coffee"}, ("description",)),
+        ({"metadata": {"cart": 2}}, ("metadata",)),
+        ({"amount_minor": 1, "currency": "JPY"}, ("amount_minor", "currency")),
+    ],
+)
+def test_registering_again_with_different_data_is_a_conflict(
+    ledger: Ledger, again: dict[str, Any], fields: tuple[str, ...]
+) -> None:
+    first: dict[str, Any] = {
+        "amount_minor": 2500,
+        "currency": "CNY",
+        "description": "Tea",
+        "metadata": {"cart": 1},
+    }
+    ledger.expect_transaction("order-1", **first)
+    with pytest.raises(ConflictError) as exc_info:
+        ledger.expect_transaction("order-1", **{**first, **again})
+    assert exc_info.value.code == "conflict"
+    assert exc_info.value.fields == fields
+    assert exc_info.value.external_identifier == "order-1"
+    assert count(ledger, "payments") == 1
+
+
+def test_a_transaction_registered_again_as_a_subscription_is_a_conflict(ledger: Ledger) -> None:
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    with pytest.raises(ConflictError) as exc_info:
+        ledger.expect_subscription("order-1", 2500, "CNY", 2500)
+    assert exc_info.value.fields == ("kind", "plan_amount_minor")
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (("", 2500, "CNY"), ValueError),
+        (("x" * 65, 2500, "CNY"), ValueError),
+        (("order-1", -1, "CNY"), ValueError),
+        (("order-1", 25.0, "CNY"), ValueError),
+        (("order-1", True, "CNY"), ValueError),
+        (("order-1", 2500, "cny"), UnknownCurrencyError),
+        (("order-1", 2500, "XAU"), UnknownCurrencyError),
+    ],
+)
+def test_a_bad_registration_is_refused_before_anything_is_stored(
+    ledger: Ledger, args: tuple[Any, ...], error: type[Exception]
+) -> None:
+    with pytest.raises(error):
+        ledger.expect_transaction(*args)
+    assert count(ledger, "payments") == 0
+
+
+def test_metadata_that_is_not_json_is_refused(ledger: Ledger) -> None:
+    with pytest.raises(ValueError, match="metadata"):
+        ledger.expect_transaction("order-1", 2500, "CNY", metadata={"when": object()})
+
+
+# -- deliveries ----------------------------------------------------------------------------
+
+
+def test_a_new_delivery_is_stored_as_received(ledger: Ledger, clock: FixedClock) -> None:
+    delivery = ledger.record_delivery(
+        dedupe_key="msg_1", body=b'{"a": 1}', headers={"webhook-id": "msg_1"}
+    )
+    assert delivery.is_new
+    assert delivery.status is DeliveryStatus.RECEIVED
+    assert delivery.attempts == 1
+    assert delivery.received_at == clock.now
+    assert delivery.body == b'{"a": 1}'
+    assert delivery.headers == {"webhook-id": "msg_1"}
+    assert ledger.delivery(delivery.id) == delivery.__class__(
+        **{**_fields(delivery), "is_new": False}
+    )
+
+
+def _fields(delivery: Any) -> dict[str, Any]:
+    return {name: getattr(delivery, name) for name in delivery.__dataclass_fields__}
+
+
+def test_a_repeated_dedupe_key_is_no_new_row_but_counts_an_attempt(ledger: Ledger) -> None:
+    first = ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+    for attempt in (2, 3):
+        again = ledger.record_delivery(dedupe_key="msg_1", body=b"other", headers={})
+        assert not again.is_new
+        assert again.id == first.id
+        assert again.body == b"{}"
+        assert again.attempts == attempt
+    assert count(ledger, "deliveries") == 1
+
+
+def test_received_at_can_be_given_and_must_be_aware(ledger: Ledger) -> None:
+    moment = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    assert (
+        ledger.record_delivery(dedupe_key="a", body=b"", headers={}, received_at=moment).received_at
+        == moment
+    )
+    with pytest.raises(ValueError, match="timezone-aware"):
+        ledger.record_delivery(
+            dedupe_key="b", body=b"", headers={}, received_at=datetime(2026, 1, 2)
+        )
+
+
+@pytest.mark.parametrize(
+    "status",
+    [DeliveryStatus.MALFORMED_JSON, "invalid_payload", DeliveryStatus.PROCESSING_ERROR],
+)
+def test_a_delivery_is_marked_with_its_error(ledger: Ledger, status: str) -> None:
+    delivery = ledger.record_delivery(dedupe_key="msg_1", body=b"{", headers={})
+    ledger.mark_delivery(delivery.id, status, error="why")
+    stored = ledger.delivery(delivery.id)
+    assert stored is not None
+    assert stored.status == status
+    assert stored.error == "why"
+
+
+@pytest.mark.parametrize("status", ["processed", "duplicate", "received", "nonsense"])
+def test_mark_delivery_refuses_statuses_that_recording_sets(ledger: Ledger, status: str) -> None:
+    delivery = ledger.record_delivery(dedupe_key="msg_1", body=b"{", headers={})
+    with pytest.raises(ValueError, match="status"):
+        ledger.mark_delivery(delivery.id, status)
+
+
+def test_marking_an_unknown_delivery_raises_its_code(ledger: Ledger) -> None:
+    with pytest.raises(UnknownDeliveryError) as exc_info:
+        ledger.mark_delivery(42, "malformed_json")
+    assert exc_info.value.code == "unknown_delivery"
+    assert exc_info.value.delivery_id == 42
+
+
+def test_signal_errors_are_kept_one_per_line(ledger: Ledger) -> None:
+    delivery = ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+    ledger.record_signal_error(delivery.id, "first failed")
+    ledger.record_signal_error(delivery.id, "second failed")
+    stored = ledger.delivery(delivery.id)
+    assert stored is not None
+    assert stored.signal_error == "first failed\nsecond failed"
+    with pytest.raises(UnknownDeliveryError):
+        ledger.record_signal_error(999, "nobody")
+
+
+def test_deliveries_are_listed_in_arrival_order_filtered_by_status(ledger: Ledger) -> None:
+    ids = [ledger.record_delivery(dedupe_key=f"m{i}", body=b"", headers={}).id for i in range(4)]
+    ledger.mark_delivery(ids[1], "malformed_json")
+    ledger.mark_delivery(ids[3], "malformed_json")
+    assert [d.id for d in ledger.deliveries()] == ids
+    assert [d.id for d in ledger.deliveries("malformed_json")] == [ids[1], ids[3]]
+    assert [d.id for d in ledger.deliveries(DeliveryStatus.RECEIVED)] == [ids[0], ids[2]]
+    assert ledger.delivery(12345) is None
+
+
+# -- outcomes ------------------------------------------------------------------------------
+
+
+def test_an_outcome_is_recorded_and_reconciled_in_one_call(ledger: Ledger) -> None:
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    recorded = record(ledger, make_outcome())
+    assert recorded.is_new
+    assert recorded.reconciliation is ReconciliationState.PAID
+    assert recorded.delivery_status is DeliveryStatus.PROCESSED
+    stored = ledger.database.conn.execute(
+        "SELECT transaction_id, external_identifier, flow, payment_status, state, amount, "
+        "currency, amount_minor, paid_at, extra FROM outcomes"
+    ).fetchone()
+    assert stored == (
+        "ll-1",
+        "order-1",
+        "wallet",
+        "PS",
+        "succeeded",
+        "25.00",
+        "CNY",
+        2500,
+        "2026-11-21T12:00:00+00:00",
+        "{}",
+    )
+
+
+def test_paid_at_is_stored_in_utc(ledger: Ledger) -> None:
+    shanghai = timezone(timedelta(hours=8))
+    record(ledger, make_outcome(paid_at=datetime(2026, 11, 21, 20, 0, tzinfo=shanghai)))
+    (paid_at,) = ledger.database.conn.execute("SELECT paid_at FROM outcomes").fetchone()
+    assert paid_at == "2026-11-21T12:00:00+00:00"
+
+
+def test_the_same_outcome_recorded_five_times_is_one_row(ledger: Ledger) -> None:
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    results = [record(ledger, make_outcome()) for _ in range(5)]
+    assert [r.is_new for r in results] == [True, False, False, False, False]
+    assert {r.outcome_id for r in results} == {results[0].outcome_id}
+    assert [r.delivery_status for r in results] == [DeliveryStatus.PROCESSED] + [
+        DeliveryStatus.DUPLICATE
+    ] * 4
+    assert {r.reconciliation for r in results} == {ReconciliationState.PAID}
+    assert count(ledger, "outcomes") == 1
+    assert count(ledger, "deliveries") == 5
+    assert [d.outcome_id for d in ledger.deliveries()] == [results[0].outcome_id] * 5
+
+
+def test_recording_the_same_delivery_again_keeps_it_processed(ledger: Ledger) -> None:
+    delivery = ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+    first = ledger.record_outcome(make_outcome(), delivery_id=delivery.id)
+    again = ledger.record_outcome(make_outcome(), delivery_id=delivery.id)
+    assert (first.is_new, again.is_new) == (True, False)
+    assert again.delivery_status is DeliveryStatus.PROCESSED
+    stored = ledger.delivery(delivery.id)
+    assert stored is not None
+    assert stored.status is DeliveryStatus.PROCESSED
+
+
+def test_recording_after_a_failed_parse_clears_the_error(ledger: Ledger) -> None:
+    delivery = ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+    ledger.mark_delivery(delivery.id, "processing_error", error="boom")
+    ledger.record_outcome(make_outcome(), delivery_id=delivery.id)
+    stored = ledger.delivery(delivery.id)
+    assert stored is not None
+    assert (stored.status, stored.error) == (DeliveryStatus.PROCESSED, None)
+
+
+def test_an_outcome_for_an_unknown_delivery_stores_nothing(ledger: Ledger) -> None:
+    with pytest.raises(UnknownDeliveryError):
+        ledger.record_outcome(make_outcome(), delivery_id=77)
+    assert count(ledger, "outcomes") == 0
+
+
+def test_extra_members_are_kept_as_json(ledger: Ledger) -> None:
+    record(ledger, make_outcome(extra={"note": "hi", "fee": Decimal("0.10")}))
+    (extra,) = ledger.database.conn.execute("SELECT extra FROM outcomes").fetchone()
+    assert extra == '{"fee":"0.10","note":"hi"}'
+
+
+# -- rejected deliveries and returns -------------------------------------------------------
+
+
+def test_a_rejected_delivery_keeps_the_first_4_kib_and_its_size(ledger: Ledger) -> None:
+    body = b"x" * 10_000
+    ledger.record_rejected(reason="invalid_signature", body=body, remote_addr="127.0.0.1")
+    stored = ledger.database.conn.execute(
+        "SELECT reason, remote_addr, length(body), body_size FROM rejected_deliveries"
+    ).fetchone()
+    assert stored == ("invalid_signature", "127.0.0.1", 4096, 10_000)
+
+
+def test_rejected_deliveries_stay_bounded_keeping_the_newest(
+    tmp_path: Path, clock: FixedClock
+) -> None:
+    with Ledger(tmp_path / "bounded.db", max_rejected=5, clock=clock) as ledger:
+        ids = [
+            ledger.record_rejected(reason=f"r{i}", body=b"", remote_addr=None) for i in range(12)
+        ]
+        kept = [
+            row[0]
+            for row in ledger.database.conn.execute(
+                "SELECT reason FROM rejected_deliveries ORDER BY id"
+            )
+        ]
+    assert kept == [f"r{i}" for i in range(7, 12)]
+    assert ids == sorted(ids)
+
+
+def test_the_default_bound_on_rejected_deliveries_is_ten_thousand(ledger: Ledger) -> None:
+    from storage import DEFAULT_MAX_REJECTED
+
+    assert DEFAULT_MAX_REJECTED == 10_000
+    conn = ledger.database.conn
+    conn.executemany(
+        "INSERT INTO rejected_deliveries (received_at, reason, body, body_size) "
+        "VALUES ('2026-01-01T00:00:00+00:00', 'old', x'', 0)",
+        [()] * 10_000,
+    )
+    conn.commit()
+    ledger.record_rejected(reason="new", body=b"", remote_addr=None)
+    assert count(ledger, "rejected_deliveries") == 10_000
+    (oldest,) = conn.execute("SELECT MIN(id) FROM rejected_deliveries").fetchone()
+    assert oldest == 2
+
+
+@pytest.mark.parametrize("bad", [0, -1])
+def test_a_bound_below_one_is_refused(tmp_path: Path, bad: int) -> None:
+    with pytest.raises(ValueError, match="max_rejected"):
+        Ledger(tmp_path / "x.db", max_rejected=bad)
+
+
+def test_returns_are_recorded_and_never_settle_a_payment(ledger: Ledger) -> None:
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    ledger.record_return("order-1", "return", "Authorised")
+    ledger.record_return("order-1", "cancel", None)
+    assert ledger.state("order-1") is ReconciliationState.PENDING
+    rows = ledger.database.conn.execute(
+        "SELECT external_identifier, kind, result_code, returned_at FROM returns ORDER BY id"
+    ).fetchall()
+    assert rows == [
+        ("order-1", "return", "Authorised", "2026-11-21T12:00:00+00:00"),
+        ("order-1", "cancel", None, "2026-11-21T12:00:00+00:00"),
+    ]
+    with pytest.raises(ValueError, match="kind"):
+        ledger.record_return("order-1", "refund", None)
+
+
+def test_the_ledger_repr_names_the_file_and_nothing_else(tmp_path: Path) -> None:
+    with Ledger(tmp_path / "x.db") as ledger:
+        assert repr(ledger) == f"<Ledger {str(tmp_path / 'x.db')!r}>"
