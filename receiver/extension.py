@@ -1,0 +1,95 @@
+"""The Flask extension: :class:`PayHooks` mounts the receiver on an app.
+
+Configuration is read once, in :meth:`PayHooks.init_app`, and checked there: an app that could
+not verify a single delivery (no keys, an unknown scheme, a bad status map) fails at start-up
+with a :class:`ValueError` naming the key, not at the first notification.
+
+The extension keeps no app: what one app needs (its verifier, its ledgers, its status map) lives
+in a :class:`~receiver.state.ReceiverState` in that app's ``extensions``, so app factories and
+several apps in one process, each with its own database and keys, work side by side.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from flask import Flask
+
+from receiver.blueprint import blueprint
+from receiver.cli import payhooks as payhooks_cli
+from receiver.config import CONFIG_DEFAULTS
+from receiver.state import STATE_KEY, build_state, receiver_state
+from storage import Ledger
+
+__all__ = ["EXTENSION_KEY", "PayHooks"]
+
+#: Where :meth:`PayHooks.init_app` puts the extension, as Flask's extension guide asks.
+EXTENSION_KEY = "payhooks"
+
+
+class PayHooks:
+    """Receive the payment service's notifications in a Flask app.
+
+    ::
+
+        payhooks = PayHooks()
+
+        def create_app():
+            app = Flask(__name__)
+            app.config["PAYHOOKS_SECRETS"] = ["whsec_..."]
+            payhooks.init_app(app)
+            return app
+
+    ``options`` are defaults for the ``PAYHOOKS_*`` config keys, named in lower case without
+    the prefix (``PayHooks(secrets=[...], url_prefix="/hooks")``). The app's config wins over
+    them, and they win over the built-in defaults, so one extension object can carry a
+    project's choices while each app (production, tests) still overrides by config.
+
+    A merchant who protects forms with Flask-WTF's ``CSRFProtect`` must exempt the blueprint
+    (``csrf.exempt(receiver.blueprint)``): the service cannot send a CSRF token; the signature
+    is what authenticates a notification.
+    """
+
+    def __init__(self, app: Flask | None = None, **options: Any) -> None:
+        unknown = sorted(
+            name for name in options if f"PAYHOOKS_{name.upper()}" not in CONFIG_DEFAULTS
+        )
+        if unknown:
+            raise ValueError(f"unknown PayHooks option(s): {', '.join(unknown)}")
+        self._options = {f"PAYHOOKS_{name.upper()}": value for name, value in options.items()}
+        if app is not None:
+            self.init_app(app)
+
+    def init_app(self, app: Flask) -> None:
+        """Set the config defaults, check them, and mount the blueprint and CLI on ``app``.
+
+        :raises ValueError: naming the config key, when the configuration cannot work.
+        """
+        for key, default in CONFIG_DEFAULTS.items():
+            app.config.setdefault(key, self._options.get(key, default))
+        if not app.config["PAYHOOKS_DATABASE"]:
+            os.makedirs(app.instance_path, exist_ok=True)
+            app.config["PAYHOOKS_DATABASE"] = os.path.join(app.instance_path, "payhooks.db")
+
+        state = build_state(app.config)
+        app.extensions[EXTENSION_KEY] = self
+        app.extensions[STATE_KEY] = state
+        app.register_blueprint(blueprint, url_prefix=app.config["PAYHOOKS_URL_PREFIX"])
+        if payhooks_cli.name not in app.cli.commands:
+            app.cli.add_command(payhooks_cli)
+
+    @property
+    def ledger(self) -> Ledger:
+        """The current app's ledger for this thread: register expected payments with it.
+
+        ::
+
+            payhooks.ledger.expect_transaction("order-1", 2500, "CNY")
+        """
+        return receiver_state().ledger
+
+    def __repr__(self) -> str:
+        return "<PayHooks>"
+
+

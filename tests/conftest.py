@@ -1,0 +1,239 @@
+"""Shared fixtures: an app with the receiver on a temporary database, a client, a ledger on the
+same file, signers, notification bodies, and a real HTTP server on loopback.
+
+The live server is werkzeug's own (``make_server`` in a thread), so end-to-end tests go through
+real sockets, real headers and a real chunked or oversized body, not the test client's shortcut.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+from standardwebhooks import Webhook
+from werkzeug.serving import BaseWSGIServer, make_server
+
+from receiver import PayHooks
+from storage import Ledger
+from verify import get_signer
+
+#: A Standard Webhooks secret for tests: ``whsec_`` and the base64 of 32 bytes.
+TEST_SECRET = "whsec_" + base64.b64encode(b"payhooks-test-secret-0123456789!").decode()
+
+AppFactory = Callable[..., Flask]
+BodyFactory = Callable[..., bytes]
+SignFunction = Callable[..., dict[str, str]]
+
+
+@pytest.fixture
+def secret() -> str:
+    return TEST_SECRET
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> Path:
+    return tmp_path / "payhooks.db"
+
+
+@pytest.fixture
+def make_app(tmp_path: Path, database: Path, secret: str) -> AppFactory:
+    """Build an app with the receiver mounted; keyword arguments are config overrides."""
+
+    def factory(**config: Any) -> Flask:
+        app = Flask("payhooks_test", instance_path=str(tmp_path / "instance"))
+        app.config.update(
+            TESTING=True,
+            SECRET_KEY="test-secret-key",
+            PAYHOOKS_DATABASE=str(database),
+            PAYHOOKS_SECRETS=[secret],
+        )
+        app.config.update(config)
+        PayHooks(app)
+        return app
+
+    return factory
+
+
+@pytest.fixture
+def app(make_app: AppFactory) -> Flask:
+    return make_app()
+
+
+@pytest.fixture
+def client(app: Flask) -> FlaskClient:
+    return app.test_client()
+
+
+@pytest.fixture
+def ledger(database: Path) -> Iterator[Ledger]:
+    """The test's own ledger on the app's database: register payments, read states."""
+    with Ledger(database) as opened:
+        yield opened
+
+
+@pytest.fixture
+def signer(secret: str) -> Any:
+    """payhooks' own Standard Webhooks signer for the test secret."""
+    return get_signer("standard-webhooks", secret)
+
+
+@pytest.fixture
+def sign(secret: str) -> SignFunction:
+    """Sign a body with the ``standardwebhooks`` package: an independent sender.
+
+    ``sign(body, msg_id=..., timestamp=...)`` returns the three headers.
+    """
+    webhook = Webhook(secret)
+    counter = iter(range(1, 1_000_000))
+
+    def signed(
+        body: bytes, *, msg_id: str | None = None, timestamp: datetime | None = None
+    ) -> dict[str, str]:
+        msg_id = msg_id or f"msg_test_{next(counter)}"
+        when = timestamp or datetime.now(UTC)
+        return {
+            "webhook-id": msg_id,
+            "webhook-timestamp": str(int(when.timestamp())),
+            "webhook-signature": webhook.sign(msg_id, when, body.decode()),
+            "content-type": "application/json",
+        }
+
+    return signed
+
+
+#: ``payment_data`` members that only one form carries.
+FORM_MEMBERS: dict[str, dict[str, str]] = {
+    "card": {"stripe_payment_intent_id": "pi_3Pq", "status": "succeeded"},
+    "orchestrator": {"adyen_psp_reference": "PSP8812", "result_code": "Authorised"},
+    "wallet": {},
+}
+
+
+@pytest.fixture
+def make_body() -> BodyFactory:
+    """Build a notification body in one of the three forms, as the service writes it."""
+
+    def build(
+        form: str = "wallet",
+        *,
+        external_identifier: str = "order-1",
+        transaction_id: str = "ll-1",
+        status: str = "PS",
+        amount: str = "25.00",
+        currency: str = "CNY",
+        payment_time: str = "20261121120000",
+        **payment_data: str,
+    ) -> bytes:
+        data = {
+            "payment_status": status,
+            "payment_amount": amount,
+            "payment_currency_code": currency,
+            "payment_time": payment_time,
+            **FORM_MEMBERS[form],
+            **payment_data,
+        }
+        body = {
+            "ll_transaction_id": transaction_id,
+            "merchant_transaction_id": external_identifier,
+            "payment_data": data,
+        }
+        return json.dumps(body).encode()
+
+    return build
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class LiveServer:
+    """The app served on 127.0.0.1 by werkzeug in a background thread."""
+
+    server: BaseWSGIServer
+    url: str
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | Iterator[bytes] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Reply:
+        """Send one request over a fresh connection and read the whole answer."""
+        parts = urlsplit(self.url)
+        conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=10)
+        try:
+            chunked = body is not None and not isinstance(body, bytes)
+            conn.request(method, path, body=body, headers=headers or {}, encode_chunked=chunked)
+            response = conn.getresponse()
+            return Reply(
+                response.status,
+                {name.lower(): value for name, value in response.getheaders()},
+                response.read(),
+            )
+        finally:
+            conn.close()
+
+    def post(self, path: str, body: bytes, headers: dict[str, str] | None = None) -> Reply:
+        return self.request("POST", path, body, headers)
+
+    def get(self, path: str, headers: dict[str, str] | None = None) -> Reply:
+        return self.request("GET", path, None, headers)
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[Flask], LiveServer]]:
+    """Serve any app on a free loopback port; every server is shut down after the test."""
+    started: list[tuple[BaseWSGIServer, threading.Thread]] = []
+
+    def start(app: Flask) -> LiveServer:
+        server = make_server("127.0.0.1", 0, app, threaded=True)
+        thread = threading.Thread(target=server.serve_forever, name="live-server", daemon=True)
+        thread.start()
+        started.append((server, thread))
+        return LiveServer(server, f"http://127.0.0.1:{server.server_port}")
+
+    yield start
+    for server, thread in started:
+        server.shutdown()
+        thread.join(timeout=10)
+        server.server_close()
+
+
+@pytest.fixture
+def live_server(app: Flask, serve: Callable[[Flask], LiveServer]) -> LiveServer:
+    return serve(app)
+
+
+@pytest.fixture
+def db_rows(database: Path) -> Callable[..., list[dict[str, Any]]]:
+    """Query the SQLite file directly, as finance tools do: ``db_rows("SELECT ...")``."""
+
+    def query(sql: str, *params: Any) -> list[dict[str, Any]]:
+        conn = sqlite3.connect(database)
+        try:
+            conn.row_factory = sqlite3.Row
+            return [dict(row) for row in conn.execute(sql, params)]
+        finally:
+            conn.close()
+
+    return query
