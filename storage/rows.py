@@ -117,12 +117,13 @@ class ReconciliationRow(NamedTuple):
     #: The registered amount; for a subscription, the first period plus the plan amount for
     #: every later period paid. None for ``unexpected``.
     expected_amount_minor: int | None
-    #: Where money arrived: ``currency``, or the other one for ``currency_mismatch``. None when
-    #: nothing succeeded.
+    #: Where money arrived: ``currency``, or the other one when a period was paid in another
+    #: currency (``currency_mismatch``, or a ``duplicate_payment`` in two currencies). None
+    #: when nothing succeeded.
     received_currency: str | None
-    #: The sum of every paid transaction (period), refunded ones included; for
-    #: ``currency_mismatch``, of those paid in ``received_currency``. None when nothing
-    #: succeeded, or when an unexpected payment came in several currencies.
+    #: The sum of every paid transaction (period), refunded ones included. When some period
+    #: was paid in another currency, only those: the amount in ``received_currency``. None
+    #: when nothing succeeded, or when an unexpected payment came in several currencies.
     received_amount_minor: int | None
     #: When it was registered, or for ``unexpected`` the earliest ``paid_at``: what
     #: ``reconcile(since=, until=)`` filters on.

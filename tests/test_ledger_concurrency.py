@@ -1,0 +1,131 @@
+"""Four real processes writing one new ledger file at once: every write lands exactly once.
+
+The processes start with ``spawn`` (nothing inherited), wait on a barrier, then all open the
+same brand-new file, so they also race through the migration. Each makes 500 writes, 2,000
+in all: registrations, deliveries and outcomes that the others repeat (duplicates by design)
+and deliveries of its own. A write either succeeds or raises ``StorageError``; anything else
+(a bare ``sqlite3.OperationalError`` above all) crashes the worker and fails the test.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from storage import (
+    DeliveryStatus,
+    Flow,
+    Ledger,
+    Outcome,
+    PaymentState,
+    ReconciliationState,
+    StorageError,
+)
+
+WORKERS = 4
+ROUNDS = 125  # four writes a round: 500 a worker, 2,000 in all
+T0_TEXT = "2026-11-21T12:00:00+00:00"
+
+
+def _outcome(i: int) -> Outcome:
+    from datetime import datetime
+
+    return Outcome(
+        transaction_id=f"ll-{i}",
+        external_identifier=f"order-{i}",
+        flow=Flow.WALLET,
+        provider=None,
+        provider_reference=None,
+        provider_status=None,
+        payment_status="PS",
+        state=PaymentState.SUCCEEDED,
+        amount=Decimal("25.00"),
+        currency="CNY",
+        amount_minor=2500,
+        paid_at=datetime.fromisoformat(T0_TEXT),
+    )
+
+
+def worker(index: int, path: str, barrier: Any, report: str) -> None:
+    """One process: open the file with the others, write, and report what each write did."""
+    results: dict[str, list[Any]] = {"expect": [], "shared": [], "own": [], "outcome": []}
+    errors: list[str] = []
+    barrier.wait()
+    with Ledger(path, busy_timeout_ms=60_000) as ledger:
+        for i in range(ROUNDS):
+            try:
+                results["expect"].append([i, ledger.expect_transaction(f"order-{i}", 2500, "CNY")])
+            except StorageError as err:
+                errors.append(err.code)
+            try:
+                shared = ledger.record_delivery(dedupe_key=f"shared-{i}", body=b"{}", headers={})
+                results["shared"].append([i, shared.is_new])
+            except StorageError as err:
+                errors.append(err.code)
+            try:
+                own = ledger.record_delivery(dedupe_key=f"own-{index}-{i}", body=b"{}", headers={})
+                results["own"].append([i, own.id])
+                recorded = ledger.record_outcome(_outcome(i), delivery_id=own.id)
+                results["outcome"].append([i, recorded.is_new, recorded.delivery_status.value])
+            except StorageError as err:
+                errors.append(err.code)
+    Path(report).write_text(json.dumps({"results": results, "errors": errors}))
+
+
+def test_four_processes_writing_one_new_file_lose_and_double_nothing(tmp_path: Path) -> None:
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(WORKERS)
+    path = tmp_path / "shared.db"
+    reports = [tmp_path / f"worker-{n}.json" for n in range(WORKERS)]
+    processes = [
+        context.Process(target=worker, args=(n, str(path), barrier, str(reports[n])))
+        for n in range(WORKERS)
+    ]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=120)
+    assert [p.exitcode for p in processes] == [0] * WORKERS
+
+    done = [json.loads(report.read_text()) for report in reports]
+    # With a long busy timeout no write should give up; had one, it must be a StorageError.
+    assert [d["errors"] for d in done] == [[]] * WORKERS
+    writes = sum(len(r) for d in done for r in d["results"].values())
+    assert writes == WORKERS * ROUNDS * 4
+
+    def new_per_round(kind: str) -> list[int]:
+        counts = [0] * ROUNDS
+        for d in done:
+            for i, is_new, *_ in d["results"][kind]:
+                counts[i] += bool(is_new)
+        return counts
+
+    # Each shared write was new for exactly one process.
+    assert new_per_round("expect") == [1] * ROUNDS
+    assert new_per_round("shared") == [1] * ROUNDS
+    assert new_per_round("outcome") == [1] * ROUNDS
+
+    with Ledger(path) as ledger:
+        conn = ledger.database.conn
+        assert ledger.schema_version == 1
+        assert conn.execute("SELECT COUNT(*) FROM _sqlite_migrations").fetchone() == (1,)
+        assert conn.execute("SELECT COUNT(*) FROM payments").fetchone() == (ROUNDS,)
+        assert conn.execute("SELECT COUNT(*) FROM outcomes").fetchone() == (ROUNDS,)
+        assert conn.execute(
+            "SELECT COUNT(*), MIN(attempts), MAX(attempts) FROM deliveries "
+            "WHERE dedupe_key LIKE 'shared-%'"
+        ).fetchone() == (ROUNDS, WORKERS, WORKERS)
+        own = dict(
+            conn.execute(
+                "SELECT status, COUNT(*) FROM deliveries WHERE dedupe_key LIKE 'own-%' "
+                "GROUP BY status"
+            ).fetchall()
+        )
+        assert own == {
+            DeliveryStatus.PROCESSED.value: ROUNDS,
+            DeliveryStatus.DUPLICATE.value: ROUNDS * (WORKERS - 1),
+        }
+        assert {row.state for row in ledger.reconcile()} == {ReconciliationState.PAID}

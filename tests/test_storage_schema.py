@@ -1,0 +1,109 @@
+"""The schema: names of the contract, connection settings, versioned forward migrations."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from sqlite_utils import Database
+
+from storage import SCHEMA_VERSION, Ledger, ReconciliationState, SchemaVersionError
+from storage.schema import MIGRATIONS
+
+
+def test_a_new_file_gets_every_table_and_the_view(tmp_path: Path) -> None:
+    with Ledger(tmp_path / "new.db") as ledger:
+        db = ledger.database
+        assert {"payments", "deliveries", "rejected_deliveries", "outcomes", "returns"} <= set(
+            db.table_names()
+        )
+        assert db.view_names() == ["reconciliation"]
+        assert ledger.schema_version == SCHEMA_VERSION == 1
+
+
+def test_the_connection_is_in_wal_with_foreign_keys_and_the_busy_timeout(tmp_path: Path) -> None:
+    with Ledger(tmp_path / "new.db", busy_timeout_ms=1234) as ledger:
+        conn = ledger.database.conn
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert conn.execute("PRAGMA foreign_keys").fetchone() == (1,)
+        assert conn.execute("PRAGMA busy_timeout").fetchone() == (1234,)
+
+
+def test_applied_migrations_are_recorded_by_name(tmp_path: Path) -> None:
+    with Ledger(tmp_path / "new.db") as ledger:
+        applied = [m.name for m in MIGRATIONS.applied(ledger.database)]
+        assert applied == ["0001_initial_schema"]
+        assert MIGRATIONS.pending(ledger.database) == []
+
+
+def test_an_empty_existing_file_is_migrated(tmp_path: Path) -> None:
+    path = tmp_path / "empty.db"
+    path.touch()
+    with Ledger(path) as ledger:
+        assert ledger.schema_version == SCHEMA_VERSION
+        assert ledger.expect_transaction("order-1", 2500, "CNY")
+
+
+def test_a_file_with_the_merchants_own_tables_keeps_them(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    Database(path).table("orders").insert({"id": 1, "total": 2500}, pk="id")
+    with Ledger(path) as ledger:
+        assert ledger.database["orders"].count == 1
+        assert "payments" in ledger.database.table_names()
+
+
+def test_reopening_a_current_file_keeps_its_data_and_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    with Ledger(path) as ledger:
+        ledger.expect_transaction("order-1", 2500, "CNY")
+    with Ledger(path) as reopened:
+        assert reopened.database.conn.total_changes == 0
+        assert reopened.state("order-1") is ReconciliationState.PENDING
+        assert len(MIGRATIONS.applied(reopened.database)) == SCHEMA_VERSION
+
+
+def test_a_file_migrated_by_a_newer_payhooks_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    with Ledger(path) as ledger:
+        ledger.database.table("_sqlite_migrations").insert(
+            {"migration_set": "payhooks", "name": "0099_from_the_future", "applied_at": "x"}
+        )
+    with pytest.raises(SchemaVersionError) as exc_info:
+        Ledger(path)
+    assert exc_info.value.code == "schema_too_new"
+    assert "0099_from_the_future" in exc_info.value.message
+
+
+def test_writes_join_a_transaction_the_caller_already_opened(tmp_path: Path) -> None:
+    db = Database(tmp_path / "app.db")
+    with Ledger(db) as ledger:
+        db.begin()
+        ledger.expect_transaction("order-1", 2500, "CNY")
+        assert db.conn.in_transaction
+        db.rollback()
+        assert ledger.state("order-1") is None
+        with db.atomic():
+            ledger.expect_transaction("order-2", 2500, "CNY")
+        assert ledger.state("order-2") is ReconciliationState.PENDING
+    # The caller's database stays open: the ledger did not open it.
+    assert db.execute("SELECT COUNT(*) FROM payments").fetchone() == (1,)
+    db.close()
+
+
+def test_foreign_keys_tie_outcomes_to_stored_deliveries(tmp_path: Path) -> None:
+    with Ledger(tmp_path / "ledger.db") as ledger:
+        conn = ledger.database.conn
+        with pytest.raises(sqlite3.IntegrityError):
+            conn.execute(
+                "INSERT INTO outcomes (delivery_id, transaction_id, external_identifier, flow, "
+                "payment_status, state, state_rank, amount, currency, amount_minor, paid_at, "
+                "recorded_at) VALUES (999, 't', 'o', 'wallet', 'PS', 'succeeded', 2, '1.00', "
+                "'USD', 100, 'x', 'x')"
+            )
+        conn.rollback()
+
+
+def test_a_negative_busy_timeout_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="busy_timeout_ms"):
+        Ledger(tmp_path / "x.db", busy_timeout_ms=-1)
