@@ -27,7 +27,7 @@ from werkzeug.serving import BaseWSGIServer, make_server
 
 from receiver import PayHooks
 from storage import Ledger
-from verify import get_signer
+from verify import Signer, get_signer
 
 #: A Standard Webhooks secret for tests: ``whsec_`` and the base64 of 32 bytes.
 TEST_SECRET = "whsec_" + base64.b64encode(b"payhooks-test-secret-0123456789!").decode()
@@ -84,7 +84,7 @@ def ledger(database: Path) -> Iterator[Ledger]:
 
 
 @pytest.fixture
-def signer(secret: str) -> Any:
+def signer(secret: str) -> Signer:
     """payhooks' own Standard Webhooks signer for the test secret."""
     return get_signer("standard-webhooks", secret)
 
