@@ -83,6 +83,11 @@ def build_state(config: Mapping[str, Any]) -> ReceiverState:
     options = config["PAYHOOKS_SIGNATURE_OPTIONS"] or {}
     if not isinstance(options, Mapping):
         raise ValueError("PAYHOOKS_SIGNATURE_OPTIONS must be a mapping of option names to values")
+    if SCHEMES[scheme].parses_body:
+        # The verifier's own parse cap follows the receiver's, so a raised
+        # PAYHOOKS_MAX_BODY_BYTES is not refused later as an invalid signature.
+        max_body = _positive_int(config, "PAYHOOKS_MAX_BODY_BYTES")
+        options = {"max_body_bytes": max_body, **options}
     tolerance = _positive_int(config, "PAYHOOKS_TOLERANCE_SECONDS")
     try:
         verifier = get_verifier(scheme, keys, tolerance_seconds=tolerance, **options)

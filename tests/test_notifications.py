@@ -252,3 +252,27 @@ def test_no_unsigned_delivery_gets_past_verification(
         "missing_signature", "malformed_signature", "invalid_signature",
         "timestamp_out_of_tolerance",
     }
+
+
+@pytest.mark.parametrize("scheme", ["sorted-fields-hmac", "sorted-fields-rsa"])
+def test_a_raised_body_cap_reaches_the_verifiers_that_parse_the_body(
+    make_app: AppFactory, make_body: BodyFactory, ledger: Ledger, scheme: str
+) -> None:
+    from verify import generate_keypair
+
+    keys = generate_keypair(scheme)
+    key_config = "PAYHOOKS_SECRETS" if scheme == "sorted-fields-hmac" else "PAYHOOKS_PUBLIC_KEYS"
+    client = make_app(
+        PAYHOOKS_SIGNATURE_SCHEME=scheme,
+        PAYHOOKS_MAX_BODY_BYTES=400_000,
+        **{key_config: [keys.verifying_key]},
+    ).test_client()
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    # Bigger than the verifiers' own default cap (64 KiB), within the receiver's.
+    body = make_body(note="x" * 200_000)
+    headers = get_signer(scheme, keys.signing_key, max_body_bytes=400_000).sign(body)
+
+    response = _post(client, body, headers)
+
+    assert response.status_code == 200, response.get_json()
+    assert response.get_json()["reconciliation"] == "paid"

@@ -60,6 +60,10 @@ class SchemeInfo:
     #: ``"secret"``: shared HMAC secrets (``PAYHOOKS_SECRETS``); ``"public_key"``: the
     #: sender's public keys (``PAYHOOKS_PUBLIC_KEYS``).
     key_kind: KeyKind
+    #: True for the sorted-fields schemes, which must parse the JSON body to build the string
+    #: they verify, and so take ``max_body_bytes`` and ``max_depth``: a receiver that caps
+    #: bodies at another size passes its cap on.
+    parses_body: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +118,7 @@ _REGISTRY: dict[str, _Scheme] = {
             _ed25519_pair,
         ),
         _Scheme(
-            SchemeInfo("sorted-fields-rsa", "public_key"),
+            SchemeInfo("sorted-fields-rsa", "public_key", parses_body=True),
             SortedFieldsRsaVerifier,
             SortedFieldsRsaSigner,
             _BODY_LIMITS | {"hash_algorithm", "check_timestamp", "time_zone"},
@@ -122,7 +126,7 @@ _REGISTRY: dict[str, _Scheme] = {
             _rsa_pair,
         ),
         _Scheme(
-            SchemeInfo("sorted-fields-hmac", "secret"),
+            SchemeInfo("sorted-fields-hmac", "secret", parses_body=True),
             SortedFieldsHmacVerifier,
             SortedFieldsHmacSigner,
             _BODY_LIMITS,
