@@ -7,32 +7,43 @@ definition of every state. Python only streams the view's rows into
 How a payment's state is decided (DESIGN.md "Reconciliation states", made precise):
 
 - A *transaction* (one ``transaction_id``) is as far along as its highest-ranked outcome
-  (:data:`storage.records.STATE_RANK`), whatever order the outcomes arrived in. ``unknown``
-  ranks lowest, so it never hides a known state.
+  (:data:`storage.records.STATE_RANK`), whatever order the outcomes arrived in: a late
+  ``pending`` after ``succeeded`` changes nothing.
 - A transaction *succeeded* when any of its outcomes is ``succeeded`` or later (a refund or
   chargeback implies the payment went through). Its amount and currency are those of its
   lowest-ranked such outcome: the ``succeeded`` one when it has arrived, else the first step
-  after it. A succeeded transaction is a *period*: a subscription's billing period, or the one
+  after it (two outcomes of one rank, which only a custom status map can give: the first
+  stored). A succeeded transaction is a *period*: a subscription's billing period, or the one
   payment of a transaction.
-- No period yet: ``pending`` when there is no outcome or the furthest is ``pending``;
-  ``failed`` or ``cancelled`` when the furthest is one of those two (which share a rank): the
-  one with the latest ``paid_at`` decides, so a cancellation after a failure is ``cancelled``;
-  ``unknown_status`` when every outcome is ``unknown``.
+- No period yet, the furthest outcome over all the payment's transactions decides: none, or
+  ``pending``, is ``pending``; ``failed`` and ``cancelled`` share a rank, so the one with the
+  latest ``paid_at`` decides (a tie counts as ``cancelled``), and a failed attempt followed by a
+  retry still ``pending`` is ``failed`` until the retry moves on.
+- ``unknown`` ranks below everything, so it never hides a known state: ``unknown_status`` means
+  every outcome of the payment is ``unknown`` (the only news is a status code the map does not
+  know). Beside a known state an ``unknown`` is only counted, in ``unknown_outcomes``.
 - With periods, in this order: a transaction-kind payment with two or more periods is
   ``duplicate_payment``; a period in another currency gives ``currency_mismatch``; an amount
   that differs gives ``amount_mismatch`` (a transaction: its one period against
   ``amount_minor``; a subscription: the first period by ``paid_at`` against ``amount_minor``
   and every later one against ``plan_amount_minor``). Otherwise the furthest lifecycle state
   decides: ``succeeded`` is ``paid``, and ``refund_pending``, ``partially_refunded``,
-  ``refunded``, ``charged_back`` are reported as such, amounts kept. A mismatch stays a
-  mismatch after a refund; ``lifecycle_state`` tells the two apart.
+  ``refunded``, ``charged_back`` are reported as such, amounts kept. For a subscription that is
+  the furthest state of any period, so a chargeback on one period is not hidden by the next
+  being paid. A mismatch stays a mismatch after a refund; ``lifecycle_state`` tells them apart.
+- Amounts: ``expected_amount_minor`` is the registered amount, for a subscription plus the plan
+  amount for every period after the first; ``received_amount_minor`` sums the periods (those in
+  the other currency, when some were paid in one).
 - An outcome whose ``external_identifier`` no payment names is ``unexpected``, one row per
   such identifier (all its outcomes together). Nothing is stored about the state itself: once
   the payment is registered the same outcomes reconcile against it.
+- ``opened_at``, which ``reconcile(since=, until=)`` filters, is when the payment was
+  registered, or for an unexpected identifier its earliest ``paid_at``.
 
 Streaming: each arm walks an index in ``external_identifier`` order (payments by primary key,
 outcomes by ``outcomes_reconciliation``), so the view aggregates without sorting or holding
-rows; a lookup of one identifier is pushed down into both arms as index searches.
+rows, and rows come out expected payments first, then unexpected ones, each sorted by
+identifier. A lookup of one identifier is pushed down into both arms as index searches.
 """
 
 from __future__ import annotations

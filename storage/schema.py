@@ -87,6 +87,8 @@ _INITIAL_SCHEMA = (
         provider_status TEXT,
         payment_status TEXT NOT NULL,
         state TEXT NOT NULL,
+        -- STATE_RANK[state] when written, so the reconciliation index can order a
+        -- transaction's outcomes by lifecycle; a change to STATE_RANK needs a migration.
         state_rank INTEGER NOT NULL,
         amount TEXT NOT NULL,
         currency TEXT NOT NULL CHECK (length(currency) = 3),
@@ -138,11 +140,15 @@ SCHEMA_VERSION = len(_MIGRATION_NAMES)
 
 
 def configure(db: Database, *, busy_timeout_ms: int) -> None:
-    """Per-connection settings: the busy timeout, foreign keys, WAL (persistent, set once)."""
+    """Per-connection settings: the busy timeout, foreign keys, WAL (persistent, set once).
+
+    WAL cannot be switched on inside a transaction; a caller's database that is in one keeps its
+    journal mode until a later open.
+    """
     conn = db.conn
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
     conn.execute("PRAGMA foreign_keys = ON")
-    if db.journal_mode != "wal" and not db.memory:
+    if not db.memory and not conn.in_transaction and db.journal_mode != "wal":
         db.enable_wal()
 
 
@@ -174,12 +180,16 @@ def migrate(db: Database) -> int:
     """
     if schema_version(db) == SCHEMA_VERSION:
         return SCHEMA_VERSION
+    if db.conn.in_transaction:  # the caller's own transaction: migrate inside it
+        with db.atomic():
+            MIGRATIONS.apply(db)
+        return schema_version(db)
     db.execute("BEGIN IMMEDIATE")
     try:
         MIGRATIONS.apply(db)
         version = schema_version(db)
+        db.execute("COMMIT")
     except BaseException:
         db.rollback()
         raise
-    db.execute("COMMIT")
     return version

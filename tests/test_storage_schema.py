@@ -91,6 +91,20 @@ def test_writes_join_a_transaction_the_caller_already_opened(tmp_path: Path) -> 
     db.close()
 
 
+def test_a_new_file_opened_inside_the_callers_transaction_migrates_within_it(
+    tmp_path: Path,
+) -> None:
+    db = Database(tmp_path / "app.db")
+    db.begin()
+    db.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY)")
+    with Ledger(db) as ledger:
+        assert ledger.schema_version == SCHEMA_VERSION
+        ledger.expect_transaction("order-1", 2500, "CNY")
+        db.rollback()
+        assert "payments" not in db.table_names()
+    db.close()
+
+
 def test_foreign_keys_tie_outcomes_to_stored_deliveries(tmp_path: Path) -> None:
     with Ledger(tmp_path / "ledger.db") as ledger:
         conn = ledger.database.conn
