@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import threading
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -129,3 +130,32 @@ def test_four_processes_writing_one_new_file_lose_and_double_nothing(tmp_path: P
             DeliveryStatus.DUPLICATE.value: ROUNDS * (WORKERS - 1),
         }
         assert {row.state for row in ledger.reconcile()} == {ReconciliationState.PAID}
+
+
+def test_threads_each_with_their_own_ledger_share_one_file(tmp_path: Path) -> None:
+    path = tmp_path / "threads.db"
+    Ledger(path).close()
+    new_counts: list[int] = []
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            with Ledger(path, busy_timeout_ms=30_000) as ledger:
+                new = 0
+                for i in range(50):
+                    new += ledger.expect_transaction(f"order-{i}", 2500, "CNY")
+                    delivery = ledger.record_delivery(dedupe_key=f"k-{i}", body=b"", headers={})
+                    ledger.record_outcome(_outcome(i), delivery_id=delivery.id)
+                new_counts.append(new)
+        except BaseException as err:  # collected: a thread's exception would be lost
+            failures.append(err)
+
+    threads = [threading.Thread(target=run) for _ in range(WORKERS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert sum(new_counts) == 50
+    with Ledger(path) as ledger:
+        assert [row.state for row in ledger.reconcile()] == [ReconciliationState.PAID] * 50
