@@ -74,8 +74,10 @@ def replay(
     same_id: bool,
     timeout: float,
 ) -> None:
-    """Sign the JSON bodies in PATHS (files, or folders of *.json without *.expected.json) and
-    POST them to --url. Prints how many got each answer; exits 1 if any was refused (no 2xx).
+    """Sign the JSON bodies in PATHS (files, or folders of *.json) and POST them to --url.
+
+    *.expected.json files (expected results, as sample_payloads/ keeps them) are skipped.
+    Prints how many got each answer; exits 1 if any was refused (no 2xx).
     """
     chosen = resolve_scheme(scheme)
     signer = signer_for(chosen, secret)

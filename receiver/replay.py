@@ -130,9 +130,16 @@ class ReplayReport:
         return self.refused == 0
 
 
+def _is_expected_result(path: Path) -> bool:
+    return path.name.endswith(".expected.json")
+
+
 def load_payloads(paths: Iterable[str | PathLike[str]]) -> list[Payload]:
-    """Read the bodies to send: files as given, folders as their ``*.json`` files (sorted),
-    skipping the ``*.expected.json`` files that ``sample_payloads/`` keeps beside each body.
+    """Read the bodies to send: files as given, folders as their ``*.json`` files (sorted).
+
+    ``*.expected.json`` files are skipped wherever they come from (``sample_payloads/`` keeps
+    one beside each body, and a shell glob such as ``sample_payloads/card_*.json`` names them
+    too): they are expected results, never bodies.
 
     :raises ReplayError: a path that does not exist or cannot be read, or nothing to send.
     """
@@ -140,19 +147,15 @@ def load_payloads(paths: Iterable[str | PathLike[str]]) -> list[Payload]:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            files.extend(
-                sorted(
-                    child
-                    for child in path.glob("*.json")
-                    if child.is_file() and not child.name.endswith(".expected.json")
-                )
-            )
+            files.extend(sorted(child for child in path.glob("*.json") if child.is_file()))
         elif path.exists():
             files.append(path)
         else:
             raise ReplayError("no_such_file", f"{path} does not exist.")
     payloads = []
     for path in files:
+        if _is_expected_result(path):
+            continue
         try:
             payloads.append(Payload(path.name, path.read_bytes()))
         except OSError as err:

@@ -52,11 +52,10 @@ def test_load_payloads_takes_json_files_but_not_expected_results(bodies: Path) -
     assert payloads[0].body == (bodies / "a.json").read_bytes()
 
 
-def test_load_payloads_takes_a_named_file_as_is(bodies: Path) -> None:
-    assert [p.name for p in load_payloads([bodies / "b.json", bodies / "a.expected.json"])] == [
-        "b.json",
-        "a.expected.json",
-    ]
+def test_load_payloads_skips_expected_results_even_when_named(bodies: Path) -> None:
+    named = [bodies / "b.json", bodies / "a.expected.json", bodies / "notes.txt"]
+
+    assert [p.name for p in load_payloads(named)] == ["b.json", "notes.txt"]
 
 
 @pytest.mark.parametrize(
@@ -64,6 +63,7 @@ def test_load_payloads_takes_a_named_file_as_is(bodies: Path) -> None:
     [
         (lambda folder: folder / "missing.json", "no_such_file"),
         (lambda folder: folder.parent, "no_payloads"),
+        (lambda folder: folder / "a.expected.json", "no_payloads"),
     ],
 )
 def test_load_payloads_refuses_what_it_cannot_send(bodies: Path, make, code: str) -> None:
