@@ -74,7 +74,7 @@ def serve(host: str, port: int) -> None:
                 "  PAYHOOKS_PUBLIC_KEYS is not set: generated a development key pair; sign with:"
             )
             click.echo(f"  export {SIGNING_KEY_ENV}={generated}")
-        click.echo(f"  then: payhooks replay sample_payloads --url {url}")
+        click.echo(f"  then, in another terminal: payhooks replay BODY.json --url {url}")
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     logger = logging.getLogger("payhooks")
@@ -90,8 +90,14 @@ def demo() -> None:
     forgery among them), customers returning, and the reconciliation printed.
     """
     from receiver.demo_run import run_demo
+    from storage import StorageError
 
-    result = run_demo(click.echo)
+    try:
+        result = run_demo(click.echo)
+    except OSError as err:
+        raise click.ClickException(f"The demo could not run: {err}.") from err
+    except StorageError as err:
+        raise click.ClickException(f"The demo could not run: {err.message}") from err
     if not result.ok:
         raise click.ClickException(
             "The demo did not go as expected: " + "; ".join(result.problems) + "."

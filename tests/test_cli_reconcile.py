@@ -320,3 +320,30 @@ def test_reprocess_with_a_bad_status_map_fails_in_one_sentence(tmp_path: Path) -
     assert result.exit_code == 1
     assert "PAYHOOKS_STATUS_MAP" in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_money_in_another_currency_is_shown_with_it_and_kept_out_of_the_totals(
+    tmp_path: Path,
+) -> None:
+    database = tmp_path / "payhooks.db"
+    with Ledger(database) as ledger:
+        ledger.expect_transaction("order-usd", 2500, "CNY")
+        record_notification(ledger, notification("order-usd", "ll-1", "25.00", currency="USD"))
+
+    table = run(["reconcile", "--database", str(database)])
+    records = json_lines(run(["reconcile", "--format", "json", "--database", str(database)]).stdout)
+
+    row = table.stdout.splitlines()[1].split()
+    assert row[:7] == [
+        "order-usd",
+        "transaction",
+        "currency_mismatch",
+        "CNY",
+        "25.00",
+        "25.00",
+        "USD",
+    ]
+    assert "CNY  currency_mismatch      1     25.00      0.00" in table.stdout
+    assert records[0]["received_currency"] == "USD"
+    assert records[0]["received_amount"] == "25.00"
+    assert table.exit_code == 0
