@@ -10,6 +10,7 @@ from storage.errors import (
     UnknownDeliveryError,
 )
 from storage.ledger import DEFAULT_MAX_REJECTED, Ledger
+from storage.limits import MAX_AMOUNT_MINOR
 from storage.records import (
     DEFAULT_STATUS_MAP,
     STATE_RANK,
@@ -32,6 +33,7 @@ from storage.schema import SCHEMA_VERSION
 __all__ = [
     "DEFAULT_MAX_REJECTED",
     "DEFAULT_STATUS_MAP",
+    "MAX_AMOUNT_MINOR",
     "SCHEMA_VERSION",
     "STATE_RANK",
     "ConflictError",

@@ -29,6 +29,7 @@ from sqlite_utils import Database
 from storage import reconciliation
 from storage.currencies import minor_unit_exponent
 from storage.errors import ConflictError, UnknownDeliveryError, translate_errors
+from storage.limits import MAX_AMOUNT_MINOR
 from storage.records import STATE_RANK, Outcome, ReconciliationState
 from storage.rows import (
     Delivery,
@@ -138,8 +139,10 @@ def _enum(kind: type[_E], value: str, argument: str) -> _E:
 
 
 def _check_amount(value: object, argument: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{argument} must be a non-negative int of minor units, not {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_AMOUNT_MINOR:
+        raise ValueError(
+            f"{argument} must be an int of minor units from 0 to {MAX_AMOUNT_MINOR}, not {value!r}"
+        )
     return value
 
 
@@ -281,8 +284,9 @@ class Ledger:
             same data again is a no-op).
         :raises ConflictError: it is registered with different data (any of kind, amount,
             currency, plan amount, description, metadata).
-        :raises ValueError: an identifier outside 1 to 64 characters, a negative or non-int
-            amount, a currency that is not an ISO 4217 code with minor units.
+        :raises ValueError: an identifier outside 1 to 64 characters, an amount that is not an
+            int from 0 to :data:`~storage.MAX_AMOUNT_MINOR`, a currency that is not an ISO 4217
+            code with minor units.
         """
         return self._expect(
             external_identifier,
@@ -501,7 +505,10 @@ class Ledger:
         it ``processed``). The returned state is the payment's after this write.
 
         :raises UnknownDeliveryError: ``delivery_id`` is not stored.
+        :raises ValueError: an amount outside 0 to :data:`~storage.MAX_AMOUNT_MINOR` (the parser
+            refuses those first).
         """
+        _check_amount(outcome.amount_minor, "outcome.amount_minor")
         now = self._now(None, "clock()")
         with self._write() as conn:
             known = conn.execute("SELECT 1 FROM deliveries WHERE id = ?", (delivery_id,))

@@ -15,11 +15,13 @@ beside the amount exactly as sent (``TEXT``).
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable
 
 from sqlite_utils import Database, Migrations
 
 from storage.errors import SchemaVersionError
+from storage.limits import MAX_AMOUNT_MINOR
 from storage.reconciliation import RECONCILIATION_VIEW_SQL
 from storage.rows import DeliveryStatus, PaymentKind, ReturnKind
 
@@ -52,9 +54,10 @@ _INITIAL_SCHEMA = (
         external_identifier TEXT NOT NULL PRIMARY KEY
             CHECK (length(external_identifier) BETWEEN 1 AND 64),
         kind TEXT NOT NULL CHECK (kind IN ({_quoted(PaymentKind)})),
-        amount_minor INTEGER NOT NULL CHECK (amount_minor >= 0),
+        amount_minor INTEGER NOT NULL CHECK (amount_minor BETWEEN 0 AND {MAX_AMOUNT_MINOR}),
         currency TEXT NOT NULL CHECK (length(currency) = 3),
-        plan_amount_minor INTEGER CHECK (plan_amount_minor >= 0),
+        plan_amount_minor INTEGER
+            CHECK (plan_amount_minor BETWEEN 0 AND {MAX_AMOUNT_MINOR}),
         created_at TEXT NOT NULL,
         description TEXT,
         metadata TEXT,
@@ -75,7 +78,7 @@ _INITIAL_SCHEMA = (
         updated_at TEXT NOT NULL
     )""",
     "CREATE INDEX deliveries_status ON deliveries (status, id)",
-    """
+    f"""
     CREATE TABLE outcomes (
         id INTEGER PRIMARY KEY,
         delivery_id INTEGER NOT NULL REFERENCES deliveries (id),
@@ -92,9 +95,9 @@ _INITIAL_SCHEMA = (
         state_rank INTEGER NOT NULL,
         amount TEXT NOT NULL,
         currency TEXT NOT NULL CHECK (length(currency) = 3),
-        amount_minor INTEGER NOT NULL CHECK (amount_minor >= 0),
+        amount_minor INTEGER NOT NULL CHECK (amount_minor BETWEEN 0 AND {MAX_AMOUNT_MINOR}),
         paid_at TEXT NOT NULL,
-        extra TEXT NOT NULL DEFAULT '{}',
+        extra TEXT NOT NULL DEFAULT '{{}}',
         recorded_at TEXT NOT NULL,
         UNIQUE (transaction_id, payment_status)
     )""",
@@ -148,8 +151,34 @@ def configure(db: Database, *, busy_timeout_ms: int) -> None:
     conn = db.conn
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
     conn.execute("PRAGMA foreign_keys = ON")
-    if not db.memory and not conn.in_transaction and db.journal_mode != "wal":
-        db.enable_wal()
+    if not db.memory and not conn.in_transaction:
+        _enable_wal(db, busy_timeout_ms)
+
+
+# SQLITE_BUSY and SQLITE_LOCKED: another connection holds the lock.
+_BUSY_CODES = frozenset({5, 6})
+
+
+def _enable_wal(db: Database, busy_timeout_ms: int) -> None:
+    """Switch the file to WAL, retrying while other connections hold it, up to the timeout.
+
+    When several processes open a new file at once, the switch can fail with ``SQLITE_BUSY``
+    straight away: SQLite does not wait on the busy handler for a journal-mode change. So the
+    wait is done here, with the same budget as the busy timeout.
+    """
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    pause = 0.001
+    while True:
+        try:
+            if db.journal_mode != "wal":
+                db.enable_wal()
+            return
+        except sqlite3.OperationalError as err:
+            code = getattr(err, "sqlite_errorcode", 0) & 0xFF
+            if code not in _BUSY_CODES or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
 
 
 def schema_version(db: Database) -> int:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from storage import (
+    MAX_AMOUNT_MINOR,
     ConflictError,
     DeliveryStatus,
     Flow,
@@ -149,6 +150,7 @@ def test_a_transaction_registered_again_as_a_subscription_is_a_conflict(ledger: 
         (("order-1", -1, "CNY"), ValueError),
         (("order-1", 25.0, "CNY"), ValueError),
         (("order-1", True, "CNY"), ValueError),
+        (("order-1", MAX_AMOUNT_MINOR + 1, "CNY"), ValueError),
         (("order-1", 2500, "cny"), UnknownCurrencyError),
         (("order-1", 2500, "XAU"), UnknownCurrencyError),
     ],
@@ -331,6 +333,18 @@ def test_an_outcome_for_an_unknown_delivery_stores_nothing(ledger: Ledger) -> No
     with pytest.raises(UnknownDeliveryError):
         ledger.record_outcome(make_outcome(), delivery_id=77)
     assert count(ledger, "outcomes") == 0
+
+
+def test_an_outcome_over_the_amount_bound_stores_nothing(ledger: Ledger) -> None:
+    delivery = ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+    with pytest.raises(ValueError, match="amount_minor"):
+        ledger.record_outcome(
+            make_outcome(amount_minor=MAX_AMOUNT_MINOR + 1), delivery_id=delivery.id
+        )
+    assert count(ledger, "outcomes") == 0
+    stored = ledger.delivery(delivery.id)
+    assert stored is not None
+    assert stored.status is DeliveryStatus.RECEIVED
 
 
 def test_extra_members_are_kept_as_json(ledger: Ledger) -> None:

@@ -159,3 +159,43 @@ def test_threads_each_with_their_own_ledger_share_one_file(tmp_path: Path) -> No
     assert sum(new_counts) == 50
     with Ledger(path) as ledger:
         assert [row.state for row in ledger.reconcile()] == [ReconciliationState.PAID] * 50
+
+
+OPENERS = 8
+NEW_FILES = 10
+
+
+def opener(directory: str, barrier: Any, report: str) -> None:
+    """Open each of the new files at the same moment as the other processes, and write once."""
+    outcomes: list[str] = []
+    for n in range(NEW_FILES):
+        barrier.wait()
+        try:
+            with Ledger(Path(directory) / f"new-{n}.db", busy_timeout_ms=60_000) as ledger:
+                ledger.expect_transaction("order-1", 2500, "CNY")
+            outcomes.append("ok")
+        except StorageError as err:
+            outcomes.append(err.message)
+    Path(report).write_text(json.dumps(outcomes))
+
+
+def test_many_processes_opening_new_files_at_once_all_get_in(tmp_path: Path) -> None:
+    # Switching a new file to WAL can fail at once with SQLITE_BUSY while other connections
+    # open it; the ledger waits for that as it waits for any lock, up to the busy timeout.
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(OPENERS)
+    reports = [tmp_path / f"opener-{n}.json" for n in range(OPENERS)]
+    processes = [
+        context.Process(target=opener, args=(str(tmp_path), barrier, str(report)))
+        for report in reports
+    ]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=120)
+    assert [p.exitcode for p in processes] == [0] * OPENERS
+    assert [json.loads(r.read_text()) for r in reports] == [["ok"] * NEW_FILES] * OPENERS
+    for n in range(NEW_FILES):
+        with Ledger(tmp_path / f"new-{n}.db") as ledger:
+            assert ledger.database.conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+            assert ledger.state("order-1") is ReconciliationState.PENDING

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from sqlite_utils import Database
 
 from storage import (
+    MAX_AMOUNT_MINOR,
     STATE_RANK,
     Ledger,
     PaymentKind,
@@ -498,6 +499,28 @@ def test_summary_counts_and_totals_per_currency_and_state(ledger: Ledger) -> Non
     )
     assert summary["JPY", R.PENDING].expected_total == Decimal("1500")
     assert summary["KWD", R.PAID].received_total == Decimal("1.234")
+
+
+def test_amounts_at_the_bound_still_add_up_exactly(ledger: Ledger) -> None:
+    ledger.expect_subscription("sub-1", MAX_AMOUNT_MINOR, "USD", MAX_AMOUNT_MINOR)
+    for n in range(6):
+        record(ledger, period(n, MAX_AMOUNT_MINOR))
+    for n in range(6):
+        record(
+            ledger,
+            outcome(
+                "PS",
+                external_identifier=f"stray-{n}",
+                transaction_id=f"s{n}",
+                currency="USD",
+                amount_minor=MAX_AMOUNT_MINOR,
+            ),
+        )
+    row = row_of(ledger, "sub-1")
+    assert (row.state, row.received_amount_minor) == (R.PAID, 6 * MAX_AMOUNT_MINOR)
+    assert row.received_amount == Decimal(6 * MAX_AMOUNT_MINOR).scaleb(-2)
+    totals = {(s.state, s.count, s.received_amount_minor) for s in ledger.summary()}
+    assert totals == {(R.PAID, 1, 6 * MAX_AMOUNT_MINOR), (R.UNEXPECTED, 6, 6 * MAX_AMOUNT_MINOR)}
 
 
 def test_summary_of_an_empty_ledger_is_empty(ledger: Ledger) -> None:

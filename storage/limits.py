@@ -1,0 +1,17 @@
+"""The largest amount the ledger stores, so that its sums stay exact.
+
+SQLite adds ``INTEGER`` columns in 64-bit integers and raises on overflow, and a report that
+cannot be computed is no report at all. Bounding each amount keeps every sum the reconciliation
+makes (a payment's periods, a currency's totals) far from the limit; the parser refuses a larger
+``payment_amount`` as an invalid payload, and the ledger refuses it on registration.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["MAX_AMOUNT_MINOR"]
+
+#: 10**15 minor units: ten trillion in a two-decimal currency (a real payment in IDR or VND is
+#: far below it), while over 9,000 amounts at the bound still add up within 2**63 - 1.
+MAX_AMOUNT_MINOR: Final = 10**15
