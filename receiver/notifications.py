@@ -1,7 +1,9 @@
 """``POST /notifications``: the webhook pipeline, in DESIGN.md's order.
 
 1. Cap the body: a ``Content-Length`` over ``PAYHOOKS_MAX_BODY_BYTES`` is refused unread, and
-   the read itself stops one byte past the cap (chunked bodies too): 413.
+   the read itself stops one byte past the cap (chunked bodies too): 413. A body the server
+   cannot read in full (shorter than announced, broken chunked framing) is a 400
+   ``bad_request``, whatever the server raises for it.
 2. Verify the signature over the raw bytes, before anything parses them: 401 with the
    :class:`verify.SignatureError` code, and a row in ``rejected_deliveries``.
 3. Store the delivery and commit, so nothing authenticated is lost from here on. A delivery
@@ -27,7 +29,7 @@ import logging
 from collections.abc import Mapping
 
 from flask import Flask, Response, current_app, jsonify, request
-from werkzeug.exceptions import RequestEntityTooLarge
+from werkzeug.exceptions import BadRequest, HTTPException, RequestEntityTooLarge
 
 from receiver.errors import error_response
 from receiver.payloads import PayloadError, parse_notification
@@ -109,6 +111,15 @@ def _read_capped_body(limit: int) -> bytes | None:
         body = request.get_data(cache=True)
     except RequestEntityTooLarge:
         return None
+    except HTTPException:
+        raise  # werkzeug's own 400 for a client that stopped early (ClientDisconnected)
+    except Exception as err:
+        # The server could not read the body the client announced: cut short, or chunked
+        # framing that does not parse. Each server says so in its own way (gunicorn raises
+        # NoMoreData or a ParseException from wsgi.input, others an OSError); all are the
+        # sender's fault, answered 400 so that they never look like a failure of ours.
+        logger.info("payhooks: could not read a request body: %r", err)
+        raise BadRequest("The request body could not be read in full.") from err
     return None if len(body) > limit else body
 
 
