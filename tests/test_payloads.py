@@ -392,7 +392,7 @@ def test_an_amount_that_is_not_exactly_minor_units_is_named(amount: str, currenc
         ("12.345", "KWD", 12345),
         ("12.30", "KWD", 12300),
         ("1.2345", "CLF", 12345),
-        ("92233720368547758.07", "CNY", 2**63 - 1),
+        ("10000000000000.00", "CNY", 10**15),
     ],
 )
 def test_an_amount_gives_its_minor_units_exactly(amount: str, currency: str, minor: int) -> None:
@@ -402,6 +402,27 @@ def test_an_amount_gives_its_minor_units_exactly(amount: str, currency: str, min
     assert outcome.amount_minor == minor
     assert outcome.amount == Decimal(amount)
     assert str(outcome.amount) == amount
+
+
+@pytest.mark.parametrize("currency", ["CNY", "JPY", "KWD"])
+def test_an_amount_over_the_ledgers_bound_is_an_invalid_amount_not_a_storage_error(
+    currency: str,
+) -> None:
+    from storage import MAX_AMOUNT_MINOR
+    from storage.currencies import from_minor_units, minor_unit_exponent
+
+    def written(minor: int) -> str:  # as the service writes it: at least two decimals
+        return f"{from_minor_units(minor, currency):.{max(2, minor_unit_exponent(currency))}f}"
+
+    at_the_bound = make_body(
+        payment_amount=written(MAX_AMOUNT_MINOR), payment_currency_code=currency
+    )
+    assert parse_notification(encode(at_the_bound)).amount_minor == MAX_AMOUNT_MINOR
+    error = refused(
+        make_body(payment_amount=written(MAX_AMOUNT_MINOR + 1), payment_currency_code=currency)
+    )
+    assert error.code == "invalid_payload"
+    assert error.details == {"payment_data": {"payment_amount": ["Too large an amount."]}}
 
 
 def test_a_fraction_of_a_minor_unit_beyond_decimal_precision_is_still_refused() -> None:

@@ -32,6 +32,7 @@ from marshmallow import (
 
 from receiver.payloads.fields import Amount, CurrencyCode, PaymentTime
 from receiver.payloads.forms import FormMatch, detect_form
+from storage import MAX_AMOUNT_MINOR as STORAGE_MAX_AMOUNT_MINOR
 from storage.currencies import to_minor_units
 
 __all__ = [
@@ -44,8 +45,10 @@ __all__ = [
     "PaymentDataSchema",
 ]
 
-#: The largest amount in minor units: the ledger keeps ``amount_minor`` in a SQLite INTEGER.
-MAX_AMOUNT_MINOR = 2**63 - 1
+#: The largest amount in minor units: the ledger's own bound (:data:`storage.MAX_AMOUNT_MINOR`),
+#: so that an amount the ledger would refuse is an invalid payload (422, not retried) rather
+#: than a failure after the delivery was stored (503, retried for ever).
+MAX_AMOUNT_MINOR = STORAGE_MAX_AMOUNT_MINOR
 #: ``merchant_transaction_id`` is the merchant's ``external_identifier``: 1 to 64 characters.
 MAX_EXTERNAL_IDENTIFIER_LENGTH = 64
 #: ``ll_transaction_id`` has no published limit; this bounds what the ledger indexes.
