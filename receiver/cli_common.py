@@ -28,7 +28,7 @@ from flask import Flask, current_app
 from flask.cli import ScriptInfo
 from sqlite_utils import Database
 
-from receiver.config import CONFIG_DEFAULTS, config_from_env, key_list
+from receiver.config import CONFIG_DEFAULTS, KEY_CONFIG, config_from_env, config_keys
 from storage import Ledger, StorageError
 from storage.currencies import minor_unit_exponent
 from verify import DEFAULT_SCHEME, SCHEMES, Signer, Verifier, get_signer, get_verifier
@@ -58,8 +58,6 @@ DEFAULT_DATABASE = "payhooks.db"
 #: schemes the receiver's ``PAYHOOKS_SECRETS`` is the same key and is read next; the
 #: public-key schemes sign with a private key the receiver never holds, hence its own name.
 SIGNING_KEY_ENV = "PAYHOOKS_SIGNING_KEY"
-
-_KEY_CONFIG = {"secret": "PAYHOOKS_SECRETS", "public_key": "PAYHOOKS_PUBLIC_KEYS"}
 
 # The options a *signer* accepts; PAYHOOKS_SIGNATURE_OPTIONS is the verifier's, which has a
 # few more (check_timestamp, time_zone) that mean nothing to a sender.
@@ -258,7 +256,7 @@ def signer_for(scheme: str, secret: str | None) -> Signer:
     """
     key = secret or os.environ.get(SIGNING_KEY_ENV)
     if not key and SCHEMES[scheme].key_kind == "secret":
-        configured = key_list(settings().get("PAYHOOKS_SECRETS"))
+        configured = config_keys(settings().get("PAYHOOKS_SECRETS"))
         key = configured[0] if configured else None
     if not key:
         where = (
@@ -282,8 +280,8 @@ def verifier_for(
 
     :raises click.UsageError: no key anywhere (exit 2).
     """
-    key_config = _KEY_CONFIG[SCHEMES[scheme].key_kind]
-    keys = secrets or key_list(settings().get(key_config))
+    key_config = KEY_CONFIG[SCHEMES[scheme].key_kind]
+    keys = secrets or config_keys(settings().get(key_config))
     if not keys:
         raise click.UsageError(f"No key to verify with: pass --secret or set {key_config}.")
     try:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from storage import DEFAULT_STATUS_MAP
@@ -31,8 +32,10 @@ __all__ = [
     "CONFIG_DEFAULTS",
     "CONFIG_KEYS",
     "ENV_PARSERS",
+    "KEY_CONFIG",
     "config_from_env",
-    "key_list",
+    "config_keys",
+    "split_key_setting",
 ]
 
 #: Every key and its default. ``PAYHOOKS_DATABASE`` is None here because its real default,
@@ -56,24 +59,33 @@ CONFIG_DEFAULTS: Mapping[str, Any] = {
 #: The key names, in table order.
 CONFIG_KEYS: tuple[str, ...] = tuple(CONFIG_DEFAULTS)
 
-# A PEM block is one key even though it contains whitespace; everything else in a key string
-# is split on whitespace.
+#: Which key holds a scheme's keys, by its :attr:`verify.SchemeInfo.key_kind`: shared secrets
+#: for the HMAC schemes, public keys for Ed25519 and RSA.
+KEY_CONFIG: Mapping[str, str] = MappingProxyType(
+    {"secret": "PAYHOOKS_SECRETS", "public_key": "PAYHOOKS_PUBLIC_KEYS"}
+)
+
+# A PEM block is one key even though it contains whitespace; everything else in an environment
+# variable's value is split on whitespace.
 _PEM_BLOCK = re.compile(r"-----BEGIN [A-Z0-9 ]+-----.*?-----END [A-Z0-9 ]+-----", re.DOTALL)
 
 
-def key_list(value: str | Iterable[str] | None) -> tuple[str, ...]:
-    """Read ``PAYHOOKS_SECRETS`` or ``PAYHOOKS_PUBLIC_KEYS`` into a tuple of keys.
+def config_keys(value: str | Iterable[str] | None) -> tuple[str, ...]:
+    """The keys ``PAYHOOKS_SECRETS`` or ``PAYHOOKS_PUBLIC_KEYS`` holds in an app's config.
 
-    A list (or any iterable of strings) is taken as is; one string is split on whitespace, as
-    the environment writes several keys, except that each PEM block stays one key. Empty
-    entries are dropped, so ``""`` means no keys.
+    A list (or any iterable of strings) is one key per item; one string is one key, spaces and
+    all: a shared secret may contain spaces (``"correct horse battery staple"``) and a PEM key
+    contains line breaks, so splitting it would turn one secret into several weaker ones. Only
+    the environment, which has no lists, separates keys by whitespace
+    (:func:`split_key_setting`). Surrounding whitespace is trimmed and blank entries dropped,
+    so ``""`` means no keys.
+
+    :raises TypeError: for an item that is not a string.
     """
     if value is None:
         return ()
     if isinstance(value, str):
-        pem_blocks = [match.group(0) for match in _PEM_BLOCK.finditer(value)]
-        rest = _PEM_BLOCK.sub(" ", value)
-        return (*pem_blocks, *rest.split())
+        return (value.strip(),) if value.strip() else ()
     keys: list[str] = []
     for item in value:
         if not isinstance(item, str):
@@ -81,6 +93,17 @@ def key_list(value: str | Iterable[str] | None) -> tuple[str, ...]:
         if item.strip():
             keys.append(item.strip())
     return tuple(keys)
+
+
+def split_key_setting(text: str) -> tuple[str, ...]:
+    """Read ``PAYHOOKS_SECRETS`` or ``PAYHOOKS_PUBLIC_KEYS`` from an environment variable.
+
+    The environment holds one string, so several keys (while rotating) are separated by
+    whitespace; a PEM block stays one key.
+    """
+    pem_blocks = [match.group(0) for match in _PEM_BLOCK.finditer(text)]
+    rest = _PEM_BLOCK.sub(" ", text)
+    return (*pem_blocks, *rest.split())
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -99,8 +122,8 @@ ENV_PARSERS: Mapping[str, Callable[[str], Any]] = {
     "PAYHOOKS_DATABASE": str,
     "PAYHOOKS_SIGNATURE_SCHEME": str,
     "PAYHOOKS_SIGNATURE_OPTIONS": _json_object,
-    "PAYHOOKS_SECRETS": key_list,
-    "PAYHOOKS_PUBLIC_KEYS": key_list,
+    "PAYHOOKS_SECRETS": split_key_setting,
+    "PAYHOOKS_PUBLIC_KEYS": split_key_setting,
     "PAYHOOKS_TOLERANCE_SECONDS": int,
     "PAYHOOKS_MAX_BODY_BYTES": int,
     "PAYHOOKS_PAYMENT_TIME_ZONE": str,

@@ -5,10 +5,12 @@ every ``PAYHOOKS_*`` key from the environment (``PAYHOOKS_SECRETS`` whitespace-s
 keeps its database at ``./payhooks.db`` unless ``PAYHOOKS_DATABASE`` says otherwise.
 
 For a quick start it needs nothing: without keys it generates a development key pair for the
-configured scheme and logs the signing key (the demo is for a developer's machine, where seeing
-the key is the point), and without ``SECRET_KEY`` it generates one, so return URLs work until
-the process exits. Neither is for production: set ``PAYHOOKS_SECRETS`` or
-``PAYHOOKS_PUBLIC_KEYS``, and ``SECRET_KEY``.
+configured scheme, and without ``SECRET_KEY`` it generates one, so return URLs work until the
+process exits. Neither is for production: set ``PAYHOOKS_SECRETS`` or ``PAYHOOKS_PUBLIC_KEYS``,
+and ``SECRET_KEY``. The generated signing key is kept in the app's config
+(:data:`DEMO_SIGNING_KEY`) and never logged: logs travel to places a key must not (files,
+aggregators, CI output). ``payhooks serve``, which a developer watches in a terminal, prints it
+there itself.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 from flask import Flask, Response, jsonify, url_for
 
-from receiver.config import config_from_env
+from receiver.config import KEY_CONFIG, config_from_env
 from receiver.extension import PayHooks
 from verify import DEFAULT_SCHEME, SCHEMES, generate_keypair
 
@@ -32,8 +34,6 @@ logger = logging.getLogger("payhooks")
 #: Config key holding the signing key the demo generated, when it generated one, so the CLI's
 #: ``demo`` command can sign for this very app.
 DEMO_SIGNING_KEY = "PAYHOOKS_DEMO_SIGNING_KEY"
-
-_KEY_CONFIG = {"secret": "PAYHOOKS_SECRETS", "public_key": "PAYHOOKS_PUBLIC_KEYS"}
 
 
 def create_app(
@@ -81,16 +81,17 @@ def _ensure_keys(app: Flask) -> None:
     info = SCHEMES.get(scheme)
     if info is None:
         return  # PayHooks refuses it with a clear message.
-    key_config = _KEY_CONFIG[info.key_kind]
+    key_config = KEY_CONFIG[info.key_kind]
     if app.config.get(key_config):
         return
     pair = generate_keypair(scheme)
     app.config[key_config] = [pair.verifying_key]
     app.config[DEMO_SIGNING_KEY] = pair.signing_key
     logger.warning(
-        "payhooks demo: %s is not set; generated a development key for %s. "
-        "Sign deliveries with: %s",
+        "payhooks demo: %s is not set; generated a development key for %s, valid until the "
+        "process exits. To use your own, set %s (`payhooks keygen --scheme %s` makes one).",
         key_config,
         scheme,
-        pair.signing_key,
+        key_config,
+        scheme,
     )

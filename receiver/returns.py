@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
-from urllib.parse import quote
 
 from flask import Flask, Response, current_app, make_response, render_template, request, url_for
 from itsdangerous import BadData, URLSafeTimedSerializer
 
 from receiver.errors import error_response
+from receiver.redirects import fill_redirect_template
 from receiver.state import receiver_state
 from storage import ReconciliationState
 
@@ -163,10 +163,13 @@ def customer_view(
 
 
 def redirect_target(template: str, view: ReturnView) -> str:
-    """Fill ``PAYHOOKS_RETURN_REDIRECT``'s placeholders, each URL-quoted."""
-    return template.format(
-        external_identifier=quote(view.external_identifier, safe=""),
-        state=quote(view.state, safe=""),
+    """Fill ``PAYHOOKS_RETURN_REDIRECT``'s placeholders, each URL-quoted.
+
+    ``template`` is the checked setting (:func:`receiver.redirects.check_redirect_template`
+    runs when the app starts), never one taken from the request.
+    """
+    return fill_redirect_template(
+        template, external_identifier=view.external_identifier, state=view.state
     )
 
 
@@ -174,27 +177,30 @@ def customer_return(external_identifier: str, kind: ReturnKind) -> Response:
     """The view behind ``/return/<id>`` and ``/cancel/<id>``: record the visit, report.
 
     Answers JSON for ``Accept: application/json``; otherwise a 303 to
-    ``PAYHOOKS_RETURN_REDIRECT`` when it is set, else the ``payhooks/return.html`` page.
+    ``PAYHOOKS_RETURN_REDIRECT`` when it is set, else the ``payhooks/return.html`` page. A
+    ``HEAD`` request (a link checker, a browser's prefetch) gets the same answer without a
+    body and records nothing: it is not the customer coming back.
     """
     app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
     if not token_is_valid(app, request.args.get("token"), external_identifier, kind):
         return error_response("not_found", "There is no such page.")
     # The browser's word, kept short: it is only a hint, and it is stored.
     result_code = (request.args.get("resultCode") or "")[:64] or None
-    ledger = receiver_state(app).ledger
-    ledger.record_return(external_identifier, kind, result_code)
+    state = receiver_state(app)
+    ledger = state.ledger
+    if request.method != "HEAD":
+        ledger.record_return(external_identifier, kind, result_code)
     view = customer_view(external_identifier, kind, result_code, ledger.state(external_identifier))
 
     wants_json = (
         request.accept_mimetypes.best_match(["text/html", "application/json"])
         == "application/json"
     )
-    redirect_template = app.config["PAYHOOKS_RETURN_REDIRECT"]
     if wants_json:
         response = make_response(view.as_json())
-    elif redirect_template:
+    elif state.return_redirect:
         response = make_response("", 303)
-        response.headers["Location"] = redirect_target(redirect_template, view)
+        response.headers["Location"] = redirect_target(state.return_redirect, view)
     else:
         response = make_response(render_template("payhooks/return.html", view=view))
     # The URL carries a token: keep it out of caches and out of other sites' Referer headers.

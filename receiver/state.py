@@ -15,9 +15,10 @@ from typing import Any
 
 from flask import Flask, current_app
 
-from receiver.config import key_list
+from receiver.config import KEY_CONFIG, config_keys
 from receiver.ledgers import LedgerPool
 from receiver.payloads import load_status_map, load_time_zone
+from receiver.redirects import check_redirect_template
 from storage import Ledger, PaymentState
 from verify import SCHEMES, Verifier, get_verifier
 
@@ -25,9 +26,6 @@ __all__ = ["STATE_KEY", "ReceiverState", "build_state", "receiver_state"]
 
 #: Where :meth:`receiver.PayHooks.init_app` keeps the app's :class:`ReceiverState`.
 STATE_KEY = "payhooks.state"
-
-_KEY_CONFIG = {"secret": "PAYHOOKS_SECRETS", "public_key": "PAYHOOKS_PUBLIC_KEYS"}
-
 
 @dataclass(frozen=True, slots=True)
 class ReceiverState:
@@ -38,6 +36,8 @@ class ReceiverState:
     status_map: Mapping[str, PaymentState]
     time_zone: tzinfo
     max_body_bytes: int
+    #: ``PAYHOOKS_RETURN_REDIRECT``, checked: a template for the return handler's 303, or None.
+    return_redirect: str | None = None
 
     @property
     def ledger(self) -> Ledger:
@@ -72,9 +72,9 @@ def build_state(config: Mapping[str, Any]) -> ReceiverState:
             f"PAYHOOKS_SIGNATURE_SCHEME {scheme!r} is not a known scheme; "
             f"choose one of: {', '.join(sorted(SCHEMES))}"
         )
-    key_config = _KEY_CONFIG[SCHEMES[scheme].key_kind]
+    key_config = KEY_CONFIG[SCHEMES[scheme].key_kind]
     try:
-        keys = key_list(config[key_config])
+        keys = config_keys(config[key_config])
     except TypeError as err:
         raise ValueError(f"{key_config} must be a list of strings or one string: {err}") from err
     if not keys:
@@ -108,6 +108,7 @@ def build_state(config: Mapping[str, Any]) -> ReceiverState:
     if not isinstance(prefix, str) or (prefix and not prefix.startswith("/")):
         raise ValueError("PAYHOOKS_URL_PREFIX must be a path starting with '/'")
     _positive_int(config, "PAYHOOKS_RETURN_MAX_AGE")
+    return_redirect = check_redirect_template(config["PAYHOOKS_RETURN_REDIRECT"])
 
     return ReceiverState(
         verifier=verifier,
@@ -118,6 +119,7 @@ def build_state(config: Mapping[str, Any]) -> ReceiverState:
         status_map=status_map,
         time_zone=time_zone,
         max_body_bytes=_positive_int(config, "PAYHOOKS_MAX_BODY_BYTES"),
+        return_redirect=return_redirect,
     )
 
 

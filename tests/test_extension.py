@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from receiver import PayHooks, receiver_state
-from receiver.config import CONFIG_DEFAULTS, config_from_env, key_list
+from receiver.config import CONFIG_DEFAULTS, config_from_env, config_keys, split_key_setting
 from receiver.demo import DEMO_SIGNING_KEY, create_app
 from storage import DEFAULT_STATUS_MAP, Ledger
 from tests.conftest import TEST_SECRET, BodyFactory, SignFunction
@@ -125,11 +125,11 @@ def test_an_error_about_keys_never_shows_the_key(tmp_path: Path) -> None:
     assert "definitely-not-base64" not in str(exc_info.value)
 
 
-def test_several_secrets_in_one_string_all_verify(
+def test_several_secrets_in_a_config_list_all_verify(
     tmp_path: Path, make_body: BodyFactory
 ) -> None:
     old, new = generate_keypair("standard-webhooks"), generate_keypair("standard-webhooks")
-    app = _bare_app(tmp_path, PAYHOOKS_SECRETS=f"{old.verifying_key}\n  {new.verifying_key}")
+    app = _bare_app(tmp_path, PAYHOOKS_SECRETS=[old.verifying_key, new.verifying_key])
     PayHooks(app)
     client = app.test_client()
 
@@ -137,6 +137,33 @@ def test_several_secrets_in_one_string_all_verify(
         body = make_body("wallet", transaction_id=transaction)
         headers = get_signer("standard-webhooks", pair.signing_key).sign(body)
         assert client.post(NOTIFY, data=body, headers=headers).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("signing_key", "status"),
+    [
+        ("correct horse battery staple", 200),
+        ("horse", 401),
+        ("correct", 401),
+        ("staple", 401),
+    ],
+)
+def test_one_secret_string_in_the_config_is_one_key_spaces_and_all(
+    tmp_path: Path, make_body: BodyFactory, signing_key: str, status: int
+) -> None:
+    app = _bare_app(
+        tmp_path,
+        PAYHOOKS_SIGNATURE_SCHEME="hmac-sha256",
+        PAYHOOKS_SECRETS="correct horse battery staple",
+    )
+    PayHooks(app)
+    body = make_body("wallet")
+    headers = get_signer("hmac-sha256", signing_key).sign(body)
+
+    response = app.test_client().post(NOTIFY, data=body, headers=headers)
+
+    assert response.status_code == status
+    assert receiver_state(app).verifier.is_valid(headers, body) is (status == 200)
 
 
 def test_options_are_defaults_that_the_app_config_overrides(tmp_path: Path) -> None:
@@ -210,17 +237,44 @@ def test_a_ledger_is_kept_per_thread(app: Flask) -> None:
     ),
     separators=st.lists(st.sampled_from([" ", "\n", "\t", "  \n"]), min_size=6, max_size=6),
 )
-def test_a_key_string_splits_on_any_whitespace(keys: list[str], separators: list[str]) -> None:
+def test_an_environment_key_setting_splits_on_any_whitespace(
+    keys: list[str], separators: list[str]
+) -> None:
     text = "".join(sep + key for sep, key in zip(separators, keys, strict=False))
 
-    assert key_list(text) == tuple(keys)
-    assert key_list(keys) == tuple(keys)
+    assert split_key_setting(text) == tuple(keys)
+    assert config_from_env({"PAYHOOKS_SECRETS": text}) == {"PAYHOOKS_SECRETS": tuple(keys)}
+    assert config_keys(keys) == tuple(keys)
 
 
-def test_a_pem_key_in_a_key_string_stays_whole() -> None:
+def test_a_pem_key_in_an_environment_key_setting_stays_whole() -> None:
     pem = "-----BEGIN PUBLIC KEY-----\nMIIBIjAN\nBgkqhkiG\n-----END PUBLIC KEY-----"
 
-    assert key_list(f"{pem}\nMIIBbare") == (pem, "MIIBbare")
+    assert split_key_setting(f"{pem}\nMIIBbare") == (pem, "MIIBbare")
+
+
+@pytest.mark.parametrize(
+    ("value", "keys"),
+    [
+        ("correct horse battery staple", ("correct horse battery staple",)),
+        ("  padded  ", ("padded",)),
+        ("-----BEGIN PUBLIC KEY-----\nMIIB\n-----END PUBLIC KEY-----",
+         ("-----BEGIN PUBLIC KEY-----\nMIIB\n-----END PUBLIC KEY-----",)),
+        (["a b", " c "], ("a b", "c")),
+        (("x", "", "  "), ("x",)),
+        ("", ()),
+        (None, ()),
+    ],
+)
+def test_a_config_key_string_is_one_key_and_a_list_one_key_per_item(
+    value: Any, keys: tuple[str, ...]
+) -> None:
+    assert config_keys(value) == keys
+
+
+def test_a_config_key_list_with_a_non_string_is_refused_naming_the_key(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="PAYHOOKS_SECRETS"):
+        PayHooks(_bare_app(tmp_path, PAYHOOKS_SECRETS=[TEST_SECRET, b"bytes"]))
 
 
 def test_config_from_env_reads_each_kind_of_value() -> None:
@@ -253,7 +307,7 @@ def test_config_from_env_names_the_variable_it_cannot_read(environ: dict[str, st
         config_from_env(environ)
 
 
-def test_the_demo_app_generates_a_dev_key_and_says_so(
+def test_the_demo_app_generates_a_dev_key_and_says_so_without_logging_it(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, make_body: BodyFactory
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="payhooks"):
@@ -262,7 +316,10 @@ def test_the_demo_app_generates_a_dev_key_and_says_so(
         )
 
     signing_key = app.config[DEMO_SIGNING_KEY]
-    assert signing_key in caplog.text
+    assert "generated a development key" in caplog.text
+    assert "PAYHOOKS_SECRETS" in caplog.text
+    assert signing_key not in caplog.text
+    assert signing_key.removeprefix("whsec_") not in caplog.text
     assert app.secret_key
     body = make_body("wallet")
     headers = get_signer("standard-webhooks", signing_key).sign(body)

@@ -284,3 +284,84 @@ def test_a_locked_ledger_answers_a_json_503(
     assert response.status_code == 503
     assert response.get_json()["error"]["code"] == "storage_unavailable"
     assert response.headers["Retry-After"].isdigit()
+
+
+def test_a_head_request_answers_but_records_no_visit(
+    app: Flask, client: FlaskClient, ledger: Ledger, db_rows: Rows
+) -> None:
+    response = client.head(_path(app) + "&resultCode=Authorised", headers=JSON)
+
+    assert response.status_code == 200
+    assert response.get_data() == b""
+    assert db_rows("SELECT * FROM returns") == []
+
+
+@pytest.mark.parametrize(
+    ("template", "location"),
+    [
+        (
+            "/orders/{external_identifier}?payment={state}",
+            "/orders/order%201%2Fa?payment=processing",
+        ),
+        ("/done", "/done"),
+        ("https://shop.example/o/{external_identifier}", "https://shop.example/o/order%201%2Fa"),
+        ("http://localhost:5000?id={external_identifier}", "http://localhost:5000?id=order%201%2Fa"),
+        ("https://shop.example#{state}", "https://shop.example#processing"),
+        ("/o/{{literal}}/{state}", "/o/%7Bliteral%7D/processing"),
+    ],
+)
+def test_a_redirect_template_fills_in_url_quoted_values(
+    template: str, location: str, make_app: AppFactory, ledger: Ledger
+) -> None:
+    app = make_app(PAYHOOKS_RETURN_REDIRECT=template)
+
+    response = app.test_client().get(_path(app, "order 1/a"))
+
+    assert response.status_code == 303
+    assert response.headers["Location"] == location
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        pytest.param("/orders/{order}", id="unknown-field"),
+        pytest.param("/orders/{}", id="positional-field"),
+        pytest.param("/orders/{0}", id="numbered-field"),
+        pytest.param("/orders/{state.__class__}", id="attribute-access"),
+        pytest.param("/orders/{external_identifier[0]}", id="index-access"),
+        pytest.param("/orders/{state!r}", id="conversion"),
+        pytest.param("/orders/{state:>10}", id="format-spec"),
+        pytest.param("/orders/{state", id="unclosed-brace"),
+        pytest.param("/orders/}", id="single-closing-brace"),
+        pytest.param("//evil.example/{state}", id="protocol-relative"),
+        pytest.param("/\\evil.example/{state}", id="backslash"),
+        pytest.param("/\t/evil.example", id="tab"),
+        pytest.param("/orders/ {state}", id="space"),
+        pytest.param("orders/{state}", id="relative-path"),
+        pytest.param("{state}", id="placeholder-first"),
+        pytest.param("javascript:alert(1)//{state}", id="javascript-scheme"),
+        pytest.param("ftp://files.example/{state}", id="other-scheme"),
+        pytest.param("https://{external_identifier}.shop.example/", id="placeholder-in-host"),
+        pytest.param("https://shop.example{external_identifier}", id="host-not-ended"),
+        pytest.param("https://user@evil.example/{state}", id="userinfo"),
+        pytest.param("https:///{state}", id="no-host"),
+        pytest.param(42, id="not-a-string"),
+    ],
+)
+def test_a_redirect_template_that_cannot_work_safely_fails_at_start_naming_the_key(
+    template: Any, make_app: AppFactory
+) -> None:
+    with pytest.raises(ValueError, match="PAYHOOKS_RETURN_REDIRECT"):
+        make_app(PAYHOOKS_RETURN_REDIRECT=template)
+
+
+@pytest.mark.parametrize("template", [None, ""])
+def test_no_redirect_template_renders_the_page(
+    template: str | None, make_app: AppFactory, ledger: Ledger
+) -> None:
+    app = make_app(PAYHOOKS_RETURN_REDIRECT=template)
+
+    response = app.test_client().get(_path(app))
+
+    assert response.status_code == 200
+    assert response.mimetype == "text/html"
