@@ -13,6 +13,7 @@ from storage.ledger import DEFAULT_MAX_REJECTED, Ledger
 from storage.limits import MAX_AMOUNT_MINOR
 from storage.records import (
     DEFAULT_STATUS_MAP,
+    MISMATCH_STATES,
     STATE_RANK,
     Flow,
     Outcome,
@@ -20,6 +21,7 @@ from storage.records import (
     ReconciliationState,
 )
 from storage.rows import (
+    FINISHED_DELIVERY_STATUSES,
     Delivery,
     DeliveryStatus,
     PaymentKind,
@@ -33,7 +35,9 @@ from storage.schema import SCHEMA_VERSION
 __all__ = [
     "DEFAULT_MAX_REJECTED",
     "DEFAULT_STATUS_MAP",
+    "FINISHED_DELIVERY_STATUSES",
     "MAX_AMOUNT_MINOR",
+    "MISMATCH_STATES",
     "SCHEMA_VERSION",
     "STATE_RANK",
     "ConflictError",

@@ -32,6 +32,7 @@ from storage.errors import ConflictError, UnknownDeliveryError, translate_errors
 from storage.limits import MAX_AMOUNT_MINOR
 from storage.records import STATE_RANK, Outcome, ReconciliationState
 from storage.rows import (
+    FINISHED_DELIVERY_STATUSES,
     Delivery,
     DeliveryStatus,
     PaymentKind,
@@ -59,6 +60,12 @@ _MARKABLE = frozenset(
         DeliveryStatus.PROCESSING_ERROR,
     }
 )
+
+# A finished delivery keeps its status: see Ledger.mark_delivery.
+_FINISHED_SQL = ", ".join(f"'{status}'" for status in sorted(FINISHED_DELIVERY_STATUSES))
+_MARK_DELIVERY = f"""
+    UPDATE deliveries SET status = ?, error = ?, updated_at = ?
+    WHERE id = ? AND status NOT IN ({_FINISHED_SQL})"""  # noqa: S608 - constants only
 
 _DELIVERY_COLUMNS = (
     "id, dedupe_key, received_at, headers, body, status, error, attempts, outcome_id, "
@@ -409,10 +416,16 @@ class Ledger:
 
     def mark_delivery(
         self, delivery_id: int, status: DeliveryStatus | str, error: str | None = None
-    ) -> None:
+    ) -> bool:
         """Record that a stored delivery could not be processed, and why.
 
+        A delivery that already finished (``processed``, ``duplicate``,
+        ``conflicting_outcome``) is left as it is: two copies of one delivery can be in
+        flight at once, and the one that fails after the other finished must not turn a
+        recorded outcome into an error.
+
         :param status: ``malformed_json``, ``invalid_payload`` or ``processing_error``.
+        :returns: True when marked; False when the delivery had already finished.
         :raises UnknownDeliveryError: no such delivery.
         """
         marked = _enum(DeliveryStatus, status, "status")
@@ -420,11 +433,14 @@ class Ledger:
             raise ValueError(f"status must be one of {sorted(_MARKABLE)}, not {marked.value!r}")
         with self._write() as conn:
             changed = conn.execute(
-                "UPDATE deliveries SET status = ?, error = ?, updated_at = ? WHERE id = ?",
+                _MARK_DELIVERY,
                 (marked.value, error, self._now(None, "clock()"), delivery_id),
             ).rowcount
-            if not changed:
-                raise UnknownDeliveryError(delivery_id)
+            if changed:
+                return True
+            if conn.execute("SELECT 1 FROM deliveries WHERE id = ?", (delivery_id,)).fetchone():
+                return False
+            raise UnknownDeliveryError(delivery_id)
 
     def record_signal_error(self, delivery_id: int, error: str) -> None:
         """Keep what a signal receiver raised; several failures are kept one per line."""
@@ -502,7 +518,9 @@ class Ledger:
         The outcome is stored once per (``transaction_id``, ``payment_status``). The delivery
         becomes ``processed``, or ``duplicate`` when a different delivery had already recorded
         this outcome (recording the same delivery again, as ``payhooks reprocess`` does, keeps
-        it ``processed``). The returned state is the payment's after this write.
+        it ``processed``). The returned state is the payment's after this write: for a
+        duplicate, the payment the stored outcome names (the first delivery's word stands,
+        even when this one names another ``external_identifier``).
 
         :raises UnknownDeliveryError: ``delivery_id`` is not stored.
         :raises ValueError: an amount outside 0 to :data:`~storage.MAX_AMOUNT_MINOR` (the parser
@@ -541,9 +559,13 @@ class Ledger:
             ).fetchone()
             if inserted is not None:
                 outcome_id, is_new, first_delivery = inserted[0], True, delivery_id
+                external_identifier = outcome.external_identifier
             else:
-                outcome_id, first_delivery = conn.execute(
-                    "SELECT id, delivery_id FROM outcomes "
+                # The stored outcome stands, and so does the payment it names: a later
+                # delivery of the same transaction and status under another
+                # external_identifier must not look up a payment that has no outcome.
+                outcome_id, first_delivery, external_identifier = conn.execute(
+                    "SELECT id, delivery_id, external_identifier FROM outcomes "
                     "WHERE transaction_id = ? AND payment_status = ?",
                     (outcome.transaction_id, outcome.payment_status),
                 ).fetchone()
@@ -558,9 +580,9 @@ class Ledger:
                 "WHERE id = ?",
                 (status.value, outcome_id, now, delivery_id),
             )
-            state = reconciliation.state_for(conn, outcome.external_identifier)
-        if state is None:  # pragma: no cover - the outcome was just stored in this transaction
-            raise AssertionError("an outcome just recorded has no reconciliation row")
+            state = reconciliation.state_for(conn, external_identifier)
+        if state is None:  # pragma: no cover - the outcome is stored, so it has a row
+            raise AssertionError("a recorded outcome has no reconciliation row")
         return RecordedOutcome(
             outcome_id=outcome_id, is_new=is_new, reconciliation=state, delivery_status=status
         )

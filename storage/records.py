@@ -18,6 +18,7 @@ from typing import Any
 
 __all__ = [
     "DEFAULT_STATUS_MAP",
+    "MISMATCH_STATES",
     "STATE_RANK",
     "Flow",
     "Outcome",
@@ -102,6 +103,21 @@ class ReconciliationState(StrEnum):
     CHARGED_BACK = "charged_back"
     UNKNOWN_STATUS = "unknown_status"
     UNEXPECTED = "unexpected"
+
+
+#: The states that need a person: money that differs from what was expected, money nobody
+#: expected, or news nobody can read. ``payhooks reconcile --fail-on-mismatch`` fails on them
+#: and the ``payment_mismatch`` signal is sent for them; every other state is an ordinary step
+#: of a payment's life (``failed`` and ``cancelled`` included: nobody was charged).
+MISMATCH_STATES: frozenset[ReconciliationState] = frozenset(
+    {
+        ReconciliationState.AMOUNT_MISMATCH,
+        ReconciliationState.CURRENCY_MISMATCH,
+        ReconciliationState.DUPLICATE_PAYMENT,
+        ReconciliationState.UNEXPECTED,
+        ReconciliationState.UNKNOWN_STATUS,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)

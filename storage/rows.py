@@ -18,6 +18,7 @@ from storage.currencies import from_minor_units
 from storage.records import PaymentState, ReconciliationState
 
 __all__ = [
+    "FINISHED_DELIVERY_STATUSES",
     "Delivery",
     "DeliveryStatus",
     "PaymentKind",
@@ -49,6 +50,13 @@ class DeliveryStatus(StrEnum):
     MALFORMED_JSON = "malformed_json"
     INVALID_PAYLOAD = "invalid_payload"
     PROCESSING_ERROR = "processing_error"
+
+
+#: The statuses of a delivery with nothing left to do: a redelivery of it only counts an
+#: attempt, and :meth:`storage.Ledger.mark_delivery` never overwrites them.
+FINISHED_DELIVERY_STATUSES: frozenset[DeliveryStatus] = frozenset(
+    {DeliveryStatus.PROCESSED, DeliveryStatus.DUPLICATE}
+)
 
 
 class ReturnKind(StrEnum):

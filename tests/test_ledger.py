@@ -1,8 +1,4 @@
-"""storage.Ledger writes: expected payments, deliveries, outcomes, rejected deliveries, returns.
-
-The helpers at the top (``FixedClock``, ``make_outcome``, ``record``) are shared with the other
-``test_ledger_*`` modules.
-"""
+"""storage.Ledger writes: expected payments, deliveries, outcomes, rejected deliveries, returns."""
 
 from __future__ import annotations
 
@@ -18,60 +14,12 @@ from storage import (
     MAX_AMOUNT_MINOR,
     ConflictError,
     DeliveryStatus,
-    Flow,
     Ledger,
-    Outcome,
-    PaymentState,
     ReconciliationState,
-    RecordedOutcome,
     UnknownDeliveryError,
 )
 from storage.currencies import UnknownCurrencyError
-
-T0 = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
-
-
-class FixedClock:
-    """A clock that stays put until a test moves it."""
-
-    def __init__(self, now: datetime = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
-
-
-def make_outcome(**overrides: Any) -> Outcome:
-    """A succeeded wallet outcome of 25.00 CNY for ``order-1``, with ``overrides`` applied."""
-    fields: dict[str, Any] = {
-        "transaction_id": "ll-1",
-        "external_identifier": "order-1",
-        "flow": Flow.WALLET,
-        "provider": None,
-        "provider_reference": None,
-        "provider_status": None,
-        "payment_status": "PS",
-        "state": PaymentState.SUCCEEDED,
-        "amount": Decimal("25.00"),
-        "currency": "CNY",
-        "amount_minor": 2500,
-        "paid_at": T0,
-    }
-    fields.update(overrides)
-    return Outcome(**fields)
-
-
-_delivery_counter = iter(range(1, 10**9))
-
-
-def record(ledger: Ledger, outcome: Outcome, *, dedupe_key: str | None = None) -> RecordedOutcome:
-    """Store a delivery for ``outcome`` (a fresh dedupe key unless given) and record it."""
-    key = dedupe_key or f"msg_{next(_delivery_counter)}"
-    delivery = ledger.record_delivery(dedupe_key=key, body=b"{}", headers={})
-    return ledger.record_outcome(outcome, delivery_id=delivery.id)
+from tests.factories import FixedClock, make_outcome, record
 
 
 @pytest.fixture
@@ -224,6 +172,30 @@ def test_a_delivery_is_marked_with_its_error(ledger: Ledger, status: str) -> Non
     assert stored is not None
     assert stored.status == status
     assert stored.error == "why"
+
+
+@pytest.mark.parametrize("first_copy", ["processed", "duplicate"])
+@pytest.mark.parametrize("status", ["processing_error", "invalid_payload", "malformed_json"])
+def test_a_twin_that_fails_after_the_first_copy_finished_leaves_it_finished(
+    ledger: Ledger, first_copy: str, status: str
+) -> None:
+    if first_copy == "duplicate":
+        record(ledger, make_outcome())
+    delivery = ledger.record_delivery(dedupe_key="msg_twin", body=b"{}", headers={})
+    assert ledger.record_outcome(make_outcome(), delivery_id=delivery.id).delivery_status == (
+        first_copy
+    )
+    # The other copy of the same delivery, still in flight, fails now.
+    assert ledger.mark_delivery(delivery.id, status, error="boom") is False
+    stored = ledger.delivery(delivery.id)
+    assert stored is not None
+    assert (stored.status, stored.error) == (first_copy, None)
+
+
+def test_marking_an_unfinished_delivery_says_it_did(ledger: Ledger) -> None:
+    delivery = ledger.record_delivery(dedupe_key="msg_1", body=b"{", headers={})
+    assert ledger.mark_delivery(delivery.id, "malformed_json") is True
+    assert ledger.mark_delivery(delivery.id, "processing_error") is True
 
 
 @pytest.mark.parametrize("status", ["processed", "duplicate", "received", "nonsense"])

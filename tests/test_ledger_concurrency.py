@@ -12,42 +12,18 @@ from __future__ import annotations
 import json
 import multiprocessing
 import threading
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from storage import (
-    DeliveryStatus,
-    Flow,
-    Ledger,
-    Outcome,
-    PaymentState,
-    ReconciliationState,
-    StorageError,
-)
+from storage import DeliveryStatus, Ledger, Outcome, ReconciliationState, StorageError
+from tests.factories import make_outcome
 
 WORKERS = 4
 ROUNDS = 125  # four writes a round: 500 a worker, 2,000 in all
-T0_TEXT = "2026-11-21T12:00:00+00:00"
 
 
 def _outcome(i: int) -> Outcome:
-    from datetime import datetime
-
-    return Outcome(
-        transaction_id=f"ll-{i}",
-        external_identifier=f"order-{i}",
-        flow=Flow.WALLET,
-        provider=None,
-        provider_reference=None,
-        provider_status=None,
-        payment_status="PS",
-        state=PaymentState.SUCCEEDED,
-        amount=Decimal("25.00"),
-        currency="CNY",
-        amount_minor=2500,
-        paid_at=datetime.fromisoformat(T0_TEXT),
-    )
+    return make_outcome(transaction_id=f"ll-{i}", external_identifier=f"order-{i}")
 
 
 def worker(index: int, path: str, barrier: Any, report: str) -> None:

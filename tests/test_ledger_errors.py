@@ -18,7 +18,7 @@ from storage import (
     StorageUnavailableError,
     UnknownDeliveryError,
 )
-from tests.test_ledger import make_outcome, record
+from tests.factories import make_outcome, record
 
 
 @pytest.fixture

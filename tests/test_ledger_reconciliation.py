@@ -23,7 +23,7 @@ from storage import (
     ReconciliationRow,
     ReconciliationState,
 )
-from tests.test_ledger import T0, FixedClock, make_outcome, record
+from tests.factories import T0, FixedClock, make_outcome, record
 
 R = ReconciliationState
 

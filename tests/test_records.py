@@ -1,30 +1,14 @@
+"""The outcome record and the lifecycle it moves along."""
+
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 
 import pytest
 
-from storage import DEFAULT_STATUS_MAP, STATE_RANK, Flow, Outcome, PaymentState
-
-
-def make_outcome(**overrides: object) -> Outcome:
-    fields: dict[str, object] = {
-        "transaction_id": "ll-1",
-        "external_identifier": "order-1",
-        "flow": Flow.WALLET,
-        "provider": None,
-        "provider_reference": None,
-        "provider_status": None,
-        "payment_status": "PS",
-        "state": PaymentState.SUCCEEDED,
-        "amount": Decimal("25.00"),
-        "currency": "CNY",
-        "amount_minor": 2500,
-        "paid_at": datetime(2026, 11, 21, 12, 0, tzinfo=UTC),
-    }
-    fields.update(overrides)
-    return Outcome(**fields)  # type: ignore[arg-type]
+from storage import DEFAULT_STATUS_MAP, STATE_RANK, PaymentState
+from tests.factories import make_outcome
 
 
 def test_outcome_refuses_a_naive_paid_at() -> None:
@@ -60,3 +44,17 @@ def test_every_mapped_code_has_a_rank() -> None:
 )
 def test_lifecycle_only_moves_forward(earlier: PaymentState, later: PaymentState) -> None:
     assert STATE_RANK[earlier] < STATE_RANK[later]
+
+
+def test_the_states_that_need_a_person_are_the_mismatches_and_nothing_ordinary() -> None:
+    from storage import MISMATCH_STATES, ReconciliationState
+
+    assert {str(state) for state in MISMATCH_STATES} == {
+        "amount_mismatch",
+        "currency_mismatch",
+        "duplicate_payment",
+        "unexpected",
+        "unknown_status",
+    }
+    assert isinstance(MISMATCH_STATES, frozenset)
+    assert all(isinstance(state, ReconciliationState) for state in MISMATCH_STATES)
