@@ -1,21 +1,67 @@
-"""One :class:`storage.Ledger` per thread and process, opened on first use.
+"""One :class:`storage.Ledger` per thread and process, opened on first use, closed with its thread.
 
 A SQLite connection must not be shared between threads, and must not cross a ``fork()``:
 gunicorn can fork workers from a master that imported (and even used) the app. Opening a ledger
 costs a connection and a schema-version check, too much for every request, so each thread keeps
 its own for as long as it lives, and a thread that finds a ledger opened by another process
 (its parent, before the fork) opens a fresh one.
+
+Servers that start a thread per connection (werkzeug's threaded development server, gunicorn's
+``gthread`` workers with short-lived threads) would otherwise leave one open connection behind
+per finished thread, closed only whenever the garbage collector gets to it. Each thread's ledger
+is held by a small object in the pool's :class:`threading.local`; Python drops a thread's local
+storage as the thread ends, in that thread, and a :func:`weakref.finalize` on the holder then
+closes the ledger right there, on the thread that opened it (SQLite connections refuse to be
+closed from another).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
+import weakref
 from pathlib import Path
 
-from storage import Ledger
+from storage import Ledger, StorageError
 
 __all__ = ["LedgerPool"]
+
+logger = logging.getLogger("payhooks")
+
+
+def _close_ledger(ledger: Ledger, pid: int, thread_id: int) -> None:
+    """Close ``ledger`` if this is the process and thread that opened it.
+
+    In a forked child the ledger is the parent's: closing it could checkpoint or remove WAL
+    files the parent still uses, so it is left alone. On another thread (the pool itself being
+    collected while the owner still runs) SQLite would refuse; the connection then closes when
+    the last reference to it goes.
+    """
+    if os.getpid() != pid or threading.get_ident() != thread_id:
+        return
+    try:
+        ledger.close()
+    except StorageError as err:  # pragma: no cover - closing a connection hardly fails
+        logger.warning("payhooks: could not close a finished thread's ledger: %s", err.message)
+
+
+class _ThreadLedger:
+    """One thread's ledger, closed when the thread's local storage (this object) goes away."""
+
+    __slots__ = ("__weakref__", "close", "ledger", "pid")
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self.pid = os.getpid()
+        finalizer = weakref.finalize(
+            self, _close_ledger, ledger, self.pid, threading.get_ident()
+        )
+        # At interpreter exit the threads' connections go with the process; running the
+        # finalizers then would only race the threads still using them.
+        finalizer.atexit = False
+        #: Close the ledger now (once; later calls do nothing).
+        self.close = finalizer
 
 
 class LedgerPool:
@@ -31,29 +77,30 @@ class LedgerPool:
         self.path = Path(path)
         self.busy_timeout_ms = busy_timeout_ms
         self._local = threading.local()
-        # Ledgers inherited across a fork are kept referenced, never closed or collected: closing
-        # a connection the parent still uses could checkpoint or remove its WAL files.
-        self._inherited: list[Ledger] = []
+        # Holders inherited across a fork are kept referenced, never closed or collected:
+        # closing a connection the parent still uses could checkpoint or remove its WAL files.
+        self._inherited: list[_ThreadLedger] = []
 
     def get(self) -> Ledger:
         """The calling thread's ledger, opened now if this thread (in this process) has none."""
-        pid = os.getpid()
-        ledger: Ledger | None = getattr(self._local, "ledger", None)
-        if ledger is not None and getattr(self._local, "pid", None) == pid:
-            return ledger
-        if ledger is not None:
-            self._inherited.append(ledger)
-        ledger = Ledger(self.path, busy_timeout_ms=self.busy_timeout_ms)
-        self._local.ledger = ledger
-        self._local.pid = pid
-        return ledger
+        holder: _ThreadLedger | None = getattr(self._local, "holder", None)
+        if holder is not None:
+            if holder.pid == os.getpid():
+                return holder.ledger
+            self._inherited.append(holder)
+        holder = _ThreadLedger(Ledger(self.path, busy_timeout_ms=self.busy_timeout_ms))
+        self._local.holder = holder
+        return holder.ledger
 
     def close(self) -> None:
         """Close the calling thread's ledger, if it has one; the next :meth:`get` reopens."""
-        ledger: Ledger | None = getattr(self._local, "ledger", None)
-        if ledger is not None and getattr(self._local, "pid", None) == os.getpid():
-            ledger.close()
-        self._local.ledger = None
+        holder: _ThreadLedger | None = getattr(self._local, "holder", None)
+        if holder is not None:
+            if holder.pid == os.getpid():
+                holder.close()
+            else:
+                self._inherited.append(holder)
+        self._local.holder = None
 
     def __repr__(self) -> str:
         return f"<LedgerPool {str(self.path)!r}>"

@@ -5,7 +5,9 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,7 @@ from receiver import PayHooks, receiver_state
 from receiver.config import CONFIG_DEFAULTS, config_from_env, config_keys, split_key_setting
 from receiver.demo import DEMO_SIGNING_KEY, create_app
 from storage import DEFAULT_STATUS_MAP, Ledger
-from tests.conftest import TEST_SECRET, BodyFactory, SignFunction
+from tests.conftest import TEST_SECRET, BodyFactory, LiveServer, SignFunction
 from verify import SCHEMES, generate_keypair, get_signer
 
 NOTIFY = "/payhooks/notifications"
@@ -376,3 +378,84 @@ def test_a_forked_process_opens_its_own_ledger_and_leaves_the_parents_alone(app:
         assert pipe.read() == b"1"
     assert state.ledger is parent_ledger
     assert parent_ledger.state("order-1") == "pending"
+
+
+def _open_files(path: Path) -> int:
+    """How many file descriptors of this process are open on the database ``path`` (and its
+    ``-wal`` and ``-shm`` files), read from Linux's ``/proc``.
+
+    SQLite keeps a closed connection's descriptor open while another connection of the same
+    process still holds a lock on the file (closing it would drop that lock), so the count
+    only falls to zero once no connection to the file is left.
+    """
+    count = 0
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            if os.readlink(fd).startswith(str(path)):
+                count += 1
+        except OSError:  # closed since the listing
+            continue
+    return count
+
+
+needs_proc = pytest.mark.skipif(
+    not Path("/proc/self/fd").is_dir(), reason="counts open files through /proc"
+)
+
+
+@needs_proc
+def test_each_threads_ledger_is_closed_when_the_thread_ends(app: Flask, database: Path) -> None:
+    state = receiver_state(app)
+    opened: list[Ledger] = []  # held here, so only an explicit close can release them
+    answers: list[object] = []
+
+    def work() -> None:
+        ledger = state.ledger
+        opened.append(ledger)
+        answers.append(ledger.state("order-1"))
+        assert _open_files(database) > 0
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert answers == [None] * 8
+    assert len({id(ledger) for ledger in opened}) == 8
+    assert _open_files(database) == 0
+
+
+@needs_proc
+def test_a_thread_per_connection_server_leaves_no_connection_open(
+    app: Flask,
+    database: Path,
+    serve: Callable[[Flask], LiveServer],
+    make_body: BodyFactory,
+    sign: SignFunction,
+) -> None:
+    server = serve(app)
+    bodies = [make_body("wallet", transaction_id=f"ll-{n}") for n in range(6)]
+
+    statuses = [server.post(NOTIFY, body, sign(body)).status for body in bodies]
+    # A request thread may still be winding down after its answer was sent: its ledger
+    # closes as it ends. Wait for that (the deadline only bounds a failing run).
+    deadline = time.monotonic() + 10
+    while _open_files(database) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+    assert statuses == [200] * 6
+    assert _open_files(database) == 0
+
+
+def test_closing_the_pool_for_a_thread_closes_its_ledger_and_the_next_get_reopens(
+    app: Flask,
+) -> None:
+    state = receiver_state(app)
+    first = state.ledger
+
+    state.ledgers.close()
+    second = state.ledger
+
+    assert second is not first
+    assert second.state("order-1") is None
