@@ -13,6 +13,7 @@ stored row is read back only afterwards, in the same transaction.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
@@ -28,7 +29,7 @@ from sqlite_utils import Database
 
 from storage import reconciliation
 from storage.currencies import minor_unit_exponent
-from storage.errors import ConflictError, UnknownDeliveryError, translate_errors
+from storage.errors import ConflictError, StorageError, UnknownDeliveryError, translate_errors
 from storage.limits import MAX_AMOUNT_MINOR
 from storage.records import STATE_RANK, Outcome, ReconciliationState
 from storage.rows import (
@@ -68,17 +69,33 @@ _MARK_DELIVERY = f"""
     WHERE id = ? AND status NOT IN ({_FINISHED_SQL})"""  # noqa: S608 - constants only
 
 _DELIVERY_COLUMNS = (
-    "id, dedupe_key, received_at, headers, body, status, error, attempts, outcome_id, "
-    "signal_error, updated_at"
+    "id, dedupe_key, reused_key_of, received_at, headers, body, body_sha256, status, error, "
+    "attempts, outcome_id, signal_error, updated_at"
 )
 
-# A repeated dedupe_key stores nothing new: it counts an attempt and returns the stored row.
+# A dedupe_key repeated with the same bytes stores nothing new: it counts an attempt and
+# returns the stored row. With other bytes the update's WHERE fails, so nothing is returned.
 _UPSERT_DELIVERY = f"""
-    INSERT INTO deliveries (dedupe_key, received_at, headers, body, updated_at)
-    VALUES (?, ?, ?, ?, ?)
+    INSERT INTO deliveries (
+        dedupe_key, reused_key_of, received_at, headers, body, body_sha256, updated_at
+    )
+    VALUES (?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (dedupe_key) DO UPDATE
         SET attempts = attempts + 1, updated_at = excluded.updated_at
+        WHERE body_sha256 = excluded.body_sha256
     RETURNING {_DELIVERY_COLUMNS}"""  # noqa: S608 - constants only
+
+# What record_outcome compares when an outcome is already stored: the fields that change who
+# was paid, how much, or what happened. Not paid_at: see Ledger.record_outcome.
+_OUTCOME_FIELDS = (
+    "external_identifier",
+    "state",
+    "amount_minor",
+    "currency",
+    "provider_reference",
+)
+# Fields whose values may appear in a delivery's error text; the others are named only.
+_SHOWN_FIELDS = frozenset({"state", "amount_minor", "currency"})
 
 # Fields compared when a payment is registered again, in the order of the SELECT below.
 _PAYMENT_FIELDS = (
@@ -107,9 +124,11 @@ def _delivery(values: tuple[Any, ...], *, is_new: bool = False) -> Delivery:
     (
         delivery_id,
         dedupe_key,
+        reused_key_of,
         received_at,
         headers,
         body,
+        body_sha256,
         status,
         error,
         attempts,
@@ -120,9 +139,11 @@ def _delivery(values: tuple[Any, ...], *, is_new: bool = False) -> Delivery:
     return Delivery(
         id=delivery_id,
         dedupe_key=dedupe_key,
+        reused_key_of=reused_key_of,
         received_at=from_text(received_at),
         headers=json.loads(headers),
         body=bytes(body),
+        body_sha256=body_sha256,
         status=DeliveryStatus(status),
         error=error,
         attempts=attempts,
@@ -130,6 +151,30 @@ def _delivery(values: tuple[Any, ...], *, is_new: bool = False) -> Delivery:
         signal_error=signal_error,
         updated_at=from_text(updated_at),
         is_new=is_new,
+    )
+
+
+def _conflict(outcome: Outcome, first_delivery: int, stored: Mapping[str, Any]) -> str | None:
+    """What a delivery's error says when its outcome differs from the one stored; None when
+    it says the same (a duplicate)."""
+    new = {
+        "external_identifier": outcome.external_identifier,
+        "state": str(outcome.state),
+        "amount_minor": outcome.amount_minor,
+        "currency": outcome.currency,
+        "provider_reference": outcome.provider_reference,
+    }
+    differing = [
+        f"{name} (stored {stored[name]}, here {new[name]})" if name in _SHOWN_FIELDS else name
+        for name in _OUTCOME_FIELDS
+        if stored[name] != new[name]
+    ]
+    if not differing:
+        return None
+    return (
+        f"The outcome of transaction {outcome.transaction_id!r} with payment_status "
+        f"{outcome.payment_status!r} was already recorded from delivery {first_delivery}, "
+        f"and this one differs in {', '.join(differing)}. The first one stands."
     )
 
 
@@ -393,26 +438,42 @@ class Ledger:
         """Store an authenticated delivery, committed, before anything reads it.
 
         A new ``dedupe_key`` gives a row with status ``received`` and ``is_new=True``. A known
-        one stores nothing new: it counts one more attempt and returns the stored row (body,
-        status and all) with ``is_new=False``, so a retry can finish what the first try began.
+        one with the same bytes stores nothing new: it counts one more attempt and returns the
+        stored row (body, status and all) with ``is_new=False``, so a retry can finish what the
+        first try began.
+
+        A known ``dedupe_key`` with *other* bytes (a ``webhook-id`` reused for another
+        notification) is a delivery of its own: it is stored under
+        ``"<dedupe_key>#<body_sha256>"`` with ``reused_key_of`` naming the first delivery, and
+        handled like any new one (its repeats count attempts on it). Bytes are never answered
+        for by a row that holds other bytes.
+
+        :raises StorageError: even the derived key is taken by other bytes (only a sender
+            that chooses such ids can cause it); nothing is stored.
         """
         if not isinstance(dedupe_key, str) or not dedupe_key:
             raise ValueError("dedupe_key must be a non-empty string")
         if not isinstance(body, bytes | bytearray | memoryview):
             raise ValueError("body must be bytes")
+        raw = bytes(body)
+        digest = hashlib.sha256(raw).hexdigest()
         now = self._now(None, "clock()")
+        row = (self._now(received_at, "received_at"), _to_json(headers), raw, digest, now)
         with self._write() as conn:
-            values = conn.execute(
-                _UPSERT_DELIVERY,
-                (
-                    dedupe_key,
-                    self._now(received_at, "received_at"),
-                    _to_json(headers),
-                    bytes(body),
-                    now,
-                ),
-            ).fetchone()
-        return _delivery(values, is_new=values[7] == 1)
+            values = conn.execute(_UPSERT_DELIVERY, (dedupe_key, None, *row)).fetchone()
+            if values is None:
+                (first_id,) = conn.execute(
+                    "SELECT id FROM deliveries WHERE dedupe_key = ?", (dedupe_key,)
+                ).fetchone()
+                values = conn.execute(
+                    _UPSERT_DELIVERY, (f"{dedupe_key}#{digest}", first_id, *row)
+                ).fetchone()
+            if values is None:
+                raise StorageError(
+                    f"The dedupe key of delivery {first_id} was reused, and the key derived "
+                    "from this body is taken by other bytes; the delivery was not stored."
+                )
+        return _delivery(values, is_new=values[9] == 1)
 
     def mark_delivery(
         self, delivery_id: int, status: DeliveryStatus | str, error: str | None = None
@@ -516,11 +577,21 @@ class Ledger:
         """Record an outcome, mark its delivery and reconcile, all in one transaction.
 
         The outcome is stored once per (``transaction_id``, ``payment_status``). The delivery
-        becomes ``processed``, or ``duplicate`` when a different delivery had already recorded
-        this outcome (recording the same delivery again, as ``payhooks reprocess`` does, keeps
-        it ``processed``). The returned state is the payment's after this write: for a
-        duplicate, the payment the stored outcome names (the first delivery's word stands,
-        even when this one names another ``external_identifier``).
+        becomes ``processed``; recording the same delivery again, as ``payhooks reprocess``
+        does, keeps it ``processed``. When a different delivery had already recorded this
+        outcome, the stored one stands and the delivery is marked:
+
+        - ``duplicate`` when it says the same: equal ``external_identifier``, ``state``,
+          ``amount_minor``, ``currency`` and ``provider_reference``. Only ``paid_at`` (and the
+          amount's spelling, flow details and extra members) may differ: a service that sends
+          a notification again may stamp it anew, and a different time alone moves no money.
+        - ``conflicting_outcome`` when any of those differs (a ``PS`` of 25.00 and a ``PS`` of
+          99.00 for one transaction): the delivery's ``error`` names the fields, with the
+          stored and new values of the state, amount and currency (references and
+          identifiers are named only), and its ``outcome_id`` is the stored outcome.
+
+        The returned state is that of the payment the stored outcome names (the first
+        delivery's word stands, even when a later one names another ``external_identifier``).
 
         :raises UnknownDeliveryError: ``delivery_id`` is not stored.
         :raises ValueError: an amount outside 0 to :data:`~storage.MAX_AMOUNT_MINOR` (the parser
@@ -557,28 +628,33 @@ class Ledger:
                     now,
                 ),
             ).fetchone()
+            status, error = DeliveryStatus.PROCESSED, None
             if inserted is not None:
-                outcome_id, is_new, first_delivery = inserted[0], True, delivery_id
+                outcome_id, is_new = inserted[0], True
                 external_identifier = outcome.external_identifier
             else:
                 # The stored outcome stands, and so does the payment it names: a later
                 # delivery of the same transaction and status under another
                 # external_identifier must not look up a payment that has no outcome.
-                outcome_id, first_delivery, external_identifier = conn.execute(
-                    "SELECT id, delivery_id, external_identifier FROM outcomes "
-                    "WHERE transaction_id = ? AND payment_status = ?",
+                outcome_id, first_delivery, *values = conn.execute(
+                    f"SELECT id, delivery_id, {', '.join(_OUTCOME_FIELDS)} "  # noqa: S608
+                    "FROM outcomes WHERE transaction_id = ? AND payment_status = ?",
                     (outcome.transaction_id, outcome.payment_status),
                 ).fetchone()
                 is_new = False
-            status = (
-                DeliveryStatus.PROCESSED
-                if first_delivery == delivery_id
-                else DeliveryStatus.DUPLICATE
-            )
+                stored = dict(zip(_OUTCOME_FIELDS, values, strict=True))
+                external_identifier = stored["external_identifier"]
+                if first_delivery != delivery_id:
+                    error = _conflict(outcome, first_delivery, stored)
+                    status = (
+                        DeliveryStatus.DUPLICATE
+                        if error is None
+                        else DeliveryStatus.CONFLICTING_OUTCOME
+                    )
             conn.execute(
-                "UPDATE deliveries SET status = ?, error = NULL, outcome_id = ?, updated_at = ? "
+                "UPDATE deliveries SET status = ?, error = ?, outcome_id = ?, updated_at = ? "
                 "WHERE id = ?",
-                (status.value, outcome_id, now, delivery_id),
+                (status.value, error, outcome_id, now, delivery_id),
             )
             state = reconciliation.state_for(conn, external_identifier)
         if state is None:  # pragma: no cover - the outcome is stored, so it has a row

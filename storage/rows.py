@@ -44,9 +44,14 @@ class DeliveryStatus(StrEnum):
     #: Its outcome was recorded.
     PROCESSED = "processed"
     #: A distinct delivery whose (``transaction_id``, ``payment_status``) outcome was already
-    #: recorded from another delivery. (A repeat of the same ``dedupe_key`` is not a new
-    #: delivery at all: it only counts as another attempt.)
+    #: recorded from another delivery. (A repeat of the same ``dedupe_key`` and bytes is not a
+    #: new delivery at all: it only counts as another attempt.)
     DUPLICATE = "duplicate"
+    #: A distinct delivery of an outcome already recorded from another delivery, that says
+    #: something else: another amount, currency, state, payment or provider reference. The
+    #: first word stands (one outcome per ``transaction_id`` and ``payment_status``); this one
+    #: is kept with an ``error`` naming the fields that differ, for a person to look at.
+    CONFLICTING_OUTCOME = "conflicting_outcome"
     MALFORMED_JSON = "malformed_json"
     INVALID_PAYLOAD = "invalid_payload"
     PROCESSING_ERROR = "processing_error"
@@ -55,7 +60,7 @@ class DeliveryStatus(StrEnum):
 #: The statuses of a delivery with nothing left to do: a redelivery of it only counts an
 #: attempt, and :meth:`storage.Ledger.mark_delivery` never overwrites them.
 FINISHED_DELIVERY_STATUSES: frozenset[DeliveryStatus] = frozenset(
-    {DeliveryStatus.PROCESSED, DeliveryStatus.DUPLICATE}
+    {DeliveryStatus.PROCESSED, DeliveryStatus.DUPLICATE, DeliveryStatus.CONFLICTING_OUTCOME}
 )
 
 
@@ -71,17 +76,24 @@ class Delivery:
     """One authenticated delivery as stored."""
 
     id: int
-    #: The ``webhook-id`` where the scheme has one, else SHA-256 of the body.
+    #: The ``webhook-id`` where the scheme has one, else SHA-256 of the body. When a key
+    #: already stored comes again with other bytes, this delivery is stored apart under
+    #: ``"<key>#<body_sha256>"`` and :attr:`reused_key_of` names the first.
     dedupe_key: str
+    #: The delivery whose ``dedupe_key`` this one arrived under with different bytes (a
+    #: reused ``webhook-id``), else None.
+    reused_key_of: int | None
     received_at: datetime
     #: The selected headers stored with it (lower-case names).
     headers: Mapping[str, str] = field(repr=False)
     #: The raw body, exactly as received.
     body: bytes = field(repr=False)
+    #: SHA-256 of ``body``, hex.
+    body_sha256: str = field(repr=False)
     status: DeliveryStatus
     #: Why parsing or processing failed, for the statuses that say it did.
     error: str | None
-    #: How many times this ``dedupe_key`` was received.
+    #: How many times this ``dedupe_key`` was received with these bytes.
     attempts: int
     #: The outcome this delivery recorded or duplicated, once processed.
     outcome_id: int | None
@@ -99,12 +111,15 @@ class RecordedOutcome:
     """What :meth:`storage.Ledger.record_outcome` did, all in one transaction."""
 
     outcome_id: int
-    #: False when this (``transaction_id``, ``payment_status``) was already stored.
+    #: False when this (``transaction_id``, ``payment_status``) was already stored; then
+    #: ``outcome_id`` is the stored one.
     is_new: bool
     #: The reconciliation state of the outcome's ``external_identifier`` after the write.
     reconciliation: ReconciliationState
-    #: What the delivery was marked: ``processed``, or ``duplicate`` when another delivery had
-    #: already recorded this outcome. (Recording the same delivery again stays ``processed``.)
+    #: What the delivery was marked: ``processed``; ``duplicate`` when another delivery had
+    #: already recorded this outcome; ``conflicting_outcome`` when it had, and said something
+    #: else (the delivery's ``error`` names the fields). Recording the same delivery again
+    #: stays ``processed``.
     delivery_status: DeliveryStatus = DeliveryStatus.PROCESSED
 
 

@@ -14,6 +14,7 @@ beside the amount exactly as sent (``TEXT``).
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 import time
 from collections.abc import Callable
@@ -23,7 +24,7 @@ from sqlite_utils import Database, Migrations
 from storage.errors import SchemaVersionError
 from storage.limits import MAX_AMOUNT_MINOR
 from storage.reconciliation import RECONCILIATION_VIEW_SQL
-from storage.rows import DeliveryStatus, PaymentKind, ReturnKind
+from storage.rows import PaymentKind, ReturnKind
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "configure", "migrate", "schema_version"]
 
@@ -48,6 +49,21 @@ def _quoted(values: object) -> str:
     return ", ".join(f"'{value}'" for value in values)  # type: ignore[attr-defined]
 
 
+# A migration creates what it created the day it was written, so each one names the delivery
+# statuses of its time; tests check that the latest list is DeliveryStatus.
+_V1_DELIVERY_STATUSES = (
+    "received",
+    "processed",
+    "duplicate",
+    "malformed_json",
+    "invalid_payload",
+    "processing_error",
+)
+_V2_DELIVERY_STATUSES = (*_V1_DELIVERY_STATUSES, "conflicting_outcome")
+
+
+_DELIVERIES_STATUS_INDEX = "CREATE INDEX deliveries_status ON deliveries (status, id)"
+
 _INITIAL_SCHEMA = (
     f"""
     CREATE TABLE payments (
@@ -70,14 +86,15 @@ _INITIAL_SCHEMA = (
         received_at TEXT NOT NULL,
         headers TEXT NOT NULL,
         body BLOB NOT NULL,
-        status TEXT NOT NULL DEFAULT 'received' CHECK (status IN ({_quoted(DeliveryStatus)})),
+        status TEXT NOT NULL DEFAULT 'received'
+            CHECK (status IN ({_quoted(_V1_DELIVERY_STATUSES)})),
         error TEXT,
         attempts INTEGER NOT NULL DEFAULT 1,
         outcome_id INTEGER REFERENCES outcomes (id),
         signal_error TEXT,
         updated_at TEXT NOT NULL
     )""",
-    "CREATE INDEX deliveries_status ON deliveries (status, id)",
+    _DELIVERIES_STATUS_INDEX,
     f"""
     CREATE TABLE outcomes (
         id INTEGER PRIMARY KEY,
@@ -136,6 +153,77 @@ def _initial_schema(db: Database) -> None:
     """Every table, index and the ``reconciliation`` view of DESIGN.md "Storage"."""
     for statement in _INITIAL_SCHEMA:
         db.execute(statement)
+
+
+_DELIVERIES_V2 = f"""
+    CREATE TABLE deliveries (
+        id INTEGER PRIMARY KEY,
+        dedupe_key TEXT NOT NULL UNIQUE,
+        -- The delivery whose dedupe_key this one arrived under with other bytes; this one is
+        -- then stored under '<dedupe_key>#<body_sha256>'.
+        reused_key_of INTEGER REFERENCES deliveries (id),
+        received_at TEXT NOT NULL,
+        headers TEXT NOT NULL,
+        body BLOB NOT NULL,
+        body_sha256 TEXT NOT NULL CHECK (length(body_sha256) = 64),
+        status TEXT NOT NULL DEFAULT 'received'
+            CHECK (status IN ({_quoted(_V2_DELIVERY_STATUSES)})),
+        error TEXT,
+        attempts INTEGER NOT NULL DEFAULT 1,
+        outcome_id INTEGER REFERENCES outcomes (id),
+        signal_error TEXT,
+        updated_at TEXT NOT NULL
+    )"""
+
+# The columns 0001 gave deliveries, copied across by 0002.
+_V1_DELIVERY_COLUMNS = (
+    "id, dedupe_key, received_at, headers, body, status, error, attempts, outcome_id, "
+    "signal_error, updated_at"
+)
+
+
+_SET_ASIDE_V1_DELIVERIES = f"""
+    CREATE TEMP TABLE payhooks_deliveries_v1 AS
+    SELECT {_V1_DELIVERY_COLUMNS} FROM main.deliveries"""  # noqa: S608 - constants only
+_PUT_BACK_V1_DELIVERIES = f"""
+    INSERT INTO main.deliveries ({_V1_DELIVERY_COLUMNS}, body_sha256)
+    SELECT {_V1_DELIVERY_COLUMNS}, payhooks_sha256(body)
+    FROM temp.payhooks_deliveries_v1 ORDER BY id"""  # noqa: S608 - constants only
+
+
+def _sha256_hex(body: bytes | None) -> str | None:
+    return None if body is None else hashlib.sha256(body).hexdigest()
+
+
+@_migration("0002_delivery_body_hash")
+def _delivery_body_hash(db: Database) -> None:
+    """``deliveries`` gains ``body_sha256`` (so a reused ``dedupe_key`` with other bytes is
+    told apart), ``reused_key_of``, and the status ``conflicting_outcome``.
+
+    SQLite cannot change a CHECK constraint in place, so the table is rebuilt. Its rows are set
+    aside in a temporary table, the old table dropped, the new one created and the rows put
+    back. ``outcomes`` refers to ``deliveries``, and ``PRAGMA foreign_keys`` cannot be switched
+    off inside a transaction (this one may be the caller's): with the checks deferred, dropping
+    the table counts its referring outcomes as violations and putting the rows back counts them
+    off again, so the transaction commits with every reference whole. The rows pass through
+    the temporary table once: a one-time cost of about twice the table's size in temporary
+    storage.
+    """
+    conn = db.conn
+    conn.create_function("payhooks_sha256", 1, _sha256_hex, deterministic=True)
+    deferred = conn.execute("PRAGMA defer_foreign_keys").fetchone()[0]
+    conn.execute("PRAGMA defer_foreign_keys = ON")
+    try:
+        conn.execute("DROP TABLE IF EXISTS temp.payhooks_deliveries_v1")
+        conn.execute(_SET_ASIDE_V1_DELIVERIES)
+        conn.execute("DROP TABLE main.deliveries")
+        conn.execute(_DELIVERIES_V2)
+        conn.execute(_PUT_BACK_V1_DELIVERIES)
+        conn.execute("DROP TABLE temp.payhooks_deliveries_v1")
+        conn.execute(_DELIVERIES_STATUS_INDEX)
+    finally:
+        if not deferred:
+            conn.execute("PRAGMA defer_foreign_keys = OFF")
 
 
 #: The schema version this code writes: the number of migrations it knows.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
@@ -15,11 +16,13 @@ from storage import (
     ConflictError,
     DeliveryStatus,
     Ledger,
+    PaymentState,
     ReconciliationState,
+    StorageError,
     UnknownDeliveryError,
 )
 from storage.currencies import UnknownCurrencyError
-from tests.factories import FixedClock, make_outcome, record
+from tests.factories import T0, FixedClock, make_outcome, record
 
 
 @pytest.fixture
@@ -138,15 +141,62 @@ def _fields(delivery: Any) -> dict[str, Any]:
     return {name: getattr(delivery, name) for name in delivery.__dataclass_fields__}
 
 
-def test_a_repeated_dedupe_key_is_no_new_row_but_counts_an_attempt(ledger: Ledger) -> None:
+def test_a_repeated_dedupe_key_with_the_same_bytes_is_no_new_row_but_counts_an_attempt(
+    ledger: Ledger,
+) -> None:
     first = ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+    assert first.body_sha256 == hashlib.sha256(b"{}").hexdigest()
+    assert first.reused_key_of is None
     for attempt in (2, 3):
-        again = ledger.record_delivery(dedupe_key="msg_1", body=b"other", headers={})
+        again = ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={"x": "y"})
         assert not again.is_new
         assert again.id == first.id
-        assert again.body == b"{}"
         assert again.attempts == attempt
+        assert again.headers == {}
     assert count(ledger, "deliveries") == 1
+
+
+PP_BODY = b'{"payment_data": {"payment_status": "PP"}}'
+PS_BODY = b'{"payment_data": {"payment_status": "PS"}}'
+
+
+def test_a_reused_dedupe_key_with_other_bytes_is_stored_as_a_delivery_of_its_own(
+    ledger: Ledger,
+) -> None:
+    first = ledger.record_delivery(dedupe_key="msg_1", body=PP_BODY, headers={})
+    ledger.record_outcome(make_outcome(payment_status="PP"), delivery_id=first.id)
+
+    reused = ledger.record_delivery(dedupe_key="msg_1", body=PS_BODY, headers={})
+
+    assert reused.is_new
+    assert reused.id != first.id
+    assert reused.dedupe_key == f"msg_1#{hashlib.sha256(PS_BODY).hexdigest()}"
+    assert reused.reused_key_of == first.id
+    assert (reused.body, reused.status, reused.attempts) == (PS_BODY, "received", 1)
+    # The first delivery is untouched: same bytes, one attempt, still processed.
+    stored_first = ledger.delivery(first.id)
+    assert stored_first is not None
+    assert (stored_first.body, stored_first.attempts, stored_first.status) == (
+        PP_BODY,
+        1,
+        "processed",
+    )
+    # The reused key's own retries count on its own row; a third body gets a third row.
+    again = ledger.record_delivery(dedupe_key="msg_1", body=PS_BODY, headers={})
+    assert (again.is_new, again.id, again.attempts) == (False, reused.id, 2)
+    third = ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+    assert (third.is_new, third.reused_key_of) == (True, first.id)
+    assert count(ledger, "deliveries") == 3
+
+
+def test_a_derived_key_taken_by_other_bytes_stores_nothing_and_says_so(ledger: Ledger) -> None:
+    squatter = f"msg_1#{hashlib.sha256(PS_BODY).hexdigest()}"
+    ledger.record_delivery(dedupe_key=squatter, body=b"squat", headers={})
+    ledger.record_delivery(dedupe_key="msg_1", body=PP_BODY, headers={})
+    with pytest.raises(StorageError) as exc_info:
+        ledger.record_delivery(dedupe_key="msg_1", body=PS_BODY, headers={})
+    assert "not stored" in exc_info.value.message
+    assert count(ledger, "deliveries") == 2
 
 
 def test_received_at_can_be_given_and_must_be_aware(ledger: Ledger) -> None:
@@ -279,6 +329,60 @@ def test_the_same_outcome_recorded_five_times_is_one_row(ledger: Ledger) -> None
     assert count(ledger, "outcomes") == 1
     assert count(ledger, "deliveries") == 5
     assert [d.outcome_id for d in ledger.deliveries()] == [results[0].outcome_id] * 5
+
+
+@pytest.mark.parametrize(
+    ("changes", "says"),
+    [
+        (
+            {"amount_minor": 9900, "amount": Decimal("99.00")},
+            "amount_minor (stored 2500, here 9900)",
+        ),
+        ({"currency": "USD"}, "currency (stored CNY, here USD)"),
+        ({"state": PaymentState.UNKNOWN}, "state (stored succeeded, here unknown)"),
+        ({"provider_reference": "pi_other"}, "provider_reference"),
+        ({"external_identifier": "order-2"}, "external_identifier"),
+    ],
+)
+def test_a_second_delivery_that_says_otherwise_is_a_conflicting_outcome(
+    ledger: Ledger, changes: dict[str, Any], says: str
+) -> None:
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    first = record(ledger, make_outcome(provider_reference="pi_secret_1"))
+
+    second = record(ledger, make_outcome(**{"provider_reference": "pi_secret_1", **changes}))
+
+    assert second.delivery_status is DeliveryStatus.CONFLICTING_OUTCOME
+    assert (second.is_new, second.outcome_id) == (False, first.outcome_id)
+    # The first word stands: one outcome row, the payment still paid as it said.
+    assert second.reconciliation is ReconciliationState.PAID
+    assert count(ledger, "outcomes") == 1
+    assert ledger.state("order-1") is ReconciliationState.PAID
+    stored = list(ledger.deliveries(DeliveryStatus.CONFLICTING_OUTCOME))
+    assert len(stored) == 1
+    assert stored[0].outcome_id == first.outcome_id
+    assert stored[0].error is not None
+    assert says in stored[0].error
+    assert "'ll-1'" in stored[0].error
+    assert "pi_secret_1" not in stored[0].error
+    assert "pi_other" not in stored[0].error
+
+
+def test_a_conflict_names_every_field_that_differs(ledger: Ledger) -> None:
+    record(ledger, make_outcome())
+    record(ledger, make_outcome(amount_minor=100, amount=Decimal("1.00"), currency="USD"))
+    (conflict,) = ledger.deliveries("conflicting_outcome")
+    assert conflict.error is not None
+    assert "amount_minor (stored 2500, here 100), currency (stored CNY, here USD)" in (
+        conflict.error
+    )
+
+
+def test_the_same_outcome_resent_at_another_time_is_a_duplicate(ledger: Ledger) -> None:
+    record(ledger, make_outcome())
+    again = record(ledger, make_outcome(paid_at=T0 + timedelta(minutes=5), amount=Decimal("25.0")))
+    assert again.delivery_status is DeliveryStatus.DUPLICATE
+    assert [d.error for d in ledger.deliveries("duplicate")] == [None]
 
 
 def test_recording_the_same_delivery_again_keeps_it_processed(ledger: Ledger) -> None:

@@ -15,7 +15,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from storage import DeliveryStatus, Ledger, Outcome, ReconciliationState, StorageError
+from storage import (
+    SCHEMA_VERSION,
+    DeliveryStatus,
+    Ledger,
+    Outcome,
+    ReconciliationState,
+    StorageError,
+)
 from tests.factories import make_outcome
 
 WORKERS = 4
@@ -87,8 +94,10 @@ def test_four_processes_writing_one_new_file_lose_and_double_nothing(tmp_path: P
 
     with Ledger(path) as ledger:
         conn = ledger.database.conn
-        assert ledger.schema_version == 1
-        assert conn.execute("SELECT COUNT(*) FROM _sqlite_migrations").fetchone() == (1,)
+        assert ledger.schema_version == SCHEMA_VERSION
+        assert conn.execute("SELECT COUNT(*) FROM _sqlite_migrations").fetchone() == (
+            SCHEMA_VERSION,
+        )
         assert conn.execute("SELECT COUNT(*) FROM payments").fetchone() == (ROUNDS,)
         assert conn.execute("SELECT COUNT(*) FROM outcomes").fetchone() == (ROUNDS,)
         assert conn.execute(
