@@ -27,15 +27,10 @@ from receiver.cli_common import (
     settings,
 )
 from receiver.expected_csv import ExpectedPayment, ExpectedPaymentsError, read_expected_payments
-from receiver.reports import (
-    MISMATCH_STATES,
-    ReportFormat,
-    Totals,
-    write_report,
-    write_totals,
-)
+from receiver.reports import ReportFormat, Totals, write_report, write_totals
 from receiver.reprocess import UNFINISHED_STATUSES, OnRecorded, delivery_ids, reprocess_deliveries
 from storage import (
+    MISMATCH_STATES,
     ConflictError,
     DeliveryStatus,
     Ledger,

@@ -15,11 +15,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Final, Literal, TextIO
 
-from storage import ReconciliationRow, ReconciliationState
+from storage import MISMATCH_STATES, ReconciliationRow
 from storage.currencies import from_minor_units
 
 __all__ = [
-    "MISMATCH_STATES",
     "REPORT_FIELDS",
     "ReportFormat",
     "Totals",
@@ -48,21 +47,6 @@ REPORT_FIELDS: Final = (
     "opened_at",
 )
 
-#: The states ``reconcile --fail-on-mismatch`` fails on: money arrived that does not match what
-#: was expected (``amount_mismatch``, ``currency_mismatch``, ``duplicate_payment``), money
-#: nobody expected (``unexpected``), or a status code nobody can read (``unknown_status``).
-#: ``pending``, ``paid``, ``failed``, ``cancelled`` and the refund and chargeback states are
-#: ordinary outcomes, not mismatches.
-MISMATCH_STATES: Final = frozenset(
-    {
-        ReconciliationState.AMOUNT_MISMATCH,
-        ReconciliationState.CURRENCY_MISMATCH,
-        ReconciliationState.DUPLICATE_PAYMENT,
-        ReconciliationState.UNEXPECTED,
-        ReconciliationState.UNKNOWN_STATUS,
-    }
-)
-
 # The table's columns: a header, the report field, and whether numbers align right.
 _TABLE_COLUMNS: Final = (
     ("EXTERNAL ID", "external_identifier", False),
@@ -80,7 +64,8 @@ _TABLE_SAMPLE: Final = 200
 
 
 def needs_attention(row: ReconciliationRow) -> bool:
-    """Whether ``row`` is in one of :data:`MISMATCH_STATES`."""
+    """Whether ``row`` is in one of :data:`storage.MISMATCH_STATES`, the states
+    ``reconcile --fail-on-mismatch`` fails on."""
     return row.state in MISMATCH_STATES
 
 

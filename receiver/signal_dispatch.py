@@ -15,33 +15,39 @@ from blinker import NamedSignal
 from flask import Flask
 
 from receiver import signals
-from storage import Ledger, Outcome, PaymentState, ReconciliationState, StorageError
+from storage import (
+    MISMATCH_STATES,
+    Ledger,
+    Outcome,
+    PaymentState,
+    ReconciliationState,
+    StorageError,
+)
 
-__all__ = ["MISMATCH_STATES", "send_outcome_signals", "signals_for"]
+__all__ = ["send_outcome_signals", "signals_for"]
 
 logger = logging.getLogger("payhooks")
 
-#: Reconciliation states that send ``payment_mismatch``.
-MISMATCH_STATES = frozenset(
-    {
-        ReconciliationState.AMOUNT_MISMATCH,
-        ReconciliationState.CURRENCY_MISMATCH,
-        ReconciliationState.DUPLICATE_PAYMENT,
-        ReconciliationState.UNEXPECTED,
-    }
-)
+_NOT_PAID_OUTCOMES = frozenset({PaymentState.FAILED, PaymentState.CANCELLED})
+_NOT_PAID_PAYMENTS = frozenset({ReconciliationState.FAILED, ReconciliationState.CANCELLED})
 
 _MAX_ERROR_CHARS = 500
 
 
 def signals_for(outcome: Outcome, reconciliation: ReconciliationState) -> Iterator[NamedSignal]:
-    """The signals a newly recorded outcome sends, in order."""
+    """The signals a newly recorded outcome sends, in order.
+
+    The payment's reconciliation state decides, not the outcome alone: an order is paid or
+    not as a whole. A failed attempt (``PF`` on one transaction) of an order that another
+    transaction already paid leaves the order ``paid``, so it must not send
+    ``payment_failed``, which merchants connect to cancelling the order.
+    """
     yield signals.notification_received
     if reconciliation in MISMATCH_STATES:
         yield signals.payment_mismatch
     elif outcome.state is PaymentState.SUCCEEDED and reconciliation is ReconciliationState.PAID:
         yield signals.payment_succeeded
-    elif outcome.state in (PaymentState.FAILED, PaymentState.CANCELLED):
+    elif outcome.state in _NOT_PAID_OUTCOMES and reconciliation in _NOT_PAID_PAYMENTS:
         yield signals.payment_failed
 
 

@@ -44,10 +44,12 @@ notification_received = _signals.signal("notification-received")
 #: currency arrived. The signal to fulfil an order on.
 payment_succeeded = _signals.signal("payment-succeeded")
 
-#: A ``failed`` or ``cancelled`` outcome: the payment did not happen. Tell them apart by
-#: ``outcome.state``.
+#: A ``failed`` or ``cancelled`` outcome that leaves its payment ``failed`` or ``cancelled``:
+#: the payment did not happen. Tell them apart by ``outcome.state``. A failed attempt of a
+#: payment that another transaction already paid sends nothing: the payment stays ``paid``.
 payment_failed = _signals.signal("payment-failed")
 
-#: An outcome that leaves its payment in need of a person: ``amount_mismatch``,
-#: ``currency_mismatch``, ``duplicate_payment`` or ``unexpected`` (no such payment expected).
+#: An outcome that leaves its payment in need of a person (:data:`storage.MISMATCH_STATES`):
+#: ``amount_mismatch``, ``currency_mismatch``, ``duplicate_payment``, ``unexpected`` (no such
+#: payment expected) or ``unknown_status`` (a status code nobody can read).
 payment_mismatch = _signals.signal("payment-mismatch")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from receiver.reports import MISMATCH_STATES, REPORT_FIELDS
-from storage import DeliveryStatus, Ledger, ReconciliationState
+from receiver.reports import REPORT_FIELDS
+from storage import MISMATCH_STATES, DeliveryStatus, Ledger, ReconciliationState
 from tests.test_cli_support import clean_env, json_lines, notification, record_notification, run
 
 __all__ = ["clean_env"]

@@ -131,6 +131,7 @@ class Recorder:
         ({"status": "PF"}, {"notification-received", "payment-failed"}),
         ({"status": "PC"}, {"notification-received", "payment-failed"}),
         ({"status": "WP"}, {"notification-received"}),
+        ({"status": "ZZ"}, {"notification-received", "payment-mismatch"}),
     ],
 )
 def test_each_outcome_sends_its_signals_with_the_documented_arguments(
@@ -164,6 +165,56 @@ def test_each_outcome_sends_its_signals_with_the_documented_arguments(
     assert kwargs["delivery_id"] == response.get_json()["delivery_id"]
     assert kwargs["reconciliation"] == response.get_json()["reconciliation"]
     assert kwargs["outcome"].external_identifier == json.loads(body)["merchant_transaction_id"]
+
+
+def _signals_sent(app: Flask, client: FlaskClient, body: bytes, sign: SignFunction) -> set[str]:
+    """Post ``body`` and return the names of the signals it sent."""
+    recorders = {
+        signal: Recorder()
+        for signal in (notification_received, payment_succeeded, payment_failed, payment_mismatch)
+    }
+    with (
+        notification_received.connected_to(recorders[notification_received], sender=app),
+        payment_succeeded.connected_to(recorders[payment_succeeded], sender=app),
+        payment_failed.connected_to(recorders[payment_failed], sender=app),
+        payment_mismatch.connected_to(recorders[payment_mismatch], sender=app),
+    ):
+        response = _post(client, body, sign(body))
+    assert response.status_code == 200, response.get_json()
+    return {str(signal.name) for signal, recorder in recorders.items() if recorder.calls}
+
+
+@pytest.mark.parametrize("late_status", ["PF", "ER", "PC"])
+def test_a_late_failure_of_another_attempt_does_not_fail_a_paid_order(
+    late_status: str,
+    app: Flask,
+    client: FlaskClient,
+    ledger: Ledger,
+    make_body: BodyFactory,
+    sign: SignFunction,
+) -> None:
+    # The customer's first attempt (ll-1) failed, the retry (ll-2) paid; the failure of the
+    # first attempt is delivered last.
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    paid = _signals_sent(app, client, make_body(transaction_id="ll-2"), sign)
+
+    late = _signals_sent(app, client, make_body(transaction_id="ll-1", status=late_status), sign)
+
+    assert paid == {"notification-received", "payment-succeeded"}
+    assert late == {"notification-received"}
+    assert ledger.state("order-1") == "paid"
+
+
+def test_a_failure_then_a_successful_retry_fails_then_succeeds(
+    app: Flask, client: FlaskClient, ledger: Ledger, make_body: BodyFactory, sign: SignFunction
+) -> None:
+    ledger.expect_transaction("order-1", 2500, "CNY")
+
+    failed = _signals_sent(app, client, make_body(transaction_id="ll-1", status="PF"), sign)
+    paid = _signals_sent(app, client, make_body(transaction_id="ll-2"), sign)
+
+    assert failed == {"notification-received", "payment-failed"}
+    assert paid == {"notification-received", "payment-succeeded"}
 
 
 def test_a_duplicate_sends_no_signal(
