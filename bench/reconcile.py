@@ -21,6 +21,7 @@ the child's peak RSS (``ru_maxrss``: SQLite's page cache included). Run::
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import resource
 import subprocess
@@ -99,10 +100,13 @@ def _outcome(j: int, n: int) -> tuple[object, ...]:
     )
 
 
+_EMPTY_BODY_SHA256 = hashlib.sha256(b"{}").hexdigest()
+
+
 def _deliveries(n: int) -> Iterator[tuple[object, ...]]:
     now = START.isoformat()
     for j in range(n):
-        yield (j + 1, f"msg_{j:09d}", now, "{}", b"{}", "processed", now)
+        yield (j + 1, f"msg_{j:09d}", now, "{}", b"{}", _EMPTY_BODY_SHA256, "processed", now)
 
 
 def build(path: Path, n: int) -> float:
@@ -118,8 +122,8 @@ def build(path: Path, n: int) -> float:
             (_payment(i) for i in range(n)),
         )
         conn.executemany(
-            "INSERT INTO deliveries (id, dedupe_key, received_at, headers, body, status, "
-            "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO deliveries (id, dedupe_key, received_at, headers, body, body_sha256, "
+            "status, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             _deliveries(n),
         )
         conn.executemany(

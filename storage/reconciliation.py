@@ -6,31 +6,38 @@ definition of every state. Python only streams the view's rows into
 
 How a payment's state is decided (DESIGN.md "Reconciliation states", made precise):
 
-- A *transaction* (one ``transaction_id``) is as far along as its highest-ranked outcome
-  (:data:`storage.records.STATE_RANK`), whatever order the outcomes arrived in: a late
-  ``pending`` after ``succeeded`` changes nothing.
+- *Latest* means by ``paid_at``, ties broken by the outcome's id (the order of arrival).
+- A *transaction* (one ``transaction_id``) has a *lifecycle state*: that of its highest-ranked
+  outcome whose state is known (:data:`storage.records.STATE_RANK`; ``failed`` and
+  ``cancelled`` share a rank, and between them the latest decides). ``unknown`` never lowers
+  it, and the order of arrival never moves it back: a late ``pending`` after ``succeeded``
+  changes nothing.
 - A transaction *succeeded* when any of its outcomes is ``succeeded`` or later (a refund or
   chargeback implies the payment went through). Its amount and currency are those of its
   lowest-ranked such outcome: the ``succeeded`` one when it has arrived, else the first step
   after it (two outcomes of one rank, which only a custom status map can give: the first
   stored). A succeeded transaction is a *period*: a subscription's billing period, or the one
   payment of a transaction.
-- No period yet, the furthest outcome over all the payment's transactions decides: none, or
-  ``pending``, is ``pending``; ``failed`` and ``cancelled`` share a rank, so the one with the
-  latest ``paid_at`` decides (a tie counts as ``cancelled``), and a failed attempt followed by a
-  retry still ``pending`` is ``failed`` until the retry moves on.
-- ``unknown`` ranks below everything, so it never hides a known state: ``unknown_status`` means
-  every outcome of the payment is ``unknown`` (the only news is a status code the map does not
-  know). Beside a known state an ``unknown`` is only counted, in ``unknown_outcomes``.
-- With periods, in this order: a transaction-kind payment with two or more periods is
-  ``duplicate_payment``; a period in another currency gives ``currency_mismatch``; an amount
-  that differs gives ``amount_mismatch`` (a transaction: its one period against
-  ``amount_minor``; a subscription: the first period by ``paid_at`` against ``amount_minor``
-  and every later one against ``plan_amount_minor``). Otherwise the furthest lifecycle state
+- No period yet: when the latest outcome of the payment is ``unknown`` (a status code the map
+  does not know, or a provider status that disagrees), it is ``unknown_status``. Otherwise the
+  transaction with the latest outcome decides: its lifecycle state ``pending``, ``failed`` or
+  ``cancelled`` is the payment's. So a failed or cancelled attempt followed by a retry (a new
+  transaction) still ``pending`` is ``pending`` again; none at all is ``pending``.
+- With periods, in this order, money problems first: a transaction-kind payment with two or
+  more periods is ``duplicate_payment``; a period in another currency gives
+  ``currency_mismatch``; an amount that differs gives ``amount_mismatch`` (a transaction: its
+  one period against ``amount_minor``; a subscription: the first period by ``paid_at``
+  against ``amount_minor`` and every later one against ``plan_amount_minor``). Then, when the
+  latest outcome is ``unknown``, ``unknown_status`` (an unmapped dispute or refund code after
+  a success must not pass as ``paid``). Otherwise the furthest lifecycle state of any period
   decides: ``succeeded`` is ``paid``, and ``refund_pending``, ``partially_refunded``,
-  ``refunded``, ``charged_back`` are reported as such, amounts kept. For a subscription that is
-  the furthest state of any period, so a chargeback on one period is not hidden by the next
-  being paid. A mismatch stays a mismatch after a refund; ``lifecycle_state`` tells them apart.
+  ``refunded``, ``charged_back`` are reported as such, amounts kept; for a subscription a
+  chargeback on one period is not hidden by the next being paid. A mismatch stays a mismatch
+  after a refund; ``lifecycle_state`` tells them apart.
+- ``lifecycle_state`` is what the state was read from, with unknown codes left out: with
+  periods, the furthest state of any period; without, the lifecycle state of the transaction
+  with the latest known outcome (``unknown`` when every outcome is unknown; None when there
+  is none). Unknown outcomes are counted in ``unknown_outcomes`` whatever they decide.
 - Amounts: ``expected_amount_minor`` is the registered amount, for a subscription plus the plan
   amount for every period after the first; ``received_amount_minor`` sums the periods (those in
   the other currency, when some were paid in one).
@@ -72,45 +79,80 @@ __all__ = [
 _SUCCEEDED = STATE_RANK[PaymentState.SUCCEEDED]
 _UNKNOWN = STATE_RANK[PaymentState.UNKNOWN]
 _CLOSED = STATE_RANK[PaymentState.CANCELLED]
+_PENDING = STATE_RANK[PaymentState.PENDING]
+
+# An outcome's place in time as fixed-width text that sorts the same way: paid_at padded to 32
+# characters (stored times share one shape, storage.times, and none is longer; a pad sorts
+# below every character of a time), then the id in 20 digits. A state written after it
+# starts at character 53, so one reference to an aggregate of such keys reads its state.
+_KEY_WIDTH = 52
+_WHEN = "printf('%-32s%020d', o.paid_at, o.id)"
+
+
+def _state_after(key: str) -> str:
+    """The state name written after a ``_WHEN``-shaped key."""
+    return f"substr({key}, {_KEY_WIDTH + 1})"
 
 
 # Aggregates over one payment's outcomes `o`. `period.one` is 1 on a period outcome, else NULL.
 # SQLite computes an aggregate that appears several times once, so the expressions below are
-# spelled out wherever they are needed instead of going through a subquery layer.
+# spelled out wherever they are needed instead of going through a subquery layer (except
+# those holding a subquery, which SQLite cannot tell are equal: they appear once per column).
 _TOP_RANK = "MAX(o.state_rank)"
 _PERIODS = "COUNT(period.one)"
-_LAST_CLOSED = (
-    f"MAX(CASE WHEN o.state_rank = {_CLOSED} "
-    f"THEN o.paid_at || (o.state = '{PaymentState.CANCELLED}') END)"
-)
 _PERIOD_TOTAL = "SUM(period.one * o.amount_minor)"
 
+# The latest outcome's state.
+_LATEST_STATE = _state_after(f"MAX({_WHEN} || o.state)")
 
-def _lifecycle_case() -> str:
-    """``CASE <top rank> ...``: the state name of the furthest rank, from :data:`STATE_RANK`.
+# Without periods, the lifecycle state of the transaction with the latest known outcome. Each
+# pending, failed or cancelled outcome that is its transaction's lifecycle outcome (the
+# highest (rank, paid_at, id) of its known outcomes: an index range of its own transaction)
+# carries its transaction's latest known time; the latest of those names the state.
+_TRANSACTION_LATEST = f"""(
+    SELECT CASE
+        WHEN MAX(printf('%02d%-32s%020d', x.state_rank, x.paid_at, x.id))
+            = printf('%02d', o.state_rank) || {_WHEN}
+        THEN MAX(printf('%-32s%020d', x.paid_at, x.id))
+    END
+    FROM outcomes AS x
+    WHERE x.external_identifier = o.external_identifier
+      AND x.transaction_id = o.transaction_id
+      AND x.state_rank >= {_PENDING}
+)"""  # noqa: S608 - here and below, SQL built from constants only
+_DECIDING_STATE = _state_after(
+    f"MAX(CASE WHEN o.state_rank BETWEEN {_PENDING} AND {_CLOSED} "
+    f"THEN {_TRANSACTION_LATEST} || o.state END)"
+)
 
-    Ranks are unique except that ``failed`` and ``cancelled`` share one; for those the
-    latest ``paid_at`` decides (the latest such outcome's key ends in ``1`` for a
-    cancellation). NULL when there is no outcome.
+
+def _furthest_case() -> str:
+    """``CASE <top rank> ...``: the state of a payment's furthest rank, once it has periods.
+
+    From :data:`STATE_RANK`; the ranks from ``succeeded`` on must name one state each.
     """
-    by_rank: dict[int, list[PaymentState]] = {}
-    for state, rank in STATE_RANK.items():
-        by_rank.setdefault(rank, []).append(state)
     arms = []
-    for rank, states in sorted(by_rank.items()):
-        if len(states) == 1:
-            arms.append(f"WHEN {rank} THEN '{states[0]}'")
-        elif set(states) == {PaymentState.FAILED, PaymentState.CANCELLED}:
-            arms.append(
-                f"WHEN {rank} THEN CASE WHEN substr({_LAST_CLOSED}, -1) = '1' "
-                f"THEN '{PaymentState.CANCELLED}' ELSE '{PaymentState.FAILED}' END"
+    for state, rank in sorted(STATE_RANK.items(), key=lambda item: item[1]):
+        if rank < _SUCCEEDED:
+            continue
+        if [other for other, r in STATE_RANK.items() if r == rank] != [state]:
+            raise RuntimeError(  # pragma: no cover - guards a future edit of STATE_RANK
+                f"STATE_RANK gives {state} a rank it shares; the view cannot tell them apart"
             )
-        else:  # pragma: no cover - guards a future edit of STATE_RANK
-            raise RuntimeError(f"STATE_RANK gives {states} one rank; the view cannot order them")
+        arms.append(f"WHEN {rank} THEN '{state}'")
     return f"CASE {_TOP_RANK} " + " ".join(arms) + " END"
 
 
-_LIFECYCLE_STATE = _lifecycle_case()
+_FURTHEST_STATE = _furthest_case()
+
+_LIFECYCLE_STATE = f"""
+    CASE
+        WHEN {_PERIODS} > 0 THEN {_FURTHEST_STATE}
+        ELSE COALESCE(
+            {_DECIDING_STATE},
+            CASE WHEN COUNT(o.id) > 0 THEN '{PaymentState.UNKNOWN}' END
+        )
+    END"""
 
 # True for the one outcome of a transaction that makes it a period: its lowest-ranked outcome
 # at or past `succeeded` (ties: the lowest id). A join condition, so it is evaluated once per
@@ -123,7 +165,7 @@ _IS_PERIOD = f"""
           AND earlier.transaction_id = o.transaction_id
           AND earlier.state_rank BETWEEN {_SUCCEEDED} AND o.state_rank
           AND (earlier.state_rank < o.state_rank OR earlier.id < o.id)
-    )"""  # noqa: S608 - here and below, SQL built from constants only
+    )"""  # noqa: S608
 
 # Columns both arms compute the same way.
 _SHARED_COLUMNS = f"""
@@ -147,11 +189,13 @@ _R = ReconciliationState
 _EXPECTED_STATE = f"""
     CASE
         WHEN {_PERIODS} = 0 THEN
-            CASE {_LIFECYCLE_STATE}
-                WHEN '{PaymentState.UNKNOWN}' THEN '{_R.UNKNOWN_STATUS}'
-                WHEN '{PaymentState.FAILED}' THEN '{_R.FAILED}'
-                WHEN '{PaymentState.CANCELLED}' THEN '{_R.CANCELLED}'
-                ELSE '{_R.PENDING}'
+            CASE
+                WHEN {_LATEST_STATE} = '{PaymentState.UNKNOWN}' THEN '{_R.UNKNOWN_STATUS}'
+                ELSE CASE {_DECIDING_STATE}
+                    WHEN '{PaymentState.FAILED}' THEN '{_R.FAILED}'
+                    WHEN '{PaymentState.CANCELLED}' THEN '{_R.CANCELLED}'
+                    ELSE '{_R.PENDING}'
+                END
             END
         WHEN p.kind = '{PaymentKind.TRANSACTION}' AND {_PERIODS} > 1
             THEN '{_R.DUPLICATE_PAYMENT}'
@@ -162,8 +206,9 @@ _EXPECTED_STATE = f"""
             {_FIRST_AMOUNT} <> p.amount_minor
             OR {_PERIODS_OFF_PLAN} - ({_FIRST_AMOUNT} <> p.plan_amount_minor) > 0
         ) THEN '{_R.AMOUNT_MISMATCH}'
+        WHEN {_LATEST_STATE} = '{PaymentState.UNKNOWN}' THEN '{_R.UNKNOWN_STATUS}'
         WHEN {_TOP_RANK} = {_SUCCEEDED} THEN '{_R.PAID}'
-        ELSE {_LIFECYCLE_STATE}
+        ELSE {_FURTHEST_STATE}
     END"""
 
 _EXPECTED_ARM = f"""

@@ -26,7 +26,15 @@ from storage.limits import MAX_AMOUNT_MINOR
 from storage.reconciliation import RECONCILIATION_VIEW_SQL
 from storage.rows import PaymentKind, ReturnKind
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "configure", "migrate", "schema_version"]
+__all__ = [
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "VIEWS",
+    "configure",
+    "create_views",
+    "migrate",
+    "schema_version",
+]
 
 #: The migration set; its name is what ``_sqlite_migrations.migration_set`` holds.
 MIGRATIONS = Migrations("payhooks")
@@ -144,13 +152,12 @@ _INITIAL_SCHEMA = (
         result_code TEXT
     )""",
     "CREATE INDEX returns_external_identifier ON returns (external_identifier, returned_at)",
-    RECONCILIATION_VIEW_SQL,
 )
 
 
 @_migration("0001_initial_schema")
 def _initial_schema(db: Database) -> None:
-    """Every table, index and the ``reconciliation`` view of DESIGN.md "Storage"."""
+    """Every table and index of DESIGN.md "Storage" (the view: see :func:`create_views`)."""
     for statement in _INITIAL_SCHEMA:
         db.execute(statement)
 
@@ -226,6 +233,16 @@ def _delivery_body_hash(db: Database) -> None:
             conn.execute("PRAGMA defer_foreign_keys = OFF")
 
 
+@_migration("0003_reconciliation_reads_the_latest_outcome")
+def _reconciliation_reads_the_latest_outcome(db: Database) -> None:
+    """The reconciliation rules read the latest outcome: an unknown code after a success is
+    ``unknown_status``, a retry after a failure or cancellation is ``pending`` again.
+
+    Nothing to change in the tables: the view is created again by :func:`migrate` after any
+    migration. This one records that files before it have the older view.
+    """
+
+
 #: The schema version this code writes: the number of migrations it knows.
 SCHEMA_VERSION = len(_MIGRATION_NAMES)
 
@@ -289,21 +306,41 @@ def schema_version(db: Database) -> int:
     return len(rows)
 
 
+#: Derived objects, created from this code rather than by any one migration: whenever a
+#: migration is applied they are dropped and created again, so a change of the rules needs a
+#: (possibly empty) migration to mark the version, and no migration keeps a copy of old SQL.
+VIEWS = {"reconciliation": RECONCILIATION_VIEW_SQL}
+
+
+def create_views(db: Database) -> None:
+    """Drop and create every view of :data:`VIEWS` from the current definitions."""
+    for name, sql in VIEWS.items():
+        db.execute(f"DROP VIEW IF EXISTS {name}")
+        db.execute(sql)
+
+
+def _apply(db: Database) -> None:
+    if MIGRATIONS.pending(db):
+        MIGRATIONS.apply(db)
+        create_views(db)
+
+
 def migrate(db: Database) -> int:
     """Bring the file to :data:`SCHEMA_VERSION`, safely against other processes doing the same.
 
-    Cheap when the file is current. Otherwise every pending migration and its record are one
-    ``BEGIN IMMEDIATE`` transaction, re-checked under the lock. Returns the version.
+    Cheap when the file is current. Otherwise every pending migration, its record and the
+    views made anew are one ``BEGIN IMMEDIATE`` transaction, re-checked under the lock.
+    Returns the version.
     """
     if schema_version(db) == SCHEMA_VERSION:
         return SCHEMA_VERSION
     if db.conn.in_transaction:  # the caller's own transaction: migrate inside it
         with db.atomic():
-            MIGRATIONS.apply(db)
+            _apply(db)
         return schema_version(db)
     db.execute("BEGIN IMMEDIATE")
     try:
-        MIGRATIONS.apply(db)
+        _apply(db)
         version = schema_version(db)
         db.execute("COMMIT")
     except BaseException:

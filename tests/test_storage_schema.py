@@ -16,6 +16,7 @@ from storage import (
     ReconciliationState,
     SchemaVersionError,
 )
+from storage.reconciliation import RECONCILIATION_VIEW_SQL
 from storage.schema import MIGRATIONS, configure
 
 
@@ -40,7 +41,11 @@ def test_the_connection_is_in_wal_with_foreign_keys_and_the_busy_timeout(tmp_pat
 def test_applied_migrations_are_recorded_by_name(tmp_path: Path) -> None:
     with Ledger(tmp_path / "new.db") as ledger:
         applied = [m.name for m in MIGRATIONS.applied(ledger.database)]
-        assert applied == ["0001_initial_schema", "0002_delivery_body_hash"]
+        assert applied == [
+            "0001_initial_schema",
+            "0002_delivery_body_hash",
+            "0003_reconciliation_reads_the_latest_outcome",
+        ]
         assert MIGRATIONS.pending(ledger.database) == []
 
 
@@ -228,3 +233,21 @@ def test_the_deliveries_table_takes_every_delivery_status_and_nothing_else(
         with pytest.raises(sqlite3.IntegrityError):
             conn.execute("UPDATE deliveries SET status = 'lost' WHERE id = ?", (delivery.id,))
         conn.rollback()
+
+
+def test_a_file_with_an_older_view_gets_the_current_rules(tmp_path: Path) -> None:
+    path = tmp_path / "v2.db"
+    db = Database(path)
+    configure(db, busy_timeout_ms=5000)
+    MIGRATIONS.apply(db, stop_before="0003_reconciliation_reads_the_latest_outcome")
+    db.execute("CREATE VIEW reconciliation AS SELECT 'paid' AS state")  # stands for the old one
+    db.conn.commit()
+    db.close()
+    with Ledger(path) as ledger:
+        assert ledger.schema_version == SCHEMA_VERSION
+        ledger.expect_transaction("order-1", 2500, "CNY")
+        assert ledger.state("order-1") is ReconciliationState.PENDING
+        (sql,) = ledger.database.conn.execute(
+            "SELECT sql FROM sqlite_schema WHERE name = 'reconciliation'"
+        ).fetchone()
+        assert sql == RECONCILIATION_VIEW_SQL
