@@ -27,6 +27,9 @@ __all__ = ["STATE_KEY", "ReceiverState", "build_state", "receiver_state"]
 #: Where :meth:`receiver.PayHooks.init_app` keeps the app's :class:`ReceiverState`.
 STATE_KEY = "payhooks.state"
 
+# Schemes whose verifier reads a local `timestamp` header in a `time_zone` option.
+_DATES_IN_LOCAL_TIME = frozenset({"sorted-fields-rsa"})
+
 @dataclass(frozen=True, slots=True)
 class ReceiverState:
     """Everything one app's receiver needs at request time, built from its config once."""
@@ -80,6 +83,11 @@ def build_state(config: Mapping[str, Any]) -> ReceiverState:
     if not keys:
         raise ValueError(f"{key_config} is required for the {scheme!r} signature scheme")
 
+    try:
+        time_zone = load_time_zone(config["PAYHOOKS_PAYMENT_TIME_ZONE"])
+    except ValueError as err:
+        raise ValueError(f"PAYHOOKS_PAYMENT_TIME_ZONE: {err}") from err
+
     options = config["PAYHOOKS_SIGNATURE_OPTIONS"] or {}
     if not isinstance(options, Mapping):
         raise ValueError("PAYHOOKS_SIGNATURE_OPTIONS must be a mapping of option names to values")
@@ -88,6 +96,11 @@ def build_state(config: Mapping[str, Any]) -> ReceiverState:
         # PAYHOOKS_MAX_BODY_BYTES is not refused later as an invalid signature.
         max_body = _positive_int(config, "PAYHOOKS_MAX_BODY_BYTES")
         options = {"max_body_bytes": max_body, **options}
+    payment_zone = config["PAYHOOKS_PAYMENT_TIME_ZONE"]
+    if scheme in _DATES_IN_LOCAL_TIME and isinstance(payment_zone, str):
+        # Without a `timezone` header, the delivery's `timestamp` is read in the zone its
+        # `payment_time` is read in, unless the scheme's own option says otherwise.
+        options = {"time_zone": payment_zone, **options}
     tolerance = _positive_int(config, "PAYHOOKS_TOLERANCE_SECONDS")
     try:
         verifier = get_verifier(scheme, keys, tolerance_seconds=tolerance, **options)
@@ -98,11 +111,6 @@ def build_state(config: Mapping[str, Any]) -> ReceiverState:
         status_map = load_status_map(config["PAYHOOKS_STATUS_MAP"])
     except ValueError as err:
         raise ValueError(f"PAYHOOKS_STATUS_MAP: {err}") from err
-
-    try:
-        time_zone = load_time_zone(config["PAYHOOKS_PAYMENT_TIME_ZONE"])
-    except ValueError as err:
-        raise ValueError(f"PAYHOOKS_PAYMENT_TIME_ZONE: {err}") from err
 
     prefix = config["PAYHOOKS_URL_PREFIX"]
     if not isinstance(prefix, str) or (prefix and not prefix.startswith("/")):

@@ -26,7 +26,8 @@ from flask import Flask
 from receiver import payment_succeeded, return_url
 from storage import Ledger
 from tests.conftest import AppFactory, BodyFactory, LiveServer, SignFunction
-from verify import get_signer
+from verify import generate_keypair, get_signer
+from verify.timezones import zone_from_header
 
 NOTIFY = "/payhooks/notifications"
 
@@ -407,6 +408,52 @@ def test_the_sorted_fields_rsa_scheme_of_the_service_sdk_works_end_to_end(
 
     assert (good.status, good.json()["reconciliation"]) == (200, "paid")
     assert (forged.status, forged.json()["error"]["code"]) == (401, "invalid_signature")
+
+
+@pytest.mark.parametrize(
+    ("timezone_header", "local_zone"),
+    [(None, "Asia/Shanghai"), ("-03:00", "-03:00"), ("Etc/GMT+5", "Etc/GMT+5")],
+)
+def test_sorted_fields_rsa_dates_the_check_and_the_payment_in_the_same_zone(
+    timezone_header: str | None,
+    local_zone: str,
+    make_app: AppFactory,
+    serve: Callable[[Flask], LiveServer],
+    ledger: Ledger,
+    make_body: BodyFactory,
+    db_rows: Rows,
+) -> None:
+    # The SDK writes both times in local time; without a `timezone` header that is the
+    # configured PAYHOOKS_PAYMENT_TIME_ZONE, for the age check as for `payment_time`.
+    pair = generate_keypair("sorted-fields-rsa")
+    server = serve(
+        make_app(
+            PAYHOOKS_SIGNATURE_SCHEME="sorted-fields-rsa",
+            PAYHOOKS_SECRETS=None,
+            PAYHOOKS_PUBLIC_KEYS=[pair.verifying_key],
+            PAYHOOKS_SIGNATURE_OPTIONS={"check_timestamp": True},
+            PAYHOOKS_PAYMENT_TIME_ZONE="Asia/Shanghai",
+        )
+    )
+    zone = zone_from_header(local_zone)
+    assert zone is not None
+    local_now = datetime.now(UTC).astimezone(zone).strftime("%Y%m%d%H%M%S")
+    body = make_body("wallet", payment_time=local_now)
+    headers = {
+        name: value
+        for name, value in get_signer("sorted-fields-rsa", pair.signing_key).sign(body).items()
+        if name != "timezone"
+    }
+    headers["timestamp"] = local_now
+    if timezone_header is not None:
+        headers["timezone"] = timezone_header
+
+    reply = server.post(NOTIFY, body, headers)
+
+    assert reply.status == 200, reply.json()
+    (outcome,) = db_rows("SELECT paid_at FROM outcomes")
+    paid_at = datetime.fromisoformat(outcome["paid_at"])
+    assert abs(datetime.now(UTC) - paid_at) < timedelta(minutes=5)
 
 
 def test_the_customer_return_reports_processing_then_paid_once_notified(

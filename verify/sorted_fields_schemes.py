@@ -17,7 +17,8 @@ How a delivery is judged (same order and codes as the Standard Webhooks schemes)
 4. With ``check_timestamp`` on, a time more than the tolerance from now:
    ``timestamp_out_of_tolerance``. The header is not covered by the signature, which is why
    the check is off by default; it is read in the zone the ``timezone`` header names, else in
-   the configured ``time_zone`` (default UTC).
+   the configured ``time_zone`` (default UTC), by :func:`verify.timezones.zone_from_header`,
+   the same reading the receiver dates ``payment_time`` with.
 """
 
 from __future__ import annotations
@@ -50,8 +51,8 @@ from verify.timestamps import (
     check_tolerance,
     parse_compact_time,
     signing_time,
-    zone_named,
 )
+from verify.timezones import zone_from_header
 
 __all__ = [
     "SortedFieldsHmacSigner",
@@ -140,7 +141,7 @@ class SortedFieldsRsaVerifier(Verifier):
         if not isinstance(check_timestamp, bool):
             raise ValueError("check_timestamp: must be True or False")
         self._check_timestamp = check_timestamp
-        zone = zone_named(time_zone) if isinstance(time_zone, str) else None
+        zone = zone_from_header(time_zone)
         if zone is None:
             raise ValueError("time_zone: must name a time zone, such as 'UTC' or 'Asia/Shanghai'")
         self._zone: tzinfo = zone
@@ -172,7 +173,7 @@ class SortedFieldsRsaVerifier(Verifier):
 
     def _timestamp(self, text: str | None, zone_text: str | None) -> datetime | None:
         """The delivery's time; absent or unreadable is an error only when it is checked."""
-        timestamp = parse_compact_time(text, zone_named(zone_text) or self._zone)
+        timestamp = parse_compact_time(text, zone_from_header(zone_text) or self._zone)
         if self._check_timestamp:
             if text is None:
                 raise MissingSignatureError(

@@ -1,9 +1,10 @@
 """Which zone a ``payment_time`` is in: the delivery's ``timezone`` header, else configuration.
 
-A zone is an IANA name (``Asia/Shanghai``, ``UTC``, ``Etc/GMT-8``) or a fixed offset as Java
-writes its custom zone ids and ISO 8601 writes offsets (``+08:00``, ``+0800``, ``GMT+8``,
-``UTC+08:00``); offsets count east of Greenwich as positive, as those notations do. (The IANA
-names ``Etc/GMT+8`` keep POSIX's inverted sign: that zone is eight hours *behind* UTC.)
+What a zone is (an IANA name, or an offset such as ``+08:00`` or ``GMT+8``) is decided in one
+place, :mod:`verify.timezones`, because ``sorted-fields-rsa`` reads the same header to check the
+delivery's ``timestamp``: the two must never date one delivery in two zones. This module keeps
+its public names (:func:`zone_from_text`, :data:`MAX_OFFSET_HOURS`, :func:`delivery_zone`) and
+adds the configured zone and the conversion to UTC.
 
 The header arrives with the delivery and is not covered by every signature scheme, so a value
 that names no zone is ignored rather than refused: the configured zone applies. A time that
@@ -13,38 +14,13 @@ transition, the same answer every time.
 
 from __future__ import annotations
 
-import re
-from datetime import UTC, datetime, timedelta, timezone, tzinfo
-from zoneinfo import ZoneInfo
+from datetime import UTC, datetime, tzinfo
+
+from verify.timezones import MAX_OFFSET_HOURS, zone_from_header, zone_from_text
 
 __all__ = ["MAX_OFFSET_HOURS", "delivery_zone", "load_time_zone", "to_utc", "zone_from_text"]
 
-#: The widest fixed offset accepted, in hours (Java's ZoneOffset allows the same).
-MAX_OFFSET_HOURS = 18
-_OFFSET = re.compile(r"(?:GMT|UTC)?([+-])([0-9]{1,2})(?::?([0-9]{2}))?", re.ASCII)
-_ZONE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_+-]*(?:/[A-Za-z0-9_+-]+)*", re.ASCII)
-_MAX_NAME_LENGTH = 64
 _PROBE = datetime(2000, 1, 1)  # a naive instant to ask a tzinfo for its offset
-
-
-def zone_from_text(text: str) -> tzinfo | None:
-    """The zone ``text`` names, or None when it names none. Never raises."""
-    offset = _OFFSET.fullmatch(text)
-    if offset is not None:
-        sign, hours, minutes = offset.group(1), int(offset.group(2)), int(offset.group(3) or 0)
-        if hours > MAX_OFFSET_HOURS or minutes >= 60:
-            return None
-        delta = timedelta(hours=hours, minutes=minutes)
-        return timezone(-delta if sign == "-" else delta) if delta else UTC
-    if text == "Z":
-        return UTC
-    if len(text) > _MAX_NAME_LENGTH or _ZONE_NAME.fullmatch(text) is None:
-        return None
-    try:
-        return ZoneInfo(text)
-    except (KeyError, ValueError, OSError):
-        # Not found (ZoneInfoNotFoundError is a KeyError), not a TZif file, or a directory.
-        return None
 
 
 def load_time_zone(value: str | tzinfo) -> tzinfo:
@@ -66,10 +42,9 @@ def load_time_zone(value: str | tzinfo) -> tzinfo:
 
 
 def delivery_zone(header: object) -> tzinfo | None:
-    """The zone a delivery's ``timezone`` header names, or None to use the configured one."""
-    if not isinstance(header, str) or not header:
-        return None
-    return zone_from_text(header.strip())
+    """The zone a delivery's ``timezone`` header names, or None to use the configured one
+    (:func:`verify.timezones.zone_from_header`, as the signature check reads it)."""
+    return zone_from_header(header)
 
 
 def to_utc(local: datetime, zone: tzinfo) -> datetime | None:
