@@ -9,7 +9,7 @@ from storage.errors import (
     StorageUnavailableError,
     UnknownDeliveryError,
 )
-from storage.ledger import DEFAULT_MAX_REJECTED, Ledger
+from storage.ledger import DEFAULT_MAX_REJECTED, DEFAULT_MAX_RETURNS, Ledger
 from storage.limits import MAX_AMOUNT_MINOR
 from storage.records import (
     DEFAULT_STATUS_MAP,
@@ -34,6 +34,7 @@ from storage.schema import SCHEMA_VERSION
 
 __all__ = [
     "DEFAULT_MAX_REJECTED",
+    "DEFAULT_MAX_RETURNS",
     "DEFAULT_STATUS_MAP",
     "FINISHED_DELIVERY_STATUSES",
     "MAX_AMOUNT_MINOR",

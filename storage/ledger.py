@@ -45,10 +45,14 @@ from storage.rows import (
 from storage.schema import configure, migrate
 from storage.times import Clock, from_text, system_clock, to_text
 
-__all__ = ["DEFAULT_MAX_REJECTED", "Ledger"]
+__all__ = ["DEFAULT_MAX_REJECTED", "DEFAULT_MAX_RETURNS", "Ledger"]
 
 #: How many rejected deliveries are kept by default; older ones are pruned.
 DEFAULT_MAX_REJECTED: Final = 10_000
+
+#: How many customer returns are kept per ``external_identifier`` by default; older ones are
+#: pruned.
+DEFAULT_MAX_RETURNS: Final = 50
 
 #: How much of a rejected body is kept.
 REJECTED_BODY_BYTES: Final = 4096
@@ -96,6 +100,14 @@ _OUTCOME_FIELDS = (
 )
 # Fields whose values may appear in a delivery's error text; the others are named only.
 _SHOWN_FIELDS = frozenset({"state", "amount_minor", "currency"})
+
+# Everything of one identifier but its newest visits; walks returns_external_identifier
+# backwards, so no sort.
+_PRUNE_RETURNS = """
+    DELETE FROM returns WHERE id IN (
+        SELECT id FROM returns WHERE external_identifier = ?
+        ORDER BY returned_at DESC, id DESC LIMIT -1 OFFSET ?
+    )"""
 
 # Fields compared when a payment is registered again, in the order of the SELECT below.
 _PAYMENT_FIELDS = (
@@ -208,6 +220,9 @@ class Ledger:
         up with :class:`~storage.StorageUnavailableError`.
     :param max_rejected: how many rejected deliveries to keep (the newest); bounds the table
         however many forged requests arrive.
+    :param max_returns: how many customer returns to keep per ``external_identifier`` (the
+        newest): anyone holding a valid return URL can visit it as often as they like, for as
+        long as its token lives.
     :param clock: returns the current aware time; for tests. Defaults to the system's, in UTC.
 
     Opening migrates the file forward when it is behind (see :mod:`storage.schema`). Every
@@ -220,13 +235,17 @@ class Ledger:
         *,
         busy_timeout_ms: int = 5000,
         max_rejected: int = DEFAULT_MAX_REJECTED,
+        max_returns: int = DEFAULT_MAX_RETURNS,
         clock: Clock | None = None,
     ) -> None:
         if busy_timeout_ms < 0:
             raise ValueError(f"busy_timeout_ms must not be negative, not {busy_timeout_ms!r}")
         if max_rejected < 1:
             raise ValueError(f"max_rejected must be at least 1, not {max_rejected!r}")
+        if max_returns < 1:
+            raise ValueError(f"max_returns must be at least 1, not {max_returns!r}")
         self._max_rejected = max_rejected
+        self._max_returns = max_returns
         self._clock: Clock = clock or system_clock
         self._owns_database = not isinstance(path_or_database, Database)
         self._name = (
@@ -673,8 +692,9 @@ class Ledger:
     ) -> int:
         """Record a customer's return (``return``) or cancel (``cancel``) visit.
 
-        It never changes a payment's state: the query string comes from the browser. Returns
-        the new row's id.
+        It never changes a payment's state: the query string comes from the browser. Only the
+        newest ``max_returns`` visits of one identifier are kept (by ``returned_at``, then
+        arrival); older ones are deleted in the same transaction. Returns the new row's id.
         """
         visit = _enum(ReturnKind, kind, "kind")
         with self._write() as conn:
@@ -688,6 +708,7 @@ class Ledger:
                     result_code,
                 ),
             ).fetchone()[0]
+            conn.execute(_PRUNE_RETURNS, (external_identifier, self._max_returns))
         return returned_id
 
     # -- reconciliation --------------------------------------------------------------------

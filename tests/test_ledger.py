@@ -500,3 +500,51 @@ def test_returns_are_recorded_and_never_settle_a_payment(ledger: Ledger) -> None
 def test_the_ledger_repr_names_the_file_and_nothing_else(tmp_path: Path) -> None:
     with Ledger(tmp_path / "x.db") as ledger:
         assert repr(ledger) == f"<Ledger {str(tmp_path / 'x.db')!r}>"
+
+
+def test_returns_keep_only_the_newest_visits_of_each_identifier(
+    tmp_path: Path, clock: FixedClock
+) -> None:
+    with Ledger(tmp_path / "returns.db", max_returns=3, clock=clock) as ledger:
+        ids = []
+        for n in range(8):
+            clock.advance(1)
+            ids.append(ledger.record_return("order-1", "return", f"visit-{n}"))
+        ledger.record_return("order-2", "cancel", None)
+        kept = ledger.database.conn.execute(
+            "SELECT external_identifier, result_code FROM returns ORDER BY id"
+        ).fetchall()
+    assert kept == [
+        ("order-1", "visit-5"),
+        ("order-1", "visit-6"),
+        ("order-1", "visit-7"),
+        ("order-2", None),
+    ]
+    assert ids == sorted(ids)
+
+
+def test_a_visit_dated_before_the_newest_ones_is_the_one_pruned(
+    tmp_path: Path, clock: FixedClock
+) -> None:
+    with Ledger(tmp_path / "returns.db", max_returns=2, clock=clock) as ledger:
+        for n in range(2):
+            clock.advance(60)
+            ledger.record_return("order-1", "return", f"visit-{n}")
+        ledger.record_return("order-1", "return", "late", returned_at=T0)
+        kept = [row[0] for row in ledger.database.conn.execute("SELECT result_code FROM returns")]
+    assert sorted(kept) == ["visit-0", "visit-1"]
+
+
+def test_the_default_bound_on_returns_is_fifty_per_identifier(ledger: Ledger) -> None:
+    from storage import DEFAULT_MAX_RETURNS
+
+    assert DEFAULT_MAX_RETURNS == 50
+    for _ in range(60):
+        ledger.record_return("order-1", "return", None)
+    assert count(ledger, "returns") == 50
+
+
+@pytest.mark.parametrize("bad", [0, -5])
+def test_a_returns_bound_below_one_is_refused(tmp_path: Path, bad: int) -> None:
+    with pytest.raises(ValueError, match="max_returns"):
+        Ledger(tmp_path / "x.db", max_returns=bad)
