@@ -1,41 +1,78 @@
-"""Notifications per second through the whole receiver: cap, verify, store, parse, record,
-reconcile, answer.
+"""Notifications per second and latency of the whole receiver under gunicorn, against a floor.
 
-Two figures: in process (Flask's test client, so the pipeline and SQLite alone), and over
-loopback HTTP to werkzeug's threaded server with several senders at once (what a
-``payhooks replay --concurrency`` run sees). Each delivery is a distinct signed wallet
-notification for an expected payment, so every one is a full write, not a duplicate.
+The pipeline measured is the one a merchant runs: gunicorn on 127.0.0.1 with the demo app
+(``receiver.demo:create_app()``), each request capped, verified (Standard Webhooks), stored
+durably in SQLite (WAL), parsed, recorded and reconciled, then acknowledged. Every request is a
+distinct signed notification for an expected payment, so every one is a full write.
 
-Run by hand or in CI's bench step: ``python -m bench.receive [--count N] [--concurrency C]``.
-It prints figures and never fails on them: timings belong to the machine, not the test suite.
+The floor is ``bench/floor_app.py``: a bare Flask route that reads the body and returns the
+same small JSON, served by the same gunicorn configuration (worker count and class), hit by
+the same client with the same signed requests, in the same run. The goal is at least 60% of
+the floor's throughput with every notification stored (the run checks the database after).
+
+Making it fair on a small machine (this one has 2 cores, shared by client and server):
+
+- Requests are built and signed before the clock starts; the client only sends.
+- The client is ``--client-processes`` processes (no shared GIL) of ``--connections / P``
+  threads, each thread one ``http.client`` connection (kept alive where the worker class
+  allows it; gunicorn's sync workers close after each answer, for both apps alike).
+- Both runs report the CPU time the client and the server spent per request (from
+  ``os.times()`` in the client processes and ``/proc`` for gunicorn's processes), so the
+  client's share of the machine is visible, and the ratio of server CPU per request is given
+  beside the throughput ratio: it is what the ratio would be if the client cost nothing.
+
+Run by hand or in CI's bench step; it prints figures and never fails on them::
+
+    python -m bench.receive                       # 4 sync workers, 8 connections, 3000 each
+    python -m bench.receive --worker-class gthread --threads 4
+    python -m bench.receive --profile             # also: where the time goes, in process
+
+To see a worker from outside while the bench runs: ``py-spy top --pid <worker pid>`` or
+``py-spy record -o profile.svg --pid <worker pid>`` (``pip install py-spy``).
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import http.client
 import json
-import logging
+import multiprocessing
+import os
+import pstats
+import sqlite3
 import statistics
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from multiprocessing.synchronize import Event
 from pathlib import Path
+from typing import Any
 
 from flask import Flask
-from werkzeug.serving import make_server
 
 from receiver import PayHooks
 from storage import Ledger
+from tests.gunicorn_server import HAS_PROC, GunicornServer
 from verify import generate_keypair, get_signer
 
 NOTIFY = "/payhooks/notifications"
+REPO = Path(__file__).resolve().parent.parent
+FORMS: tuple[dict[str, str], ...] = (
+    {},
+    {"stripe_payment_intent_id": "pi_bench", "status": "succeeded"},
+    {"adyen_psp_reference": "PSP-bench", "result_code": "Authorised"},
+)
+
+Job = tuple[bytes, dict[str, str]]
 
 
-def _body(number: int) -> bytes:
+def notification(number: int) -> bytes:
+    """A distinct notification for ``order-<number>``, in one of the three forms."""
     return json.dumps(
         {
             "ll_transaction_id": f"ll-{number}",
@@ -45,91 +82,314 @@ def _body(number: int) -> bytes:
                 "payment_amount": "25.00",
                 "payment_currency_code": "CNY",
                 "payment_time": "20261121120000",
+                **FORMS[number % len(FORMS)],
             },
         }
     ).encode()
 
 
-def _setup(directory: Path, count: int) -> tuple[Flask, Callable[[bytes], dict[str, str]]]:
-    keys = generate_keypair("standard-webhooks")
-    database = directory / "bench.db"
+def prepare(database: Path, first: int, count: int, signing_key: str) -> list[Job]:
+    """Register ``count`` expected payments and sign one notification for each."""
     with Ledger(database) as ledger:
-        for number in range(count):
+        for number in range(first, first + count):
             ledger.expect_transaction(f"order-{number}", 2500, "CNY")
-    app = Flask("bench", instance_path=str(directory))
-    app.config.update(PAYHOOKS_DATABASE=str(database), PAYHOOKS_SECRETS=[keys.verifying_key])
-    PayHooks(app)
-    return app, get_signer("standard-webhooks", keys.signing_key).sign
+    signer = get_signer("standard-webhooks", signing_key)
+    jobs = []
+    for number in range(first, first + count):
+        body = notification(number)
+        jobs.append((body, {**signer.sign(body), "Content-Type": "application/json"}))
+    return jobs
 
 
-def _in_process(count: int) -> tuple[float, list[float]]:
-    with tempfile.TemporaryDirectory() as directory:
-        app, sign = _setup(Path(directory), count)
-        client = app.test_client()
-        requests = [(body, sign(body)) for body in map(_body, range(count))]
-        latencies: list[float] = []
-        start = time.perf_counter()
-        for body, headers in requests:
-            began = time.perf_counter()
-            response = client.post(NOTIFY, data=body, headers=headers)
-            latencies.append(time.perf_counter() - began)
-            assert response.status_code == 200, response.get_data(as_text=True)
-        return count / (time.perf_counter() - start), latencies
+# -- the client ---------------------------------------------------------------------------------
 
 
-def _over_loopback(count: int, concurrency: int) -> tuple[float, list[float]]:
-    with tempfile.TemporaryDirectory() as directory:
-        app, sign = _setup(Path(directory), count)
-        server = make_server("127.0.0.1", 0, app, threaded=True)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        requests = [(body, sign(body)) for body in map(_body, range(count))]
+@dataclass
+class ClientResult:
+    latencies: list[float]
+    statuses: Counter[int]
+    started: float
+    finished: float
+    cpu_seconds: float
 
-        def send(request: tuple[bytes, dict[str, str]]) -> float:
-            body, headers = request
-            began = time.perf_counter()
-            conn = http.client.HTTPConnection("127.0.0.1", server.server_port, timeout=30)
-            try:
-                conn.request("POST", NOTIFY, body=body, headers=headers)
-                response = conn.getresponse()
-                response.read()
-                assert response.status == 200, response.status
-            finally:
-                conn.close()
-            return time.perf_counter() - began
 
+def _client_process(port: int, jobs: list[Job], threads: int, start: Event, results: Any) -> None:
+    """One client process: ``threads`` connections share ``jobs``; report when done."""
+    latencies: list[float] = []
+    statuses: Counter[int] = Counter()
+    lock = threading.Lock()
+    cursor = iter(jobs)
+
+    def work() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        mine: list[float] = []
+        seen: Counter[int] = Counter()
         try:
-            start = time.perf_counter()
-            with ThreadPoolExecutor(max_workers=concurrency) as pool:
-                latencies = list(pool.map(send, requests))
-            rate = count / (time.perf_counter() - start)
+            while True:
+                with lock:
+                    job = next(cursor, None)
+                if job is None:
+                    break
+                body, headers = job
+                began = time.perf_counter()
+                try:
+                    conn.request("POST", NOTIFY, body=body, headers=headers)
+                    response = conn.getresponse()
+                    response.read()
+                    seen[response.status] += 1
+                except (OSError, http.client.HTTPException):
+                    conn.close()
+                    seen[0] += 1
+                mine.append(time.perf_counter() - began)
         finally:
-            server.shutdown()
-            thread.join()
-            server.server_close()
-        return rate, latencies
+            conn.close()
+        with lock:
+            latencies.extend(mine)
+            statuses.update(seen)
 
-
-def _report(name: str, rate: float, latencies: list[float]) -> None:
-    ordered = sorted(latencies)
-    p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
-    print(
-        f"{name:<34} {rate:8.0f} deliveries/s   "
-        f"p50 {statistics.median(ordered) * 1000:6.2f} ms   p95 {p95 * 1000:6.2f} ms"
+    pool = [threading.Thread(target=work) for _ in range(threads)]
+    cpu_before = sum(os.times()[:2])
+    start.wait()
+    started = time.monotonic()
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+    finished = time.monotonic()
+    results.put(
+        ClientResult(latencies, statuses, started, finished, sum(os.times()[:2]) - cpu_before)
     )
+
+
+def run_clients(port: int, jobs: Sequence[Job], processes: int, connections: int) -> ClientResult:
+    """Send every job from ``processes`` processes with ``connections`` connections in all."""
+    context = multiprocessing.get_context("spawn")
+    start = context.Event()
+    results = context.Queue()
+    shares = [list(jobs[index::processes]) for index in range(processes)]
+    threads = max(1, connections // processes)
+    workers = [
+        context.Process(target=_client_process, args=(port, share, threads, start, results))
+        for share in shares
+    ]
+    for worker in workers:
+        worker.start()
+    time.sleep(1.0)  # let every process import and reach the gate
+    start.set()
+    parts: list[ClientResult] = [results.get(timeout=600) for _ in workers]
+    for worker in workers:
+        worker.join()
+    return ClientResult(
+        latencies=[value for part in parts for value in part.latencies],
+        statuses=sum((part.statuses for part in parts), Counter()),
+        started=min(part.started for part in parts),
+        finished=max(part.finished for part in parts),
+        cpu_seconds=sum(part.cpu_seconds for part in parts),
+    )
+
+
+# -- the servers --------------------------------------------------------------------------------
+
+
+def server_cpu_seconds(server: GunicornServer) -> float:
+    """User and system CPU time of gunicorn's master and its live workers, from ``/proc``."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in (server.master_pid, *server.worker_pids()):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / ticks
+
+
+@dataclass
+class Figures:
+    """One app's figures over every round: the median rate, pooled latencies, CPU per request."""
+
+    name: str
+    rates: list[float] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)
+    requests: int = 0
+    client_cpu: float = 0.0
+    server_cpu: float = 0.0
+    statuses: Counter[int] = field(default_factory=Counter)
+
+    def add(self, result: ClientResult, requests: int, server_cpu: float) -> None:
+        self.rates.append(requests / (result.finished - result.started))
+        self.latencies.extend(result.latencies)
+        self.requests += requests
+        self.client_cpu += result.cpu_seconds
+        self.server_cpu += server_cpu
+        self.statuses.update(result.statuses)
+
+    @property
+    def rate(self) -> float:
+        return statistics.median(self.rates)
+
+    @property
+    def server_cpu_us(self) -> float:
+        return self.server_cpu / self.requests * 1e6
+
+    def line(self) -> str:
+        ordered = sorted(self.latencies)
+        p50 = statistics.median(ordered) * 1000
+        p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000
+        rounds = " ".join(f"{rate:.0f}" for rate in self.rates)
+        return (
+            f"{self.name:<25} {self.rate:5.0f} req/s (rounds {rounds})  p50 {p50:5.2f} ms  "
+            f"p99 {p99:6.2f} ms  server CPU {self.server_cpu_us:5.0f} us/req  "
+            f"client CPU {self.client_cpu / self.requests * 1e6:4.0f} us/req  "
+            f"{dict(self.statuses)}"
+        )
+
+
+def start_server(
+    app: str, env: dict[str, str], folder: Path, args: argparse.Namespace
+) -> GunicornServer:
+    return GunicornServer(
+        app,
+        env=env,
+        cwd=folder,
+        workers=args.workers,
+        worker_class=args.worker_class,
+        threads=args.threads,
+    ).start()
+
+
+def measure_round(
+    figures: Figures, server: GunicornServer, jobs: Sequence[Job], args: argparse.Namespace
+) -> None:
+    cpu_before = server_cpu_seconds(server)
+    result = run_clients(server.port, jobs, args.client_processes, args.connections)
+    figures.add(result, len(jobs), server_cpu_seconds(server) - cpu_before)
+
+
+def check_stored(database: Path) -> tuple[int, int]:
+    """How many deliveries are processed and how many outcomes the file holds, read with a
+    fresh connection after the server stopped: what is there is what was committed."""
+    conn = sqlite3.connect(database)
+    try:
+        processed = conn.execute(
+            "SELECT COUNT(*) FROM deliveries WHERE status = 'processed'"
+        ).fetchone()[0]
+        outcomes = conn.execute("SELECT COUNT(*) FROM outcomes").fetchone()[0]
+    finally:
+        conn.close()
+    return int(processed), int(outcomes)
+
+
+def over_gunicorn(args: argparse.Namespace) -> None:
+    """The floor and the pipeline, each on its own gunicorn, measured in alternating rounds."""
+    with tempfile.TemporaryDirectory() as folder:
+        directory = Path(folder)
+        database = directory / "bench.db"
+        keys = generate_keypair("standard-webhooks")
+        warmup = prepare(database, 0, args.warmup, keys.signing_key)
+        rounds = [
+            prepare(database, args.warmup + index * args.count, args.count, keys.signing_key)
+            for index in range(args.rounds)
+        ]
+        config = f"{args.workers} {args.worker_class} workers" + (
+            f" x {args.threads} threads" if args.threads else ""
+        )
+        print(
+            f"gunicorn, {config}; client: {args.client_processes} processes, "
+            f"{args.connections} connections; {args.rounds} alternating rounds of "
+            f"{args.count} requests per app, after {args.warmup}; {os.cpu_count()} CPUs"
+        )
+        env = {
+            "PAYHOOKS_DATABASE": str(database),
+            "PAYHOOKS_SECRETS": keys.verifying_key,
+            "SECRET_KEY": "bench",
+        }
+        # bench/ is not installed and gunicorn runs in `directory`: tell it where bench is.
+        floor_server = start_server(
+            "bench.floor_app:create_app()", {"PYTHONPATH": str(REPO)}, directory, args
+        )
+        pipeline_server = start_server("receiver.demo:create_app()", env, directory, args)
+        floor = Figures("floor (bare Flask route)")
+        pipeline = Figures("receiver (full pipeline)")
+        try:
+            for server in (floor_server, pipeline_server):
+                run_clients(server.port, warmup, args.client_processes, args.connections)
+            # Alternate, so that a machine that speeds up or slows down meanwhile affects both.
+            for jobs in rounds:
+                measure_round(floor, floor_server, jobs, args)
+                measure_round(pipeline, pipeline_server, jobs, args)
+        finally:
+            floor_server.stop()
+            pipeline_server.stop()
+        processed, outcomes = check_stored(database)
+
+    print(floor.line())
+    print(pipeline.line())
+    total = args.warmup + args.rounds * args.count
+    durable = "all" if processed == outcomes == total else "NOT ALL"
+    print(f"stored: {processed} of {total} deliveries processed, {outcomes} outcomes ({durable})")
+    print(
+        f"ratio: {pipeline.rate / floor.rate:.0%} of the floor's throughput (goal: 60%); "
+        f"by server CPU per request: {floor.server_cpu_us / pipeline.server_cpu_us:.0%}"
+    )
+
+
+# -- in process, and the profile ----------------------------------------------------------------
+
+
+def in_process(count: int, profile: bool) -> tuple[float, pstats.Stats | None]:
+    """Deliveries per second through Flask's test client: the pipeline and SQLite alone."""
+    with tempfile.TemporaryDirectory() as folder:
+        directory = Path(folder)
+        database = directory / "in-process.db"
+        keys = generate_keypair("standard-webhooks")
+        jobs = prepare(database, 0, count, keys.signing_key)
+        app = Flask("bench", instance_path=str(directory))
+        app.config.update(PAYHOOKS_DATABASE=str(database), PAYHOOKS_SECRETS=[keys.verifying_key])
+        PayHooks(app)
+        client = app.test_client()
+        warm = min(50, count // 2)
+        for body, headers in jobs[:warm]:
+            client.post(NOTIFY, data=body, headers=headers)  # connection, schema check
+        profiler = cProfile.Profile() if profile else None
+        start = time.perf_counter()
+        if profiler is not None:
+            profiler.enable()
+        for body, headers in jobs[warm:]:
+            response = client.post(NOTIFY, data=body, headers=headers)
+            assert response.status_code == 200, response.get_data(as_text=True)
+        if profiler is not None:
+            profiler.disable()
+        rate = (count - warm) / (time.perf_counter() - start)
+    return rate, None if profiler is None else pstats.Stats(profiler)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--count", type=int, default=2000)
-    parser.add_argument("--concurrency", type=int, default=8)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--count", type=int, default=2000, help="requests per app and round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=300)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--worker-class", default="sync")
+    parser.add_argument("--threads", type=int, default=None, help="gthread threads per worker")
+    parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--client-processes", type=int, default=2)
+    parser.add_argument("--in-process-count", type=int, default=2000)
+    parser.add_argument("--profile", action="store_true", help="cProfile the in-process run")
     args = parser.parse_args(argv)
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
-    _report("in process (test client)", *_in_process(args.count))
-    _report(
-        f"loopback HTTP, {args.concurrency} senders",
-        *_over_loopback(args.count, args.concurrency),
-    )
+    if not HAS_PROC:
+        print("bench.receive needs /proc (Linux) to watch gunicorn's processes", file=sys.stderr)
+        return 1
+
+    rate, stats = in_process(args.in_process_count, args.profile)
+    print(f"in process (test client): {rate:.0f} req/s")
+    over_gunicorn(args)
+    if stats is not None:
+        print("\nin-process profile, by own time:")
+        stats.sort_stats("tottime").print_stats(20)
+        print("in-process profile, by cumulative time:")
+        stats.sort_stats("cumulative").print_stats(45)
     return 0
 
 
