@@ -8,8 +8,9 @@ reconcile`` reads the app's ``PAYHOOKS_DATABASE`` and ``payhooks reconcile`` the
 and neither needs a secret on the command line, where it would land in the shell's history.
 
 Exit codes (DESIGN.md "CLI"): 0 success, 1 a failure the command reports
-(:class:`click.ClickException`), 2 bad usage (:class:`click.UsageError` and click's own
-parameter checks). Expected errors never print a traceback.
+(:class:`click.ClickException`), 2 bad usage (:class:`click.UsageError`, click's own parameter
+checks, and :class:`BadUsage` for a ledger file that does not exist). Expected errors never
+print a traceback.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from verify import DEFAULT_SCHEME, SCHEMES, Signer, Verifier, get_signer, get_ve
 __all__ = [
     "DEFAULT_DATABASE",
     "SIGNING_KEY_ENV",
+    "BadUsage",
     "currency_callback",
     "database_option",
     "fail_on_storage_errors",
@@ -147,11 +149,16 @@ def fail_on_storage_errors(function: Callable[_P, _R]) -> Callable[_P, _R]:
     return wrapper
 
 
+class BadUsage(click.ClickException):
+    """Bad usage that is not about the command line's shape (a ledger file that does not
+    exist): exit 2 like click's own usage errors, but one sentence with no usage text."""
+
+    exit_code = 2
+
+
 def _check_exists(path: Path) -> None:
     if not path.exists():
-        raise click.ClickException(
-            f"There is no ledger at {path}: pass --database or set PAYHOOKS_DATABASE."
-        )
+        raise BadUsage(f"There is no ledger at {path}: pass --database or set PAYHOOKS_DATABASE.")
 
 
 def _busy_timeout_ms() -> int:
@@ -165,8 +172,8 @@ def _busy_timeout_ms() -> int:
 def ledger_for(database: Path | None, *, must_exist: bool = True) -> Iterator[Ledger]:
     """Open the ledger the options and settings name; closed on the way out.
 
-    :param must_exist: refuse a missing file rather than create an empty ledger (a mistyped
-        path should not report "nothing to reconcile").
+    :param must_exist: refuse a missing file (:class:`BadUsage`, exit 2) rather than create an
+        empty ledger (a mistyped path should not report "nothing to reconcile").
     """
     path = resolve_database(database)
     if must_exist:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import TextIO
 
 import click
-from flask import Flask, current_app
+from flask import current_app
 
 from receiver.cli_common import (
     currency_callback,
@@ -28,7 +29,7 @@ from receiver.cli_common import (
 )
 from receiver.expected_csv import ExpectedPayment, ExpectedPaymentsError, read_expected_payments
 from receiver.reports import ReportFormat, Totals, write_report, write_totals
-from receiver.reprocess import UNFINISHED_STATUSES, OnRecorded, delivery_ids, reprocess_deliveries
+from receiver.reprocess import UNFINISHED_STATUSES, delivery_ids, reprocess_deliveries
 from storage import (
     MISMATCH_STATES,
     ConflictError,
@@ -293,16 +294,33 @@ def _fail_on_mismatch(totals: Totals) -> None:
         "(received, malformed_json, invalid_payload, processing_error)."
     ),
 )
+@click.option(
+    "--no-signals",
+    is_flag=True,
+    help=(
+        "Record the outcomes without sending signals. Required outside an app: plain "
+        "`payhooks` has no app whose signals it could send, and an outcome recorded now will "
+        "never send them later."
+    ),
+)
 @database_option
 @fail_on_storage_errors
-def reprocess(status: str | None, database: Path | None) -> None:
+def reprocess(status: str | None, no_signals: bool, database: Path | None) -> None:
     """Run stored deliveries through parsing again and record their outcomes.
 
     For deliveries that failed to parse (a status code the map lacked, a bug since fixed).
-    Exit 1 when some still cannot be processed. Under `flask payhooks`, the app's signals are
-    sent for each outcome recorded for the first time.
+    Exit 1 when some still cannot be processed. Run it as `flask payhooks reprocess` in your
+    app to send the app's signals for each outcome recorded for the first time; plain
+    `payhooks reprocess` cannot, and refuses (exit 2) unless given --no-signals.
     """
     config = settings()
+    sender = None if no_signals else _signal_sender()
+    if sender is None and not no_signals:
+        raise click.UsageError(
+            "Outside your app, reprocess cannot send its signals and the outcomes it records "
+            "would never send them: run `flask payhooks reprocess` in the app, or pass "
+            "--no-signals to record them without."
+        )
     statuses = UNFINISHED_STATUSES if status is None else (DeliveryStatus(status),)
     with ledger_for(database) as ledger:
         ids = delivery_ids(ledger, statuses)
@@ -313,7 +331,7 @@ def reprocess(status: str | None, database: Path | None) -> None:
                     bar,
                     time_zone=config.get("PAYHOOKS_PAYMENT_TIME_ZONE") or "UTC",
                     status_map=config.get("PAYHOOKS_STATUS_MAP"),
-                    on_recorded=_signal_sender(ledger),
+                    on_recorded=None if sender is None else partial(sender, ledger),
                 )
             except ValueError as err:
                 raise click.ClickException(f"The configuration cannot be used: {err}.") from err
@@ -329,15 +347,11 @@ def reprocess(status: str | None, database: Path | None) -> None:
         )
 
 
-def _signal_sender(ledger: Ledger) -> OnRecorded | None:
-    """Inside a merchant's app with payhooks, send its signals as the receiver would."""
+def _signal_sender() -> Callable[[Ledger, Outcome, int, ReconciliationState], object] | None:
+    """Inside a merchant's app with payhooks (``flask payhooks``), a sender of its signals as
+    the receiver sends them; None for the plain ``payhooks`` script."""
     if not current_app or "payhooks" not in current_app.extensions:
         return None
     from receiver.signal_dispatch import send_outcome_signals
 
-    app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
-
-    def send(outcome: Outcome, delivery_id: int, state: ReconciliationState) -> None:
-        send_outcome_signals(app, ledger, outcome, delivery_id, state)
-
-    return send
+    return partial(send_outcome_signals, current_app._get_current_object())  # type: ignore[attr-defined]

@@ -24,20 +24,21 @@ the retry (or ``payhooks reprocess``) finishes the work. Bad input never gets a 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from collections.abc import Mapping
+from functools import partial
 
 from flask import Flask, Response, current_app, jsonify, request
 from werkzeug.exceptions import BadRequest, HTTPException, RequestEntityTooLarge
 
 from receiver.errors import error_response
 from receiver.payloads import PayloadError, parse_notification
+from receiver.processing import process_stored_delivery
 from receiver.signal_dispatch import send_outcome_signals
 from receiver.state import ReceiverState, receiver_state
 from storage import (
+    FINISHED_DELIVERY_STATUSES,
     Delivery,
-    DeliveryStatus,
     Ledger,
     Outcome,
     ReconciliationState,
@@ -54,10 +55,6 @@ logger = logging.getLogger("payhooks")
 #: (``timezone`` dates ``payment_time``) and to tell senders apart, and nothing that could
 #: carry a credential.
 STORED_HEADERS: tuple[str, ...] = ("content-type", "user-agent", "timezone")
-
-#: Delivery statuses after which a redelivery has nothing left to do.
-_FINISHED = frozenset({DeliveryStatus.PROCESSED, DeliveryStatus.DUPLICATE})
-
 
 def receive_notification() -> Response:
     """Run one delivery through the pipeline; see the module docstring for the steps."""
@@ -85,7 +82,7 @@ def receive_notification() -> Response:
         delivery = ledger.record_delivery(
             dedupe_key=dedupe_key, body=body, headers=_headers_to_store(state, headers)
         )
-        if not delivery.is_new and delivery.status in _FINISHED:
+        if not delivery.is_new and delivery.status in FINISHED_DELIVERY_STATUSES:
             reconciliation = _reconciliation_of(state, ledger, delivery)
             return _acknowledge("duplicate", delivery.id, reconciliation)
         return _process(app, state, ledger, delivery)
@@ -139,38 +136,26 @@ def _headers_to_store(state: ReceiverState, headers: Mapping[str, str]) -> dict[
 
 
 def _process(app: Flask, state: ReceiverState, ledger: Ledger, delivery: Delivery) -> Response:
-    """Steps 4 to 7 for a stored delivery that is not finished yet.
-
-    It works from the stored row, body and headers, not from this request: a retry finishes
-    exactly what the first try stored.
-    """
-    delivery_id = delivery.id
-    try:
-        try:
-            outcome = _parse(state, delivery)
-        except PayloadError as err:
-            ledger.mark_delivery(delivery_id, err.code, error=_describe(err))
-            return error_response(err.code, err.message, err.details)
-        recorded = ledger.record_outcome(outcome, delivery_id=delivery_id)
-    except StorageUnavailableError:
-        raise
-    except Exception as err:
+    """Steps 4 to 7 for a stored delivery that is not finished yet
+    (:func:`~receiver.processing.process_stored_delivery`), answered."""
+    result = process_stored_delivery(
+        ledger,
+        delivery,
+        time_zone=state.time_zone,
+        status_map=state.status_map,
+        on_recorded=partial(send_outcome_signals, app, ledger),
+    )
+    if result.payload_error is not None:
+        err = result.payload_error
+        return error_response(err.code, err.message, err.details)
+    if not result.finished:
         # A bug of ours, or a ledger failure that is not about availability: the delivery is
         # stored, so the service's retry (or `payhooks reprocess`) can finish it later.
-        logger.exception("payhooks: delivery %s could not be processed", delivery_id)
-        try:
-            ledger.mark_delivery(delivery_id, "processing_error", error=type(err).__name__)
-        except StorageError:
-            logger.warning("payhooks: could not mark delivery %s", delivery_id)
         return error_response(
             "processing_error",
             "The delivery is stored but could not be processed; try again.",
         )
-
-    # Only an outcome stored for the first time has effects: signals are for new facts.
-    if recorded.is_new:
-        send_outcome_signals(app, ledger, outcome, delivery_id, recorded.reconciliation)
-    return _acknowledge(str(recorded.delivery_status), delivery_id, recorded.reconciliation)
+    return _acknowledge(str(result.status), delivery.id, result.reconciliation)
 
 
 def _parse(state: ReceiverState, delivery: Delivery) -> Outcome:
@@ -191,10 +176,6 @@ def _reconciliation_of(
     except PayloadError:
         return None
     return ledger.state(outcome.external_identifier)
-
-
-def _describe(err: PayloadError) -> str:
-    return json.dumps({"code": err.code, "message": err.message, "details": err.details})
 
 
 def _acknowledge(

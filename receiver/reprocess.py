@@ -3,20 +3,22 @@
 A delivery that could not be parsed (``invalid_payload`` with a status map that lacked a code,
 ``processing_error`` after a bug) keeps its raw body in the ledger. Once the configuration or
 payhooks is fixed, reprocessing parses each such body again and records its outcome, exactly as
-the receiver would have: the same parser, the same ledger call, the same idempotency (an outcome
-already stored stays stored once). Its signature was verified when it arrived.
+the receiver would have: through the same :func:`~receiver.processing.process_stored_delivery`
+(the same parser, ledger call, idempotency and stored errors). Its signature was verified when
+it arrived.
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import tzinfo
 from typing import Final
 
-from receiver.payloads import PayloadError, load_status_map, load_time_zone, parse_notification
-from storage import DeliveryStatus, Ledger, Outcome, PaymentState, ReconciliationState
+from receiver.payloads import load_status_map, load_time_zone
+from receiver.processing import OnRecorded, process_stored_delivery
+from storage import FINISHED_DELIVERY_STATUSES, DeliveryStatus, Ledger, PaymentState
 
 __all__ = [
     "UNFINISHED_STATUSES",
@@ -33,9 +35,6 @@ UNFINISHED_STATUSES: Final = (
     DeliveryStatus.INVALID_PAYLOAD,
     DeliveryStatus.PROCESSING_ERROR,
 )
-
-#: Called for each outcome recorded for the first time: (outcome, delivery id, state).
-OnRecorded = Callable[[Outcome, int, ReconciliationState], None]
 
 
 @dataclass
@@ -55,7 +54,7 @@ class ReprocessReport:
         return sum(
             count
             for status, count in self.counts.items()
-            if status not in (DeliveryStatus.PROCESSED, DeliveryStatus.DUPLICATE)
+            if status not in FINISHED_DELIVERY_STATUSES
         )
 
 
@@ -75,42 +74,33 @@ def reprocess_deliveries(
     ledger: Ledger,
     ids: Iterable[int],
     *,
-    time_zone: str = "UTC",
+    time_zone: str | tzinfo = "UTC",
     status_map: Mapping[str, PaymentState | str] | None = None,
     on_recorded: OnRecorded | None = None,
 ) -> ReprocessReport:
-    """Parse the stored deliveries ``ids`` again (see :func:`delivery_ids`) and record what
-    each says, as the receiver would have.
+    """Run the stored deliveries ``ids`` (see :func:`delivery_ids`) through
+    :func:`~receiver.processing.process_stored_delivery` again, as the receiver would have.
 
     :param time_zone: ``PAYHOOKS_PAYMENT_TIME_ZONE``; a stored ``timezone`` header wins, as it
         did on arrival.
     :param status_map: ``PAYHOOKS_STATUS_MAP`` (default: the service's codes).
-    :param on_recorded: called after each outcome recorded for the first time (the CLI sends
-        the app's signals from it).
-    :raises ValueError: a ``time_zone`` or ``status_map`` that is not valid configuration.
+    :param on_recorded: called after each outcome recorded for the first time. Without it no
+        signal is sent, and none ever will be for those outcomes: they now count as stored.
+    :raises ValueError: a ``time_zone`` or ``status_map`` that is not valid configuration,
+        before anything is processed.
+    :raises storage.StorageUnavailableError: the ledger cannot be written; the deliveries
+        processed so far stay processed.
     """
+    zone = load_time_zone(time_zone)
     states = None if status_map is None else load_status_map(status_map)
-    load_time_zone(time_zone)
     report = ReprocessReport()
     for delivery_id in ids:
         delivery = ledger.delivery(delivery_id)
         if delivery is None:
             report.counts["not_found"] += 1
             continue
-        try:
-            outcome = parse_notification(
-                delivery.body,
-                time_zone=time_zone,
-                delivery_time_zone=delivery.headers.get("timezone"),
-                status_map=states,
-            )
-        except PayloadError as err:
-            error = json.dumps({"code": err.code, "message": err.message, "details": err.details})
-            ledger.mark_delivery(delivery_id, err.code, error=error)
-            report.counts[err.code] += 1
-        else:
-            recorded = ledger.record_outcome(outcome, delivery_id=delivery_id)
-            report.counts[str(recorded.delivery_status)] += 1
-            if recorded.is_new and on_recorded is not None:
-                on_recorded(outcome, delivery_id, recorded.reconciliation)
+        result = process_stored_delivery(
+            ledger, delivery, time_zone=zone, status_map=states, on_recorded=on_recorded
+        )
+        report.counts[str(result.status)] += 1
     return report

@@ -98,6 +98,29 @@ def test_reprocess_in_the_app_sends_its_signals_once(app: Flask) -> None:
     assert received == [("order-1", ReconciliationState.PAID)]
 
 
+def test_reprocess_in_the_app_with_no_signals_records_quietly(app: Flask) -> None:
+    received: list[Outcome] = []
+
+    def on_any(sender: Flask, *, outcome: Outcome, **kwargs: object) -> None:
+        received.append(outcome)
+
+    with Ledger(app.config["PAYHOOKS_DATABASE"]) as ledger:
+        ledger.expect_transaction("order-1", 2500, "CNY")
+        delivery = ledger.record_delivery(dedupe_key="k", body=notification(), headers={})
+    runner = app.test_cli_runner()
+
+    with signals.notification_received.connected_to(on_any, sender=app):
+        result = runner.invoke(args=["payhooks", "reprocess", "--no-signals"])
+
+    assert result.exit_code == 0, result.output
+    assert received == []
+    with Ledger(app.config["PAYHOOKS_DATABASE"]) as ledger:
+        assert ledger.state("order-1") is ReconciliationState.PAID
+        stored = ledger.delivery(delivery.id)
+        assert stored is not None
+        assert stored.status == "processed"
+
+
 def test_flask_payhooks_runs_from_the_flask_command(tmp_path: Path) -> None:
     (tmp_path / "shop.py").write_text(
         textwrap.dedent(

@@ -211,12 +211,15 @@ def test_reconcile_output_writes_a_file_and_reports_on_stderr(
     assert "order-short" in output.read_text()
 
 
-def test_reconcile_of_a_missing_ledger_fails_without_creating_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", [["reconcile"], ["reprocess", "--no-signals"]])
+def test_a_missing_ledger_is_bad_usage_and_is_not_created(
+    tmp_path: Path, command: list[str]
+) -> None:
     missing = tmp_path / "typo.db"
 
-    result = run(["reconcile", "--database", str(missing)])
+    result = run([*command, "--database", str(missing)])
 
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert (
         result.stderr
         == f"Error: There is no ledger at {missing}: pass --database or set PAYHOOKS_DATABASE.\n"
@@ -266,7 +269,7 @@ def test_reprocess_records_outcomes_of_deliveries_that_failed_and_counts_them(
         _store_unparsed(ledger, notification("order-2", "ll-2", status="ZZ"), "received", "k2")
         _store_unparsed(ledger, b"{not json", "malformed_json", "k3")
 
-    result = run(["reprocess", "--database", str(database)])
+    result = run(["reprocess", "--no-signals", "--database", str(database)])
 
     assert result.exit_code == 1
     assert result.stdout == "Reprocessed 3 delivery(ies): 1 malformed_json, 2 processed.\n"
@@ -290,7 +293,7 @@ def test_reprocess_uses_the_configured_status_map(tmp_path: Path) -> None:
     status_map = json.dumps({"OK": "succeeded"})
 
     result = run(
-        ["reprocess", "--status", "received", "--database", str(database)],
+        ["reprocess", "--no-signals", "--status", "received", "--database", str(database)],
         env={"PAYHOOKS_STATUS_MAP": status_map},
     )
 
@@ -305,7 +308,7 @@ def test_reprocess_with_nothing_to_do_says_so(tmp_path: Path) -> None:
     with Ledger(database) as ledger:
         record_notification(ledger, notification())
 
-    result = run(["reprocess", "--database", str(database)])
+    result = run(["reprocess", "--no-signals", "--database", str(database)])
 
     assert result.exit_code == 0
     assert result.stdout == "No delivery to reprocess.\n"
@@ -315,11 +318,60 @@ def test_reprocess_with_a_bad_status_map_fails_in_one_sentence(tmp_path: Path) -
     database = tmp_path / "payhooks.db"
     Ledger(database).close()
 
-    result = run(["reprocess", "--database", str(database)], env={"PAYHOOKS_STATUS_MAP": "[1, 2]"})
+    result = run(
+        ["reprocess", "--no-signals", "--database", str(database)],
+        env={"PAYHOOKS_STATUS_MAP": "[1, 2]"},
+    )
 
     assert result.exit_code == 1
     assert "PAYHOOKS_STATUS_MAP" in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_plain_reprocess_refuses_to_record_outcomes_whose_signals_would_be_lost(
+    tmp_path: Path,
+) -> None:
+    database = tmp_path / "payhooks.db"
+    with Ledger(database) as ledger:
+        ledger.expect_transaction("order-1", 2500, "CNY")
+        waiting = _store_unparsed(ledger, notification("order-1"), "processing_error", "k1")
+
+    result = run(["reprocess", "--database", str(database)])
+
+    assert result.exit_code == 2
+    assert "flask payhooks reprocess" in result.stderr
+    assert "--no-signals" in result.stderr
+    assert "Traceback" not in result.output
+    with Ledger(database) as ledger:
+        assert ledger.state("order-1") is ReconciliationState.PENDING
+        delivery = ledger.delivery(waiting)
+        assert delivery is not None
+        assert delivery.status is DeliveryStatus.PROCESSING_ERROR
+
+
+def test_reprocess_keeps_a_delivery_that_still_fails_as_processing_error(
+    tmp_path: Path,
+) -> None:
+    database = tmp_path / "payhooks.db"
+    with Ledger(database) as ledger:
+        ledger.expect_transaction("order-1", 2500, "CNY")
+        waiting = _store_unparsed(ledger, notification("order-1"), "processing_error", "k1")
+        # A real fault in the file: every outcome insert is refused.
+        ledger.database.execute(
+            "CREATE TRIGGER refuse_outcomes BEFORE INSERT ON outcomes "
+            "BEGIN SELECT RAISE(ABORT, 'outcomes are frozen'); END"
+        )
+
+    result = run(["reprocess", "--no-signals", "--database", str(database)])
+
+    assert result.exit_code == 1
+    assert result.stdout == "Reprocessed 1 delivery(ies): 1 processing_error.\n"
+    assert "Traceback" not in result.output
+    with Ledger(database) as ledger:
+        delivery = ledger.delivery(waiting)
+        assert delivery is not None
+        assert delivery.status is DeliveryStatus.PROCESSING_ERROR
+        assert delivery.error == "StorageError"
 
 
 def test_money_in_another_currency_is_shown_with_it_and_kept_out_of_the_totals(

@@ -369,6 +369,67 @@ def test_a_delivery_stored_before_a_failure_is_finished_by_the_retry(
     assert [row["status"] for row in db_rows("SELECT status FROM deliveries")] == ["processed"]
 
 
+def test_a_failure_after_the_delivery_is_stored_answers_503_and_the_retry_finishes_it(
+    live_server: LiveServer,
+    ledger: Ledger,
+    make_body: BodyFactory,
+    sign: SignFunction,
+    db_rows: Rows,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A real fault in the SQLite file, not an availability problem: a trigger refuses every
+    # outcome. The delivery is stored first, so the answer asks the service to come back.
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    ledger.database.execute(
+        "CREATE TRIGGER refuse_outcomes BEFORE INSERT ON outcomes "
+        "BEGIN SELECT RAISE(ABORT, 'outcomes are frozen'); END"
+    )
+    body = make_body("card")
+    headers = sign(body, msg_id="msg_fault")
+
+    refused = live_server.post(NOTIFY, body, headers)
+    (delivery,) = db_rows("SELECT id, status, error FROM deliveries")
+    ledger.database.execute("DROP TRIGGER refuse_outcomes")
+    retried = live_server.post(NOTIFY, body, headers)
+
+    assert refused.status == 503
+    assert refused.json()["error"] == {
+        "code": "processing_error",
+        "message": "The delivery is stored but could not be processed; try again.",
+        "details": {},
+    }
+    assert refused.headers["retry-after"].isdigit()
+    assert b"Traceback" not in refused.body
+    assert (delivery["status"], delivery["error"]) == ("processing_error", "StorageError")
+    assert "could not be processed" in caplog.text
+    assert (retried.status, retried.json()["status"]) == (200, "processed")
+    assert retried.json()["delivery_id"] == delivery["id"]
+    assert retried.json()["reconciliation"] == "paid"
+    assert len(db_rows("SELECT * FROM outcomes")) == 1
+
+
+def test_a_second_outcome_that_contradicts_the_first_is_answered_conflicting_outcome(
+    live_server: LiveServer, ledger: Ledger, make_body: BodyFactory, sign: SignFunction,
+    db_rows: Rows,
+) -> None:
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    first = make_body("wallet")
+    other = make_body("wallet", amount="2.50")  # same transaction and status, another amount
+
+    accepted = live_server.post(NOTIFY, first, sign(first))
+    contradicting = live_server.post(NOTIFY, other, sign(other))
+    redelivered = live_server.post(NOTIFY, first, sign(first))
+
+    assert (accepted.status, accepted.json()["status"]) == (200, "processed")
+    assert contradicting.status == 200
+    assert contradicting.json()["status"] == "conflicting_outcome"
+    assert contradicting.json()["reconciliation"] == "paid"
+    assert redelivered.json()["status"] == "duplicate"
+    statuses = [row["status"] for row in db_rows("SELECT status FROM deliveries ORDER BY id")]
+    assert statuses == ["processed", "conflicting_outcome", "duplicate"]
+    assert db_rows("SELECT amount FROM outcomes") == [{"amount": "25.00"}]
+
+
 def test_the_sorted_fields_rsa_scheme_of_the_service_sdk_works_end_to_end(
     make_app: AppFactory,
     serve: Callable[[Flask], LiveServer],

@@ -40,7 +40,7 @@ from receiver import signals
 from receiver.cli import payhooks
 from receiver.config import CONFIG_KEYS
 from receiver.errors import ERROR_CODES
-from storage import Outcome, ReconciliationState
+from storage import DeliveryStatus, Outcome, ReconciliationState
 from verify import generate_keypair
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -318,3 +318,12 @@ def test_the_signal_table_lists_every_signal() -> None:
     text = README.read_text(encoding="utf-8")
 
     assert [name for name in signals.__all__ if f"| `{name}` |" not in text] == []
+
+
+def test_the_delivery_status_table_lists_every_status() -> None:
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("### Delivery statuses") :]
+
+    missing = [status.value for status in DeliveryStatus if f"| `{status}` |" not in section]
+
+    assert missing == []
