@@ -32,7 +32,6 @@ from flask import Flask, Response, current_app, jsonify, request
 from werkzeug.exceptions import BadRequest, HTTPException, RequestEntityTooLarge
 
 from receiver.errors import error_response
-from receiver.payloads import PayloadError, parse_notification
 from receiver.processing import process_stored_delivery
 from receiver.signal_dispatch import send_outcome_signals
 from receiver.state import ReceiverState, receiver_state
@@ -40,7 +39,6 @@ from storage import (
     FINISHED_DELIVERY_STATUSES,
     Delivery,
     Ledger,
-    Outcome,
     ReconciliationState,
     StorageError,
     StorageUnavailableError,
@@ -83,8 +81,7 @@ def receive_notification() -> Response:
             dedupe_key=dedupe_key, body=body, headers=_headers_to_store(state, headers)
         )
         if not delivery.is_new and delivery.status in FINISHED_DELIVERY_STATUSES:
-            reconciliation = _reconciliation_of(state, ledger, delivery)
-            return _acknowledge("duplicate", delivery.id, reconciliation)
+            return _acknowledge("duplicate", delivery.id, _reconciliation_of(ledger, delivery))
         return _process(app, state, ledger, delivery)
     except StorageUnavailableError as err:
         logger.warning("payhooks: storage unavailable: %s", err.message)
@@ -158,24 +155,18 @@ def _process(app: Flask, state: ReceiverState, ledger: Ledger, delivery: Deliver
     return _acknowledge(str(result.status), delivery.id, result.reconciliation)
 
 
-def _parse(state: ReceiverState, delivery: Delivery) -> Outcome:
-    return parse_notification(
-        delivery.body,
-        time_zone=state.time_zone,
-        delivery_time_zone=delivery.headers.get("timezone"),
-        status_map=state.status_map,
-    )
+def _reconciliation_of(ledger: Ledger, delivery: Delivery) -> ReconciliationState | None:
+    """The current state of the payment a finished delivery's stored outcome names, for the
+    answer to its redelivery.
 
-
-def _reconciliation_of(
-    state: ReceiverState, ledger: Ledger, delivery: Delivery
-) -> ReconciliationState | None:
-    """The current state of the payment a finished delivery was about, for the answer."""
-    try:
-        outcome = _parse(state, delivery)
-    except PayloadError:
+    Read from the ledger, not by parsing the body again: the stored outcome is what counts
+    (for a ``conflicting_outcome`` delivery it names the payment of the first word, which may
+    not be the body's), and a redelivery costs no parse.
+    """
+    if delivery.outcome_id is None:
         return None
-    return ledger.state(outcome.external_identifier)
+    external_identifier = ledger.outcome_identifier(delivery.outcome_id)
+    return None if external_identifier is None else ledger.state(external_identifier)
 
 
 def _acknowledge(

@@ -542,6 +542,16 @@ class Ledger:
             ).fetchone()
         return None if values is None else _delivery(values)
 
+    def outcome_identifier(self, outcome_id: int) -> str | None:
+        """The ``external_identifier`` of the stored outcome ``outcome_id`` (a delivery's
+        ``outcome_id``), or None when there is none: the payment a finished delivery's
+        redelivery is answered about, without parsing its body again."""
+        with translate_errors():
+            row = self._db.conn.execute(
+                "SELECT external_identifier FROM outcomes WHERE id = ?", (outcome_id,)
+            ).fetchone()
+        return None if row is None else str(row[0])
+
     def deliveries(self, status: DeliveryStatus | str | None = None) -> Iterator[Delivery]:
         """Stored deliveries in the order they arrived, optionally only those with ``status``
         (what ``payhooks reprocess`` walks). Streams from a cursor."""

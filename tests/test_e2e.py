@@ -430,6 +430,29 @@ def test_a_second_outcome_that_contradicts_the_first_is_answered_conflicting_out
     assert db_rows("SELECT amount FROM outcomes") == [{"amount": "25.00"}]
 
 
+def test_a_redelivery_is_answered_about_the_payment_its_stored_outcome_names(
+    live_server: LiveServer, ledger: Ledger, make_body: BodyFactory, sign: SignFunction
+) -> None:
+    # The same transaction and status sent again under another merchant id: the first word
+    # stands, so the answer, then and on redelivery, is about order-1, not the body's order-2.
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    ledger.expect_transaction("order-2", 2500, "CNY")
+    first = make_body("wallet", external_identifier="order-1")
+    stray = make_body("wallet", external_identifier="order-2")
+    live_server.post(NOTIFY, first, sign(first))
+    headers = sign(stray, msg_id="msg_stray")
+
+    answered = live_server.post(NOTIFY, stray, headers)
+    redelivered = live_server.post(NOTIFY, stray, headers)
+
+    assert answered.json()["status"] == "conflicting_outcome"
+    assert answered.json()["reconciliation"] == "paid"
+    assert redelivered.json()["status"] == "duplicate"
+    assert redelivered.json()["delivery_id"] == answered.json()["delivery_id"]
+    assert redelivered.json()["reconciliation"] == "paid"
+    assert ledger.state("order-2") == "pending"
+
+
 def test_the_sorted_fields_rsa_scheme_of_the_service_sdk_works_end_to_end(
     make_app: AppFactory,
     serve: Callable[[Flask], LiveServer],

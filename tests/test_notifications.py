@@ -327,3 +327,32 @@ def test_a_raised_body_cap_reaches_the_verifiers_that_parse_the_body(
 
     assert response.status_code == 200, response.get_json()
     assert response.get_json()["reconciliation"] == "paid"
+
+
+@pytest.mark.parametrize(
+    ("timestamp", "zone"), [("00010101000000", "+08:00"), ("99991231235959", "-08:00")]
+)
+def test_a_sorted_fields_time_at_the_calendars_edge_is_refused_not_a_server_error(
+    timestamp: str, zone: str, make_app: AppFactory, make_body: BodyFactory, ledger: Ledger
+) -> None:
+    from verify import generate_keypair
+
+    pair = generate_keypair("sorted-fields-rsa")
+    client = make_app(
+        PAYHOOKS_SIGNATURE_SCHEME="sorted-fields-rsa",
+        PAYHOOKS_PUBLIC_KEYS=[pair.verifying_key],
+    ).test_client()
+    body = make_body()
+    forged = {"signature": "AAAA", "timestamp": timestamp, "timezone": zone}
+    signed = {
+        **get_signer("sorted-fields-rsa", pair.signing_key).sign(body),
+        "timestamp": timestamp,
+        "timezone": zone,
+    }
+
+    refused = _post(client, body, forged)
+    accepted = _post(client, body, signed)  # the time is not checked unless configured
+
+    assert refused.status_code == 401
+    assert refused.get_json()["error"]["code"] == "invalid_signature"
+    assert accepted.status_code == 200
