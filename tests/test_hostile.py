@@ -160,6 +160,32 @@ def _encoded(encoding: str) -> bytes:
 
 
 #: Authentic bodies that must be refused 400/422 (or, where noted, accepted).
+#: Authentic-looking JSON objects with one member made hostile: the bodies the sorted-fields
+#: schemes can still canonicalize, and so sign.
+object_bodies = st.one_of(
+    st.builds(
+        lambda key, value: json.dumps(notification(**{key: value})).encode(),
+        st.sampled_from(
+            [
+                "payment_status",
+                "payment_amount",
+                "payment_currency_code",
+                "payment_time",
+                "stripe_payment_intent_id",
+                "status",
+                "adyen_psp_reference",
+                "result_code",
+            ]
+        ),
+        json_values,
+    ),
+    st.builds(
+        lambda key, value: json.dumps({**notification(), key: value}).encode(),
+        st.sampled_from(["ll_transaction_id", "merchant_transaction_id", "payment_data"]),
+        st.one_of(json_values, st.integers(0, 70_000).map(lambda n: "x" * n)),
+    ),
+)
+
 hostile_bodies = st.one_of(
     st.binary(max_size=2048),
     st.integers(1, 30_000).map(_nested),
@@ -192,27 +218,7 @@ hostile_bodies = st.one_of(
             b"",
         ]
     ),
-    st.builds(
-        lambda key, value: json.dumps(notification(**{key: value})).encode(),
-        st.sampled_from(
-            [
-                "payment_status",
-                "payment_amount",
-                "payment_currency_code",
-                "payment_time",
-                "stripe_payment_intent_id",
-                "status",
-                "adyen_psp_reference",
-                "result_code",
-            ]
-        ),
-        json_values,
-    ),
-    st.builds(
-        lambda key, value: json.dumps({**notification(), key: value}).encode(),
-        st.sampled_from(["ll_transaction_id", "merchant_transaction_id", "payment_data"]),
-        st.one_of(json_values, st.integers(0, 70_000).map(lambda n: "x" * n)),
-    ),
+    object_bodies,
     json_values.map(lambda value: json.dumps(value).encode()),
 )
 
@@ -349,16 +355,17 @@ def test_a_delivery_accepted_once_and_replayed_later_is_refused(
 
 @pytest.mark.parametrize("scheme", ALL_SCHEMES)
 @FUZZ
-@given(body=hostile_bodies)
+@given(data=st.data())
 def test_an_authentic_body_whatever_it_holds_never_gets_a_server_error(
-    make_app: AppFactory, db_rows: Rows, scheme: str, body: bytes
+    make_app: AppFactory, db_rows: Rows, scheme: str, data: st.DataObject
 ) -> None:
+    # The sorted-fields schemes can only sign what they can canonicalize (JSON objects); the
+    # bodies they cannot sign are covered, unsigned, by the test above.
+    body = data.draw(object_bodies if SCHEMES[scheme].parses_body else hostile_bodies)
     client = _client(make_app, scheme)
     try:
         headers = signer_for(scheme).sign(body)
     except ValueError:
-        # The sorted-fields schemes can only sign what they can canonicalize; what they
-        # cannot is covered, unsigned, by the test above.
         assume(False)
     before = count(db_rows, "deliveries")
 
