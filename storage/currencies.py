@@ -83,6 +83,19 @@ def to_minor_units(amount: Decimal, currency: str) -> int:
     return int(scaled)
 
 
+# Code -> multiply by one minor unit (Decimal("0.01").__mul__): an int times it is the amount
+# in major units with exactly the currency's decimals. A report converts two amounts a row, so
+# this is one C call instead of a Decimal, a scaleb and a lookup.
+_TIMES_MINOR_UNIT = {
+    code: Decimal(1).scaleb(-exponent).__mul__ for code, exponent in MINOR_UNIT_EXPONENTS.items()
+}
+
+
 def from_minor_units(amount_minor: int, currency: str) -> Decimal:
     """``amount_minor`` as a major-unit Decimal with the currency's decimals (2500 CNY -> 25.00)."""
-    return Decimal(amount_minor).scaleb(-minor_unit_exponent(currency))
+    try:
+        times_minor_unit = _TIMES_MINOR_UNIT[currency]
+    except KeyError:
+        raise UnknownCurrencyError(currency) from None
+    amount: Decimal = times_minor_unit(amount_minor)
+    return amount

@@ -47,10 +47,16 @@ How a payment's state is decided (DESIGN.md "Reconciliation states", made precis
 - ``opened_at``, which ``reconcile(since=, until=)`` filters, is when the payment was
   registered, or for an unexpected identifier its earliest ``paid_at``.
 
-Streaming: each arm walks an index in ``external_identifier`` order (payments by primary key,
-outcomes by ``outcomes_reconciliation``), so the view aggregates without sorting or holding
-rows, and rows come out expected payments first, then unexpected ones, each sorted by
-identifier. A lookup of one identifier is pushed down into both arms as index searches.
+Where it reads: no outcome. Each payment is joined, by primary key, to its identifier's one
+row of ``identifiers``, which rolls up its rows of ``transactions``, which roll up each
+transaction's outcomes (:mod:`storage.rollup`: kept by triggers in the writing transaction).
+Nothing in those rows depends on what was registered, beyond whether something was: the view
+compares amounts and currencies itself. The rare payment whose periods came in several
+currencies reads its transactions for the amount in the other one. The expected arm walks
+``payments`` by primary key and the unexpected one the partial index
+``identifiers_unexpected``, so rows come out without sorting or holding anything, expected
+payments first, then unexpected ones, each sorted by identifier. A lookup of one identifier is
+pushed down into both arms as primary-key searches.
 """
 
 from __future__ import annotations
@@ -69,6 +75,7 @@ from storage.times import to_text
 __all__ = [
     "RECONCILIATION_VIEW_SQL",
     "ROW_COLUMNS",
+    "reconciliation_view_sql",
     "row_for",
     "select_rows",
     "state_for",
@@ -77,185 +84,114 @@ __all__ = [
 ]
 
 _SUCCEEDED = STATE_RANK[PaymentState.SUCCEEDED]
-_UNKNOWN = STATE_RANK[PaymentState.UNKNOWN]
-_CLOSED = STATE_RANK[PaymentState.CANCELLED]
-_PENDING = STATE_RANK[PaymentState.PENDING]
-
-# An outcome's place in time as fixed-width text that sorts the same way: paid_at padded to 32
-# characters (stored times share one shape, storage.times, and none is longer; a pad sorts
-# below every character of a time), then the id in 20 digits. A state written after it
-# starts at character 53, so one reference to an aggregate of such keys reads its state.
-_KEY_WIDTH = 52
-_WHEN = "printf('%-32s%020d', o.paid_at, o.id)"
-
-
-def _state_after(key: str) -> str:
-    """The state name written after a ``_WHEN``-shaped key."""
-    return f"substr({key}, {_KEY_WIDTH + 1})"
-
-
-# Aggregates over one payment's outcomes `o`. `period.one` is 1 on a period outcome, else NULL.
-# SQLite computes an aggregate that appears several times once, so the expressions below are
-# spelled out wherever they are needed instead of going through a subquery layer (except
-# those holding a subquery, which SQLite cannot tell are equal: they appear once per column).
-_TOP_RANK = "MAX(o.state_rank)"
-_PERIODS = "COUNT(period.one)"
-_PERIOD_TOTAL = "SUM(period.one * o.amount_minor)"
-
-# The latest outcome's state.
-_LATEST_STATE = _state_after(f"MAX({_WHEN} || o.state)")
-
-# Without periods, the lifecycle state of the transaction with the latest known outcome. Each
-# pending, failed or cancelled outcome that is its transaction's lifecycle outcome (the
-# highest (rank, paid_at, id) of its known outcomes: an index range of its own transaction)
-# carries its transaction's latest known time; the latest of those names the state.
-_TRANSACTION_LATEST = f"""(
-    SELECT CASE
-        WHEN MAX(printf('%02d%-32s%020d', x.state_rank, x.paid_at, x.id))
-            = printf('%02d', o.state_rank) || {_WHEN}
-        THEN MAX(printf('%-32s%020d', x.paid_at, x.id))
-    END
-    FROM outcomes AS x
-    WHERE x.external_identifier = o.external_identifier
-      AND x.transaction_id = o.transaction_id
-      AND x.state_rank >= {_PENDING}
-)"""  # noqa: S608 - here and below, SQL built from constants only
-_DECIDING_STATE = _state_after(
-    f"MAX(CASE WHEN o.state_rank BETWEEN {_PENDING} AND {_CLOSED} "
-    f"THEN {_TRANSACTION_LATEST} || o.state END)"
-)
-
-
-def _furthest_case() -> str:
-    """``CASE <top rank> ...``: the state of a payment's furthest rank, once it has periods.
-
-    From :data:`STATE_RANK`; the ranks from ``succeeded`` on must name one state each.
-    """
-    arms = []
-    for state, rank in sorted(STATE_RANK.items(), key=lambda item: item[1]):
-        if rank < _SUCCEEDED:
-            continue
-        if [other for other, r in STATE_RANK.items() if r == rank] != [state]:
-            raise RuntimeError(  # pragma: no cover - guards a future edit of STATE_RANK
-                f"STATE_RANK gives {state} a rank it shares; the view cannot tell them apart"
-            )
-        arms.append(f"WHEN {rank} THEN '{state}'")
-    return f"CASE {_TOP_RANK} " + " ".join(arms) + " END"
-
-
-_FURTHEST_STATE = _furthest_case()
-
-_LIFECYCLE_STATE = f"""
-    CASE
-        WHEN {_PERIODS} > 0 THEN {_FURTHEST_STATE}
-        ELSE COALESCE(
-            {_DECIDING_STATE},
-            CASE WHEN COUNT(o.id) > 0 THEN '{PaymentState.UNKNOWN}' END
-        )
-    END"""
-
-# True for the one outcome of a transaction that makes it a period: its lowest-ranked outcome
-# at or past `succeeded` (ties: the lowest id). A join condition, so it is evaluated once per
-# outcome; the search is an index range of the outcome's own transaction.
-_IS_PERIOD = f"""
-    o.state_rank >= {_SUCCEEDED}
-    AND NOT EXISTS (
-        SELECT 1 FROM outcomes AS earlier
-        WHERE earlier.external_identifier = o.external_identifier
-          AND earlier.transaction_id = o.transaction_id
-          AND earlier.state_rank BETWEEN {_SUCCEEDED} AND o.state_rank
-          AND (earlier.state_rank < o.state_rank OR earlier.id < o.id)
-    )"""  # noqa: S608
-
-# Columns both arms compute the same way.
-_SHARED_COLUMNS = f"""
-    {_LIFECYCLE_STATE} AS lifecycle_state,
-    {_PERIODS} AS periods_paid,
-    json_group_array(DISTINCT o.transaction_id) FILTER (WHERE o.id IS NOT NULL)
-        AS transaction_ids,
-    COUNT(CASE WHEN o.state_rank = {_UNKNOWN} THEN 1 END) AS unknown_outcomes,
-    MAX(o.paid_at) AS last_outcome_at"""
-
-# For expected payments: a period paid in another currency, and the first period's amount.
-_OTHER_CURRENCY = "MIN(CASE WHEN period.one = 1 AND o.currency <> p.currency THEN o.currency END)"
-_FIRST_PERIOD = (
-    "MIN(CASE WHEN period.one = 1 AND p.plan_amount_minor IS NOT NULL "
-    "THEN o.paid_at || ' ' || o.amount_minor END)"
-)
-_FIRST_AMOUNT = f"CAST(substr({_FIRST_PERIOD}, instr({_FIRST_PERIOD}, ' ') + 1) AS INTEGER)"
-_PERIODS_OFF_PLAN = "COUNT(CASE WHEN o.amount_minor <> p.plan_amount_minor THEN period.one END)"
-
 _R = ReconciliationState
-_EXPECTED_STATE = f"""
+
+# For an expected payment `p` and its identifier's row `i` (NULL columns when no outcome;
+# the period columns are NULL too when nothing succeeded). Some period was paid in another
+# currency:
+_OTHER_CURRENCY_PAID = (
+    "(i.period_currency_min <> p.currency OR i.period_currency_max <> p.currency)"
+)
+# The periods' currencies differ among themselves (rare): then the other currency and the
+# amount in it are read from the identifier's transactions.
+_MIXED_CURRENCIES = "i.period_currency_min <> i.period_currency_max"
+
+
+def _expected_arm(identifiers: str, transactions: str) -> str:
+    foreign_periods = f"""
+        FROM {transactions} AS x
+        WHERE x.external_identifier = p.external_identifier
+          AND x.period_currency <> p.currency"""
+    state = f"""
     CASE
-        WHEN {_PERIODS} = 0 THEN
+        WHEN i.periods IS NULL OR i.periods = 0 THEN
             CASE
-                WHEN {_LATEST_STATE} = '{PaymentState.UNKNOWN}' THEN '{_R.UNKNOWN_STATUS}'
-                ELSE CASE {_DECIDING_STATE}
-                    WHEN '{PaymentState.FAILED}' THEN '{_R.FAILED}'
-                    WHEN '{PaymentState.CANCELLED}' THEN '{_R.CANCELLED}'
-                    ELSE '{_R.PENDING}'
-                END
+                WHEN i.latest_state = '{PaymentState.UNKNOWN}' THEN '{_R.UNKNOWN_STATUS}'
+                WHEN i.lifecycle_state = '{PaymentState.FAILED}' THEN '{_R.FAILED}'
+                WHEN i.lifecycle_state = '{PaymentState.CANCELLED}' THEN '{_R.CANCELLED}'
+                ELSE '{_R.PENDING}'
             END
-        WHEN p.kind = '{PaymentKind.TRANSACTION}' AND {_PERIODS} > 1
+        WHEN p.kind = '{PaymentKind.TRANSACTION}' AND i.periods > 1
             THEN '{_R.DUPLICATE_PAYMENT}'
-        WHEN {_OTHER_CURRENCY} IS NOT NULL THEN '{_R.CURRENCY_MISMATCH}'
-        WHEN p.kind = '{PaymentKind.TRANSACTION}' AND {_PERIOD_TOTAL} <> p.amount_minor
+        WHEN {_OTHER_CURRENCY_PAID} THEN '{_R.CURRENCY_MISMATCH}'
+        WHEN p.kind = '{PaymentKind.TRANSACTION}' AND i.period_total <> p.amount_minor
             THEN '{_R.AMOUNT_MISMATCH}'
         WHEN p.kind = '{PaymentKind.SUBSCRIPTION}' AND (
-            {_FIRST_AMOUNT} <> p.amount_minor
-            OR {_PERIODS_OFF_PLAN} - ({_FIRST_AMOUNT} <> p.plan_amount_minor) > 0
+            i.first_period_amount <> p.amount_minor
+            OR i.later_amount_min <> p.plan_amount_minor
+            OR i.later_amount_max <> p.plan_amount_minor
         ) THEN '{_R.AMOUNT_MISMATCH}'
-        WHEN {_LATEST_STATE} = '{PaymentState.UNKNOWN}' THEN '{_R.UNKNOWN_STATUS}'
-        WHEN {_TOP_RANK} = {_SUCCEEDED} THEN '{_R.PAID}'
-        ELSE {_FURTHEST_STATE}
+        WHEN i.latest_state = '{PaymentState.UNKNOWN}' THEN '{_R.UNKNOWN_STATUS}'
+        WHEN i.top_rank = {_SUCCEEDED} THEN '{_R.PAID}'
+        ELSE i.lifecycle_state
     END"""
-
-_EXPECTED_ARM = f"""
+    return f"""
 SELECT
     p.external_identifier AS external_identifier,
     p.kind AS kind,
-    {_EXPECTED_STATE} AS state,
+    {state} AS state,
     p.currency AS currency,
-    CASE WHEN p.kind = '{PaymentKind.SUBSCRIPTION}' AND {_PERIODS} > 1
-        THEN p.amount_minor + p.plan_amount_minor * ({_PERIODS} - 1)
+    CASE WHEN p.kind = '{PaymentKind.SUBSCRIPTION}' AND i.periods > 1
+        THEN p.amount_minor + p.plan_amount_minor * (i.periods - 1)
         ELSE p.amount_minor END AS expected_amount_minor,
-    CASE WHEN {_PERIODS} = 0 THEN NULL
-        ELSE COALESCE({_OTHER_CURRENCY}, p.currency) END AS received_currency,
-    CASE WHEN {_OTHER_CURRENCY} IS NULL THEN {_PERIOD_TOTAL}
-        ELSE SUM(CASE WHEN o.currency <> p.currency THEN period.one * o.amount_minor END)
-        END AS received_amount_minor,
+    CASE
+        WHEN i.period_currency_min IS NULL THEN NULL
+        WHEN i.period_currency_min <> p.currency THEN i.period_currency_min
+        WHEN i.period_currency_max = p.currency THEN p.currency
+        ELSE (SELECT MIN(x.period_currency) {foreign_periods})
+    END AS received_currency,
+    CASE
+        WHEN {_MIXED_CURRENCIES} THEN (SELECT SUM(x.period_amount_minor) {foreign_periods})
+        ELSE i.period_total
+    END AS received_amount_minor,
     p.created_at AS opened_at,
-    {_SHARED_COLUMNS}
+    i.lifecycle_state AS lifecycle_state,
+    COALESCE(i.periods, 0) AS periods_paid,
+    COALESCE(i.transaction_ids, '[]') AS transaction_ids,
+    COALESCE(i.unknown_outcomes, 0) AS unknown_outcomes,
+    i.last_paid_at AS last_outcome_at
 FROM payments AS p
-LEFT JOIN outcomes AS o ON o.external_identifier = p.external_identifier
-LEFT JOIN (SELECT 1 AS one) AS period ON {_IS_PERIOD}
-GROUP BY p.external_identifier"""  # noqa: S608
+LEFT JOIN {identifiers} AS i ON i.external_identifier = p.external_identifier"""  # noqa: S608
 
-_PERIOD_CURRENCY = "CASE WHEN period.one = 1 THEN o.currency END"
-_UNEXPECTED_ARM = f"""
+
+def _unexpected_arm(identifiers: str) -> str:
+    return f"""
 SELECT
-    o.external_identifier AS external_identifier,
+    i.external_identifier AS external_identifier,
     NULL AS kind,
     '{_R.UNEXPECTED}' AS state,
-    COALESCE(MIN({_PERIOD_CURRENCY}), MIN(o.currency)) AS currency,
+    COALESCE(i.period_currency_min, i.min_currency) AS currency,
     NULL AS expected_amount_minor,
-    MIN({_PERIOD_CURRENCY}) AS received_currency,
-    CASE WHEN MIN({_PERIOD_CURRENCY}) = MAX({_PERIOD_CURRENCY})
-        THEN {_PERIOD_TOTAL} END AS received_amount_minor,
-    MIN(o.paid_at) AS opened_at,
-    {_SHARED_COLUMNS}
-FROM outcomes AS o
-LEFT JOIN (SELECT 1 AS one) AS period ON {_IS_PERIOD}
-WHERE NOT EXISTS (
-    SELECT 1 FROM payments AS p WHERE p.external_identifier = o.external_identifier
-)
-GROUP BY o.external_identifier"""  # noqa: S608
+    i.period_currency_min AS received_currency,
+    CASE WHEN NOT {_MIXED_CURRENCIES} THEN i.period_total END AS received_amount_minor,
+    i.first_paid_at AS opened_at,
+    i.lifecycle_state AS lifecycle_state,
+    i.periods AS periods_paid,
+    i.transaction_ids AS transaction_ids,
+    i.unknown_outcomes AS unknown_outcomes,
+    i.last_paid_at AS last_outcome_at
+FROM {identifiers} AS i
+WHERE NOT i.expected"""  # noqa: S608
 
-#: The view, as created by the schema migrations. Columns: see :data:`ROW_COLUMNS`.
-RECONCILIATION_VIEW_SQL = (
-    f"CREATE VIEW reconciliation AS{_EXPECTED_ARM}\nUNION ALL{_UNEXPECTED_ARM}"
-)
+
+def reconciliation_view_sql(
+    name: str = "reconciliation",
+    identifiers: str = "identifiers",
+    transactions: str = "transactions",
+) -> str:
+    """The view's ``CREATE`` statement, over per-identifier and per-transaction rows.
+
+    The ledger's view reads the stored tables (:mod:`storage.rollup`); tests build the same view
+    over the views that compute those rows from ``outcomes`` at query time, and compare.
+    """
+    return (
+        f"CREATE VIEW {name} AS{_expected_arm(identifiers, transactions)}"
+        f"\nUNION ALL{_unexpected_arm(identifiers)}"
+    )
+
+
+#: The view, as :func:`storage.schema.create_views` creates it. Columns: :data:`ROW_COLUMNS`.
+RECONCILIATION_VIEW_SQL = reconciliation_view_sql()
 
 #: The view's columns, in the order :func:`select_rows` returns them.
 ROW_COLUMNS = (
@@ -274,16 +210,26 @@ ROW_COLUMNS = (
     "last_outcome_at",
 )
 
-_SELECT_ROWS = f"SELECT {', '.join(ROW_COLUMNS)} FROM reconciliation"  # noqa: S608
+# What the ledger reads: the view's columns, except that kind, state and lifecycle state come
+# as one text ("transaction/paid/succeeded"), looked up once in _NAMES. A report converts a
+# million rows, and each column a row carries costs a Python object and each name a lookup.
+_PACKED_NAMES = "COALESCE(kind, '') || '/' || state || '/' || COALESCE(lifecycle_state, '')"
+_PACKED = frozenset({"kind", "state", "lifecycle_state"})
+_READ_COLUMNS = (
+    "external_identifier",
+    _PACKED_NAMES,
+    *(c for c in ROW_COLUMNS if c != "external_identifier" and c not in _PACKED),
+)
+_SELECT_ROWS = f"SELECT {', '.join(_READ_COLUMNS)} FROM reconciliation"  # noqa: S608
 
-# Enum lookups by value, cheaper than calling the enum per row of a million-row report.
-_KINDS: Mapping[str | None, PaymentKind | None] = {None: None, **{k.value: k for k in PaymentKind}}
-_STATES: Mapping[str, ReconciliationState] = {s.value: s for s in ReconciliationState}
-_LIFECYCLE: Mapping[str | None, PaymentState | None] = {
-    None: None,
-    **{s.value: s for s in PaymentState},
+# Packed names -> (kind, state, lifecycle state): every combination, built once.
+_NAMES: Mapping[str, tuple[PaymentKind | None, ReconciliationState, PaymentState | None]] = {
+    f"{kind or ''}/{state}/{lifecycle or ''}": (kind, state, lifecycle)
+    for kind in (None, *PaymentKind)
+    for state in ReconciliationState
+    for lifecycle in (None, *PaymentState)
 }
-
+_STATES: Mapping[str, ReconciliationState] = {s.value: s for s in ReconciliationState}
 
 _new_row = tuple.__new__
 _parse_time = datetime.fromisoformat  # what storage.times.from_text does, without the call
@@ -297,38 +243,38 @@ def _transaction_ids(text: str) -> tuple[str, ...]:
 
 
 def to_row(values: tuple[Any, ...]) -> ReconciliationRow:
-    """One tuple of :data:`ROW_COLUMNS` as a :class:`ReconciliationRow`.
+    """One row as :data:`_SELECT_ROWS` reads it, as a :class:`ReconciliationRow`.
 
-    This runs once per row of a report, so it builds the tuple directly and parses the usual
-    single-id array (``["ll-1"]``: two quotes, no escapes) without the JSON parser.
+    This runs once per row of a report, so it builds the tuple directly, reads the three names
+    with one lookup, and parses the usual single-id array (``["ll-1"]``: two quotes, no
+    escapes) without the JSON parser.
     """
     (
         external_identifier,
-        kind,
-        state,
+        names,
         currency,
         expected_amount_minor,
         received_currency,
         received_amount_minor,
         opened_at,
-        lifecycle_state,
         periods_paid,
         transaction_ids,
         unknown_outcomes,
         last_outcome_at,
     ) = values
+    kind, state, lifecycle_state = _NAMES[names]
     return _new_row(
         ReconciliationRow,
         (
             external_identifier,
-            _KINDS[kind],
-            _STATES[state],
+            kind,
+            state,
             currency,
             expected_amount_minor,
             received_currency,
             received_amount_minor,
             _parse_time(opened_at),
-            _LIFECYCLE[lifecycle_state],
+            lifecycle_state,
             periods_paid,
             (transaction_ids[2:-2],)
             if transaction_ids.count('"') == 2 and "\\" not in transaction_ids
@@ -346,7 +292,7 @@ def select_rows(
     since: datetime | None = None,
     until: datetime | None = None,
 ) -> sqlite3.Cursor:
-    """A cursor over the view's rows (tuples of :data:`ROW_COLUMNS`), optionally filtered.
+    """A cursor over the view's rows (tuples for :func:`to_row`), optionally filtered.
 
     ``since`` (inclusive) and ``until`` (exclusive) compare with ``opened_at``: when the payment
     was registered, or for an unexpected one its earliest ``paid_at``. Rows come expected

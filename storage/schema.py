@@ -24,11 +24,21 @@ from sqlite_utils import Database, Migrations
 from storage.errors import SchemaVersionError
 from storage.limits import MAX_AMOUNT_MINOR
 from storage.reconciliation import RECONCILIATION_VIEW_SQL
+from storage.rollup import (
+    IDENTIFIERS_INDEX_SQL,
+    IDENTIFIERS_TABLE_SQL,
+    ROLLUP_TRIGGERS,
+    TRANSACTIONS_TABLE_SQL,
+    identifiers_view_sql,
+    rebuild_sql,
+    transactions_view_sql,
+)
 from storage.rows import PaymentKind, ReturnKind
 
 __all__ = [
     "MIGRATIONS",
     "SCHEMA_VERSION",
+    "TRIGGERS",
     "VIEWS",
     "configure",
     "create_views",
@@ -243,6 +253,16 @@ def _reconciliation_reads_the_latest_outcome(db: Database) -> None:
     """
 
 
+@_migration("0004_rollup_tables")
+def _rollup_tables(db: Database) -> None:
+    """``transactions`` and ``identifiers``: what the outcomes say per transaction and per
+    identifier, which the reconciliation reads instead of every outcome
+    (:mod:`storage.rollup`). Filled, with their triggers, by :func:`migrate`."""
+    db.execute(TRANSACTIONS_TABLE_SQL)
+    db.execute(IDENTIFIERS_TABLE_SQL)
+    db.execute(IDENTIFIERS_INDEX_SQL)
+
+
 #: The schema version this code writes: the number of migrations it knows.
 SCHEMA_VERSION = len(_MIGRATION_NAMES)
 
@@ -307,15 +327,29 @@ def schema_version(db: Database) -> int:
 
 
 #: Derived objects, created from this code rather than by any one migration: whenever a
-#: migration is applied they are dropped and created again, so a change of the rules needs a
-#: (possibly empty) migration to mark the version, and no migration keeps a copy of old SQL.
-VIEWS = {"reconciliation": RECONCILIATION_VIEW_SQL}
+#: migration is applied they are dropped and created again (and the rollup tables refilled
+#: from ``outcomes``), so a change of the rules needs a (possibly empty) migration to mark the
+#: version, and no migration keeps a copy of old SQL.
+VIEWS = {
+    "transactions_from_outcomes": transactions_view_sql(),
+    "identifiers_from_transactions": identifiers_view_sql(),
+    "reconciliation": RECONCILIATION_VIEW_SQL,
+}
+TRIGGERS = ROLLUP_TRIGGERS
 
 
 def create_views(db: Database) -> None:
-    """Drop and create every view of :data:`VIEWS` from the current definitions."""
-    for name, sql in VIEWS.items():
+    """Drop and create every view and trigger from the current definitions, and refill the
+    rollup tables they keep (one pass over ``outcomes``, one over ``transactions``)."""
+    for name in TRIGGERS:
+        db.execute(f"DROP TRIGGER IF EXISTS {name}")
+    for name in reversed(VIEWS):
         db.execute(f"DROP VIEW IF EXISTS {name}")
+    for sql in VIEWS.values():
+        db.execute(sql)
+    for statement in rebuild_sql():
+        db.execute(statement)
+    for sql in TRIGGERS.values():
         db.execute(sql)
 
 

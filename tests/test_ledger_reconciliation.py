@@ -449,6 +449,8 @@ def test_a_subscription_not_yet_paid_expects_its_first_period(ledger: Ledger) ->
         [999, 1999, 1500],  # a later period below the plan
         [1999, 1999, 1999],  # the first period charged at the plan amount
         [999, 999],  # a later period charged at the first amount
+        [999, 1999, 2500],  # the last period above the plan
+        [999, 2500, 1999, 1999],  # one period in between above the plan
     ],
 )
 def test_a_subscription_period_at_the_wrong_amount_is_an_amount_mismatch(
@@ -470,6 +472,28 @@ def test_the_first_period_is_the_earliest_paid_whatever_the_arrival_order(
     record(ledger, period(1, 1999))
     record(ledger, period(0, 999))
     assert row_of(ledger, "sub-1").state is R.PAID
+
+
+@pytest.mark.parametrize(
+    ("first", "plan", "state"),
+    [(999, 1999, R.AMOUNT_MISMATCH), (1999, 1999, R.PAID)],
+)
+def test_two_periods_paid_at_the_same_time_and_amount_are_the_first_and_a_later_one(
+    ledger: Ledger, first: int, plan: int, state: ReconciliationState
+) -> None:
+    ledger.expect_subscription("sub-1", first, "USD", plan)
+    for n in range(2):
+        record(
+            ledger,
+            outcome(
+                "PS",
+                external_identifier="sub-1",
+                transaction_id=f"ll-twin-{n}",
+                currency="USD",
+                amount_minor=first,
+            ),
+        )
+    assert row_of(ledger, "sub-1").state is state
 
 
 def test_a_subscription_with_equal_first_and_plan_amounts(ledger: Ledger) -> None:
@@ -628,9 +652,9 @@ def test_summary_of_an_empty_ledger_is_empty(ledger: Ledger) -> None:
 
 
 def table_steps(ledger: Ledger, sql: str, params: tuple[Any, ...] = ()) -> list[str]:
-    """The plan's steps that read a table or index (payments p, outcomes o or earlier)."""
+    """The plan's steps that read a table or index (payments p, identifiers i, transactions x)."""
     steps = [row[3] for row in ledger.database.conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
-    return [s for s in steps if re.match(r"(SCAN|SEARCH) (p|o|earlier)\b", s)]
+    return [s for s in steps if re.match(r"(SCAN|SEARCH) (p|i|x|o)\b", s)]
 
 
 def test_one_payments_state_is_found_by_index_searches_only(ledger: Ledger) -> None:
@@ -639,28 +663,51 @@ def test_one_payments_state_is_found_by_index_searches_only(ledger: Ledger) -> N
     )
     assert steps == [
         "SEARCH p USING PRIMARY KEY (external_identifier=?)",
-        "SEARCH o USING COVERING INDEX outcomes_reconciliation (external_identifier=?) LEFT-JOIN",
-        "SEARCH earlier USING COVERING INDEX outcomes_reconciliation "
-        "(external_identifier=? AND transaction_id=? AND state_rank>? AND state_rank<?)",
-        "SEARCH o USING COVERING INDEX outcomes_reconciliation (external_identifier=?)",
-        "SEARCH p USING PRIMARY KEY (external_identifier=?)",
-        "SEARCH earlier USING COVERING INDEX outcomes_reconciliation "
-        "(external_identifier=? AND transaction_id=? AND state_rank>? AND state_rank<?)",
+        "SEARCH i USING PRIMARY KEY (external_identifier=?) LEFT-JOIN",
+        # Only for periods paid in several currencies: that identifier's transactions.
+        "SEARCH x USING PRIMARY KEY (external_identifier=?)",
+        "SEARCH x USING PRIMARY KEY (external_identifier=?)",
+        "SEARCH i USING PRIMARY KEY (external_identifier=?)",
     ]
 
 
-def test_the_full_report_reads_each_index_once_and_never_sorts(ledger: Ledger) -> None:
+def test_the_full_report_reads_each_table_once_in_order_and_never_sorts(ledger: Ledger) -> None:
     sql = "SELECT * FROM reconciliation"
     steps = table_steps(ledger, sql)
-    # Payments once in key order; each payment's outcomes by an index search, never a scan;
-    # outcomes scanned once more, through the covering index, for the unexpected ones.
+    # Payments once in key order, each joined to its identifier's row by key; the unexpected
+    # identifiers by their partial index. No outcome is read.
     assert [s for s in steps if s.startswith("SCAN")] == [
         "SCAN p",
-        "SCAN o USING COVERING INDEX outcomes_reconciliation",
+        "SCAN i USING INDEX identifiers_unexpected",
     ]
-    assert all("COVERING INDEX" in s or "PRIMARY KEY" in s for s in steps if "SEARCH" in s)
+    assert all("PRIMARY KEY" in s for s in steps if s.startswith("SEARCH"))
     all_steps = [row[3] for row in ledger.database.conn.execute("EXPLAIN QUERY PLAN " + sql)]
-    assert not [s for s in all_steps if "FOR GROUP BY" in s or "FOR ORDER BY" in s], all_steps
+    assert not [s for s in all_steps if "TEMP B-TREE" in s], all_steps
+
+
+def test_the_rollups_are_kept_by_index_ranges_of_one_transaction_and_identifier(
+    ledger: Ledger,
+) -> None:
+    steps = table_steps(
+        ledger,
+        "SELECT * FROM transactions_from_outcomes "
+        "WHERE external_identifier = ? AND transaction_id = ?",
+        ("a", "b"),
+    )
+    assert steps == [
+        "SEARCH o USING COVERING INDEX outcomes_reconciliation "
+        "(external_identifier=? AND transaction_id=?)"
+    ]
+    steps = [
+        row[3]
+        for row in ledger.database.conn.execute(
+            "EXPLAIN QUERY PLAN SELECT * FROM identifiers_from_transactions "
+            "WHERE external_identifier = ?",
+            ("a",),
+        )
+    ]
+    assert "SEARCH t USING PRIMARY KEY (external_identifier=?)" in steps
+    assert not [s for s in steps if s.startswith("SCAN") and s != "SCAN a"], steps
 
 
 # -- property: the view agrees with a plain-Python reading of the rules, in any order ------
@@ -669,13 +716,14 @@ RANK = {code: STATE_RANK[state] for code, state in CODES.items()}
 TXNS = ("t1", "t2", "t3")
 
 
-def expected_state(
-    kind: PaymentKind, amount: int, currency: str, plan: int | None, arrival: list[Any]
-) -> tuple[ReconciliationState, PaymentState | None, int, int | None]:
+def expected_row(
+    kind: PaymentKind | None, amount: int, currency: str, plan: int | None, arrival: list[Any]
+) -> tuple[Any, ...]:
     """The documented rules, written the obvious way, over the outcomes in arrival order:
-    (state, lifecycle_state, periods_paid, received)."""
+    (state, lifecycle_state, periods_paid, currency, received_currency, received_amount).
+    ``kind`` None: nothing registered (an unexpected identifier)."""
     if not arrival:
-        return R.PENDING, None, 0, None
+        return R.PENDING, None, 0, currency, None, None
     # An outcome's id is its place in the arrival order; "latest" is by paid_at, then id.
     when = {id(o): (o.paid_at, n) for n, o in enumerate(arrival)}
     known = [o for o in arrival if RANK[o.payment_status] >= 0]
@@ -697,36 +745,54 @@ def expected_state(
                 min(past_success, key=lambda o: (RANK[o.payment_status], when[id(o)][1]))
             )
     latest_is_unknown = max(arrival, key=lambda o: when[id(o)]).payment_status == "ZZ"
-    foreign = [p.amount_minor for p in periods if p.currency != currency]
-    received = sum(foreign) if foreign else sum(p.amount_minor for p in periods)
-    if not periods:
-        if not known:
-            return R.UNKNOWN_STATUS, PaymentState.UNKNOWN, 0, None
-        deciding = lifecycle(max(known, key=lambda o: when[id(o)]).transaction_id)
-        last_known = CODES[deciding.payment_status]
-        if latest_is_unknown:
-            return R.UNKNOWN_STATUS, last_known, 0, None
-        return R(last_known.value), last_known, 0, None
     top = max(RANK[o.payment_status] for o in arrival)
-    top_state = CODES[{rank: code for code, rank in RANK.items()}[top]]
+    if periods:
+        lifecycle_state = CODES[{rank: code for code, rank in RANK.items()}[top]]
+    elif known:
+        lifecycle_state = CODES[
+            lifecycle(max(known, key=lambda o: when[id(o)]).transaction_id).payment_status
+        ]
+    else:
+        lifecycle_state = PaymentState.UNKNOWN
+    if kind is None:
+        period_currencies = {p.currency for p in periods}
+        return (
+            R.UNEXPECTED,
+            lifecycle_state,
+            len(periods),
+            min(period_currencies or {o.currency for o in arrival}),
+            min(period_currencies, default=None),
+            sum(p.amount_minor for p in periods) if len(period_currencies) == 1 else None,
+        )
+    foreign = [p for p in periods if p.currency != currency]
+    received = sum(p.amount_minor for p in (foreign or periods)) if periods else None
+    received_currency = (
+        min(p.currency for p in foreign) if foreign else currency if periods else None
+    )
+    money = (len(periods), currency, received_currency, received)
+    if not periods:
+        if latest_is_unknown:
+            return R.UNKNOWN_STATUS, lifecycle_state, *money
+        return R(lifecycle_state.value), lifecycle_state, *money
     if kind is PaymentKind.TRANSACTION and len(periods) > 1:
-        return R.DUPLICATE_PAYMENT, top_state, len(periods), received
+        return R.DUPLICATE_PAYMENT, lifecycle_state, *money
     if foreign:
-        return R.CURRENCY_MISMATCH, top_state, len(periods), received
+        return R.CURRENCY_MISMATCH, lifecycle_state, *money
     ordered = sorted(periods, key=lambda p: (p.paid_at, str(p.amount_minor)))
     wanted = [amount] + [plan if plan is not None else amount] * (len(ordered) - 1)
     if [p.amount_minor for p in ordered] != wanted:
-        return R.AMOUNT_MISMATCH, top_state, len(periods), received
+        return R.AMOUNT_MISMATCH, lifecycle_state, *money
     if latest_is_unknown:
-        return R.UNKNOWN_STATUS, top_state, len(periods), received
-    state = R.PAID if top_state is PaymentState.SUCCEEDED else R(top_state.value)
-    return state, top_state, len(periods), received
+        return R.UNKNOWN_STATUS, lifecycle_state, *money
+    state = R.PAID if lifecycle_state is PaymentState.SUCCEEDED else R(lifecycle_state.value)
+    return state, lifecycle_state, *money
 
 
+CURRENCIES = ("AUD", "EUR", "USD")
 outcome_sets = st.dictionaries(
     keys=st.tuples(st.sampled_from(TXNS), st.sampled_from(sorted(CODES))),
     values=st.tuples(
-        st.sampled_from([999, 1999]), st.sampled_from(["USD", "EUR"]), st.integers(0, 3)
+        st.sampled_from([999, 1999, 2999]), st.sampled_from(CURRENCIES), st.integers(0, 3)
     ),
     max_size=6,
 )
@@ -734,20 +800,22 @@ outcome_sets = st.dictionaries(
 
 @settings(max_examples=300, deadline=None)
 @given(
-    kind=st.sampled_from(PaymentKind),
+    kind=st.sampled_from([*PaymentKind, None]),
+    currency=st.sampled_from(CURRENCIES),
     spec=outcome_sets,
     order=st.randoms(use_true_random=False),
     register_first=st.booleans(),
 )
 def test_the_view_follows_the_rules_whatever_the_arrival_order(
-    kind: PaymentKind,
+    kind: PaymentKind | None,
+    currency: str,
     spec: dict[tuple[str, str], tuple[int, str, int]],
     order: Any,
     register_first: bool,
 ) -> None:
     outcomes = [
-        outcome(code, transaction_id=txn, amount_minor=amount, currency=currency, minutes=minute)
-        for (txn, code), (amount, currency, minute) in spec.items()
+        outcome(code, transaction_id=txn, amount_minor=amount, currency=paid_in, minutes=minute)
+        for (txn, code), (amount, paid_in, minute) in spec.items()
     ]
     plan = 1999 if kind is PaymentKind.SUBSCRIPTION else None
     arrival = list(outcomes)
@@ -756,9 +824,9 @@ def test_the_view_follows_the_rules_whatever_the_arrival_order(
 
         def register() -> None:
             if kind is PaymentKind.SUBSCRIPTION:
-                ledger.expect_subscription("order-1", 999, "USD", 1999)
-            else:
-                ledger.expect_transaction("order-1", 999, "USD")
+                ledger.expect_subscription("order-1", 999, currency, 1999)
+            elif kind is PaymentKind.TRANSACTION:
+                ledger.expect_transaction("order-1", 999, currency)
 
         if register_first:
             register()
@@ -766,12 +834,17 @@ def test_the_view_follows_the_rules_whatever_the_arrival_order(
             record(ledger, item)
         if not register_first:
             register()
+        if kind is None and not outcomes:
+            assert ledger.row("order-1") is None
+            return
         row = row_of(ledger)
     assert (
         row.state,
         row.lifecycle_state,
         row.periods_paid,
+        row.currency,
+        row.received_currency,
         row.received_amount_minor,
-    ) == expected_state(kind, 999, "USD", plan, arrival)
+    ) == expected_row(kind, 999, currency, plan, arrival)
     assert row.transaction_ids == tuple(sorted({o.transaction_id for o in outcomes}))
     assert row.unknown_outcomes == sum(1 for o in outcomes if o.payment_status == "ZZ")

@@ -26,7 +26,12 @@ def test_a_new_file_gets_every_table_and_the_view(tmp_path: Path) -> None:
         assert {"payments", "deliveries", "rejected_deliveries", "outcomes", "returns"} <= set(
             db.table_names()
         )
-        assert db.view_names() == ["reconciliation"]
+        assert {"transactions", "identifiers"} <= set(db.table_names())
+        assert sorted(db.view_names()) == [
+            "identifiers_from_transactions",
+            "reconciliation",
+            "transactions_from_outcomes",
+        ]
         assert ledger.schema_version == SCHEMA_VERSION
 
 
@@ -45,6 +50,7 @@ def test_applied_migrations_are_recorded_by_name(tmp_path: Path) -> None:
             "0001_initial_schema",
             "0002_delivery_body_hash",
             "0003_reconciliation_reads_the_latest_outcome",
+            "0004_rollup_tables",
         ]
         assert MIGRATIONS.pending(ledger.database) == []
 
