@@ -6,19 +6,24 @@
    ``bad_request``, whatever the server raises for it.
 2. Verify the signature over the raw bytes, before anything parses them: 401 with the
    :class:`verify.SignatureError` code, and a row in ``rejected_deliveries``.
-3. Store the delivery and commit, so nothing authenticated is lost from here on. A delivery
-   already processed answers ``duplicate`` and does nothing again; one stored but not finished
-   (a 503 earlier) is finished now.
-4. Parse into an :class:`storage.Outcome`: 400 ``malformed_json`` or 422 ``invalid_payload``,
-   the error kept on the delivery for ``payhooks reprocess``.
-5. Record the outcome and reconcile, one transaction in the ledger.
-6. Answer 200 with the acknowledgement the service's SDK expects.
-7. Send the signals (:mod:`receiver.signals`) after the commit.
+3. Parse into an :class:`storage.Outcome` (pure work: nothing is acted on yet).
+4. Store the delivery and what came of it in one ledger transaction
+   (:func:`~receiver.processing.receive_delivery`): the outcome, recorded and reconciled, or
+   the parse error, kept for ``payhooks reprocess`` (400 ``malformed_json``, 422
+   ``invalid_payload``). A delivery already finished answers ``duplicate`` and does nothing
+   again; one stored but not finished (a 503 earlier) is finished now.
+5. Answer, after the commit: 200 with the acknowledgement the service's SDK expects.
+6. Send the signals (:mod:`receiver.signals`), after the commit.
 
-A ledger that cannot be written answers 503 ``storage_unavailable`` so the service retries.
-A failure of our own after the delivery was stored is logged with its traceback, kept on the
-delivery as ``processing_error`` and answered 503 ``processing_error``: the service retries, and
-the retry (or ``payhooks reprocess``) finishes the work. Bad input never gets a 500.
+Nothing is answered, signalled or acted on before the commit, so a crash before it only leaves
+a delivery unanswered, which the service sends again: storing the delivery and its outcome in
+one commit loses nothing, and costs one wait for the lock and one sync to disk instead of two.
+
+A ledger that cannot be written answers 503 ``storage_unavailable`` so the service retries;
+nothing of the delivery is stored then. A failure of our own (a bug in the parser, a fault of
+the SQLite file) is logged with its traceback, the delivery stored alone as
+``processing_error`` and answered 503 ``processing_error``: the service retries, and the retry
+(or ``payhooks reprocess``) finishes the work. Bad input never gets a 500.
 """
 
 from __future__ import annotations
@@ -32,17 +37,10 @@ from flask import Flask, Response, current_app, jsonify, request
 from werkzeug.exceptions import BadRequest, HTTPException, RequestEntityTooLarge
 
 from receiver.errors import error_response
-from receiver.processing import process_stored_delivery
+from receiver.processing import receive_delivery
 from receiver.signal_dispatch import send_outcome_signals
 from receiver.state import ReceiverState, receiver_state
-from storage import (
-    FINISHED_DELIVERY_STATUSES,
-    Delivery,
-    Ledger,
-    ReconciliationState,
-    StorageError,
-    StorageUnavailableError,
-)
+from storage import ReconciliationState, StorageError, StorageUnavailableError
 from verify import SignatureError
 
 __all__ = ["STORED_HEADERS", "receive_notification"]
@@ -53,6 +51,7 @@ logger = logging.getLogger("payhooks")
 #: (``timezone`` dates ``payment_time``) and to tell senders apart, and nothing that could
 #: carry a credential.
 STORED_HEADERS: tuple[str, ...] = ("content-type", "user-agent", "timezone")
+
 
 def receive_notification() -> Response:
     """Run one delivery through the pipeline; see the module docstring for the steps."""
@@ -77,12 +76,15 @@ def receive_notification() -> Response:
     dedupe_key = verified.webhook_id or hashlib.sha256(body).hexdigest()
     try:
         ledger = state.ledger
-        delivery = ledger.record_delivery(
-            dedupe_key=dedupe_key, body=body, headers=_headers_to_store(state, headers)
+        result = receive_delivery(
+            ledger,
+            dedupe_key=dedupe_key,
+            body=body,
+            headers=_headers_to_store(state, headers),
+            time_zone=state.time_zone,
+            status_map=state.status_map,
+            on_recorded=partial(send_outcome_signals, app, ledger),
         )
-        if not delivery.is_new and delivery.status in FINISHED_DELIVERY_STATUSES:
-            return _acknowledge("duplicate", delivery.id, _reconciliation_of(ledger, delivery))
-        return _process(app, state, ledger, delivery)
     except StorageUnavailableError as err:
         logger.warning("payhooks: storage unavailable: %s", err.message)
         return error_response("storage_unavailable", "The ledger cannot be written; try again.")
@@ -91,6 +93,17 @@ def receive_notification() -> Response:
         # stored: ask the service to come back once a person has looked.
         logger.exception("payhooks: the ledger refused a delivery")
         return error_response("storage_unavailable", "The ledger cannot be written; try again.")
+    refused = result.payload_error
+    if refused is not None:
+        return error_response(refused.code, refused.message, refused.details)
+    if not result.finished:
+        # A bug of ours, or a ledger failure that is not about availability: the delivery is
+        # stored, so the service's retry (or `payhooks reprocess`) can finish it later.
+        return error_response(
+            "processing_error",
+            "The delivery is stored but could not be processed; try again.",
+        )
+    return _acknowledge(str(result.status), result.delivery_id, result.reconciliation)
 
 
 def _read_capped_body(limit: int) -> bytes | None:
@@ -130,43 +143,6 @@ def _record_rejected(state: ReceiverState, err: SignatureError, body: bytes) -> 
 def _headers_to_store(state: ReceiverState, headers: Mapping[str, str]) -> dict[str, str]:
     names = (*state.verifier.header_names, *STORED_HEADERS)
     return {name: headers[name] for name in names if name in headers}
-
-
-def _process(app: Flask, state: ReceiverState, ledger: Ledger, delivery: Delivery) -> Response:
-    """Steps 4 to 7 for a stored delivery that is not finished yet
-    (:func:`~receiver.processing.process_stored_delivery`), answered."""
-    result = process_stored_delivery(
-        ledger,
-        delivery,
-        time_zone=state.time_zone,
-        status_map=state.status_map,
-        on_recorded=partial(send_outcome_signals, app, ledger),
-    )
-    if result.payload_error is not None:
-        err = result.payload_error
-        return error_response(err.code, err.message, err.details)
-    if not result.finished:
-        # A bug of ours, or a ledger failure that is not about availability: the delivery is
-        # stored, so the service's retry (or `payhooks reprocess`) can finish it later.
-        return error_response(
-            "processing_error",
-            "The delivery is stored but could not be processed; try again.",
-        )
-    return _acknowledge(str(result.status), delivery.id, result.reconciliation)
-
-
-def _reconciliation_of(ledger: Ledger, delivery: Delivery) -> ReconciliationState | None:
-    """The current state of the payment a finished delivery's stored outcome names, for the
-    answer to its redelivery.
-
-    Read from the ledger, not by parsing the body again: the stored outcome is what counts
-    (for a ``conflicting_outcome`` delivery it names the payment of the first word, which may
-    not be the body's), and a redelivery costs no parse.
-    """
-    if delivery.outcome_id is None:
-        return None
-    external_identifier = ledger.outcome_identifier(delivery.outcome_id)
-    return None if external_identifier is None else ledger.state(external_identifier)
 
 
 def _acknowledge(

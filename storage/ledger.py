@@ -190,6 +190,27 @@ def _conflict(outcome: Outcome, first_delivery: int, stored: Mapping[str, Any]) 
     )
 
 
+@contextmanager
+def _savepoint(conn: sqlite3.Connection) -> Iterator[None]:
+    """A savepoint inside the open transaction: undone alone when the block raises.
+
+    One fixed name serves every level (SQLite releases and rolls back to the innermost of that
+    name), so the statements stay in the connection's statement cache.
+    """
+    conn.execute("SAVEPOINT payhooks_write")
+    try:
+        yield
+    except BaseException:
+        # An error such as a full disk can end the whole transaction, savepoints included:
+        # then there is nothing left to undo, and trying would hide the original error.
+        if conn.in_transaction:
+            with suppress(sqlite3.Error):
+                conn.execute("ROLLBACK TO payhooks_write")
+                conn.execute("RELEASE payhooks_write")
+        raise
+    conn.execute("RELEASE payhooks_write")
+
+
 _E = TypeVar("_E", bound=StrEnum)
 
 
@@ -300,18 +321,40 @@ class Ledger:
         return f"<Ledger {self._name!r}>"
 
     @contextmanager
+    def transaction(self) -> Iterator[Ledger]:
+        """Run several of the ledger's writes as one transaction: one lock, one commit.
+
+        The writes made inside the block (:meth:`record_delivery`, :meth:`record_outcome`,
+        :meth:`mark_delivery`...) join it, and the block's end commits them together, so they
+        cost one wait for the write lock and one sync to disk instead of one each, and a crash
+        leaves all of them or none. An exception that leaves the block rolls all of them back.
+        Each write inside is a savepoint, so one that raises undoes only its own part; let its
+        exception leave the block unless you mean to commit the others without it.
+
+        The receiver stores a delivery and its outcome this way (see
+        :func:`receiver.processing.receive_delivery`). Inside a transaction the caller's own
+        ``Database`` has open, the block is a savepoint of it.
+
+        :raises StorageUnavailableError: the write lock was not free within the busy timeout,
+            or the commit failed; nothing of the block is stored.
+        """
+        with self._write():
+            yield self
+
+    @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction: ``BEGIN IMMEDIATE`` takes the write lock up front.
 
         A deferred transaction that reads first and writes later can fail at once with
         ``SQLITE_BUSY`` when another process wrote in between (WAL snapshots cannot be
         upgraded), without waiting on the busy timeout; taking the lock first makes the busy
-        timeout the only wait. Inside a caller's transaction, a savepoint instead.
+        timeout the only wait. Inside a transaction already open (:meth:`transaction`, or the
+        caller's own), a savepoint instead.
         """
         conn = self._db.conn
         with translate_errors():
             if conn.in_transaction:
-                with self._db.atomic():
+                with _savepoint(conn):
                     yield conn
                 return
             conn.execute("BEGIN IMMEDIATE")
@@ -454,7 +497,8 @@ class Ledger:
         headers: Mapping[str, str],
         received_at: datetime | None = None,
     ) -> Delivery:
-        """Store an authenticated delivery, committed, before anything reads it.
+        """Store an authenticated delivery: committed at once, or with the rest of a
+        :meth:`transaction` (the receiver stores the delivery and its outcome in one).
 
         A new ``dedupe_key`` gives a row with status ``received`` and ``is_new=True``. A known
         one with the same bytes stores nothing new: it counts one more attempt and returns the
