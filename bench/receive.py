@@ -10,6 +10,11 @@ same small JSON, served by the same gunicorn configuration (worker count and cla
 the same client with the same signed requests, in the same run. The goal is at least 60% of
 the floor's throughput with every notification stored (the run checks the database after).
 
+The pipeline runs once per ``PAYHOOKS_SQLITE_SYNCHRONOUS`` setting (``--synchronous``; both by
+default), each on its own gunicorn and ledger file, in the same alternating rounds: ``FULL``
+(the default, every commit synced to disk) and ``NORMAL`` (synced at checkpoints; loses the
+last acknowledged deliveries to a power loss), so the price of each is measured side by side.
+
 Making it fair on a small machine (this one has 2 cores, shared by client and server):
 
 - Requests are built and signed before the clock starts; the client only sends.
@@ -88,11 +93,18 @@ def notification(number: int) -> bytes:
     ).encode()
 
 
-def prepare(database: Path, first: int, count: int, signing_key: str) -> list[Job]:
-    """Register ``count`` expected payments and sign one notification for each."""
+def register(database: Path, first: int, count: int) -> None:
+    """Register ``count`` expected payments, ``order-<first>`` onwards."""
     with Ledger(database) as ledger:
         for number in range(first, first + count):
             ledger.expect_transaction(f"order-{number}", 2500, "CNY")
+
+
+def prepare(databases: Sequence[Path], first: int, count: int, signing_key: str) -> list[Job]:
+    """Register ``count`` expected payments in each database and sign one notification for
+    each payment."""
+    for database in databases:
+        register(database, first, count)
     signer = get_signer("standard-webhooks", signing_key)
     jobs = []
     for number in range(first, first + count):
@@ -239,7 +251,7 @@ class Figures:
         p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000
         rounds = " ".join(f"{rate:.0f}" for rate in self.rates)
         return (
-            f"{self.name:<25} {self.rate:5.0f} req/s (rounds {rounds})  p50 {p50:5.2f} ms  "
+            f"{self.name:<29} {self.rate:5.0f} req/s (rounds {rounds})  p50 {p50:5.2f} ms  "
             f"p99 {p99:6.2f} ms  server CPU {self.server_cpu_us:5.0f} us/req  "
             f"client CPU {self.client_cpu / self.requests * 1e6:4.0f} us/req  "
             f"{dict(self.statuses)}"
@@ -282,14 +294,21 @@ def check_stored(database: Path) -> tuple[int, int]:
 
 
 def over_gunicorn(args: argparse.Namespace) -> None:
-    """The floor and the pipeline, each on its own gunicorn, measured in alternating rounds."""
+    """The floor and the pipeline (once per durability setting, each on its own gunicorn and
+    ledger file), measured in alternating rounds."""
+    modes: list[str] = args.synchronous
     with tempfile.TemporaryDirectory() as folder:
         directory = Path(folder)
-        database = directory / "bench.db"
+        databases = {mode: directory / f"bench-{mode.lower()}.db" for mode in modes}
         keys = generate_keypair("standard-webhooks")
-        warmup = prepare(database, 0, args.warmup, keys.signing_key)
+        warmup = prepare(list(databases.values()), 0, args.warmup, keys.signing_key)
         rounds = [
-            prepare(database, args.warmup + index * args.count, args.count, keys.signing_key)
+            prepare(
+                list(databases.values()),
+                args.warmup + index * args.count,
+                args.count,
+                keys.signing_key,
+            )
             for index in range(args.rounds)
         ]
         config = f"{args.workers} {args.worker_class} workers" + (
@@ -300,39 +319,48 @@ def over_gunicorn(args: argparse.Namespace) -> None:
             f"{args.connections} connections; {args.rounds} alternating rounds of "
             f"{args.count} requests per app, after {args.warmup}; {os.cpu_count()} CPUs"
         )
-        env = {
-            "PAYHOOKS_DATABASE": str(database),
-            "PAYHOOKS_SECRETS": keys.verifying_key,
-            "SECRET_KEY": "bench",
-        }
         # bench/ is not installed and gunicorn runs in `directory`: tell it where bench is.
-        floor_server = start_server(
-            "bench.floor_app:create_app()", {"PYTHONPATH": str(REPO)}, directory, args
-        )
-        pipeline_server = start_server("receiver.demo:create_app()", env, directory, args)
-        floor = Figures("floor (bare Flask route)")
-        pipeline = Figures("receiver (full pipeline)")
+        servers = {
+            "floor": start_server(
+                "bench.floor_app:create_app()", {"PYTHONPATH": str(REPO)}, directory, args
+            )
+        }
+        figures = {"floor": Figures("floor (bare Flask route)")}
+        for mode, database in databases.items():
+            env = {
+                "PAYHOOKS_DATABASE": str(database),
+                "PAYHOOKS_SECRETS": keys.verifying_key,
+                "PAYHOOKS_SQLITE_SYNCHRONOUS": mode,
+                "SECRET_KEY": "bench",
+            }
+            servers[mode] = start_server("receiver.demo:create_app()", env, directory, args)
+            figures[mode] = Figures(f"receiver, synchronous={mode}")
         try:
-            for server in (floor_server, pipeline_server):
+            for server in servers.values():
                 run_clients(server.port, warmup, args.client_processes, args.connections)
-            # Alternate, so that a machine that speeds up or slows down meanwhile affects both.
+            # Alternate, so that a machine that speeds up or slows down meanwhile affects all.
             for jobs in rounds:
-                measure_round(floor, floor_server, jobs, args)
-                measure_round(pipeline, pipeline_server, jobs, args)
+                for name, server in servers.items():
+                    measure_round(figures[name], server, jobs, args)
         finally:
-            floor_server.stop()
-            pipeline_server.stop()
-        processed, outcomes = check_stored(database)
+            for server in servers.values():
+                server.stop()
+        stored = {mode: check_stored(database) for mode, database in databases.items()}
 
+    floor = figures["floor"]
     print(floor.line())
-    print(pipeline.line())
     total = args.warmup + args.rounds * args.count
-    durable = "all" if processed == outcomes == total else "NOT ALL"
-    print(f"stored: {processed} of {total} deliveries processed, {outcomes} outcomes ({durable})")
-    print(
-        f"ratio: {pipeline.rate / floor.rate:.0%} of the floor's throughput (goal: 60%); "
-        f"by server CPU per request: {floor.server_cpu_us / pipeline.server_cpu_us:.0%}"
-    )
+    for mode in modes:
+        pipeline = figures[mode]
+        processed, outcomes = stored[mode]
+        durable = "all" if processed == outcomes == total else "NOT ALL"
+        print(pipeline.line())
+        print(
+            f"  {mode}: {pipeline.rate / floor.rate:.0%} of the floor's throughput (goal: 60%); "
+            f"by server CPU per request: {floor.server_cpu_us / pipeline.server_cpu_us:.0%}; "
+            f"stored: {processed} of {total} deliveries processed, {outcomes} outcomes "
+            f"({durable})"
+        )
 
 
 # -- in process, and the profile ----------------------------------------------------------------
@@ -344,7 +372,7 @@ def in_process(count: int, profile: bool) -> tuple[float, pstats.Stats | None]:
         directory = Path(folder)
         database = directory / "in-process.db"
         keys = generate_keypair("standard-webhooks")
-        jobs = prepare(database, 0, count, keys.signing_key)
+        jobs = prepare([database], 0, count, keys.signing_key)
         app = Flask("bench", instance_path=str(directory))
         app.config.update(PAYHOOKS_DATABASE=str(database), PAYHOOKS_SECRETS=[keys.verifying_key])
         PayHooks(app)
@@ -377,6 +405,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--client-processes", type=int, default=2)
     parser.add_argument("--in-process-count", type=int, default=2000)
     parser.add_argument("--profile", action="store_true", help="cProfile the in-process run")
+    parser.add_argument(
+        "--synchronous",
+        type=lambda text: [mode.strip().upper() for mode in text.split(",")],
+        default=["FULL", "NORMAL"],
+        help="PAYHOOKS_SQLITE_SYNCHRONOUS settings to measure, comma-separated",
+    )
     args = parser.parse_args(argv)
     if not HAS_PROC:
         print("bench.receive needs /proc (Linux) to watch gunicorn's processes", file=sys.stderr)

@@ -11,6 +11,11 @@ Keys that DESIGN.md does not list and payhooks adds, with why:
   and ``encoding`` for ``hmac-sha256``).
 - ``PAYHOOKS_BUSY_TIMEOUT_MS`` (5000): how long a write waits for a locked database before the
   receiver answers 503 so the service retries.
+- ``PAYHOOKS_SQLITE_SYNCHRONOUS`` (``"FULL"``): SQLite's ``PRAGMA synchronous`` for the
+  receiver's connections (:data:`storage.SYNCHRONOUS_MODES`). ``FULL`` syncs every commit to
+  disk before the answer, so an acknowledged delivery survives a power loss; ``NORMAL`` (opt-in)
+  is much cheaper per commit but survives only a crash of the process, not of the machine: the
+  last acknowledged deliveries can vanish, and the service will not send them again.
 - ``PAYHOOKS_RETURN_MAX_AGE`` (7 days, in seconds): how long a URL made by
   :func:`receiver.return_url` stays valid.
 - ``PAYHOOKS_RETURN_REDIRECT`` (None): a merchant page to send returning customers to with a
@@ -52,6 +57,7 @@ CONFIG_DEFAULTS: Mapping[str, Any] = {
     "PAYHOOKS_STATUS_MAP": {code: state.value for code, state in DEFAULT_STATUS_MAP.items()},
     "PAYHOOKS_URL_PREFIX": "/payhooks",
     "PAYHOOKS_BUSY_TIMEOUT_MS": 5000,
+    "PAYHOOKS_SQLITE_SYNCHRONOUS": "FULL",
     "PAYHOOKS_RETURN_MAX_AGE": 7 * 24 * 3600,
     "PAYHOOKS_RETURN_REDIRECT": None,
 }
@@ -130,6 +136,7 @@ ENV_PARSERS: Mapping[str, Callable[[str], Any]] = {
     "PAYHOOKS_STATUS_MAP": _json_object,
     "PAYHOOKS_URL_PREFIX": str,
     "PAYHOOKS_BUSY_TIMEOUT_MS": int,
+    "PAYHOOKS_SQLITE_SYNCHRONOUS": str,
     "PAYHOOKS_RETURN_MAX_AGE": int,
     "PAYHOOKS_RETURN_REDIRECT": _optional_text,
 }

@@ -70,12 +70,16 @@ class LedgerPool:
     :param path: the SQLite file.
     :param busy_timeout_ms: how long a write waits on a lock before the ledger gives up with
         :class:`storage.StorageUnavailableError`.
+    :param synchronous: each ledger's ``synchronous`` option (``"FULL"`` or ``"NORMAL"``).
     """
 
-    def __init__(self, path: str | Path, *, busy_timeout_ms: int) -> None:
+    def __init__(
+        self, path: str | Path, *, busy_timeout_ms: int, synchronous: str = "FULL"
+    ) -> None:
         #: The database file this pool opens.
         self.path = Path(path)
         self.busy_timeout_ms = busy_timeout_ms
+        self.synchronous = synchronous
         self._local = threading.local()
         # Holders inherited across a fork are kept referenced, never closed or collected:
         # closing a connection the parent still uses could checkpoint or remove its WAL files.
@@ -88,7 +92,11 @@ class LedgerPool:
             if holder.pid == os.getpid():
                 return holder.ledger
             self._inherited.append(holder)
-        holder = _ThreadLedger(Ledger(self.path, busy_timeout_ms=self.busy_timeout_ms))
+        holder = _ThreadLedger(
+            Ledger(
+                self.path, busy_timeout_ms=self.busy_timeout_ms, synchronous=self.synchronous
+            )
+        )
         self._local.holder = holder
         return holder.ledger
 

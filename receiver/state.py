@@ -19,7 +19,7 @@ from receiver.config import KEY_CONFIG, config_keys
 from receiver.ledgers import LedgerPool
 from receiver.payloads import load_status_map, load_time_zone
 from receiver.redirects import check_redirect_template
-from storage import Ledger, PaymentState
+from storage import SYNCHRONOUS_MODES, Ledger, PaymentState
 from verify import SCHEMES, Verifier, get_verifier
 
 __all__ = ["STATE_KEY", "ReceiverState", "build_state", "receiver_state"]
@@ -123,12 +123,24 @@ def build_state(config: Mapping[str, Any]) -> ReceiverState:
         ledgers=LedgerPool(
             Path(config["PAYHOOKS_DATABASE"]),
             busy_timeout_ms=_positive_int(config, "PAYHOOKS_BUSY_TIMEOUT_MS"),
+            synchronous=_synchronous(config),
         ),
         status_map=status_map,
         time_zone=time_zone,
         max_body_bytes=_positive_int(config, "PAYHOOKS_MAX_BODY_BYTES"),
         return_redirect=return_redirect,
     )
+
+
+def _synchronous(config: Mapping[str, Any]) -> str:
+    value = config["PAYHOOKS_SQLITE_SYNCHRONOUS"]
+    mode = value.strip().upper() if isinstance(value, str) else None
+    if mode not in SYNCHRONOUS_MODES:
+        raise ValueError(
+            f"PAYHOOKS_SQLITE_SYNCHRONOUS must be one of {', '.join(SYNCHRONOUS_MODES)}, "
+            f"got {value!r}"
+        )
+    return mode
 
 
 def _positive_int(config: Mapping[str, Any], key: str) -> int:

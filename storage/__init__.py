@@ -9,7 +9,7 @@ from storage.errors import (
     StorageUnavailableError,
     UnknownDeliveryError,
 )
-from storage.ledger import DEFAULT_MAX_REJECTED, DEFAULT_MAX_RETURNS, Ledger
+from storage.ledger import DEFAULT_MAX_REJECTED, DEFAULT_MAX_RETURNS, SYNCHRONOUS_MODES, Ledger
 from storage.limits import MAX_AMOUNT_MINOR
 from storage.records import (
     DEFAULT_STATUS_MAP,
@@ -41,6 +41,7 @@ __all__ = [
     "MISMATCH_STATES",
     "SCHEMA_VERSION",
     "STATE_RANK",
+    "SYNCHRONOUS_MODES",
     "ConflictError",
     "Delivery",
     "DeliveryStatus",

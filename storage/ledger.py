@@ -45,7 +45,7 @@ from storage.rows import (
 from storage.schema import configure, migrate
 from storage.times import Clock, from_text, system_clock, to_text
 
-__all__ = ["DEFAULT_MAX_REJECTED", "DEFAULT_MAX_RETURNS", "Ledger"]
+__all__ = ["DEFAULT_MAX_REJECTED", "DEFAULT_MAX_RETURNS", "SYNCHRONOUS_MODES", "Ledger"]
 
 #: How many rejected deliveries are kept by default; older ones are pruned.
 DEFAULT_MAX_REJECTED: Final = 10_000
@@ -53,6 +53,13 @@ DEFAULT_MAX_REJECTED: Final = 10_000
 #: How many customer returns are kept per ``external_identifier`` by default; older ones are
 #: pruned.
 DEFAULT_MAX_RETURNS: Final = 50
+
+#: The values of :class:`Ledger`'s ``synchronous`` option (SQLite's ``PRAGMA synchronous``),
+#: the safest first. ``FULL`` syncs the write-ahead log to disk at every commit, so a
+#: committed write survives a power loss. ``NORMAL`` syncs only at checkpoints: a commit
+#: still survives the process crashing, but the last commits before an operating-system
+#: crash or a power loss can be lost (the file stays consistent).
+SYNCHRONOUS_MODES: Final = ("FULL", "NORMAL")
 
 #: How much of a rejected body is kept.
 REJECTED_BODY_BYTES: Final = 4096
@@ -245,6 +252,11 @@ class Ledger:
         newest): anyone holding a valid return URL can visit it as often as they like, for as
         long as its token lives.
     :param clock: returns the current aware time; for tests. Defaults to the system's, in UTC.
+    :param synchronous: ``"FULL"`` (the default) or ``"NORMAL"``, SQLite's ``PRAGMA
+        synchronous`` for this connection (see :data:`SYNCHRONOUS_MODES`): ``NORMAL`` makes
+        each commit much cheaper, at the price of the last commits should the machine (not
+        only the process) crash. A caller's database opened inside a transaction keeps its
+        own setting (SQLite cannot change it there).
 
     Opening migrates the file forward when it is behind (see :mod:`storage.schema`). Every
     ``sqlite3`` error is raised as a :class:`~storage.StorageError`.
@@ -258,6 +270,7 @@ class Ledger:
         max_rejected: int = DEFAULT_MAX_REJECTED,
         max_returns: int = DEFAULT_MAX_RETURNS,
         clock: Clock | None = None,
+        synchronous: str = "FULL",
     ) -> None:
         if busy_timeout_ms < 0:
             raise ValueError(f"busy_timeout_ms must not be negative, not {busy_timeout_ms!r}")
@@ -265,6 +278,13 @@ class Ledger:
             raise ValueError(f"max_rejected must be at least 1, not {max_rejected!r}")
         if max_returns < 1:
             raise ValueError(f"max_returns must be at least 1, not {max_returns!r}")
+        sync_mode = synchronous.upper() if isinstance(synchronous, str) else synchronous
+        if sync_mode not in SYNCHRONOUS_MODES:
+            raise ValueError(
+                f"synchronous must be one of {', '.join(SYNCHRONOUS_MODES)}, not {synchronous!r}"
+            )
+        #: SQLite's ``PRAGMA synchronous`` for this ledger's connection.
+        self.synchronous: str = sync_mode
         self._max_rejected = max_rejected
         self._max_returns = max_returns
         self._clock: Clock = clock or system_clock
@@ -279,6 +299,8 @@ class Ledger:
                 db = Database(os.fspath(path_or_database), execute_plugins=False)
             try:
                 configure(db, busy_timeout_ms=busy_timeout_ms)
+                if not db.conn.in_transaction:  # SQLite refuses the change inside one
+                    db.conn.execute(f"PRAGMA synchronous = {sync_mode}")
                 #: How many schema migrations the file has (the code's
                 #: :data:`storage.schema.SCHEMA_VERSION` once open).
                 self.schema_version = migrate(db)
