@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from datetime import datetime
@@ -29,7 +30,13 @@ from sqlite_utils import Database
 
 from storage import reconciliation
 from storage.currencies import minor_unit_exponent
-from storage.errors import ConflictError, StorageError, UnknownDeliveryError, translate_errors
+from storage.errors import (
+    ConflictError,
+    StorageError,
+    StorageUnavailableError,
+    UnknownDeliveryError,
+    translate_errors,
+)
 from storage.limits import MAX_AMOUNT_MINOR
 from storage.records import STATE_RANK, Outcome, ReconciliationState
 from storage.rows import (
@@ -44,6 +51,7 @@ from storage.rows import (
 )
 from storage.schema import configure, migrate
 from storage.times import Clock, from_text, system_clock, to_text
+from storage.write_lock import WriteLock
 
 __all__ = ["DEFAULT_MAX_REJECTED", "DEFAULT_MAX_RETURNS", "SYNCHRONOUS_MODES", "Ledger"]
 
@@ -218,6 +226,14 @@ def _savepoint(conn: sqlite3.Connection) -> Iterator[None]:
     conn.execute("RELEASE payhooks_write")
 
 
+def _database_file(db: Database) -> str | None:
+    """The path of ``db``'s main file; None for a database in memory or a temporary one."""
+    for _, name, file in db.conn.execute("PRAGMA database_list"):
+        if name == "main":
+            return str(file) or None
+    return None  # pragma: no cover - SQLite always lists main
+
+
 _E = TypeVar("_E", bound=StrEnum)
 
 
@@ -257,6 +273,12 @@ class Ledger:
         each commit much cheaper, at the price of the last commits should the machine (not
         only the process) crash. A caller's database opened inside a transaction keeps its
         own setting (SQLite cannot change it there).
+    :param write_lock: take the file's :class:`~storage.write_lock.WriteLock`
+        (``<file>.lock``) before each write, so that a writer waiting for another wakes as
+        soon as it commits, instead of sleeping in SQLite's coarse busy handler. False, or a
+        database in memory, a folder where the lock file cannot be created, or a system
+        without ``fcntl``: SQLite's busy handler alone. Either way SQLite's own lock is taken
+        too, so writers with and without it exclude each other correctly.
 
     Opening migrates the file forward when it is behind (see :mod:`storage.schema`). Every
     ``sqlite3`` error is raised as a :class:`~storage.StorageError`.
@@ -271,6 +293,7 @@ class Ledger:
         max_returns: int = DEFAULT_MAX_RETURNS,
         clock: Clock | None = None,
         synchronous: str = "FULL",
+        write_lock: bool = True,
     ) -> None:
         if busy_timeout_ms < 0:
             raise ValueError(f"busy_timeout_ms must not be negative, not {busy_timeout_ms!r}")
@@ -304,12 +327,16 @@ class Ledger:
                 #: How many schema migrations the file has (the code's
                 #: :data:`storage.schema.SCHEMA_VERSION` once open).
                 self.schema_version = migrate(db)
+                lock_file = _database_file(db) if write_lock else None
             except BaseException:
                 if self._owns_database:
                     db.close()
                 raise
         self._db = db
         self._closed = False
+        self._busy_timeout_ms = busy_timeout_ms
+        #: The lock writers take before SQLite's (None: SQLite's busy handler alone).
+        self._write_lock = None if lock_file is None else WriteLock(lock_file)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -323,9 +350,12 @@ class Ledger:
 
     def close(self) -> None:
         """Close the connection if the ledger opened it. Safe to call twice."""
-        if not self._closed and self._owns_database:
-            with translate_errors():
-                self._db.close()
+        if not self._closed:
+            if self._write_lock is not None:
+                self._write_lock.close()
+            if self._owns_database:
+                with translate_errors():
+                    self._db.close()
         self._closed = True
 
     def __enter__(self) -> Ledger:
@@ -379,14 +409,47 @@ class Ledger:
                 with _savepoint(conn):
                     yield conn
                 return
-            conn.execute("BEGIN IMMEDIATE")
+            waited = self._take_write_lock()
             try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException:
-                with suppress(sqlite3.Error):
-                    self._db.rollback()  # a no-op when the error already ended it
-                raise
+                self._begin(conn, waited)
+                try:
+                    yield conn
+                    conn.execute("COMMIT")
+                except BaseException:
+                    with suppress(sqlite3.Error):
+                        self._db.rollback()  # a no-op when the error already ended it
+                    raise
+            finally:
+                if self._write_lock is not None:
+                    self._write_lock.release()
+
+    def _take_write_lock(self) -> float | None:
+        """Take the file's :class:`~storage.write_lock.WriteLock` before SQLite's lock, so a
+        waiting writer wakes as soon as the other one commits; the seconds it waited, or None
+        when there is no such lock (then SQLite's busy handler does the waiting)."""
+        if self._write_lock is None:
+            return None
+        deadline = time.monotonic() + self._busy_timeout_ms / 1000
+        try:
+            return self._write_lock.acquire(deadline)
+        except TimeoutError as err:
+            raise StorageUnavailableError(
+                "Another writer held the ledger's write lock for longer than the busy "
+                f"timeout ({self._busy_timeout_ms} ms)."
+            ) from err
+
+    def _begin(self, conn: sqlite3.Connection, waited: float | None) -> None:
+        """``BEGIN IMMEDIATE``, waiting on SQLite's lock (held only by writers outside the write
+        lock: SQL tools, migrations) for what is left of the busy timeout after ``waited``."""
+        if not waited or waited < 0.001:
+            conn.execute("BEGIN IMMEDIATE")
+            return
+        left = max(1, self._busy_timeout_ms - int(waited * 1000))
+        conn.execute(f"PRAGMA busy_timeout = {left}")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
 
     def _stream(
         self, cursor: sqlite3.Cursor, convert: Callable[[tuple[Any, ...]], _T]
