@@ -51,6 +51,7 @@ from storage.rows import (
 )
 from storage.schema import configure, migrate
 from storage.times import Clock, from_text, system_clock, to_text
+from storage.wal_sync import WalSync
 from storage.write_lock import WriteLock
 
 __all__ = ["DEFAULT_MAX_REJECTED", "DEFAULT_MAX_RETURNS", "SYNCHRONOUS_MODES", "Ledger"]
@@ -62,11 +63,12 @@ DEFAULT_MAX_REJECTED: Final = 10_000
 #: pruned.
 DEFAULT_MAX_RETURNS: Final = 50
 
-#: The values of :class:`Ledger`'s ``synchronous`` option (SQLite's ``PRAGMA synchronous``),
-#: the safest first. ``FULL`` syncs the write-ahead log to disk at every commit, so a
-#: committed write survives a power loss. ``NORMAL`` syncs only at checkpoints: a commit
-#: still survives the process crashing, but the last commits before an operating-system
-#: crash or a power loss can be lost (the file stays consistent).
+#: The values of :class:`Ledger`'s ``synchronous`` option (after SQLite's ``PRAGMA
+#: synchronous``), the safest first. ``FULL``: every write is on disk before the call that
+#: made it returns, so it survives a power loss (the ledger syncs the write-ahead log itself,
+#: after releasing the write lock: :mod:`storage.wal_sync`). ``NORMAL``: the log is synced
+#: only at checkpoints; a write still survives the process crashing, but the last writes
+#: before an operating-system crash or a power loss can be lost (the file stays consistent).
 SYNCHRONOUS_MODES: Final = ("FULL", "NORMAL")
 
 #: How much of a rejected body is kept.
@@ -226,6 +228,16 @@ def _savepoint(conn: sqlite3.Connection) -> Iterator[None]:
     conn.execute("RELEASE payhooks_write")
 
 
+def _wal_sync(db: Database, file: str | None) -> WalSync | None:
+    """How a ``FULL`` ledger on its own file makes its commits durable: a :class:`WalSync`
+    after each commit, outside the write lock, for a file in WAL mode on a POSIX system; None
+    elsewhere (then SQLite's own ``FULL`` syncs inside the commit)."""
+    if file is None or os.name != "posix" or db.conn.in_transaction:
+        return None
+    (mode,) = db.conn.execute("PRAGMA journal_mode").fetchone()
+    return WalSync(file) if str(mode).lower() == "wal" else None
+
+
 def _database_file(db: Database) -> str | None:
     """The path of ``db``'s main file; None for a database in memory or a temporary one."""
     for _, name, file in db.conn.execute("PRAGMA database_list"):
@@ -268,11 +280,14 @@ class Ledger:
         newest): anyone holding a valid return URL can visit it as often as they like, for as
         long as its token lives.
     :param clock: returns the current aware time; for tests. Defaults to the system's, in UTC.
-    :param synchronous: ``"FULL"`` (the default) or ``"NORMAL"``, SQLite's ``PRAGMA
-        synchronous`` for this connection (see :data:`SYNCHRONOUS_MODES`): ``NORMAL`` makes
-        each commit much cheaper, at the price of the last commits should the machine (not
-        only the process) crash. A caller's database opened inside a transaction keeps its
-        own setting (SQLite cannot change it there).
+    :param synchronous: ``"FULL"`` (the default) or ``"NORMAL"`` (see
+        :data:`SYNCHRONOUS_MODES`): ``NORMAL`` makes each write cheaper, at the price of the
+        last writes should the machine (not only the process) crash. ``FULL`` on a file the
+        ledger opens, in WAL mode, on POSIX: SQLite's ``NORMAL``, with the ledger syncing the
+        log after each commit once the locks are released, so that concurrent writers' syncs
+        overlap (:mod:`storage.wal_sync`); otherwise SQLite's own ``FULL``. A caller's
+        database opened inside a transaction keeps its own setting (SQLite cannot change it
+        there).
     :param write_lock: take the file's :class:`~storage.write_lock.WriteLock`
         (``<file>.lock``) before each write, so that a writer waiting for another wakes as
         soon as it commits, instead of sleeping in SQLite's coarse busy handler. False, or a
@@ -306,7 +321,7 @@ class Ledger:
             raise ValueError(
                 f"synchronous must be one of {', '.join(SYNCHRONOUS_MODES)}, not {synchronous!r}"
             )
-        #: SQLite's ``PRAGMA synchronous`` for this ledger's connection.
+        #: ``"FULL"`` or ``"NORMAL"``: how durable each write is when it returns.
         self.synchronous: str = sync_mode
         self._max_rejected = max_rejected
         self._max_returns = max_returns
@@ -322,12 +337,16 @@ class Ledger:
                 db = Database(os.fspath(path_or_database), execute_plugins=False)
             try:
                 configure(db, busy_timeout_ms=busy_timeout_ms)
+                file = _database_file(db)
+                owned = self._owns_database and sync_mode == "FULL"
+                wal_sync = _wal_sync(db, file) if owned else None
                 if not db.conn.in_transaction:  # SQLite refuses the change inside one
-                    db.conn.execute(f"PRAGMA synchronous = {sync_mode}")
+                    pragma = "NORMAL" if wal_sync is not None else sync_mode
+                    db.conn.execute(f"PRAGMA synchronous = {pragma}")
                 #: How many schema migrations the file has (the code's
                 #: :data:`storage.schema.SCHEMA_VERSION` once open).
                 self.schema_version = migrate(db)
-                lock_file = _database_file(db) if write_lock else None
+                lock_file = file if write_lock else None
             except BaseException:
                 if self._owns_database:
                     db.close()
@@ -337,6 +356,8 @@ class Ledger:
         self._busy_timeout_ms = busy_timeout_ms
         #: The lock writers take before SQLite's (None: SQLite's busy handler alone).
         self._write_lock = None if lock_file is None else WriteLock(lock_file)
+        #: Syncs the WAL after each commit, outside the locks (None: SQLite syncs, or not).
+        self._wal_sync = wal_sync
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -353,6 +374,8 @@ class Ledger:
         if not self._closed:
             if self._write_lock is not None:
                 self._write_lock.close()
+            if self._wal_sync is not None:
+                self._wal_sync.close()
             if self._owns_database:
                 with translate_errors():
                     self._db.close()
@@ -422,6 +445,18 @@ class Ledger:
             finally:
                 if self._write_lock is not None:
                     self._write_lock.release()
+        if self._wal_sync is not None:
+            self._sync_committed(self._wal_sync)
+
+    def _sync_committed(self, wal_sync: WalSync) -> None:
+        """Put the commit on disk before the write returns (``FULL``), once both locks are
+        released, so that the next writer commits meanwhile (see :mod:`storage.wal_sync`)."""
+        try:
+            wal_sync.sync()
+        except OSError as err:
+            raise StorageUnavailableError(
+                f"The write was committed but could not be synced to disk ({err.strerror})."
+            ) from err
 
     def _take_write_lock(self) -> float | None:
         """Take the file's :class:`~storage.write_lock.WriteLock` before SQLite's lock, so a

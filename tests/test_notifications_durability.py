@@ -3,11 +3,13 @@ NORMAL only when asked for, anything else refused at start."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 from flask import Flask
+from sqlite_utils import Database
 
 from receiver import PayHooks
 from receiver.demo import create_app
@@ -18,26 +20,69 @@ from tests.conftest import TEST_SECRET, AppFactory
 # What `PRAGMA synchronous` reads back.
 _PRAGMA_VALUES = {"NORMAL": 1, "FULL": 2}
 
+needs_proc = pytest.mark.skipif(
+    not Path("/proc/self/fd").is_dir(), reason="reads the open descriptors from /proc"
+)
+
 
 def _pragma(ledger: Ledger) -> int:
     return int(ledger.database.conn.execute("PRAGMA synchronous").fetchone()[0])
 
 
-def _receivers_pragma(app: Flask) -> int:
-    return _pragma(receiver_state(app).ledger)
+def _syncs_every_commit(ledger: Ledger) -> bool:
+    """Whether the only open ledger's commits reach the disk before its writes return:
+    SQLite's own FULL, or NORMAL with the ledger syncing the WAL itself
+    (``storage.wal_sync``) through a descriptor of its own, beside SQLite's."""
+    if _pragma(ledger) == _PRAGMA_VALUES["FULL"]:
+        return True
+    wal = os.path.realpath(_database_path(ledger) + "-wal")
+    opened = [
+        fd for fd in os.listdir("/proc/self/fd") if os.path.realpath(f"/proc/self/fd/{fd}") == wal
+    ]
+    return len(opened) == 2
 
 
+def _database_path(ledger: Ledger) -> str:
+    return str(ledger.database.conn.execute("PRAGMA database_list").fetchone()[2])
+
+
+def _write(ledger: Ledger) -> None:
+    ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+
+
+def _receivers_ledger(app: Flask) -> Ledger:
+    return receiver_state(app).ledger
+
+
+@needs_proc
 def test_a_ledger_syncs_every_commit_by_default(tmp_path: Path) -> None:
     with Ledger(tmp_path / "ledger.db") as ledger:
+        _write(ledger)
+
         assert ledger.synchronous == "FULL"
-        assert _pragma(ledger) == _PRAGMA_VALUES["FULL"]
+        assert _syncs_every_commit(ledger)
 
 
+@needs_proc
 @pytest.mark.parametrize("asked", ["NORMAL", "normal", "FULL", "full"])
 def test_a_ledger_takes_either_mode_in_any_case(tmp_path: Path, asked: str) -> None:
     with Ledger(tmp_path / "ledger.db", synchronous=asked) as ledger:
+        _write(ledger)
+
         assert ledger.synchronous == asked.upper()
-        assert _pragma(ledger) == _PRAGMA_VALUES[asked.upper()]
+        assert _syncs_every_commit(ledger) is (asked.upper() == "FULL")
+
+
+def test_a_full_ledger_on_the_callers_database_leaves_the_syncing_to_sqlite(
+    tmp_path: Path,
+) -> None:
+    # The caller may commit its own transactions, which the ledger would not sync.
+    db = Database(tmp_path / "ledger.db")
+    try:
+        with Ledger(db) as ledger:
+            assert _pragma(ledger) == _PRAGMA_VALUES["FULL"]
+    finally:
+        db.close()
 
 
 @pytest.mark.parametrize("asked", ["OFF", "EXTRA ", "", "0", None])
@@ -47,14 +92,25 @@ def test_a_ledger_refuses_any_other_mode(tmp_path: Path, asked: Any) -> None:
     assert not (tmp_path / "ledger.db").exists()
 
 
+@needs_proc
 def test_the_receiver_syncs_every_commit_by_default(app: Flask) -> None:
+    ledger = _receivers_ledger(app)
+    _write(ledger)
+
     assert app.config["PAYHOOKS_SQLITE_SYNCHRONOUS"] == "FULL"
-    assert _receivers_pragma(app) == _PRAGMA_VALUES["FULL"]
+    assert ledger.synchronous == "FULL"
+    assert _syncs_every_commit(ledger)
 
 
+@needs_proc
 @pytest.mark.parametrize("asked", ["NORMAL", "normal"])
 def test_the_receiver_uses_normal_when_configured(make_app: AppFactory, asked: str) -> None:
-    assert _receivers_pragma(make_app(PAYHOOKS_SQLITE_SYNCHRONOUS=asked)) == 1
+    app = make_app(PAYHOOKS_SQLITE_SYNCHRONOUS=asked)
+    ledger = _receivers_ledger(app)
+    _write(ledger)
+
+    assert ledger.synchronous == "NORMAL"
+    assert not _syncs_every_commit(ledger)
 
 
 def test_the_demo_app_reads_the_setting_from_the_environment(tmp_path: Path) -> None:
@@ -66,7 +122,7 @@ def test_the_demo_app_reads_the_setting_from_the_environment(tmp_path: Path) -> 
         }
     )
 
-    assert _receivers_pragma(app) == _PRAGMA_VALUES["NORMAL"]
+    assert _receivers_ledger(app).synchronous == "NORMAL"
 
 
 @pytest.mark.parametrize("asked", ["OFF", "fast", "", 1, None])
