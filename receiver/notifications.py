@@ -29,11 +29,11 @@ the SQLite file) is logged with its traceback, the delivery stored alone as
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
-from collections.abc import Mapping
 from functools import partial
 
-from flask import Flask, Response, current_app, jsonify, request
+from flask import Flask, Response, current_app, request
 from werkzeug.exceptions import BadRequest, HTTPException, RequestEntityTooLarge
 
 from receiver.errors import error_response
@@ -66,7 +66,14 @@ def receive_notification() -> Response:
             {"max_bytes": state.max_body_bytes},
         )
 
-    headers = {name.lower(): value for name, value in request.headers.items()}
+    # Only the headers the scheme reads and the ones kept with the delivery, under lower-case
+    # names (the verifier's fast path): nothing else of a request is read or stored.
+    received = request.headers
+    headers = {
+        name: value
+        for name in (*state.verifier.header_names, *STORED_HEADERS)
+        if (value := received.get(name)) is not None
+    }
     try:
         verified = state.verifier.verify(headers, body)
     except SignatureError as err:
@@ -80,7 +87,7 @@ def receive_notification() -> Response:
             ledger,
             dedupe_key=dedupe_key,
             body=body,
-            headers=_headers_to_store(state, headers),
+            headers=headers,
             time_zone=state.time_zone,
             status_map=state.status_map,
             on_recorded=partial(send_outcome_signals, app, ledger),
@@ -140,20 +147,20 @@ def _record_rejected(state: ReceiverState, err: SignatureError, body: bytes) -> 
         logger.warning("payhooks: could not record a rejected delivery: %s", storage_err.message)
 
 
-def _headers_to_store(state: ReceiverState, headers: Mapping[str, str]) -> dict[str, str]:
-    names = (*state.verifier.header_names, *STORED_HEADERS)
-    return {name: headers[name] for name in names if name in headers}
-
-
 def _acknowledge(
     status: str, delivery_id: int, reconciliation: ReconciliationState | None
 ) -> Response:
-    return jsonify(
+    """The 200 the service's SDK expects; built directly, for it is sent for every delivery
+    (``jsonify`` would go through the app's JSON provider to write five fixed members)."""
+    body = json.dumps(
         {
             "code": "200",
             "msg": "success",
             "status": status,
             "delivery_id": delivery_id,
             "reconciliation": None if reconciliation is None else str(reconciliation),
-        }
+        },
+        separators=(",", ":"),
     )
+    response: Response = current_app.response_class(body, mimetype="application/json")
+    return response

@@ -19,7 +19,7 @@ from receiver.config import KEY_CONFIG, config_keys
 from receiver.ledgers import LedgerPool
 from receiver.payloads import load_status_map, load_time_zone
 from receiver.redirects import check_redirect_template
-from storage import SYNCHRONOUS_MODES, Ledger, PaymentState
+from storage import DEFAULT_STATUS_MAP, SYNCHRONOUS_MODES, Ledger, PaymentState
 from verify import SCHEMES, Verifier, get_verifier
 
 __all__ = ["STATE_KEY", "ReceiverState", "build_state", "receiver_state"]
@@ -111,6 +111,10 @@ def build_state(config: Mapping[str, Any]) -> ReceiverState:
         status_map = load_status_map(config["PAYHOOKS_STATUS_MAP"])
     except ValueError as err:
         raise ValueError(f"PAYHOOKS_STATUS_MAP: {err}") from err
+    if status_map == DEFAULT_STATUS_MAP:
+        # The parser recognises the default by identity and skips checking it again on
+        # every delivery.
+        status_map = DEFAULT_STATUS_MAP
 
     prefix = config["PAYHOOKS_URL_PREFIX"]
     if not isinstance(prefix, str) or (prefix and not prefix.startswith("/")):

@@ -20,7 +20,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from enum import StrEnum
 from types import TracebackType
@@ -95,8 +95,10 @@ _DELIVERY_COLUMNS = (
 )
 
 # A dedupe_key repeated with the same bytes stores nothing new: it counts an attempt and
-# returns the stored row. With other bytes the update's WHERE fails, so nothing is returned.
-_UPSERT_DELIVERY = f"""
+# returns the row's id and attempts (then the stored row is read; a new row, the common case,
+# is known from its arguments and never read back). With other bytes the update's WHERE
+# fails, so nothing is returned.
+_UPSERT_DELIVERY = """
     INSERT INTO deliveries (
         dedupe_key, reused_key_of, received_at, headers, body, body_sha256, updated_at
     )
@@ -104,7 +106,15 @@ _UPSERT_DELIVERY = f"""
     ON CONFLICT (dedupe_key) DO UPDATE
         SET attempts = attempts + 1, updated_at = excluded.updated_at
         WHERE body_sha256 = excluded.body_sha256
-    RETURNING {_DELIVERY_COLUMNS}"""  # noqa: S608 - constants only
+    RETURNING id, attempts"""
+_SELECT_DELIVERY = f"SELECT {_DELIVERY_COLUMNS} FROM deliveries WHERE id = ?"  # noqa: S608
+
+_INSERT_OUTCOME = """
+    INSERT INTO outcomes (delivery_id, transaction_id, external_identifier, flow, provider,
+        provider_reference, provider_status, payment_status, state, state_rank, amount,
+        currency, amount_minor, paid_at, extra, recorded_at)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (transaction_id, payment_status) DO NOTHING RETURNING id"""
 
 # What record_outcome compares when an outcome is already stored: the fields that change who
 # was paid, how much, or what happened. Not paid_at: see Ledger.record_outcome.
@@ -640,23 +650,50 @@ class Ledger:
             raise ValueError("body must be bytes")
         raw = bytes(body)
         digest = hashlib.sha256(raw).hexdigest()
-        now = self._now(None, "clock()")
-        row = (self._now(received_at, "received_at"), _to_json(headers), raw, digest, now)
+        now = self._clock()
+        arrived = now if received_at is None else received_at
+        stored_headers = dict(headers)
+        row = (
+            to_text(arrived, argument="received_at"),
+            _to_json(stored_headers),
+            raw,
+            digest,
+            to_text(now, argument="clock()"),
+        )
+        key, reused_key_of = dedupe_key, None
         with self._write() as conn:
-            values = conn.execute(_UPSERT_DELIVERY, (dedupe_key, None, *row)).fetchone()
-            if values is None:
-                (first_id,) = conn.execute(
+            found = conn.execute(_UPSERT_DELIVERY, (key, None, *row)).fetchone()
+            if found is None:
+                (reused_key_of,) = conn.execute(
                     "SELECT id FROM deliveries WHERE dedupe_key = ?", (dedupe_key,)
                 ).fetchone()
-                values = conn.execute(
-                    _UPSERT_DELIVERY, (f"{dedupe_key}#{digest}", first_id, *row)
-                ).fetchone()
-            if values is None:
+                key = f"{dedupe_key}#{digest}"
+                found = conn.execute(_UPSERT_DELIVERY, (key, reused_key_of, *row)).fetchone()
+            if found is None:
                 raise StorageError(
-                    f"The dedupe key of delivery {first_id} was reused, and the key derived "
-                    "from this body is taken by other bytes; the delivery was not stored."
+                    f"The dedupe key of delivery {reused_key_of} was reused, and the key "
+                    "derived from this body is taken by other bytes; the delivery was not "
+                    "stored."
                 )
-        return _delivery(values, is_new=values[9] == 1)
+            delivery_id, attempts = found
+            if attempts != 1:  # a known delivery: what is stored counts, not the arguments
+                return _delivery(conn.execute(_SELECT_DELIVERY, (delivery_id,)).fetchone())
+        return Delivery(
+            id=delivery_id,
+            dedupe_key=key,
+            reused_key_of=reused_key_of,
+            received_at=arrived.astimezone(UTC),
+            headers=stored_headers,
+            body=raw,
+            body_sha256=digest,
+            status=DeliveryStatus.RECEIVED,
+            error=None,
+            attempts=1,
+            outcome_id=None,
+            signal_error=None,
+            updated_at=now.astimezone(UTC),
+            is_new=True,
+        )
 
     def mark_delivery(
         self, delivery_id: int, status: DeliveryStatus | str, error: str | None = None
@@ -700,10 +737,7 @@ class Ledger:
     def delivery(self, delivery_id: int) -> Delivery | None:
         """The stored delivery with this id, or None."""
         with translate_errors():
-            values = self._db.conn.execute(
-                f"SELECT {_DELIVERY_COLUMNS} FROM deliveries WHERE id = ?",  # noqa: S608
-                (delivery_id,),
-            ).fetchone()
+            values = self._db.conn.execute(_SELECT_DELIVERY, (delivery_id,)).fetchone()
         return None if values is None else _delivery(values)
 
     def outcome_identifier(self, outcome_id: int) -> str | None:
@@ -792,35 +826,34 @@ class Ledger:
         """
         _check_amount(outcome.amount_minor, "outcome.amount_minor")
         now = self._now(None, "clock()")
+        # Everything is made ready before the write lock is taken, so it is held only for SQL.
+        row = (
+            delivery_id,
+            outcome.transaction_id,
+            outcome.external_identifier,
+            str(outcome.flow),
+            outcome.provider,
+            outcome.provider_reference,
+            outcome.provider_status,
+            outcome.payment_status,
+            str(outcome.state),
+            STATE_RANK[outcome.state],
+            str(outcome.amount),
+            outcome.currency,
+            outcome.amount_minor,
+            to_text(outcome.paid_at, argument="paid_at"),
+            _to_json(outcome.extra),
+            now,
+        )
         with self._write() as conn:
-            known = conn.execute("SELECT 1 FROM deliveries WHERE id = ?", (delivery_id,))
-            if known.fetchone() is None:
-                raise UnknownDeliveryError(delivery_id)
-            inserted = conn.execute(
-                "INSERT INTO outcomes (delivery_id, transaction_id, external_identifier, flow, "
-                "provider, provider_reference, provider_status, payment_status, state, "
-                "state_rank, amount, currency, amount_minor, paid_at, extra, recorded_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (transaction_id, payment_status) DO NOTHING RETURNING id",
-                (
-                    delivery_id,
-                    outcome.transaction_id,
-                    outcome.external_identifier,
-                    str(outcome.flow),
-                    outcome.provider,
-                    outcome.provider_reference,
-                    outcome.provider_status,
-                    outcome.payment_status,
-                    str(outcome.state),
-                    STATE_RANK[outcome.state],
-                    str(outcome.amount),
-                    outcome.currency,
-                    outcome.amount_minor,
-                    to_text(outcome.paid_at, argument="paid_at"),
-                    _to_json(outcome.extra),
-                    now,
-                ),
-            ).fetchone()
+            # An unknown delivery_id: the foreign key refuses a new outcome, and the update
+            # below finds no delivery to mark; either way the write is undone.
+            try:
+                inserted = conn.execute(_INSERT_OUTCOME, row).fetchone()
+            except sqlite3.IntegrityError as err:
+                if getattr(err, "sqlite_errorname", "") == "SQLITE_CONSTRAINT_FOREIGNKEY":
+                    raise UnknownDeliveryError(delivery_id) from err
+                raise
             status, error = DeliveryStatus.PROCESSED, None
             if inserted is not None:
                 outcome_id, is_new = inserted[0], True
@@ -844,11 +877,13 @@ class Ledger:
                         if error is None
                         else DeliveryStatus.CONFLICTING_OUTCOME
                     )
-            conn.execute(
+            marked = conn.execute(
                 "UPDATE deliveries SET status = ?, error = ?, outcome_id = ?, updated_at = ? "
                 "WHERE id = ?",
                 (status.value, error, outcome_id, now, delivery_id),
-            )
+            ).rowcount
+            if not marked:
+                raise UnknownDeliveryError(delivery_id)
             state = reconciliation.state_for(conn, external_identifier)
         if state is None:  # pragma: no cover - the outcome is stored, so it has a row
             raise AssertionError("a recorded outcome has no reconciliation row")

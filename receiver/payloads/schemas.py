@@ -119,27 +119,36 @@ class PaymentDataSchema(Schema):
         | {"status", "result_code"}
     )
 
+    # The validators keep what they worked out under these keys of the loaded data (never a
+    # member name: those are excluded or renamed), so that the post_load hook, which runs
+    # only when they passed, does not work it out a second time.
+    _FORM = "__form"
+    _AMOUNT_MINOR = "__amount_minor"
+
     @validates_schema(pass_original=True, skip_on_field_errors=False)
     def _fits_one_form(self, data: dict[str, Any], original_data: Any, **kwargs: Any) -> None:
         if isinstance(original_data, Mapping):
-            detect_form(original_data)
+            data[self._FORM] = detect_form(original_data)
 
     @validates_schema(skip_on_field_errors=False)
     def _whole_minor_units(self, data: dict[str, Any], **kwargs: Any) -> None:
         if "amount" in data and "currency" in data:
-            _minor_units(data["amount"], data["currency"])
+            data[self._AMOUNT_MINOR] = _minor_units(data["amount"], data["currency"])
 
     @post_load(pass_original=True)
     def _make_payment_data(
         self, data: dict[str, Any], original_data: Mapping[str, Any], **kwargs: Any
     ) -> PaymentData:
-        form = detect_form(original_data)
+        form = data.get(self._FORM) or detect_form(original_data)
+        amount_minor = data.get(self._AMOUNT_MINOR)
+        if amount_minor is None:
+            amount_minor = _minor_units(data["amount"], data["currency"])
         known = self._KNOWN if form.member is None else self._KNOWN | {form.member}
         return PaymentData(
             payment_status=data["payment_status"],
             amount=data["amount"],
             currency=data["currency"],
-            amount_minor=_minor_units(data["amount"], data["currency"]),
+            amount_minor=amount_minor,
             local_time=data["local_time"],
             form=form,
             provider_status=data.get(form.status_member) if form.status_member else None,
