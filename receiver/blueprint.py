@@ -18,15 +18,32 @@ import logging
 
 from flask import Blueprint, Response
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
+from werkzeug.routing import PathConverter
 
 from receiver.errors import error_response, http_error_response
 from receiver.notifications import receive_notification
 from receiver.returns import customer_return
 from storage import StorageError, StorageUnavailableError
 
-__all__ = ["blueprint"]
+__all__ = ["IDENTIFIER_CONVERTER", "ExternalIdentifierConverter", "blueprint"]
 
 logger = logging.getLogger("payhooks")
+
+#: The URL converter name the return routes use; :meth:`receiver.PayHooks.init_app` registers
+#: it on the app before the blueprint.
+IDENTIFIER_CONVERTER = "payhooks_identifier"
+
+
+class ExternalIdentifierConverter(PathConverter):
+    """Any ``external_identifier`` the service accepts (1 to 64 characters of anything), slashes
+    included, even a leading one or two in a row: werkzeug's ``path`` refuses a leading slash,
+    so ``return_url("/0")`` would build a URL that never routes. Rules using it are built with
+    ``merge_slashes=False``, so ``a//b`` is not redirected to ``a/b``."""
+
+    regex = ".+?"
+    #: werkzeug infers "one path segment" from a regex without a slash; this one spans several.
+    part_isolating = False
+
 
 #: Mounted by :class:`receiver.PayHooks`. Its template ``payhooks/return.html`` can be
 #: overridden by a file of the same name in the app's own template folder.
@@ -64,19 +81,27 @@ def notifications_wrong_method() -> Response:
     return _only("POST")
 
 
-@blueprint.get("/return/<path:external_identifier>")
+@blueprint.get("/return/<payhooks_identifier:external_identifier>", merge_slashes=False)
 def customer_return_page(external_identifier: str) -> Response:
     """The customer's return from the redirect flow."""
     return customer_return(external_identifier, "return")
 
 
-@blueprint.get("/cancel/<path:external_identifier>")
+@blueprint.get("/cancel/<payhooks_identifier:external_identifier>", merge_slashes=False)
 def cancel_page(external_identifier: str) -> Response:
     """The wallet's cancel URL."""
     return customer_return(external_identifier, "cancel")
 
 
-@blueprint.route("/return/<path:external_identifier>", methods=["POST", *_OTHER_METHODS])
-@blueprint.route("/cancel/<path:external_identifier>", methods=["POST", *_OTHER_METHODS])
+@blueprint.route(
+    "/return/<payhooks_identifier:external_identifier>",
+    methods=["POST", *_OTHER_METHODS],
+    merge_slashes=False,
+)
+@blueprint.route(
+    "/cancel/<payhooks_identifier:external_identifier>",
+    methods=["POST", *_OTHER_METHODS],
+    merge_slashes=False,
+)
 def return_wrong_method(external_identifier: str) -> Response:
     return _only("GET", "HEAD")

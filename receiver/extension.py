@@ -16,7 +16,7 @@ from typing import Any
 
 from flask import Flask
 
-from receiver.blueprint import blueprint
+from receiver.blueprint import IDENTIFIER_CONVERTER, ExternalIdentifierConverter, blueprint
 from receiver.cli import payhooks as payhooks_cli
 from receiver.config import CONFIG_DEFAULTS
 from receiver.state import STATE_KEY, build_state, receiver_state
@@ -75,6 +75,7 @@ class PayHooks:
         state = build_state(app.config)
         app.extensions[EXTENSION_KEY] = self
         app.extensions[STATE_KEY] = state
+        app.url_map.converters[IDENTIFIER_CONVERTER] = ExternalIdentifierConverter
         app.register_blueprint(blueprint, url_prefix=app.config["PAYHOOKS_URL_PREFIX"])
         if payhooks_cli.name not in app.cli.commands:
             app.cli.add_command(payhooks_cli)
@@ -91,5 +92,3 @@ class PayHooks:
 
     def __repr__(self) -> str:
         return "<PayHooks>"
-
-

@@ -365,3 +365,18 @@ def test_no_redirect_template_renders_the_page(
 
     assert response.status_code == 200
     assert response.mimetype == "text/html"
+
+
+@pytest.mark.parametrize(
+    "identifier", ["/0", "a//b", "order/1/", "订单 1?#%", "x" * 64], ids=repr
+)
+def test_every_identifier_gets_a_return_url_that_works(
+    app: Flask, client: FlaskClient, ledger: Ledger, identifier: str
+) -> None:
+    with app.test_request_context():
+        url = return_url(identifier)
+
+    response = client.get(url, headers=JSON)
+
+    assert response.status_code == 200, response.get_data(as_text=True)
+    assert response.get_json()["external_identifier"] == identifier
