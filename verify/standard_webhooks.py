@@ -260,11 +260,27 @@ def _message_id(webhook_id: str | None) -> str:
     return validate_webhook_id(webhook_id)
 
 
-def _headers(msg_id: str, seconds: int, signature: str) -> dict[str, str]:
-    return {ID_HEADER: msg_id, TIMESTAMP_HEADER: str(seconds), SIGNATURE_HEADER: signature}
+class _StandardWebhooksSigner(Signer):
+    """The headers both versions send; subclasses supply one signature entry."""
+
+    def sign(
+        self,
+        body: bytes,
+        *,
+        webhook_id: str | None = None,
+        timestamp: float | datetime | None = None,
+    ) -> dict[str, str]:
+        msg_id = _message_id(webhook_id)
+        seconds = signing_time(timestamp)
+        entry = self._entry(_signed_content(msg_id, str(seconds), body))
+        return {ID_HEADER: msg_id, TIMESTAMP_HEADER: str(seconds), SIGNATURE_HEADER: entry}
+
+    @abstractmethod
+    def _entry(self, content: bytes) -> str:
+        """One ``version,base64`` entry of ``webhook-signature`` for ``content``."""
 
 
-class StandardWebhooksSigner(Signer):
+class StandardWebhooksSigner(_StandardWebhooksSigner):
     """Signs ``v1`` entries with a ``whsec_`` secret, as the ``standardwebhooks`` package does."""
 
     scheme = "standard-webhooks"
@@ -272,20 +288,12 @@ class StandardWebhooksSigner(Signer):
     def __init__(self, key: str) -> None:
         self._key = decode_whsec(single_key(key), argument="key")
 
-    def sign(
-        self,
-        body: bytes,
-        *,
-        webhook_id: str | None = None,
-        timestamp: float | datetime | None = None,
-    ) -> dict[str, str]:
-        msg_id = _message_id(webhook_id)
-        seconds = signing_time(timestamp)
-        mac = hmac.digest(self._key, _signed_content(msg_id, str(seconds), body), "sha256")
-        return _headers(msg_id, seconds, "v1," + base64.b64encode(mac).decode("ascii"))
+    def _entry(self, content: bytes) -> str:
+        mac = hmac.digest(self._key, content, "sha256")
+        return "v1," + base64.b64encode(mac).decode("ascii")
 
 
-class StandardWebhooksEd25519Signer(Signer):
+class StandardWebhooksEd25519Signer(_StandardWebhooksSigner):
     """Signs ``v1a`` entries with a ``whsk_`` Ed25519 signing key."""
 
     scheme = "standard-webhooks-ed25519"
@@ -293,14 +301,5 @@ class StandardWebhooksEd25519Signer(Signer):
     def __init__(self, key: str) -> None:
         self._key = decode_ed25519_private(single_key(key), argument="key")
 
-    def sign(
-        self,
-        body: bytes,
-        *,
-        webhook_id: str | None = None,
-        timestamp: float | datetime | None = None,
-    ) -> dict[str, str]:
-        msg_id = _message_id(webhook_id)
-        seconds = signing_time(timestamp)
-        signature = self._key.sign(_signed_content(msg_id, str(seconds), body))
-        return _headers(msg_id, seconds, "v1a," + base64.b64encode(signature).decode("ascii"))
+    def _entry(self, content: bytes) -> str:
+        return "v1a," + base64.b64encode(self._key.sign(content)).decode("ascii")
