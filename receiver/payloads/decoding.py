@@ -4,6 +4,11 @@ Numbers that are not integers become :class:`~decimal.Decimal` (``parse_float``)
 is ever made. A repeated member name is refused rather than resolved: a signature verifier
 that canonicalizes the body and this parser must never read two different values. Nesting is
 bounded, so a hostile body cannot exhaust the stack here or in whatever stores ``extra`` later.
+
+The decoder alone already gives plain JSON values (dict, list, str, int, bool, None, finite
+Decimal), so the walk of :func:`plain_json` is needed for a decoded body only when its text
+could hold what the decoder lets through: more than :data:`MAX_DEPTH` brackets, or a ``\\u``
+escape in the surrogate range. A notification has neither, and skips the walk.
 """
 
 from __future__ import annotations
@@ -38,12 +43,16 @@ class _NumberTooLongError(ValueError):
 
 
 def _object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in obj:
+    obj = dict(pairs)
+    if len(obj) == len(pairs):
+        return obj
+    # A name repeats: name the first one seen a second time (the loop is only for the message).
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
             raise _DuplicateMemberError(key)
-        obj[key] = value
-    return obj
+        seen.add(key)
+    raise AssertionError("unreachable: dict(pairs) dropped no name")  # pragma: no cover
 
 
 def _refuse_constant(name: str) -> NoReturn:
@@ -65,20 +74,47 @@ _DECODER = json.JSONDecoder(
 
 
 def decode_body(body: bytes | bytearray | memoryview | str) -> Any:
-    """Parse one JSON text; bytes must be UTF-8 (RFC 8259), with no byte order mark.
+    """Parse one JSON text into plain JSON values (as :func:`plain_json` gives them); bytes
+    must be UTF-8 (RFC 8259), with no byte order mark.
 
     :raises MalformedJSONError: for anything that is not one unambiguous JSON text.
-    :raises InvalidPayloadError: for JSON nested too deeply to parse.
+    :raises InvalidPayloadError: for JSON nested too deeply, or text that cannot be stored.
     """
     if isinstance(body, str):
         text = body
+        # Text handed in as str may hold a lone surrogate of its own; UTF-8 bytes cannot.
+        walk = not text.isascii()
     else:
-        try:
-            text = bytes(body).decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise MalformedJSONError.whole_body(
-                "The body is not UTF-8 text.", f"Invalid UTF-8 at byte {err.start}."
-            ) from err
+        text = _utf8_text(body)
+        walk = False
+    value = _parse(text)
+    if walk or _may_need_walk(text):
+        return plain_json(value)
+    return value
+
+
+def _may_need_walk(text: str) -> bool:
+    """Whether the value decoded from ``text`` might hold what :func:`plain_json` refuses.
+
+    Every container opens with a bracket, so a text with at most :data:`MAX_DEPTH` of them
+    is nested no deeper than that (brackets inside strings only make the count safer). Once
+    the text itself is known to be free of lone surrogates, one can only come from an escape
+    ``\\uD800`` to ``\\uDFFF``; this test also matches ``\\uD000`` to ``\\uD7FF`` and valid
+    pairs, which only costs the walk.
+    """
+    return text.count("{") + text.count("[") > MAX_DEPTH or "\\ud" in text or "\\uD" in text
+
+
+def _utf8_text(body: bytes | bytearray | memoryview) -> str:
+    try:
+        return bytes(body).decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise MalformedJSONError.whole_body(
+            "The body is not UTF-8 text.", f"Invalid UTF-8 at byte {err.start}."
+        ) from err
+
+
+def _parse(text: str) -> Any:
     try:
         return _DECODER.decode(text)
     except _DuplicateMemberError as err:

@@ -50,7 +50,7 @@ def parse_notification(
     zone = load_time_zone(time_zone)
     states = DEFAULT_STATUS_MAP if status_map is None else load_status_map(status_map)
     if isinstance(body, bytes | bytearray | memoryview | str):
-        document = plain_json(decode_body(body))
+        document = decode_body(body)
     else:
         document = plain_json(body)
     if not isinstance(document, Mapping):
