@@ -10,6 +10,11 @@ same small JSON, served by the same gunicorn configuration (worker count and cla
 the same client with the same signed requests, in the same run. The goal is at least 60% of
 the floor's throughput with every notification stored (the run checks the database after).
 
+Beside it, per durability setting, the *durable floor* (same file): the bare route plus an
+``INSERT`` of the raw body into SQLite committed with that ``synchronous`` setting, the
+obvious way, and nothing else. It tells how much of the distance to the floor storing each
+notification takes by itself, before payhooks does any of its own work.
+
 The pipeline runs once per ``PAYHOOKS_SQLITE_SYNCHRONOUS`` setting (``--synchronous``; both by
 default), each on its own gunicorn and ledger file, in the same alternating rounds: ``FULL``
 (the default, every commit synced to disk) and ``NORMAL`` (synced at checkpoints; loses the
@@ -60,6 +65,7 @@ from typing import Any
 
 from flask import Flask
 
+from bench.floor_app import FLOOR_SUFFIX, prepare_durable_floor
 from receiver import PayHooks
 from storage import Ledger
 from tests.gunicorn_server import HAS_PROC, GunicornServer
@@ -293,6 +299,15 @@ def check_stored(database: Path) -> tuple[int, int]:
     return int(processed), int(outcomes)
 
 
+def floor_stored(database: Path) -> int:
+    """How many bodies the durable floor stored beside ``database``."""
+    conn = sqlite3.connect(f"{database}{FLOOR_SUFFIX}")
+    try:
+        return int(conn.execute("SELECT COUNT(*) FROM deliveries").fetchone()[0])
+    finally:
+        conn.close()
+
+
 def over_gunicorn(args: argparse.Namespace) -> None:
     """The floor and the pipeline (once per durability setting, each on its own gunicorn and
     ledger file), measured in alternating rounds."""
@@ -333,6 +348,15 @@ def over_gunicorn(args: argparse.Namespace) -> None:
                 "PAYHOOKS_SQLITE_SYNCHRONOUS": mode,
                 "SECRET_KEY": "bench",
             }
+            durable = f"durable-{mode}"
+            prepare_durable_floor(str(database))
+            servers[durable] = start_server(
+                "bench.floor_app:create_durable_app()",
+                {**env, "PYTHONPATH": str(REPO)},
+                directory,
+                args,
+            )
+            figures[durable] = Figures(f"durable floor, {mode}")
             servers[mode] = start_server("receiver.demo:create_app()", env, directory, args)
             figures[mode] = Figures(f"receiver, synchronous={mode}")
         try:
@@ -346,17 +370,24 @@ def over_gunicorn(args: argparse.Namespace) -> None:
             for server in servers.values():
                 server.stop()
         stored = {mode: check_stored(database) for mode, database in databases.items()}
+        floor_rows = {mode: floor_stored(database) for mode, database in databases.items()}
 
     floor = figures["floor"]
     print(floor.line())
     total = args.warmup + args.rounds * args.count
     for mode in modes:
-        pipeline = figures[mode]
+        pipeline, durable_floor = figures[mode], figures[f"durable-{mode}"]
         processed, outcomes = stored[mode]
         durable = "all" if processed == outcomes == total else "NOT ALL"
+        print(durable_floor.line())
+        print(
+            f"  durable floor, {mode}: {durable_floor.rate / floor.rate:.0%} of the floor's "
+            f"throughput; stored: {floor_rows[mode]} of {total} bodies"
+        )
         print(pipeline.line())
         print(
             f"  {mode}: {pipeline.rate / floor.rate:.0%} of the floor's throughput (goal: 60%); "
+            f"{pipeline.rate / durable_floor.rate:.0%} of the durable floor's; "
             f"by server CPU per request: {floor.server_cpu_us / pipeline.server_cpu_us:.0%}; "
             f"stored: {processed} of {total} deliveries processed, {outcomes} outcomes "
             f"({durable})"
