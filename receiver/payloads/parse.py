@@ -62,26 +62,26 @@ def parse_notification(
         notification: Notification = _SCHEMA.load(document)
     except ValidationError as err:
         raise InvalidPayloadError.from_messages(_as_mapping(err.messages)) from err
-    payment = notification.payment_data
-    paid_at = to_utc(payment.local_time, delivery_zone(delivery_time_zone) or zone)
+    paid_at = to_utc(notification.local_time, delivery_zone(delivery_time_zone) or zone)
     if paid_at is None:
         raise InvalidPayloadError.at(
             ("payment_data", "payment_time"), "Outside the range of representable times."
         )
+    form = notification.form
     return Outcome(
         transaction_id=notification.transaction_id,
         external_identifier=notification.external_identifier,
-        flow=payment.form.flow,
-        provider=payment.form.provider,
-        provider_reference=payment.form.reference,
-        provider_status=payment.provider_status,
-        payment_status=payment.payment_status,
+        flow=form.flow,
+        provider=form.provider,
+        provider_reference=form.reference,
+        provider_status=notification.provider_status,
+        payment_status=notification.payment_status,
         state=resolve_state(
-            payment.payment_status, payment.form.flow, payment.provider_status, states
+            notification.payment_status, form.flow, notification.provider_status, states
         ),
-        amount=payment.amount,
-        currency=payment.currency,
-        amount_minor=payment.amount_minor,
+        amount=notification.amount,
+        currency=notification.currency,
+        amount_minor=notification.amount_minor,
         paid_at=paid_at,
         extra=notification.extra,
     )

@@ -1,8 +1,8 @@
-"""The marshmallow schemas of a notification body and the records they load into.
+"""The marshmallow schemas of a notification body and the record they load into.
 
 Fields are declared on the class with ``data_key`` naming the service's members. Unknown
 members are neither refused nor mixed into the loaded data (where one named like an attribute
-could overwrite a checked value): the schemas exclude them, and the ``post_load`` hooks collect
+could overwrite a checked value): the schemas exclude them, and the ``post_load`` hook collects
 them from the original input into ``extra``, shaped like the body::
 
     {"<unknown top-level member>": ..., "payment_data": {"<unknown member>": ...}}
@@ -10,12 +10,17 @@ them from the original input into ``extra``, shaped like the body::
 (``payment_data`` appears in ``extra`` only when it has unknown members.) The schemas hold no
 per-call state, so one instance of each serves every thread; the zone and the status map are
 applied afterwards, in :mod:`receiver.payloads.parse`.
+
+Every marshmallow hook costs about as much as a field, on every notification, so there are
+two: one ``validates_schema`` on ``payment_data`` for the checks that read more than one
+member, and one ``post_load`` on the notification, which runs only when both levels are valid
+and builds the one record from both.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -41,7 +46,6 @@ __all__ = [
     "MAX_TRANSACTION_ID_LENGTH",
     "Notification",
     "NotificationSchema",
-    "PaymentData",
     "PaymentDataSchema",
 ]
 
@@ -56,104 +60,106 @@ MAX_TRANSACTION_ID_LENGTH = 255
 #: ``payment_status``, ``status`` and ``result_code`` are short codes.
 _MAX_CODE_LENGTH = 64
 
+_AMOUNT_MEMBER = "payment_amount"
+# The validator keeps what it worked out under these keys of the loaded ``payment_data`` (never
+# a member name: those are excluded or renamed), so that the post_load hook, which runs only
+# when it passed, does not work it out a second time.
+_FORM = "__form"
+_AMOUNT_MINOR = "__amount_minor"
 
-@dataclass(frozen=True, slots=True)
-class PaymentData:
-    """A checked ``payment_data`` object; ``local_time`` is still naive."""
 
+@dataclass(slots=True)
+class Notification:
+    """A checked notification body, before the zone and the status map are applied.
+
+    Not frozen: it lives only inside :func:`~receiver.payloads.parse_notification`, which
+    reads it once, and a frozen dataclass sets each field through ``object.__setattr__``, which
+    made building it several times dearer.
+    """
+
+    transaction_id: str
+    external_identifier: str
     payment_status: str
     amount: Decimal
     currency: str
     amount_minor: int
+    #: ``payment_time``, still naive.
     local_time: datetime
     form: FormMatch
     provider_status: str | None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class Notification:
-    """A checked notification body, before the zone and the status map are applied."""
-
-    transaction_id: str
-    external_identifier: str
-    payment_data: PaymentData
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any]
 
 
 def _code_field(**kwargs: Any) -> fields.String:
     return fields.String(validate=validate.Length(1, _MAX_CODE_LENGTH), **kwargs)
 
 
-def _unknown_members(original: Any, known: frozenset[str]) -> dict[str, Any]:
-    return {key: value for key, value in original.items() if key not in known}
+def _unknown_members(
+    original: Mapping[str, Any], known: frozenset[str], also_known: str | None = None
+) -> dict[str, Any]:
+    return {key: value for key, value in original.items() if key not in known and key != also_known}
 
 
 def _minor_units(amount: Decimal, currency: str) -> int:
+    """``amount`` in ``currency``'s minor units, within the ledger's bound.
+
+    :raises ValidationError: with the message for the amount member.
+    """
     try:
         amount_minor = to_minor_units(amount, currency)
     except ValueError as err:
-        raise ValidationError(
-            f"Not a whole number of {currency} minor units.", field_name="amount"
-        ) from err
+        raise ValidationError(f"Not a whole number of {currency} minor units.") from err
     if amount_minor > MAX_AMOUNT_MINOR:
-        raise ValidationError("Too large an amount.", field_name="amount")
+        raise ValidationError("Too large an amount.")
     return amount_minor
 
 
 class PaymentDataSchema(Schema):
-    """``payment_data``: the four base members, and the form's own members."""
+    """``payment_data``: the four base members, and the form's own members.
+
+    Loads into a dict (the notification's ``post_load`` makes the record), which also holds
+    the form and the amount in minor units.
+    """
 
     class Meta:
         unknown = EXCLUDE
 
     payment_status = _code_field(required=True)
-    amount = Amount(data_key="payment_amount", required=True)
+    amount = Amount(data_key=_AMOUNT_MEMBER, required=True)
     currency = CurrencyCode(data_key="payment_currency_code", required=True)
     local_time = PaymentTime(data_key="payment_time", required=True)
     status = _code_field()
     result_code = _code_field()
 
     _KNOWN = frozenset(
-        {"payment_status", "payment_amount", "payment_currency_code", "payment_time"}
+        {"payment_status", _AMOUNT_MEMBER, "payment_currency_code", "payment_time"}
         | {"status", "result_code"}
     )
 
-    # The validators keep what they worked out under these keys of the loaded data (never a
-    # member name: those are excluded or renamed), so that the post_load hook, which runs
-    # only when they passed, does not work it out a second time.
-    _FORM = "__form"
-    _AMOUNT_MINOR = "__amount_minor"
-
     @validates_schema(pass_original=True, skip_on_field_errors=False)
-    def _fits_one_form(self, data: dict[str, Any], original_data: Any, **kwargs: Any) -> None:
+    def _check_across_members(
+        self, data: dict[str, Any], original_data: Any, **kwargs: Any
+    ) -> None:
+        """The form, told by the members' names, and the amount in minor units, which needs
+        the currency too.
+
+        Both run even when a field failed, so that every problem is reported at once; their
+        messages are merged as marshmallow would merge two validators' (the form's are keyed
+        by provider member, status member or ``"_schema"``, never by the amount's member).
+        """
+        errors: dict[str, Any] = {}
         if isinstance(original_data, Mapping):
-            data[self._FORM] = detect_form(original_data)
-
-    @validates_schema(skip_on_field_errors=False)
-    def _whole_minor_units(self, data: dict[str, Any], **kwargs: Any) -> None:
+            try:
+                data[_FORM] = detect_form(original_data)
+            except ValidationError as err:
+                errors.update(err.messages_dict)
         if "amount" in data and "currency" in data:
-            data[self._AMOUNT_MINOR] = _minor_units(data["amount"], data["currency"])
-
-    @post_load(pass_original=True)
-    def _make_payment_data(
-        self, data: dict[str, Any], original_data: Mapping[str, Any], **kwargs: Any
-    ) -> PaymentData:
-        form = data.get(self._FORM) or detect_form(original_data)
-        amount_minor = data.get(self._AMOUNT_MINOR)
-        if amount_minor is None:
-            amount_minor = _minor_units(data["amount"], data["currency"])
-        known = self._KNOWN if form.member is None else self._KNOWN | {form.member}
-        return PaymentData(
-            payment_status=data["payment_status"],
-            amount=data["amount"],
-            currency=data["currency"],
-            amount_minor=amount_minor,
-            local_time=data["local_time"],
-            form=form,
-            provider_status=data.get(form.status_member) if form.status_member else None,
-            extra=_unknown_members(original_data, known),
-        )
+            try:
+                data[_AMOUNT_MINOR] = _minor_units(data["amount"], data["currency"])
+            except ValidationError as err:
+                errors[_AMOUNT_MEMBER] = err.messages
+        if errors:
+            raise ValidationError(errors)
 
 
 class NotificationSchema(Schema):
@@ -180,13 +186,25 @@ class NotificationSchema(Schema):
     def _make_notification(
         self, data: dict[str, Any], original_data: Mapping[str, Any], **kwargs: Any
     ) -> Notification:
+        # Runs only when nothing failed, so payment_data was a mapping and the validator
+        # kept both of its results.
+        payment: dict[str, Any] = data["payment_data"]
+        form: FormMatch = payment[_FORM]
         extra = _unknown_members(original_data, self._KNOWN)
-        payment_data: PaymentData = data["payment_data"]
-        if payment_data.extra:
-            extra["payment_data"] = payment_data.extra
+        payment_extra = _unknown_members(
+            original_data["payment_data"], PaymentDataSchema._KNOWN, form.member
+        )
+        if payment_extra:
+            extra["payment_data"] = payment_extra
         return Notification(
             transaction_id=data["transaction_id"],
             external_identifier=data["external_identifier"],
-            payment_data=payment_data,
+            payment_status=payment["payment_status"],
+            amount=payment["amount"],
+            currency=payment["currency"],
+            amount_minor=payment[_AMOUNT_MINOR],
+            local_time=payment["local_time"],
+            form=form,
+            provider_status=payment.get(form.status_member) if form.status_member else None,
             extra=extra,
         )
