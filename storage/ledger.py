@@ -52,7 +52,7 @@ from storage.rows import (
 from storage.schema import configure, migrate
 from storage.times import Clock, from_text, system_clock, to_text
 from storage.wal_sync import WalSync
-from storage.write_lock import LOCK_SUFFIX, WriteLock
+from storage.write_lock import WriteLock
 
 __all__ = ["DEFAULT_MAX_REJECTED", "DEFAULT_MAX_RETURNS", "SYNCHRONOUS_MODES", "Ledger"]
 
@@ -238,17 +238,14 @@ def _savepoint(conn: sqlite3.Connection) -> Iterator[None]:
     conn.execute("RELEASE payhooks_write")
 
 
-def _wal_sync(db: Database, file: str | None, *, group_commit: bool) -> WalSync | None:
+def _wal_sync(db: Database, file: str | None) -> WalSync | None:
     """How a ``FULL`` ledger on its own file makes its commits durable: a :class:`WalSync`
     after each commit, outside the write lock, for a file in WAL mode on a POSIX system; None
-    elsewhere (then SQLite's own ``FULL`` syncs inside the commit). With the write lock, the
-    writers share one sync among them (the counters live in the lock file)."""
+    elsewhere (then SQLite's own ``FULL`` syncs inside the commit)."""
     if file is None or os.name != "posix" or db.conn.in_transaction:
         return None
     (mode,) = db.conn.execute("PRAGMA journal_mode").fetchone()
-    if str(mode).lower() != "wal":
-        return None
-    return WalSync(file, counters=file + LOCK_SUFFIX if group_commit else None)
+    return WalSync(file) if str(mode).lower() == "wal" else None
 
 
 def _database_file(db: Database) -> str | None:
@@ -352,7 +349,7 @@ class Ledger:
                 configure(db, busy_timeout_ms=busy_timeout_ms)
                 file = _database_file(db)
                 owned = self._owns_database and sync_mode == "FULL"
-                wal_sync = _wal_sync(db, file, group_commit=write_lock) if owned else None
+                wal_sync = _wal_sync(db, file) if owned else None
                 if not db.conn.in_transaction:  # SQLite refuses the change inside one
                     pragma = "NORMAL" if wal_sync is not None else sync_mode
                     db.conn.execute(f"PRAGMA synchronous = {pragma}")
@@ -446,7 +443,6 @@ class Ledger:
                     yield conn
                 return
             waited = self._take_write_lock()
-            ticket = None
             try:
                 self._begin(conn, waited)
                 try:
@@ -456,20 +452,17 @@ class Ledger:
                     with suppress(sqlite3.Error):
                         self._db.rollback()  # a no-op when the error already ended it
                     raise
-                if self._wal_sync is not None and waited is not None:
-                    ticket = self._wal_sync.ticket()  # under the write lock: in commit order
             finally:
                 if self._write_lock is not None:
                     self._write_lock.release()
         if self._wal_sync is not None:
-            self._sync_committed(self._wal_sync, ticket)
+            self._sync_committed(self._wal_sync)
 
-    def _sync_committed(self, wal_sync: WalSync, ticket: int | None) -> None:
+    def _sync_committed(self, wal_sync: WalSync) -> None:
         """Put the commit on disk before the write returns (``FULL``), once both locks are
-        released, so that the next writer commits meanwhile and one sync can serve several
-        writers (see :mod:`storage.wal_sync`)."""
+        released, so that the next writer commits meanwhile (see :mod:`storage.wal_sync`)."""
         try:
-            wal_sync.sync(ticket)
+            wal_sync.sync()
         except OSError as err:
             raise StorageUnavailableError(
                 f"The write was committed but could not be synced to disk ({err.strerror})."

@@ -17,9 +17,6 @@ of both, for none of their cost. SQLite's own lock is still taken inside it, so 
 does not use this lock (a SQL tool, an older payhooks) stays correctly serialized, only without
 the prompt wake-up.
 
-The file's first bytes also hold the group commit's counters
-(:mod:`storage.commit_counters`): a ``flock`` does not care what the file contains.
-
 ``flock`` locks belong to an open file description, so each :class:`WriteLock` (one per
 ledger, one ledger per thread) excludes the others in its own process as well as in others,
 and the kernel releases the lock of a process that dies. Where there is no ``fcntl`` (Windows),
