@@ -100,8 +100,12 @@ class PaymentTime(fields.Field[datetime]):
             raise self.make_error("type")
         if _PAYMENT_TIME.fullmatch(value) is None:
             raise self.make_error("format")
-        year, month, day = int(value[0:4]), int(value[4:6]), int(value[6:8])
-        hour, minute, second = int(value[8:10]), int(value[10:12]), int(value[12:14])
+        # Split as one number: six slices and six int() calls cost twice as much.
+        rest, second = divmod(int(value), 100)
+        rest, minute = divmod(rest, 100)
+        rest, hour = divmod(rest, 100)
+        rest, day = divmod(rest, 100)
+        year, month = divmod(rest, 100)
         try:
             # Naive on purpose: the parser applies the delivery's zone.
             return datetime(year, month, day, hour, minute, second)

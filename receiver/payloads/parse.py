@@ -53,7 +53,7 @@ def parse_notification(
         document = decode_body(body)
     else:
         document = plain_json(body)
-    if not isinstance(document, Mapping):
+    if not isinstance(document, dict):  # plain_json makes every mapping a dict
         raise InvalidPayloadError(
             "The notification is not valid: the body is JSON but not an object.",
             {SCHEMA_KEY: ["Invalid input type."]},
