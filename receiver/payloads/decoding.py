@@ -85,38 +85,15 @@ def decode_body(body: bytes | bytearray | memoryview | str) -> Any:
         # Text handed in as str may hold a lone surrogate of its own; UTF-8 bytes cannot.
         walk = not text.isascii()
     else:
-        text = _utf8_text(body)
+        try:
+            text = bytes(body).decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise MalformedJSONError.whole_body(
+                "The body is not UTF-8 text.", f"Invalid UTF-8 at byte {err.start}."
+            ) from err
         walk = False
-    value = _parse(text)
-    if walk or _may_need_walk(text):
-        return plain_json(value)
-    return value
-
-
-def _may_need_walk(text: str) -> bool:
-    """Whether the value decoded from ``text`` might hold what :func:`plain_json` refuses.
-
-    Every container opens with a bracket, so a text with at most :data:`MAX_DEPTH` of them
-    is nested no deeper than that (brackets inside strings only make the count safer). Once
-    the text itself is known to be free of lone surrogates, one can only come from an escape
-    ``\\uD800`` to ``\\uDFFF``; this test also matches ``\\uD000`` to ``\\uD7FF`` and valid
-    pairs, which only costs the walk.
-    """
-    return text.count("{") + text.count("[") > MAX_DEPTH or "\\ud" in text or "\\uD" in text
-
-
-def _utf8_text(body: bytes | bytearray | memoryview) -> str:
     try:
-        return bytes(body).decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise MalformedJSONError.whole_body(
-            "The body is not UTF-8 text.", f"Invalid UTF-8 at byte {err.start}."
-        ) from err
-
-
-def _parse(text: str) -> Any:
-    try:
-        return _DECODER.decode(text)
+        value = _DECODER.decode(text)
     except _DuplicateMemberError as err:
         raise MalformedJSONError.whole_body(
             "The body repeats a member name, so its meaning is ambiguous.",
@@ -135,6 +112,21 @@ def _parse(text: str) -> Any:
         ) from err
     except ValueError as err:  # a NaN or Infinity constant
         raise MalformedJSONError.whole_body("The body is not valid JSON.", str(err)) from err
+    if walk or _may_need_walk(text):
+        return plain_json(value)
+    return value
+
+
+def _may_need_walk(text: str) -> bool:
+    """Whether the value decoded from ``text`` might hold what :func:`plain_json` refuses.
+
+    Every container opens with a bracket, so a text with at most :data:`MAX_DEPTH` of them
+    is nested no deeper than that (brackets inside strings only make the count safer). Once
+    the text itself is known to be free of lone surrogates, one can only come from an escape
+    ``\\uD800`` to ``\\uDFFF``; this test also matches ``\\uD000`` to ``\\uD7FF`` and valid
+    pairs, which only costs the walk.
+    """
+    return text.count("{") + text.count("[") > MAX_DEPTH or "\\ud" in text or "\\uD" in text
 
 
 def plain_json(value: Any, path: tuple[str, ...] = (), depth: int = 0) -> Any:
