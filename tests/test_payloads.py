@@ -281,6 +281,12 @@ def nested_body(levels: int) -> dict[str, Any]:
     return body
 
 
+@pytest.mark.parametrize("levels", [3, MAX_DEPTH - 1, MAX_DEPTH])
+def test_nesting_within_the_limit_is_kept_as_sent(levels: int) -> None:
+    body = nested_body(levels)
+    assert parse_notification(encode(body)).extra == {"x": body["x"]}
+
+
 def test_nesting_up_to_the_limit_is_kept_and_one_more_level_is_refused() -> None:
     assert "x" in parse_notification(encode(nested_body(MAX_DEPTH))).extra
     error = refused(nested_body(MAX_DEPTH + 1))
@@ -293,6 +299,65 @@ def test_an_unpaired_surrogate_is_refused_on_its_member() -> None:
     error = refused(b'{"ll_transaction_id": "\\ud800", "merchant_transaction_id": "o"}')
     assert error.code == "invalid_payload"
     assert error.fields == ("ll_transaction_id",)
+
+
+def with_raw_member(name: str, json_text: bytes) -> bytes:
+    """A valid body with one more top-level member, written as ``json_text`` exactly."""
+    return encode(make_body(top={name: "RAW"})).replace(b'"RAW"', json_text)
+
+
+@pytest.mark.parametrize(
+    "escaped",
+    [b'"\\ud800"', b'"\\uDBFF"', b'"\\udc00"', b'"x\\uDFFFx"', b'"\\ude00\\ud83d"', b'["\\ud800"]'],
+)
+def test_a_lone_surrogate_is_refused_however_it_is_escaped(escaped: bytes) -> None:
+    error = refused(with_raw_member("note", escaped))
+    assert error.code == "invalid_payload"
+    assert error.fields[0].startswith("note")
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (b'{"\\ud800": 1}', "_schema"),
+        (b'{"payment_data": {"\\uDC00": 1}}', "payment_data"),
+    ],
+)
+def test_a_lone_surrogate_in_a_member_name_is_refused_on_its_object(
+    body: bytes, field: str
+) -> None:
+    error = refused(body)
+    assert error.code == "invalid_payload"
+    assert error.fields == (field,)
+
+
+def test_text_handed_in_with_a_lone_surrogate_of_its_own_is_refused_on_its_member() -> None:
+    text = json.dumps(make_body(top={"note": "a\ud800"}), ensure_ascii=False)
+    with pytest.raises(InvalidPayloadError) as exc_info:
+        parse_notification(text)
+    assert exc_info.value.fields == ("note",)
+
+
+@pytest.mark.parametrize("as_text", [False, True])
+def test_escaped_pairs_and_characters_beside_the_surrogates_are_kept(as_text: bool) -> None:
+    body = with_raw_member("note", b'"\\ud83d\\ude00 \\uD7FF \\ue000 \xc3\xa9"')
+    outcome = parse_notification(body.decode() if as_text else body)
+    assert outcome.extra == {"note": "\U0001f600 \ud7ff \ue000 \u00e9"}
+
+
+def test_brackets_inside_strings_do_not_count_towards_the_nesting_limit() -> None:
+    note = "{[" * MAX_DEPTH
+    assert parse_notification(encode(make_body(top={"note": note}))).extra == {"note": note}
+
+
+@pytest.mark.parametrize(
+    ("body", "name"),
+    [(b'{"a": 1, "b": 2, "b": 3, "a": 4}', "b"), (b'{"a": {"c": 1, "c": 2}, "a": 3}', "c")],
+)
+def test_a_repeated_member_name_is_named_where_it_first_repeats(body: bytes, name: str) -> None:
+    error = refused(body)
+    assert isinstance(error, MalformedJSONError)
+    assert error.details == {"_schema": [f"The member name {name!r} appears twice in one object."]}
 
 
 # --- invalid members ------------------------------------------------------------------------------
@@ -533,6 +598,26 @@ def test_payment_data_fitting_no_form_or_two_is_refused(
     error = refused(make_body(**members))
     assert error.code == "invalid_payload"
     assert error.fields == fields
+
+
+@pytest.mark.parametrize(
+    ("members", "form_field"),
+    [
+        ({"stripe_payment_intent_id": "pi_1"}, "status"),
+        ({"status": "succeeded"}, "_schema"),
+        ({"Stripe_payment_intent_id": "pi_1", "status": "succeeded"}, "Stripe_payment_intent_id"),
+    ],
+)
+def test_a_form_that_does_not_fit_and_an_amount_in_no_whole_minor_units_are_both_named(
+    members: dict[str, Any], form_field: str
+) -> None:
+    error = refused(make_body(payment_amount="25.001", **members))
+    assert error.fields == tuple(
+        sorted(["payment_data.payment_amount", f"payment_data.{form_field}"])
+    )
+    assert error.details["payment_data"]["payment_amount"] == [
+        "Not a whole number of CNY minor units."
+    ]
 
 
 def test_two_forms_at_once_names_the_members_of_both() -> None:

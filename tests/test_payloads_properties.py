@@ -218,3 +218,60 @@ def test_a_valid_body_with_bytes_spliced_in_only_ever_raises_payload_error(
     position = min(position, len(body))
     end = position + len(noise) if replace else position
     parse_or_refuse(body[:position] + noise + body[end:])
+
+
+# --- a body's bytes, its text and the mapping it decodes to parse alike ---------------------------
+
+#: Text that often holds a surrogate (lone, or one of a pair), a neighbour of the surrogate
+#: range, a backslash or a bracket. (``st.text`` never makes surrogates, hence the join.)
+ODD_TEXT = st.lists(
+    st.characters()
+    | st.sampled_from(["\ud800", "\udbff", "\udc00", "\udfff", "\ud7ff", "\ue000"])
+    | st.sampled_from(["\U0001f600", "\\", "{", "["]),
+    max_size=6,
+).map("".join)
+PLAIN_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**30), 10**30)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | ODD_TEXT,
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(ODD_TEXT, children, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+def same_result(first: Outcome | PayloadError, second: Outcome | PayloadError) -> bool:
+    if isinstance(first, Outcome) or isinstance(second, Outcome):
+        return first == second
+    return (first.code, first.message, first.details) == (
+        second.code,
+        second.message,
+        second.details,
+    )
+
+
+@settings(max_examples=300)
+@given(
+    extra=st.dictionaries(ODD_TEXT, PLAIN_VALUES, max_size=3),
+    wrap=st.integers(0, 40),
+    upper=st.booleans(),
+)
+def test_bytes_text_and_the_decoded_mapping_parse_alike(
+    extra: dict[str, Any], wrap: int, upper: bool
+) -> None:
+    for _ in range(wrap):  # nested lists, around the depth limit
+        extra = {"w": [extra]}
+    body = {**extra, **json.loads(notification("25.00", "CNY"))}
+    escaped = json.dumps(body)
+    if upper:  # \uD800 as well as \ud800 (may change a string holding a backslash: still JSON)
+        escaped = escaped.replace("\\ud", "\\uD")
+    expected = outcome_or_error(json.loads(escaped, parse_float=Decimal))
+    assert same_result(outcome_or_error(escaped.encode()), expected)
+    assert same_result(outcome_or_error(escaped), expected)
+    raw = json.dumps(body, ensure_ascii=False)
+    assert same_result(
+        outcome_or_error(raw), outcome_or_error(json.loads(raw, parse_float=Decimal))
+    )
