@@ -163,6 +163,39 @@ def test_the_default_map_loads_as_itself() -> None:
     assert load_status_map(dict(DEFAULT_STATUS_MAP)) == DEFAULT_STATUS_MAP
 
 
+def body_with_status(code: str) -> bytes:
+    body = json.loads(body_at("20261121200000"))
+    body["payment_data"]["payment_status"] = code
+    return json.dumps(body).encode()
+
+
+def test_a_loaded_map_loads_again_as_itself() -> None:
+    loaded = load_status_map({"OK": "succeeded"})
+    assert load_status_map(loaded) is loaded
+    assert parse_notification(body_with_status("OK"), status_map=loaded).state is (
+        PaymentState.SUCCEEDED
+    )
+
+
+def test_a_loaded_map_keeps_its_meaning_after_many_others_were_loaded() -> None:
+    first = load_status_map({"OK": "succeeded"})
+    for number in range(50):
+        load_status_map({f"C{number}": "failed"})
+    assert load_status_map(first) == {"OK": PaymentState.SUCCEEDED}
+    assert parse_notification(body_with_status("OK"), status_map=first).state is (
+        PaymentState.SUCCEEDED
+    )
+
+
+def test_a_read_only_map_made_elsewhere_is_still_checked() -> None:
+    source: dict[str, Any] = {"OK": PaymentState.SUCCEEDED}
+    proxy = MappingProxyType(source)
+    assert load_status_map(proxy) is not proxy
+    source["OK"] = "paid"
+    with pytest.raises(ValueError, match="'paid'"):
+        parse_notification(body_with_status("OK"), status_map=proxy)
+
+
 @pytest.mark.parametrize(
     ("mapping", "named"),
     [

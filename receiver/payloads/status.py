@@ -9,6 +9,7 @@ success needs both to agree: a ``PS`` whose processor says anything but ``succee
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -24,6 +25,15 @@ AGREEING_PROVIDER_STATUS: Mapping[Flow, str] = MappingProxyType(
 
 _STATE_NAMES = ", ".join(state.value for state in PaymentState)
 
+#: The maps :func:`load_status_map` made lately, by ``id``. Such a map is read-only over a dict
+#: nobody else holds, so loading it again (the receiver hands its configured map to every
+#: parse) can return it as it is instead of checking every code again, which cost more than
+#: a tenth of a parse. Holding the maps keeps their ids from being reused; the bound keeps a
+#: caller that loads a fresh map on every call from growing this without end.
+_MADE: dict[int, Mapping[str, PaymentState]] = {}
+_MADE_LIMIT = 8
+_MADE_LOCK = threading.Lock()
+
 
 def load_status_map(mapping: Mapping[str, Any]) -> Mapping[str, PaymentState]:
     """Validate a configured status map: non-empty string codes to lifecycle state names.
@@ -33,8 +43,8 @@ def load_status_map(mapping: Mapping[str, Any]) -> Mapping[str, PaymentState]:
 
     :raises ValueError: naming the offending code or state.
     """
-    if mapping is DEFAULT_STATUS_MAP:
-        return DEFAULT_STATUS_MAP
+    if mapping is DEFAULT_STATUS_MAP or _MADE.get(id(mapping)) is mapping:
+        return mapping
     if not isinstance(mapping, Mapping):
         raise ValueError(  # configuration errors are ValueError, by the package's convention
             f"status_map must be a mapping of status codes to states, not {type(mapping).__name__}"
@@ -49,7 +59,12 @@ def load_status_map(mapping: Mapping[str, Any]) -> Mapping[str, PaymentState]:
             raise ValueError(
                 f"status_map: the state {state!r} for code {code!r} is not one of {_STATE_NAMES}"
             ) from err
-    return MappingProxyType(loaded)
+    made = MappingProxyType(loaded)
+    with _MADE_LOCK:
+        while len(_MADE) >= _MADE_LIMIT:
+            del _MADE[next(iter(_MADE))]  # the oldest
+        _MADE[id(made)] = made
+    return made
 
 
 def resolve_state(
