@@ -31,7 +31,8 @@ Making it fair on a small machine (this one has 2 cores, shared by client and se
   client's share of the machine is visible, and the ratio of server CPU per request is given
   beside the throughput ratio: it is what the ratio would be if the client cost nothing.
 
-Run by hand or in CI's bench step; it prints figures and never fails on them::
+Run by hand; it prints figures and never fails on them (CI runs it only in a tiny size, in
+``tests/test_bench_smoke.py``, to keep it working)::
 
     python -m bench.receive                       # 4 sync workers, 8 connections, 3000 each
     python -m bench.receive --worker-class gthread --threads 4

@@ -5,8 +5,9 @@ The floor is the least any HMAC-SHA256 verifier can do: one ``hmac.digest`` over
 content and one ``compare_digest``, in the same kind of loop. Goals: payhooks at least 1.5x
 the package, and within 2x of the floor (at least half its rate).
 
-Run by hand or in CI's bench step: ``python bench/verify.py [--seconds S]``. It prints figures
-and never fails on them: timings belong to the machine, not to the test suite.
+Run by hand: ``python bench/verify.py [--seconds S]``. It prints figures and never fails on
+them: timings belong to the machine, not to the test suite (which runs it only briefly, in
+``tests/test_bench_smoke.py``, to keep it working).
 """
 
 from __future__ import annotations
