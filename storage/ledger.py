@@ -427,8 +427,11 @@ class Ledger:
             yield self
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
         """One write transaction: ``BEGIN IMMEDIATE`` takes the write lock up front.
+
+        ``durable=False`` skips the ``FULL`` ledger's sync after the commit (for writes that
+        acknowledge nothing).
 
         A deferred transaction that reads first and writes later can fail at once with
         ``SQLITE_BUSY`` when another process wrote in between (WAL snapshots cannot be
@@ -455,7 +458,7 @@ class Ledger:
             finally:
                 if self._write_lock is not None:
                     self._write_lock.release()
-        if self._wal_sync is not None:
+        if self._wal_sync is not None and durable:
             self._sync_committed(self._wal_sync)
 
     def _sync_committed(self, wal_sync: WalSync) -> None:
@@ -778,8 +781,12 @@ class Ledger:
 
         The table keeps the newest ``max_rejected`` rows; older ones are deleted in the same
         transaction. Returns the new row's id.
+
+        Committed but, under ``FULL``, not synced before it returns (the next synced write
+        takes it to disk with its own): it is a diagnostic trace that acknowledges nothing, and
+        anyone without a key can send these, so each must not cost a sync to disk.
         """
-        with self._write() as conn:
+        with self._write(durable=False) as conn:
             rejected_id: int = conn.execute(
                 "INSERT INTO rejected_deliveries (received_at, remote_addr, reason, body, "
                 "body_size) VALUES (?, ?, ?, ?, ?) RETURNING id",

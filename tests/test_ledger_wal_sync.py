@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from storage import Ledger
+from storage import Ledger, wal_sync
 from storage.wal_sync import WalSync
 
 pytestmark = pytest.mark.skipif(
@@ -71,3 +71,38 @@ def test_a_full_ledger_closes_its_descriptor_of_the_log_with_it(tmp_path: Path) 
 
     assert during == 2  # SQLite's and the ledger's own
     assert _descriptors_of(wal) == []
+
+
+@pytest.fixture
+def syncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every descriptor a ledger syncs from now on (the real sync still runs)."""
+    seen: list[int] = []
+    real_sync = wal_sync._sync
+
+    def counting_sync(fd: int) -> None:
+        seen.append(fd)
+        real_sync(fd)
+
+    monkeypatch.setattr(wal_sync, "_sync", counting_sync)
+    return seen
+
+
+def test_a_full_ledger_syncs_every_delivery_before_returning(
+    tmp_path: Path, syncs: list[int]
+) -> None:
+    with Ledger(tmp_path / "ledger.db") as ledger:
+        ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+        assert len(syncs) == 1
+        ledger.record_delivery(dedupe_key="msg_2", body=b"{}", headers={})
+        assert len(syncs) == 2
+
+
+def test_a_rejected_delivery_costs_no_sync_to_disk(tmp_path: Path, syncs: list[int]) -> None:
+    with Ledger(tmp_path / "ledger.db") as ledger:
+        for _ in range(3):
+            ledger.record_rejected(reason="invalid_signature", body=b"{}", remote_addr=None)
+
+        assert syncs == []
+        assert ledger.database.execute("SELECT COUNT(*) FROM rejected_deliveries").fetchone() == (
+            3,
+        )
