@@ -39,7 +39,10 @@ class PaymentKind(StrEnum):
 class DeliveryStatus(StrEnum):
     """Where one stored delivery stands."""
 
-    #: Stored, not processed yet (or its processing was interrupted: a retry finishes it).
+    #: Stored and not processed yet. The receiver stores a delivery with its outcome in one
+    #: commit, so only a direct :meth:`~storage.Ledger.record_delivery` (or an older payhooks,
+    #: which committed the delivery first) leaves one here; a retry or ``payhooks reprocess``
+    #: finishes it.
     RECEIVED = "received"
     #: Its outcome was recorded.
     PROCESSED = "processed"
@@ -52,8 +55,12 @@ class DeliveryStatus(StrEnum):
     #: first word stands (one outcome per ``transaction_id`` and ``payment_status``); this one
     #: is kept with an ``error`` naming the fields that differ, for a person to look at.
     CONFLICTING_OUTCOME = "conflicting_outcome"
+    #: The body is not one unambiguous JSON text; ``error`` holds the answer sent.
     MALFORMED_JSON = "malformed_json"
+    #: The body is JSON but not a notification; ``error`` holds the answer sent, per field.
     INVALID_PAYLOAD = "invalid_payload"
+    #: Processing failed on our side (a bug, a fault of the file); a retry or ``payhooks
+    #: reprocess`` finishes it.
     PROCESSING_ERROR = "processing_error"
 
 
