@@ -168,3 +168,20 @@ def test_public_names_are_those_the_architecture_lists() -> None:
     }  # fmt: skip
     assert documented <= set(verify.__all__)
     assert all(hasattr(verify, name) for name in verify.__all__)
+
+
+@pytest.mark.parametrize(
+    ("scheme", "complaint"),
+    [
+        ("standard-webhooks", "not a whsec_ secret"),
+        ("standard-webhooks-ed25519", "not a whpk_ public key"),
+        ("sorted-fields-rsa", "not an RSA public key"),
+    ],
+)
+def test_a_key_that_does_not_decode_is_named_by_its_place_in_the_list(
+    scheme: str, complaint: str
+) -> None:
+    good = generate_keypair(scheme).verifying_key
+
+    with pytest.raises(ValueError, match=rf"^keys\[1\]: {complaint}"):
+        get_verifier(scheme, [good, "!!not a key!!"])

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import ClassVar, NamedTuple
+from typing import ClassVar, NamedTuple, Protocol, TypeVar
 
 from verify.errors import SignatureError
 from verify.timestamps import Clock, resolve_clock, resolve_tolerance
@@ -23,6 +23,7 @@ __all__ = [
     "Signer",
     "VerifiedDelivery",
     "Verifier",
+    "decoded_keys",
     "key_list",
     "single_key",
     "validate_webhook_id",
@@ -77,6 +78,25 @@ def key_list(keys: str | Sequence[str], *, argument: str = "keys") -> list[str]:
             raise ValueError(f"{name}: must not be empty")
         result.append(item.strip())
     return result
+
+
+_Key_co = TypeVar("_Key_co", covariant=True)
+
+
+class KeyDecoder(Protocol[_Key_co]):
+    """One of :mod:`verify.keys`' decoders: a key's text in, the key out, errors naming
+    ``argument``."""
+
+    def __call__(self, text: str, *, argument: str) -> _Key_co: ...
+
+
+def decoded_keys(keys: str | Sequence[str], decode: KeyDecoder[_Key_co]) -> tuple[_Key_co, ...]:
+    """``keys`` normalized by :func:`key_list` and each decoded, an error naming the key's
+    place (``keys[1]``): verifiers decode their keys once, when built, so that checking a
+    delivery only uses them."""
+    return tuple(
+        decode(text, argument=f"keys[{index}]") for index, text in enumerate(key_list(keys))
+    )
 
 
 def single_key(key: str, *, argument: str = "key") -> str:

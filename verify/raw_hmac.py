@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Literal
 
-from verify.base import Signer, VerifiedDelivery, Verifier, key_list, single_key
+from verify.base import Signer, VerifiedDelivery, Verifier, decoded_keys, single_key
 from verify.errors import InvalidSignatureError, MissingSignatureError
 from verify.headers import lookup_headers
 from verify.keyed_hash import HmacSha256
@@ -65,16 +65,14 @@ class HmacSha256Verifier(Verifier):
         header_name: str = DEFAULT_HEADER_NAME,
         encoding: Encoding = "hex",
     ) -> None:
-        texts = key_list(keys)
-        self._keys = tuple(
-            HmacSha256(decode_shared_secret(text, argument=f"keys[{index}]"))
-            for index, text in enumerate(texts)
-        )
+        self._keys = tuple(HmacSha256(key) for key in decoded_keys(keys, decode_shared_secret))
         self._header = _header_name(header_name).lower()
         self.header_names = (self._header,)
         self._decode = binascii.a2b_hex if _encoding(encoding) == "hex" else _strict_base64
         # The scheme carries no time; the tolerance is accepted for a uniform interface.
-        super().__init__(key_count=len(texts), tolerance_seconds=tolerance_seconds, clock=clock)
+        super().__init__(
+            key_count=len(self._keys), tolerance_seconds=tolerance_seconds, clock=clock
+        )
 
     def verify(self, headers: Mapping[str, str], body: bytes) -> VerifiedDelivery:
         (value,) = lookup_headers(headers, self.header_names)

@@ -34,7 +34,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
 
-from verify.base import Signer, VerifiedDelivery, Verifier, key_list, single_key
+from verify.base import Signer, VerifiedDelivery, Verifier, decoded_keys, single_key
 from verify.errors import InvalidSignatureError, MalformedSignatureError, MissingSignatureError
 from verify.headers import lookup_headers
 from verify.keyed_hash import HmacSha256
@@ -133,10 +133,7 @@ class SortedFieldsRsaVerifier(Verifier):
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         max_depth: int = DEFAULT_MAX_DEPTH,
     ) -> None:
-        texts = key_list(keys)
-        self._keys = tuple(
-            decode_rsa_public(text, argument=f"keys[{index}]") for index, text in enumerate(texts)
-        )
+        self._keys = decoded_keys(keys, decode_rsa_public)
         self._hash = _hash(hash_algorithm)
         if not isinstance(check_timestamp, bool):
             raise ValueError("check_timestamp: must be True or False")
@@ -146,7 +143,9 @@ class SortedFieldsRsaVerifier(Verifier):
             raise ValueError("time_zone: must name a time zone, such as 'UTC' or 'Asia/Shanghai'")
         self._zone: tzinfo = zone
         self._canonical = _Canonicalizer("rsa", max_body_bytes, max_depth)
-        super().__init__(key_count=len(texts), tolerance_seconds=tolerance_seconds, clock=clock)
+        super().__init__(
+            key_count=len(self._keys), tolerance_seconds=tolerance_seconds, clock=clock
+        )
 
     def verify(self, headers: Mapping[str, str], body: bytes) -> VerifiedDelivery:
         signature_text, timestamp_text, zone_text = lookup_headers(headers, self.header_names)
@@ -212,14 +211,12 @@ class SortedFieldsHmacVerifier(Verifier):
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         max_depth: int = DEFAULT_MAX_DEPTH,
     ) -> None:
-        texts = key_list(keys)
-        self._keys = tuple(
-            HmacSha256(decode_shared_secret(text, argument=f"keys[{index}]"))
-            for index, text in enumerate(texts)
-        )
+        self._keys = tuple(HmacSha256(key) for key in decoded_keys(keys, decode_shared_secret))
         self._canonical = _Canonicalizer("hmac", max_body_bytes, max_depth)
         # The scheme carries no time; the tolerance is accepted for a uniform interface.
-        super().__init__(key_count=len(texts), tolerance_seconds=tolerance_seconds, clock=clock)
+        super().__init__(
+            key_count=len(self._keys), tolerance_seconds=tolerance_seconds, clock=clock
+        )
 
     def verify(self, headers: Mapping[str, str], body: bytes) -> VerifiedDelivery:
         (signature_text,) = lookup_headers(headers, self.header_names)

@@ -39,7 +39,7 @@ from verify.base import (
     Signer,
     VerifiedDelivery,
     Verifier,
-    key_list,
+    decoded_keys,
     single_key,
     validate_webhook_id,
 )
@@ -205,13 +205,11 @@ class StandardWebhooksVerifier(_StandardWebhooksVerifier):
         tolerance_seconds: float | None = DEFAULT_TOLERANCE_SECONDS,
         clock: Clock | None = None,
     ) -> None:
-        texts = key_list(keys)
         # Decoded, and the HMAC key schedule computed, once here: the hot path only hashes.
-        self._keys = tuple(
-            HmacSha256(decode_whsec(text, argument=f"keys[{index}]"))
-            for index, text in enumerate(texts)
+        self._keys = tuple(HmacSha256(key) for key in decoded_keys(keys, decode_whsec))
+        super().__init__(
+            key_count=len(self._keys), tolerance_seconds=tolerance_seconds, clock=clock
         )
-        super().__init__(key_count=len(texts), tolerance_seconds=tolerance_seconds, clock=clock)
 
     def _matches(self, content: bytes, signatures: list[bytes]) -> bool:
         for key in self._keys:
@@ -236,12 +234,10 @@ class StandardWebhooksEd25519Verifier(_StandardWebhooksVerifier):
         tolerance_seconds: float | None = DEFAULT_TOLERANCE_SECONDS,
         clock: Clock | None = None,
     ) -> None:
-        texts = key_list(keys)
-        self._keys = tuple(
-            decode_ed25519_public(text, argument=f"keys[{index}]")
-            for index, text in enumerate(texts)
+        self._keys = decoded_keys(keys, decode_ed25519_public)
+        super().__init__(
+            key_count=len(self._keys), tolerance_seconds=tolerance_seconds, clock=clock
         )
-        super().__init__(key_count=len(texts), tolerance_seconds=tolerance_seconds, clock=clock)
 
     def _matches(self, content: bytes, signatures: list[bytes]) -> bool:
         for key in self._keys:
