@@ -1,7 +1,7 @@
 """Notifications per second and latency of the whole receiver under gunicorn, against a floor.
 
 The pipeline measured is the one a merchant runs: gunicorn on 127.0.0.1 with the demo app
-(``receiver.demo:create_app()``), each request capped, verified (Standard Webhooks), stored
+(``payhooks.receiver.demo:create_app()``), each request capped, verified (Standard Webhooks), stored
 durably in SQLite (WAL), parsed, recorded and reconciled, then acknowledged. Every request is a
 distinct signed notification for an expected payment, so every one is a full write.
 
@@ -65,12 +65,15 @@ from pathlib import Path
 from typing import Any
 
 from flask import Flask
+from payhooks.receiver import PayHooks
+from payhooks.storage import Ledger
+from payhooks.verify import generate_keypair, get_signer
 
 from bench.floor_app import FLOOR_SUFFIX, prepare_durable_floor
-from receiver import PayHooks
-from storage import Ledger
-from tests.gunicorn_server import HAS_PROC, GunicornServer
-from verify import generate_keypair, get_signer
+from tests.support.gunicorn_server import HAS_PROC, GunicornServer
+
+#: The receiver under test, in gunicorn's syntax.
+DEMO_APP = "payhooks.receiver.demo:create_app()"
 
 NOTIFY = "/payhooks/notifications"
 REPO = Path(__file__).resolve().parent.parent
@@ -358,7 +361,7 @@ def over_gunicorn(args: argparse.Namespace) -> None:
                 args,
             )
             figures[durable] = Figures(f"durable floor, {mode}")
-            servers[mode] = start_server("receiver.demo:create_app()", env, directory, args)
+            servers[mode] = start_server(DEMO_APP, env, directory, args)
             figures[mode] = Figures(f"receiver, synchronous={mode}")
         try:
             for server in servers.values():

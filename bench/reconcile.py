@@ -34,8 +34,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from storage import STATE_RANK, Ledger, PaymentState
-from storage.schema import TRIGGERS, create_views
+from payhooks.storage import STATE_RANK, Ledger, PaymentState
+from payhooks.storage.schema import TRIGGERS, create_views
 
 CURRENCIES = ("CNY", "USD", "JPY", "KWD")
 START = datetime(2026, 1, 1, tzinfo=UTC)

@@ -72,7 +72,7 @@ def _import_payhooks_verify() -> None:
 
 def main() -> None:
     _import_payhooks_verify()
-    from verify import generate_keypair, get_signer, get_verifier
+    from payhooks.verify import generate_keypair, get_signer, get_verifier
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=2.0, help="time per contender")

@@ -1,36 +1,65 @@
-"""The Flask side of payhooks: payload parsing, the extension and blueprint, the CLI.
+"""The Flask side of payhooks: the extension, its routes, the pipeline, the in-app commands.
 
 ::
 
     from flask import Flask
-    from receiver import PayHooks, return_url
+    from payhooks.receiver import PayHooks, return_url
 
     app = Flask(__name__)
     app.config["PAYHOOKS_SECRETS"] = ["whsec_..."]
     payhooks = PayHooks(app)
+
+The names below load on first use (PEP 562), so that importing a Flask-free part of the
+receiver, such as :mod:`payhooks.receiver.pipeline` or :mod:`payhooks.receiver.payloads`, does
+not import Flask through this package.
 """
 
 from __future__ import annotations
 
-from receiver import signals
-from receiver.blueprint import blueprint
-from receiver.extension import PayHooks
-from receiver.payloads import PayloadError, load_status_map, parse_notification
-from receiver.returns import ReturnView, return_url
-from receiver.signals import (
-    notification_received,
-    payment_failed,
-    payment_mismatch,
-    payment_succeeded,
-)
-from receiver.state import ReceiverState, receiver_state
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from payhooks.receiver import signals
+    from payhooks.receiver.extension import PayHooks
+    from payhooks.receiver.payloads import PayloadError, load_status_map, parse_notification
+    from payhooks.receiver.settings import ReceiverSettings, load_settings
+    from payhooks.receiver.signals import (
+        notification_received,
+        payment_failed,
+        payment_mismatch,
+        payment_succeeded,
+    )
+    from payhooks.receiver.state import ReceiverState, receiver_state
+    from payhooks.receiver.web import ReturnView, blueprint, return_url
+
+#: Where each public name lives.
+_HOMES = {
+    "PayHooks": "payhooks.receiver.extension",
+    "PayloadError": "payhooks.receiver.payloads",
+    "ReceiverSettings": "payhooks.receiver.settings",
+    "ReceiverState": "payhooks.receiver.state",
+    "ReturnView": "payhooks.receiver.web",
+    "blueprint": "payhooks.receiver.web",
+    "load_settings": "payhooks.receiver.settings",
+    "load_status_map": "payhooks.receiver.payloads",
+    "notification_received": "payhooks.receiver.signals",
+    "parse_notification": "payhooks.receiver.payloads",
+    "payment_failed": "payhooks.receiver.signals",
+    "payment_mismatch": "payhooks.receiver.signals",
+    "payment_succeeded": "payhooks.receiver.signals",
+    "receiver_state": "payhooks.receiver.state",
+    "return_url": "payhooks.receiver.web",
+}
 
 __all__ = [
     "PayHooks",
     "PayloadError",
+    "ReceiverSettings",
     "ReceiverState",
     "ReturnView",
     "blueprint",
+    "load_settings",
     "load_status_map",
     "notification_received",
     "parse_notification",
@@ -41,3 +70,18 @@ __all__ = [
     "return_url",
     "signals",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "signals":
+        return importlib.import_module("payhooks.receiver.signals")
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'payhooks.receiver' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -1,23 +1,23 @@
 """The ``PAYHOOKS_*`` configuration keys: their defaults, and how each is read and checked.
 
-One table serves three readers: :meth:`receiver.PayHooks.init_app` (Flask config), the demo app
-and the CLI (the process environment). Keeping the names, defaults and parsing rules here means
+One table serves three readers: :meth:`payhooks.receiver.PayHooks.init_app` (Flask config), the demo
+app and the CLI (the process environment). Keeping the names, defaults and parsing rules here means
 the three cannot drift apart.
 
 Keys that DESIGN.md does not list and payhooks adds, with why:
 
 - ``PAYHOOKS_SIGNATURE_OPTIONS`` (``{}``): the scheme's options, passed to
-  :func:`verify.get_verifier` (``hash_algorithm`` for ``sorted-fields-rsa``, ``header_name``
-  and ``encoding`` for ``hmac-sha256``).
+  :func:`payhooks.verify.get_verifier` (``hash_algorithm`` for ``sorted-fields-rsa``,
+  ``header_name`` and ``encoding`` for ``hmac-sha256``).
 - ``PAYHOOKS_BUSY_TIMEOUT_MS`` (5000): how long a write waits for a locked database before the
   receiver answers 503 so the service retries.
 - ``PAYHOOKS_SQLITE_SYNCHRONOUS`` (``"FULL"``): SQLite's ``PRAGMA synchronous`` for the
-  receiver's connections (:data:`storage.SYNCHRONOUS_MODES`). ``FULL`` syncs every commit to
-  disk before the answer, so an acknowledged delivery survives a power loss; ``NORMAL`` (opt-in)
+  receiver's connections (:data:`payhooks.storage.SYNCHRONOUS_MODES`). ``FULL`` syncs every commit
+  to disk before the answer, so an acknowledged delivery survives a power loss; ``NORMAL`` (opt-in)
   is much cheaper per commit but survives only a crash of the process, not of the machine: the
   last acknowledged deliveries can vanish, and the service will not send them again.
 - ``PAYHOOKS_RETURN_MAX_AGE`` (7 days, in seconds): how long a URL made by
-  :func:`receiver.return_url` stays valid.
+  :func:`payhooks.receiver.return_url` stays valid.
 - ``PAYHOOKS_RETURN_REDIRECT`` (None): a merchant page to send returning customers to with a
   303, as a template with ``{external_identifier}`` and ``{state}``; without it the return
   handler renders ``payhooks/return.html``.
@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from storage import DEFAULT_STATUS_MAP
+from payhooks.storage import DEFAULT_STATUS_MAP
 
 __all__ = [
     "CONFIG_DEFAULTS",
@@ -65,8 +65,8 @@ CONFIG_DEFAULTS: Mapping[str, Any] = {
 #: The key names, in table order.
 CONFIG_KEYS: tuple[str, ...] = tuple(CONFIG_DEFAULTS)
 
-#: Which key holds a scheme's keys, by its :attr:`verify.SchemeInfo.key_kind`: shared secrets
-#: for the HMAC schemes, public keys for Ed25519 and RSA.
+#: Which key holds a scheme's keys, by its :attr:`payhooks.verify.SchemeInfo.key_kind`: shared
+#: secrets for the HMAC schemes, public keys for Ed25519 and RSA.
 KEY_CONFIG: Mapping[str, str] = MappingProxyType(
     {"secret": "PAYHOOKS_SECRETS", "public_key": "PAYHOOKS_PUBLIC_KEYS"}
 )

@@ -5,8 +5,8 @@ not verify a single delivery (no keys, an unknown scheme, a bad status map) fail
 with a :class:`ValueError` naming the key, not at the first notification.
 
 The extension keeps no app: what one app needs (its verifier, its ledgers, its status map) lives
-in a :class:`~receiver.state.ReceiverState` in that app's ``extensions``, so app factories and
-several apps in one process, each with its own database and keys, work side by side.
+in a :class:`~payhooks.receiver.state.ReceiverState` in that app's ``extensions``, so app factories
+and several apps in one process, each with its own database and keys, work side by side.
 """
 
 from __future__ import annotations
@@ -15,12 +15,11 @@ import os
 from typing import Any
 
 from flask import Flask
-
-from receiver.blueprint import IDENTIFIER_CONVERTER, ExternalIdentifierConverter, blueprint
-from receiver.cli import payhooks as payhooks_cli
-from receiver.config import CONFIG_DEFAULTS
-from receiver.state import STATE_KEY, build_state, receiver_state
-from storage import Ledger
+from payhooks.receiver.cli import payhooks_group
+from payhooks.receiver.config import CONFIG_DEFAULTS
+from payhooks.receiver.state import STATE_KEY, build_state, receiver_state
+from payhooks.receiver.web import IDENTIFIER_CONVERTER, ExternalIdentifierConverter, blueprint
+from payhooks.storage import Ledger
 
 __all__ = ["EXTENSION_KEY", "PayHooks"]
 
@@ -47,8 +46,8 @@ class PayHooks:
     project's choices while each app (production, tests) still overrides by config.
 
     A merchant who protects forms with Flask-WTF's ``CSRFProtect`` must exempt the blueprint
-    (``csrf.exempt(receiver.blueprint)``): the service cannot send a CSRF token; the signature
-    is what authenticates a notification.
+    (``csrf.exempt(payhooks.receiver.blueprint)``): the service cannot send a CSRF token; the
+    signature is what authenticates a notification.
     """
 
     def __init__(self, app: Flask | None = None, **options: Any) -> None:
@@ -77,8 +76,8 @@ class PayHooks:
         app.extensions[STATE_KEY] = state
         app.url_map.converters[IDENTIFIER_CONVERTER] = ExternalIdentifierConverter
         app.register_blueprint(blueprint, url_prefix=app.config["PAYHOOKS_URL_PREFIX"])
-        if payhooks_cli.name not in app.cli.commands:
-            app.cli.add_command(payhooks_cli)
+        if payhooks_group.name not in app.cli.commands:
+            app.cli.add_command(payhooks_group)
 
     @property
     def ledger(self) -> Ledger:

@@ -1,4 +1,5 @@
-"""One :class:`storage.Ledger` per thread and process, opened on first use, closed with its thread.
+"""One :class:`payhooks.storage.Ledger` per thread and process, opened on first use, closed with its
+thread.
 
 A SQLite connection must not be shared between threads, and must not cross a ``fork()``:
 gunicorn can fork workers from a master that imported (and even used) the app. Opening a ledger
@@ -23,7 +24,7 @@ import threading
 import weakref
 from pathlib import Path
 
-from storage import Ledger, StorageError
+from payhooks.storage import Ledger, StorageError
 
 __all__ = ["LedgerPool"]
 
@@ -54,9 +55,7 @@ class _ThreadLedger:
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
         self.pid = os.getpid()
-        finalizer = weakref.finalize(
-            self, _close_ledger, ledger, self.pid, threading.get_ident()
-        )
+        finalizer = weakref.finalize(self, _close_ledger, ledger, self.pid, threading.get_ident())
         # At interpreter exit the threads' connections go with the process; running the
         # finalizers then would only race the threads still using them.
         finalizer.atexit = False
@@ -69,7 +68,7 @@ class LedgerPool:
 
     :param path: the SQLite file.
     :param busy_timeout_ms: how long a write waits on a lock before the ledger gives up with
-        :class:`storage.StorageUnavailableError`.
+        :class:`payhooks.storage.StorageUnavailableError`.
     :param synchronous: each ledger's ``synchronous`` option (``"FULL"`` or ``"NORMAL"``).
     """
 
@@ -93,9 +92,7 @@ class LedgerPool:
                 return holder.ledger
             self._inherited.append(holder)
         holder = _ThreadLedger(
-            Ledger(
-                self.path, busy_timeout_ms=self.busy_timeout_ms, synchronous=self.synchronous
-            )
+            Ledger(self.path, busy_timeout_ms=self.busy_timeout_ms, synchronous=self.synchronous)
         )
         self._local.holder = holder
         return holder.ledger

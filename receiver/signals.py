@@ -2,7 +2,7 @@
 
 Connect to react to payments without touching the blueprint::
 
-    from receiver import signals
+    from payhooks.receiver import signals
 
     @signals.payment_succeeded.connect_via(app)
     def ship(app, *, outcome, delivery_id, reconciliation):
@@ -10,9 +10,10 @@ Connect to react to payments without touching the blueprint::
 
 Every signal is sent with the Flask app as sender and these keyword arguments:
 
-- ``outcome``: the :class:`storage.Outcome` just recorded.
+- ``outcome``: the :class:`payhooks.storage.Outcome` just recorded.
 - ``delivery_id``: the id of the stored delivery that carried it.
-- ``reconciliation``: the :class:`storage.ReconciliationState` of its ``external_identifier``
+- ``reconciliation``: the :class:`payhooks.storage.ReconciliationState` of its
+``external_identifier``
   after the outcome was recorded.
 
 They are sent only for an outcome seen for the first time: a redelivery (the same
@@ -49,7 +50,8 @@ payment_succeeded = _signals.signal("payment-succeeded")
 #: payment that another transaction already paid sends nothing: the payment stays ``paid``.
 payment_failed = _signals.signal("payment-failed")
 
-#: An outcome that leaves its payment in need of a person (:data:`storage.MISMATCH_STATES`):
-#: ``amount_mismatch``, ``currency_mismatch``, ``duplicate_payment``, ``unexpected`` (no such
-#: payment expected) or ``unknown_status`` (a status code nobody can read).
+#: An outcome that leaves its payment in need of a person
+#: (:data:`payhooks.storage.MISMATCH_STATES`): ``amount_mismatch``, ``currency_mismatch``,
+#: ``duplicate_payment``, ``unexpected`` (no such payment expected) or ``unknown_status`` (a status
+#: code nobody can read).
 payment_mismatch = _signals.signal("payment-mismatch")

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-from storage.errors import (
+from payhooks.storage.errors import (
     ConflictError,
     SchemaVersionError,
     StorageError,
     StorageUnavailableError,
     UnknownDeliveryError,
 )
-from storage.ledger import DEFAULT_MAX_REJECTED, DEFAULT_MAX_RETURNS, SYNCHRONOUS_MODES, Ledger
-from storage.limits import MAX_AMOUNT_MINOR
-from storage.records import (
+from payhooks.storage.ledger import (
+    DEFAULT_MAX_REJECTED,
+    DEFAULT_MAX_RETURNS,
+    SYNCHRONOUS_MODES,
+    Ledger,
+)
+from payhooks.storage.limits import MAX_AMOUNT_MINOR
+from payhooks.storage.records import (
     DEFAULT_STATUS_MAP,
     MISMATCH_STATES,
     STATE_RANK,
@@ -20,7 +25,7 @@ from storage.records import (
     PaymentState,
     ReconciliationState,
 )
-from storage.rows import (
+from payhooks.storage.rows import (
     FINISHED_DELIVERY_STATUSES,
     Delivery,
     DeliveryStatus,
@@ -30,7 +35,7 @@ from storage.rows import (
     ReturnKind,
     SummaryRow,
 )
-from storage.schema import SCHEMA_VERSION
+from payhooks.storage.schema import SCHEMA_VERSION
 
 __all__ = [
     "DEFAULT_MAX_REJECTED",

@@ -26,20 +26,18 @@ from enum import StrEnum
 from types import TracebackType
 from typing import Any, Final, TypeVar
 
-from sqlite_utils import Database
-
-from storage import reconciliation
-from storage.currencies import minor_unit_exponent
-from storage.errors import (
+from payhooks.storage import reconciliation
+from payhooks.storage.currencies import minor_unit_exponent
+from payhooks.storage.errors import (
     ConflictError,
     StorageError,
     StorageUnavailableError,
     UnknownDeliveryError,
     translate_errors,
 )
-from storage.limits import MAX_AMOUNT_MINOR
-from storage.records import STATE_RANK, Outcome, ReconciliationState
-from storage.rows import (
+from payhooks.storage.limits import MAX_AMOUNT_MINOR
+from payhooks.storage.records import STATE_RANK, Outcome, ReconciliationState
+from payhooks.storage.rows import (
     FINISHED_DELIVERY_STATUSES,
     Delivery,
     DeliveryStatus,
@@ -49,10 +47,11 @@ from storage.rows import (
     ReturnKind,
     SummaryRow,
 )
-from storage.schema import configure, migrate
-from storage.times import Clock, from_text, system_clock, to_text
-from storage.wal_sync import WalSync
-from storage.write_lock import WriteLock
+from payhooks.storage.schema import configure, migrate
+from payhooks.storage.times import Clock, from_text, system_clock, to_text
+from payhooks.storage.wal_sync import WalSync
+from payhooks.storage.write_lock import WriteLock
+from sqlite_utils import Database
 
 __all__ = ["DEFAULT_MAX_REJECTED", "DEFAULT_MAX_RETURNS", "SYNCHRONOUS_MODES", "Ledger"]
 
@@ -66,7 +65,7 @@ DEFAULT_MAX_RETURNS: Final = 50
 #: The values of :class:`Ledger`'s ``synchronous`` option (after SQLite's ``PRAGMA
 #: synchronous``), the safest first. ``FULL``: every write is on disk before the call that
 #: made it returns, so it survives a power loss (the ledger syncs the write-ahead log itself,
-#: after releasing the write lock: :mod:`storage.wal_sync`). ``NORMAL``: the log is synced
+#: after releasing the write lock: :mod:`payhooks.storage.wal_sync`). ``NORMAL``: the log is synced
 #: only at checkpoints; a write still survives the process crashing, but the last writes
 #: before an operating-system crash or a power loss can be lost (the file stays consistent).
 SYNCHRONOUS_MODES: Final = ("FULL", "NORMAL")
@@ -283,7 +282,7 @@ class Ledger:
         ``sqlite_utils.Database`` the caller owns and closes. When that database is already
         inside a transaction, the ledger's writes join it as savepoints.
     :param busy_timeout_ms: how long a write waits for another writer's lock before it gives
-        up with :class:`~storage.StorageUnavailableError`.
+        up with :class:`~payhooks.storage.StorageUnavailableError`.
     :param max_rejected: how many rejected deliveries to keep (the newest); bounds the table
         however many forged requests arrive.
     :param max_returns: how many customer returns to keep per ``external_identifier`` (the
@@ -295,18 +294,18 @@ class Ledger:
         last writes should the machine (not only the process) crash. ``FULL`` on a file the
         ledger opens, in WAL mode, on POSIX: SQLite's ``NORMAL``, with the ledger syncing the
         log after each commit once the locks are released, so that concurrent writers' syncs
-        overlap (:mod:`storage.wal_sync`); otherwise SQLite's own ``FULL``. A caller's
+        overlap (:mod:`payhooks.storage.wal_sync`); otherwise SQLite's own ``FULL``. A caller's
         database opened inside a transaction keeps its own setting (SQLite cannot change it
         there).
-    :param write_lock: take the file's :class:`~storage.write_lock.WriteLock`
+    :param write_lock: take the file's :class:`~payhooks.storage.write_lock.WriteLock`
         (``<file>.lock``) before each write, so that a writer waiting for another wakes as
         soon as it commits, instead of sleeping in SQLite's coarse busy handler. False, or a
         database in memory, a folder where the lock file cannot be created, or a system
         without ``fcntl``: SQLite's busy handler alone. Either way SQLite's own lock is taken
         too, so writers with and without it exclude each other correctly.
 
-    Opening migrates the file forward when it is behind (see :mod:`storage.schema`). Every
-    ``sqlite3`` error is raised as a :class:`~storage.StorageError`.
+    Opening migrates the file forward when it is behind (see :mod:`payhooks.storage.schema`). Every
+    ``sqlite3`` error is raised as a :class:`~payhooks.storage.StorageError`.
     """
 
     def __init__(
@@ -354,7 +353,7 @@ class Ledger:
                     pragma = "NORMAL" if wal_sync is not None else sync_mode
                     db.conn.execute(f"PRAGMA synchronous = {pragma}")
                 #: How many schema migrations the file has (the code's
-                #: :data:`storage.schema.SCHEMA_VERSION` once open).
+                #: :data:`payhooks.storage.schema.SCHEMA_VERSION` once open).
                 self.schema_version = migrate(db)
                 lock_file = file if write_lock else None
             except BaseException:
@@ -417,8 +416,8 @@ class Ledger:
         exception leave the block unless you mean to commit the others without it.
 
         The receiver stores a delivery and its outcome this way (see
-        :func:`receiver.processing.receive_delivery`). Inside a transaction the caller's own
-        ``Database`` has open, the block is a savepoint of it.
+        :func:`payhooks.receiver.pipeline.processing.receive_delivery`). Inside a transaction the
+        caller's own ``Database`` has open, the block is a savepoint of it.
 
         :raises StorageUnavailableError: the write lock was not free within the busy timeout,
             or the commit failed; nothing of the block is stored.
@@ -463,7 +462,8 @@ class Ledger:
 
     def _sync_committed(self, wal_sync: WalSync) -> None:
         """Put the commit on disk before the write returns (``FULL``), once both locks are
-        released, so that the next writer commits meanwhile (see :mod:`storage.wal_sync`)."""
+        released, so that the next writer commits meanwhile (see
+        :mod:`payhooks.storage.wal_sync`)."""
         try:
             wal_sync.sync()
         except OSError as err:
@@ -472,8 +472,8 @@ class Ledger:
             ) from err
 
     def _take_write_lock(self) -> float | None:
-        """Take the file's :class:`~storage.write_lock.WriteLock` before SQLite's lock, so a
-        waiting writer wakes as soon as the other one commits; the seconds it waited, or None
+        """Take the file's :class:`~payhooks.storage.write_lock.WriteLock` before SQLite's lock, so
+        a waiting writer wakes as soon as the other one commits; the seconds it waited, or None
         when there is no such lock (then SQLite's busy handler does the waiting)."""
         if self._write_lock is None:
             return None
@@ -532,8 +532,8 @@ class Ledger:
         :raises ConflictError: it is registered with different data (any of kind, amount,
             currency, plan amount, description, metadata).
         :raises ValueError: an identifier outside 1 to 64 characters, an amount that is not an
-            int from 0 to :data:`~storage.MAX_AMOUNT_MINOR`, a currency that is not an ISO 4217
-            code with minor units.
+            int from 0 to :data:`~payhooks.storage.MAX_AMOUNT_MINOR`, a currency that is not an ISO
+            4217 code with minor units.
         """
         return self._expect(
             external_identifier,
@@ -828,7 +828,8 @@ class Ledger:
         delivery's word stands, even when a later one names another ``external_identifier``).
 
         :raises UnknownDeliveryError: ``delivery_id`` is not stored.
-        :raises ValueError: an amount outside 0 to :data:`~storage.MAX_AMOUNT_MINOR` (the parser
+        :raises ValueError: an amount outside 0 to :data:`~payhooks.storage.MAX_AMOUNT_MINOR` (the
+        parser
             refuses those first).
         """
         _check_amount(outcome.amount_minor, "outcome.amount_minor")

@@ -2,13 +2,13 @@
 
 Finance tools read the view directly, and the ledger reads nothing else, so there is one
 definition of every state. Python only streams the view's rows into
-:class:`~storage.rows.ReconciliationRow`.
+:class:`~payhooks.storage.rows.ReconciliationRow`.
 
 How a payment's state is decided (DESIGN.md "Reconciliation states", made precise):
 
 - *Latest* means by ``paid_at``, ties broken by the outcome's id (the order of arrival).
 - A *transaction* (one ``transaction_id``) has a *lifecycle state*: that of its highest-ranked
-  outcome whose state is known (:data:`storage.records.STATE_RANK`; ``failed`` and
+  outcome whose state is known (:data:`payhooks.storage.records.STATE_RANK`; ``failed`` and
   ``cancelled`` share a rank, and between them the latest decides). ``unknown`` never lowers
   it, and the order of arrival never moves it back: a late ``pending`` after ``succeeded``
   changes nothing.
@@ -49,9 +49,9 @@ How a payment's state is decided (DESIGN.md "Reconciliation states", made precis
 
 Where it reads: no outcome. Each payment is joined, by primary key, to its identifier's one
 row of ``identifiers``, which rolls up its rows of ``transactions``, which roll up each
-transaction's outcomes (:mod:`storage.rollup`: kept by triggers in the writing transaction).
-Nothing in those rows depends on what was registered, beyond whether something was: the view
-compares amounts and currencies itself. The rare payment whose periods came in several
+transaction's outcomes (:mod:`payhooks.storage.rollup`: kept by triggers in the writing
+transaction). Nothing in those rows depends on what was registered, beyond whether something was:
+the view compares amounts and currencies itself. The rare payment whose periods came in several
 currencies reads its transactions for the amount in the other one. The expected arm walks
 ``payments`` by primary key and the unexpected one the partial index
 ``identifiers_unexpected``, so rows come out without sorting or holding anything, expected
@@ -67,10 +67,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from storage.currencies import from_minor_units
-from storage.records import STATE_RANK, PaymentState, ReconciliationState
-from storage.rows import PaymentKind, ReconciliationRow, SummaryRow
-from storage.times import to_text
+from payhooks.storage.currencies import from_minor_units
+from payhooks.storage.records import STATE_RANK, PaymentState, ReconciliationState
+from payhooks.storage.rows import PaymentKind, ReconciliationRow, SummaryRow
+from payhooks.storage.times import to_text
 
 __all__ = [
     "RECONCILIATION_VIEW_SQL",
@@ -181,8 +181,8 @@ def reconciliation_view_sql(
 ) -> str:
     """The view's ``CREATE`` statement, over per-identifier and per-transaction rows.
 
-    The ledger's view reads the stored tables (:mod:`storage.rollup`); tests build the same view
-    over the views that compute those rows from ``outcomes`` at query time, and compare.
+    The ledger's view reads the stored tables (:mod:`payhooks.storage.rollup`); tests build the same
+    view over the views that compute those rows from ``outcomes`` at query time, and compare.
     """
     return (
         f"CREATE VIEW {name} AS{_expected_arm(identifiers, transactions)}"
@@ -190,7 +190,8 @@ def reconciliation_view_sql(
     )
 
 
-#: The view, as :func:`storage.schema.create_views` creates it. Columns: :data:`ROW_COLUMNS`.
+#: The view, as :func:`payhooks.storage.schema.create_views` creates it. Columns:
+#: :data:`ROW_COLUMNS`.
 RECONCILIATION_VIEW_SQL = reconciliation_view_sql()
 
 #: The view's columns, in the order :func:`select_rows` returns them.
@@ -232,7 +233,7 @@ _NAMES: Mapping[str, tuple[PaymentKind | None, ReconciliationState, PaymentState
 _STATES: Mapping[str, ReconciliationState] = {s.value: s for s in ReconciliationState}
 
 _new_row = tuple.__new__
-_parse_time = datetime.fromisoformat  # what storage.times.from_text does, without the call
+_parse_time = datetime.fromisoformat  # what payhooks.storage.times.from_text does, without the call
 
 
 def _transaction_ids(text: str) -> tuple[str, ...]:

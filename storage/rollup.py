@@ -18,9 +18,9 @@ Each table is its view, stored. Triggers keep them so in the same transaction as
 that changes them: a row of ``outcomes`` inserted, deleted or updated recomputes its
 transaction's row and then its identifier's row (index ranges of that transaction and that
 identifier); a payment registered, removed or renamed sets ``expected``. Writes made with SQL
-tools keep them current too, not only the ledger's. :func:`storage.schema.migrate` refills both
-from the views whenever it applies a migration, so a change of these rules is a migration, and a
-file from before the tables gets them filled. Nothing here is a source of truth: emptying the
+tools keep them current too, not only the ledger's. :func:`payhooks.storage.schema.migrate` refills
+both from the views whenever it applies a migration, so a change of these rules is a migration, and
+a file from before the tables gets them filled. Nothing here is a source of truth: emptying the
 tables and inserting the views gives the same rows (the tests compare them).
 """
 
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from storage.records import STATE_RANK, PaymentState
+from payhooks.storage.records import STATE_RANK, PaymentState
 
 __all__ = [
     "IDENTIFIERS_INDEX_SQL",
@@ -48,8 +48,8 @@ _UNKNOWN = STATE_RANK[PaymentState.UNKNOWN]
 
 #: Width of an outcome's time key (``latest``, ``latest_known``): ``paid_at`` padded to 32
 #: characters, then the outcome's id in 20 digits. Stored times share one shape
-#: (:mod:`storage.times`) and none is longer than 32; a pad sorts below every character of a
-#: time, so the keys sort by ``paid_at``, then by id (the order of arrival). What is written
+#: (:mod:`payhooks.storage.times`) and none is longer than 32; a pad sorts below every character of
+#: a time, so the keys sort by ``paid_at``, then by id (the order of arrival). What is written
 #: after a key starts at character ``KEY_WIDTH + 1``.
 KEY_WIDTH = 52
 _KEY = "printf('%-32s%020d', o.paid_at, o.id)"

@@ -14,8 +14,8 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import NamedTuple
 
-from storage.currencies import from_minor_units
-from storage.records import PaymentState, ReconciliationState
+from payhooks.storage.currencies import from_minor_units
+from payhooks.storage.records import PaymentState, ReconciliationState
 
 __all__ = [
     "FINISHED_DELIVERY_STATUSES",
@@ -40,9 +40,9 @@ class DeliveryStatus(StrEnum):
     """Where one stored delivery stands."""
 
     #: Stored and not processed yet. The receiver stores a delivery with its outcome in one
-    #: commit, so only a direct :meth:`~storage.Ledger.record_delivery` (or an older payhooks,
-    #: which committed the delivery first) leaves one here; a retry or ``payhooks reprocess``
-    #: finishes it.
+    #: commit, so only a direct :meth:`~payhooks.storage.Ledger.record_delivery` (or an older
+    #: payhooks, which committed the delivery first) leaves one here; a retry or ``payhooks
+    #: reprocess`` finishes it.
     RECEIVED = "received"
     #: Its outcome was recorded.
     PROCESSED = "processed"
@@ -65,7 +65,7 @@ class DeliveryStatus(StrEnum):
 
 
 #: The statuses of a delivery with nothing left to do: a redelivery of it only counts an
-#: attempt, and :meth:`storage.Ledger.mark_delivery` never overwrites them.
+#: attempt, and :meth:`payhooks.storage.Ledger.mark_delivery` never overwrites them.
 FINISHED_DELIVERY_STATUSES: frozenset[DeliveryStatus] = frozenset(
     {DeliveryStatus.PROCESSED, DeliveryStatus.DUPLICATE, DeliveryStatus.CONFLICTING_OUTCOME}
 )
@@ -115,7 +115,7 @@ class Delivery:
 
 @dataclass(frozen=True, slots=True)
 class RecordedOutcome:
-    """What :meth:`storage.Ledger.record_outcome` did, all in one transaction."""
+    """What :meth:`payhooks.storage.Ledger.record_outcome` did, all in one transaction."""
 
     outcome_id: int
     #: False when this (``transaction_id``, ``payment_status``) was already stored; then
@@ -191,7 +191,7 @@ class SummaryRow:
 
     ``received_amount_minor`` counts only money received in ``currency``: what a
     ``currency_mismatch`` payment received in another currency is listed row by row by
-    :meth:`storage.Ledger.reconcile`, never added to a total of a different currency.
+    :meth:`payhooks.storage.Ledger.reconcile`, never added to a total of a different currency.
     """
 
     currency: str

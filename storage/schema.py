@@ -8,8 +8,8 @@ once takes the write lock and migrates, the others wait on the busy timeout, re-
 version under the lock, find nothing left to do and go on.
 
 Table and view names and the state names are DESIGN.md's contract: finance tools read them
-directly. Times are UTC ISO 8601 text (:mod:`storage.times`); money is ``INTEGER`` minor units
-beside the amount exactly as sent (``TEXT``).
+directly. Times are UTC ISO 8601 text (:mod:`payhooks.storage.times`); money is ``INTEGER`` minor
+units beside the amount exactly as sent (``TEXT``).
 """
 
 from __future__ import annotations
@@ -19,12 +19,10 @@ import sqlite3
 import time
 from collections.abc import Callable
 
-from sqlite_utils import Database, Migrations
-
-from storage.errors import SchemaVersionError
-from storage.limits import MAX_AMOUNT_MINOR
-from storage.reconciliation import RECONCILIATION_VIEW_SQL
-from storage.rollup import (
+from payhooks.storage.errors import SchemaVersionError
+from payhooks.storage.limits import MAX_AMOUNT_MINOR
+from payhooks.storage.reconciliation import RECONCILIATION_VIEW_SQL
+from payhooks.storage.rollup import (
     IDENTIFIERS_INDEX_SQL,
     IDENTIFIERS_TABLE_SQL,
     ROLLUP_TRIGGERS,
@@ -33,7 +31,8 @@ from storage.rollup import (
     rebuild_sql,
     transactions_view_sql,
 )
-from storage.rows import PaymentKind, ReturnKind
+from payhooks.storage.rows import PaymentKind, ReturnKind
+from sqlite_utils import Database, Migrations
 
 __all__ = [
     "MIGRATIONS",
@@ -257,7 +256,7 @@ def _reconciliation_reads_the_latest_outcome(db: Database) -> None:
 def _rollup_tables(db: Database) -> None:
     """``transactions`` and ``identifiers``: what the outcomes say per transaction and per
     identifier, which the reconciliation reads instead of every outcome
-    (:mod:`storage.rollup`). Filled, with their triggers, by :func:`migrate`."""
+    (:mod:`payhooks.storage.rollup`). Filled, with their triggers, by :func:`migrate`."""
     db.execute(TRANSACTIONS_TABLE_SQL)
     db.execute(IDENTIFIERS_TABLE_SQL)
     db.execute(IDENTIFIERS_INDEX_SQL)

@@ -7,34 +7,25 @@ real sockets, real headers and a real chunked or oversized body, not the test cl
 
 from __future__ import annotations
 
-import base64
-import http.client
 import json
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
+from payhooks.receiver import PayHooks
+from payhooks.storage import Ledger
+from payhooks.verify import Signer, get_signer
 from standardwebhooks import Webhook
 from werkzeug.serving import BaseWSGIServer, make_server
 
-from receiver import PayHooks
-from storage import Ledger
-from verify import Signer, get_signer
-
-#: A Standard Webhooks secret for tests: ``whsec_`` and the base64 of 32 bytes.
-TEST_SECRET = "whsec_" + base64.b64encode(b"payhooks-test-secret-0123456789!").decode()
-
-AppFactory = Callable[..., Flask]
-BodyFactory = Callable[..., bytes]
-SignFunction = Callable[..., dict[str, str]]
+from tests.support.app import FORM_MEMBERS, TEST_SECRET, AppFactory, BodyFactory, SignFunction
+from tests.support.live_server import LiveServer
 
 
 @pytest.fixture
@@ -113,14 +104,6 @@ def sign(secret: str) -> SignFunction:
     return signed
 
 
-#: ``payment_data`` members that only one form carries.
-FORM_MEMBERS: dict[str, dict[str, str]] = {
-    "card": {"stripe_payment_intent_id": "pi_3Pq", "status": "succeeded"},
-    "orchestrator": {"adyen_psp_reference": "PSP8812", "result_code": "Authorised"},
-    "wallet": {},
-}
-
-
 @pytest.fixture
 def make_body() -> BodyFactory:
     """Build a notification body in one of the three forms, as the service writes it."""
@@ -152,52 +135,6 @@ def make_body() -> BodyFactory:
         return json.dumps(body).encode()
 
     return build
-
-
-@dataclass(frozen=True)
-class Reply:
-    status: int
-    headers: dict[str, str]
-    body: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-
-@dataclass
-class LiveServer:
-    """The app served on 127.0.0.1 by werkzeug in a background thread."""
-
-    server: BaseWSGIServer
-    url: str
-
-    def request(
-        self,
-        method: str,
-        path: str,
-        body: bytes | Iterator[bytes] | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> Reply:
-        """Send one request over a fresh connection and read the whole answer."""
-        parts = urlsplit(self.url)
-        conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=10)
-        try:
-            chunked = body is not None and not isinstance(body, bytes)
-            conn.request(method, path, body=body, headers=headers or {}, encode_chunked=chunked)
-            response = conn.getresponse()
-            return Reply(
-                response.status,
-                {name.lower(): value for name, value in response.getheaders()},
-                response.read(),
-            )
-        finally:
-            conn.close()
-
-    def post(self, path: str, body: bytes, headers: dict[str, str] | None = None) -> Reply:
-        return self.request("POST", path, body, headers)
-
-    def get(self, path: str, headers: dict[str, str] | None = None) -> Reply:
-        return self.request("GET", path, None, headers)
 
 
 @pytest.fixture

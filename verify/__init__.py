@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from verify.base import KeyPair, Signer, VerifiedDelivery, Verifier
-from verify.errors import (
+from payhooks.verify.base import KeyPair, Signer, VerifiedDelivery, Verifier
+from payhooks.verify.errors import (
     InvalidSignatureError,
     MalformedSignatureError,
     MissingSignatureError,
     SignatureError,
     TimestampOutOfToleranceError,
 )
-from verify.java_double import java_double_to_string
-from verify.registry import (
+from payhooks.verify.java_double import java_double_to_string
+from payhooks.verify.registry import (
     DEFAULT_SCHEME,
     SCHEMES,
     SchemeInfo,
@@ -19,8 +19,8 @@ from verify.registry import (
     get_signer,
     get_verifier,
 )
-from verify.sorted_fields import sorted_fields_string
-from verify.timestamps import DEFAULT_TOLERANCE_SECONDS
+from payhooks.verify.sorted_fields import sorted_fields_string
+from payhooks.verify.timestamps import DEFAULT_TOLERANCE_SECONDS
 
 __all__ = [
     "DEFAULT_SCHEME",

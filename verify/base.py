@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import ClassVar, NamedTuple, Protocol, TypeVar
 
-from verify.errors import SignatureError
-from verify.timestamps import Clock, resolve_clock, resolve_tolerance
+from payhooks.verify.errors import SignatureError
+from payhooks.verify.timestamps import Clock, resolve_clock, resolve_tolerance
 
 __all__ = [
     "KeyPair",
@@ -48,7 +48,7 @@ class VerifiedDelivery(NamedTuple):
 
 @dataclass(frozen=True, slots=True, repr=False)
 class KeyPair:
-    """Keys made by :func:`verify.generate_keypair`: give ``signing_key`` to the sender and
+    """Keys made by :func:`payhooks.verify.generate_keypair`: give ``signing_key`` to the sender and
     configure ``verifying_key`` in the receiver. For the HMAC schemes the two are the same
     shared secret. Both are hidden from ``repr`` so a logged pair leaks nothing.
     """
@@ -84,7 +84,7 @@ _Key_co = TypeVar("_Key_co", covariant=True)
 
 
 class KeyDecoder(Protocol[_Key_co]):
-    """One of :mod:`verify.keys`' decoders: a key's text in, the key out, errors naming
+    """One of :mod:`payhooks.verify.keys`' decoders: a key's text in, the key out, errors naming
     ``argument``."""
 
     def __call__(self, text: str, *, argument: str) -> _Key_co: ...
@@ -120,8 +120,8 @@ def validate_webhook_id(webhook_id: str) -> str:
 class Verifier(ABC):
     """Checks deliveries of one scheme against one or more keys (rotation).
 
-    Construct through :func:`verify.get_verifier`. ``verify`` raises a
-    :class:`~verify.SignatureError`; ``is_valid`` answers a bool.
+    Construct through :func:`payhooks.verify.get_verifier`. ``verify`` raises a
+    :class:`~payhooks.verify.SignatureError`; ``is_valid`` answers a bool.
     """
 
     #: The scheme's registered name.
@@ -161,7 +161,7 @@ class Verifier(ABC):
 class Signer(ABC):
     """Signs bodies the way a sender of one scheme does (replay tool, tests, demos).
 
-    Construct through :func:`verify.get_signer`.
+    Construct through :func:`payhooks.verify.get_signer`.
     """
 
     #: The scheme's registered name.

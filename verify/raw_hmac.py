@@ -19,12 +19,12 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Literal
 
-from verify.base import Signer, VerifiedDelivery, Verifier, decoded_keys, single_key
-from verify.errors import InvalidSignatureError, MissingSignatureError
-from verify.headers import lookup_headers
-from verify.keyed_hash import HmacSha256
-from verify.keys import decode_shared_secret
-from verify.timestamps import DEFAULT_TOLERANCE_SECONDS, Clock
+from payhooks.verify.base import Signer, VerifiedDelivery, Verifier, decoded_keys, single_key
+from payhooks.verify.errors import InvalidSignatureError, MissingSignatureError
+from payhooks.verify.headers import lookup_headers
+from payhooks.verify.keyed_hash import HmacSha256
+from payhooks.verify.keys import decode_shared_secret
+from payhooks.verify.timestamps import DEFAULT_TOLERANCE_SECONDS, Clock
 
 __all__ = ["DEFAULT_HEADER_NAME", "HmacSha256Signer", "HmacSha256Verifier"]
 

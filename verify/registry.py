@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
 
-from verify.base import KeyPair, Signer, Verifier
-from verify.keys import (
+from payhooks.verify.base import KeyPair, Signer, Verifier
+from payhooks.verify.keys import (
     encode_ed25519_private,
     encode_ed25519_public,
     encode_rsa_private,
@@ -24,20 +24,20 @@ from verify.keys import (
     new_shared_secret,
     new_whsec,
 )
-from verify.raw_hmac import HmacSha256Signer, HmacSha256Verifier
-from verify.sorted_fields_schemes import (
+from payhooks.verify.raw_hmac import HmacSha256Signer, HmacSha256Verifier
+from payhooks.verify.sorted_fields_schemes import (
     SortedFieldsHmacSigner,
     SortedFieldsHmacVerifier,
     SortedFieldsRsaSigner,
     SortedFieldsRsaVerifier,
 )
-from verify.standard_webhooks import (
+from payhooks.verify.standard_webhooks import (
     StandardWebhooksEd25519Signer,
     StandardWebhooksEd25519Verifier,
     StandardWebhooksSigner,
     StandardWebhooksVerifier,
 )
-from verify.timestamps import DEFAULT_TOLERANCE_SECONDS, Clock
+from payhooks.verify.timestamps import DEFAULT_TOLERANCE_SECONDS, Clock
 
 __all__ = [
     "DEFAULT_SCHEME",

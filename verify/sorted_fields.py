@@ -28,7 +28,7 @@ import json
 import re
 from typing import Any, Literal
 
-from verify.java_double import java_double_to_string
+from payhooks.verify.java_double import java_double_to_string
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",

@@ -1,7 +1,7 @@
 """The schemes of the service's own SDK: ``sorted-fields-rsa`` and ``sorted-fields-hmac``.
 
-Both sign the sorted-fields string (:mod:`verify.sorted_fields`) rather than the raw bytes, so
-they must parse the body; the parse is size-capped and depth-limited, and only builds the
+Both sign the sorted-fields string (:mod:`payhooks.verify.sorted_fields`) rather than the raw bytes,
+so they must parse the body; the parse is size-capped and depth-limited, and only builds the
 string. The signature travels alone in ``signature``.
 
 How a delivery is judged (same order and codes as the Standard Webhooks schemes):
@@ -17,8 +17,9 @@ How a delivery is judged (same order and codes as the Standard Webhooks schemes)
 4. With ``check_timestamp`` on, a time more than the tolerance from now:
    ``timestamp_out_of_tolerance``. The header is not covered by the signature, which is why
    the check is off by default; it is read in the zone the ``timezone`` header names, else in
-   the configured ``time_zone`` (default UTC), by :func:`verify.timezones.zone_from_header`,
-   the same reading the receiver dates ``payment_time`` with.
+   the configured ``time_zone`` (default UTC), by
+   :func:`payhooks.verify.timezones.zone_from_header`, the same reading the receiver dates
+   ``payment_time`` with.
 """
 
 from __future__ import annotations
@@ -33,26 +34,29 @@ from typing import Literal
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
-
-from verify.base import Signer, VerifiedDelivery, Verifier, decoded_keys, single_key
-from verify.errors import InvalidSignatureError, MalformedSignatureError, MissingSignatureError
-from verify.headers import lookup_headers
-from verify.keyed_hash import HmacSha256
-from verify.keys import decode_rsa_private, decode_rsa_public, decode_shared_secret
-from verify.sorted_fields import (
+from payhooks.verify.base import Signer, VerifiedDelivery, Verifier, decoded_keys, single_key
+from payhooks.verify.errors import (
+    InvalidSignatureError,
+    MalformedSignatureError,
+    MissingSignatureError,
+)
+from payhooks.verify.headers import lookup_headers
+from payhooks.verify.keyed_hash import HmacSha256
+from payhooks.verify.keys import decode_rsa_private, decode_rsa_public, decode_shared_secret
+from payhooks.verify.sorted_fields import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_DEPTH,
     SortedFieldsForm,
     sorted_fields_string,
 )
-from verify.timestamps import (
+from payhooks.verify.timestamps import (
     DEFAULT_TOLERANCE_SECONDS,
     Clock,
     check_tolerance,
     parse_compact_time,
     signing_time,
 )
-from verify.timezones import zone_from_header
+from payhooks.verify.timezones import zone_from_header
 
 __all__ = [
     "SortedFieldsHmacSigner",

@@ -34,8 +34,7 @@ from datetime import UTC, datetime
 from typing import ClassVar
 
 from cryptography.exceptions import InvalidSignature
-
-from verify.base import (
+from payhooks.verify.base import (
     Signer,
     VerifiedDelivery,
     Verifier,
@@ -43,11 +42,15 @@ from verify.base import (
     single_key,
     validate_webhook_id,
 )
-from verify.errors import InvalidSignatureError, MalformedSignatureError, MissingSignatureError
-from verify.headers import lookup_headers
-from verify.keyed_hash import HmacSha256
-from verify.keys import decode_ed25519_private, decode_ed25519_public, decode_whsec
-from verify.timestamps import (
+from payhooks.verify.errors import (
+    InvalidSignatureError,
+    MalformedSignatureError,
+    MissingSignatureError,
+)
+from payhooks.verify.headers import lookup_headers
+from payhooks.verify.keyed_hash import HmacSha256
+from payhooks.verify.keys import decode_ed25519_private, decode_ed25519_public, decode_whsec
+from payhooks.verify.timestamps import (
     DEFAULT_TOLERANCE_SECONDS,
     Clock,
     signing_time,

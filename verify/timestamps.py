@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime, tzinfo
 
-from verify.errors import TimestampOutOfToleranceError
+from payhooks.verify.errors import TimestampOutOfToleranceError
 
 __all__ = [
     "DEFAULT_TOLERANCE_SECONDS",

@@ -6,16 +6,16 @@
 
 from __future__ import annotations
 
-from receiver.payloads.decoding import MAX_DEPTH
-from receiver.payloads.errors import InvalidPayloadError, MalformedJSONError, PayloadError
-from receiver.payloads.parse import parse_notification
-from receiver.payloads.schemas import (
+from payhooks.receiver.payloads.decoding import MAX_DEPTH
+from payhooks.receiver.payloads.errors import InvalidPayloadError, MalformedJSONError, PayloadError
+from payhooks.receiver.payloads.parse import parse_notification
+from payhooks.receiver.payloads.schemas import (
     MAX_AMOUNT_MINOR,
     MAX_EXTERNAL_IDENTIFIER_LENGTH,
     MAX_TRANSACTION_ID_LENGTH,
 )
-from receiver.payloads.status import AGREEING_PROVIDER_STATUS, load_status_map
-from receiver.payloads.zones import load_time_zone
+from payhooks.receiver.payloads.status import AGREEING_PROVIDER_STATUS, load_status_map
+from payhooks.receiver.payloads.zones import load_time_zone
 
 __all__ = [
     "AGREEING_PROVIDER_STATUS",

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any, NoReturn
 
-from receiver.payloads.errors import InvalidPayloadError, MalformedJSONError
+from payhooks.receiver.payloads.errors import InvalidPayloadError, MalformedJSONError
 
 __all__ = ["MAX_DEPTH", "MAX_INTEGER_DIGITS", "decode_body", "plain_json"]
 

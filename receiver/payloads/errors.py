@@ -24,7 +24,7 @@ _PATH_IN_MESSAGE = 80
 
 
 class PayloadError(Exception):
-    """A notification body that cannot become an :class:`~storage.records.Outcome`.
+    """A notification body that cannot become an :class:`~payhooks.storage.records.Outcome`.
 
     :param message: one human sentence.
     :param details: per-field messages, nested like the body; lists of strings at the leaves.

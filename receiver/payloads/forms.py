@@ -19,9 +19,8 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from marshmallow import ValidationError
-
-from receiver.payloads.errors import SCHEMA_KEY
-from storage.records import Flow
+from payhooks.receiver.payloads.errors import SCHEMA_KEY
+from payhooks.storage.records import Flow
 
 __all__ = [
     "CARD_SUFFIX",

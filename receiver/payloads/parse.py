@@ -1,9 +1,10 @@
-"""``parse_notification``: one notification body in, one :class:`~storage.records.Outcome` out.
+"""``parse_notification``: one notification body in, one :class:`~payhooks.storage.records.Outcome`
+out.
 
 The steps, each with its own module: decode the bytes strictly (:mod:`.decoding`), check the
 members and tell the form (:mod:`.schemas`, :mod:`.forms`), read the time in its zone
 (:mod:`.zones`), map the status code to a state (:mod:`.status`). Whatever the body, the only
-exception that leaves is :class:`~receiver.payloads.errors.PayloadError`; a bad *argument*
+exception that leaves is :class:`~payhooks.receiver.payloads.errors.PayloadError`; a bad *argument*
 (a zone or status map from configuration) is a ``ValueError``, as configuration errors are.
 """
 
@@ -14,13 +15,12 @@ from datetime import tzinfo
 from typing import Any
 
 from marshmallow import ValidationError
-
-from receiver.payloads.decoding import decode_body, plain_json
-from receiver.payloads.errors import SCHEMA_KEY, InvalidPayloadError
-from receiver.payloads.schemas import Notification, NotificationSchema
-from receiver.payloads.status import load_status_map, resolve_state
-from receiver.payloads.zones import delivery_zone, load_time_zone, to_utc
-from storage.records import DEFAULT_STATUS_MAP, Outcome
+from payhooks.receiver.payloads.decoding import decode_body, plain_json
+from payhooks.receiver.payloads.errors import SCHEMA_KEY, InvalidPayloadError
+from payhooks.receiver.payloads.schemas import Notification, NotificationSchema
+from payhooks.receiver.payloads.status import load_status_map, resolve_state
+from payhooks.receiver.payloads.zones import delivery_zone, load_time_zone, to_utc
+from payhooks.storage.records import DEFAULT_STATUS_MAP, Outcome
 
 __all__ = ["parse_notification"]
 
@@ -42,7 +42,7 @@ def parse_notification(
     :param delivery_time_zone: the delivery's ``timezone`` header, if any; used when it names a
         zone, ignored otherwise.
     :param status_map: ``payment_status`` codes to states, replacing
-        :data:`~storage.records.DEFAULT_STATUS_MAP`; see :func:`load_status_map`.
+        :data:`~payhooks.storage.records.DEFAULT_STATUS_MAP`; see :func:`load_status_map`.
     :returns: the outcome, with ``paid_at`` in UTC.
     :raises PayloadError: ``malformed_json`` or ``invalid_payload``, with per-field details.
     :raises ValueError: for a ``time_zone`` or ``status_map`` that is not valid configuration.

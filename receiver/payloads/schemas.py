@@ -9,7 +9,7 @@ them from the original input into ``extra``, shaped like the body::
 
 (``payment_data`` appears in ``extra`` only when it has unknown members.) The schemas hold no
 per-call state, so one instance of each serves every thread; the zone and the status map are
-applied afterwards, in :mod:`receiver.payloads.parse`.
+applied afterwards, in :mod:`payhooks.receiver.payloads.parse`.
 
 Every marshmallow hook costs about as much as a field, on every notification, so there are
 two: one ``validates_schema`` on ``payment_data`` for the checks that read more than one
@@ -34,11 +34,10 @@ from marshmallow import (
     validate,
     validates_schema,
 )
-
-from receiver.payloads.fields import Amount, CurrencyCode, PaymentTime
-from receiver.payloads.forms import FormMatch, detect_form
-from storage import MAX_AMOUNT_MINOR as STORAGE_MAX_AMOUNT_MINOR
-from storage.currencies import to_minor_units
+from payhooks.receiver.payloads.fields import Amount, CurrencyCode, PaymentTime
+from payhooks.receiver.payloads.forms import FormMatch, detect_form
+from payhooks.storage import MAX_AMOUNT_MINOR as STORAGE_MAX_AMOUNT_MINOR
+from payhooks.storage.currencies import to_minor_units
 
 __all__ = [
     "MAX_AMOUNT_MINOR",
@@ -49,9 +48,10 @@ __all__ = [
     "PaymentDataSchema",
 ]
 
-#: The largest amount in minor units: the ledger's own bound (:data:`storage.MAX_AMOUNT_MINOR`),
-#: so that an amount the ledger would refuse is an invalid payload (422, not retried) rather
-#: than a failure after the delivery was stored (503, retried for ever).
+#: The largest amount in minor units: the ledger's own bound
+#: (:data:`payhooks.storage.MAX_AMOUNT_MINOR`), so that an amount the ledger would refuse is an
+#: invalid payload (422, not retried) rather than a failure after the delivery was stored (503,
+#: retried for ever).
 MAX_AMOUNT_MINOR = STORAGE_MAX_AMOUNT_MINOR
 #: ``merchant_transaction_id`` is the merchant's ``external_identifier``: 1 to 64 characters.
 MAX_EXTERNAL_IDENTIFIER_LENGTH = 64
@@ -72,7 +72,7 @@ _AMOUNT_MINOR = "__amount_minor"
 class Notification:
     """A checked notification body, before the zone and the status map are applied.
 
-    Not frozen: it lives only inside :func:`~receiver.payloads.parse_notification`, which
+    Not frozen: it lives only inside :func:`~payhooks.receiver.payloads.parse_notification`, which
     reads it once, and a frozen dataclass sets each field through ``object.__setattr__``, which
     made building it several times dearer.
     """

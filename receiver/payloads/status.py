@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from storage.records import DEFAULT_STATUS_MAP, Flow, PaymentState
+from payhooks.storage.records import DEFAULT_STATUS_MAP, Flow, PaymentState
 
 __all__ = ["AGREEING_PROVIDER_STATUS", "load_status_map", "resolve_state"]
 
@@ -38,7 +38,7 @@ _MADE_LOCK = threading.Lock()
 def load_status_map(mapping: Mapping[str, Any]) -> Mapping[str, PaymentState]:
     """Validate a configured status map: non-empty string codes to lifecycle state names.
 
-    Values may be :class:`~storage.records.PaymentState` members or their names
+    Values may be :class:`~payhooks.storage.records.PaymentState` members or their names
     (``"succeeded"``). The map replaces the default; it is not merged with it.
 
     :raises ValueError: naming the offending code or state.

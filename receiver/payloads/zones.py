@@ -1,9 +1,9 @@
 """Which zone a ``payment_time`` is in: the delivery's ``timezone`` header, else configuration.
 
 What a zone is (an IANA name, or an offset such as ``+08:00`` or ``GMT+8``) is decided in one
-place, :mod:`verify.timezones`, because ``sorted-fields-rsa`` reads the same header to check the
-delivery's ``timestamp``: the two must never date one delivery in two zones. This module keeps
-its public names (:func:`zone_from_text`, :data:`MAX_OFFSET_HOURS`, :func:`delivery_zone`) and
+place, :mod:`payhooks.verify.timezones`, because ``sorted-fields-rsa`` reads the same header to
+check the delivery's ``timestamp``: the two must never date one delivery in two zones. This module
+keeps its public names (:func:`zone_from_text`, :data:`MAX_OFFSET_HOURS`, :func:`delivery_zone`) and
 adds the configured zone and the conversion to UTC.
 
 The header arrives with the delivery and is not covered by every signature scheme, so a value
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, tzinfo
 
-from verify.timezones import MAX_OFFSET_HOURS, zone_from_header, zone_from_text
+from payhooks.verify.timezones import MAX_OFFSET_HOURS, zone_from_header, zone_from_text
 
 __all__ = ["MAX_OFFSET_HOURS", "delivery_zone", "load_time_zone", "to_utc", "zone_from_text"]
 
@@ -43,7 +43,7 @@ def load_time_zone(value: str | tzinfo) -> tzinfo:
 
 def delivery_zone(header: object) -> tzinfo | None:
     """The zone a delivery's ``timezone`` header names, or None to use the configured one
-    (:func:`verify.timezones.zone_from_header`, as the signature check reads it)."""
+    (:func:`payhooks.verify.timezones.zone_from_header`, as the signature check reads it)."""
     return zone_from_header(header)
 
 

@@ -1,0 +1,5 @@
+"""``python -m payhooks.receiver``: the ``payhooks`` console script."""
+
+from payhooks.receiver.console import main
+
+main()

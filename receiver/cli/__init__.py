@@ -1,0 +1,11 @@
+"""The in-app commands: ``flask payhooks ...`` (and, with the demo's, the ``payhooks`` script).
+
+Rule: nothing here imports :mod:`payhooks.receiver.demo` or the extension: the extension mounts
+this group, and the console script (:mod:`payhooks.receiver.console`) sits above both.
+"""
+
+from __future__ import annotations
+
+from payhooks.receiver.cli.group import IN_APP_COMMANDS, payhooks_group
+
+__all__ = ["IN_APP_COMMANDS", "payhooks_group"]

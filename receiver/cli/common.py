@@ -1,0 +1,331 @@
+"""What the ``payhooks`` commands share: where settings come from, opening the ledger, and
+turning expected failures into one clear sentence and the right exit code.
+
+Settings have one order everywhere: a command-line option, then the merchant's app (when the
+command runs as ``flask payhooks ...`` in an app with :class:`payhooks.receiver.PayHooks`), then the
+``PAYHOOKS_*`` environment variables, then the built-in defaults. So ``flask payhooks
+reconcile`` reads the app's ``PAYHOOKS_DATABASE`` and ``payhooks reconcile`` the environment's,
+and neither needs a secret on the command line, where it would land in the shell's history.
+
+Exit codes (DESIGN.md "CLI"): 0 success, 1 a failure the command reports
+(:class:`click.ClickException`), 2 bad usage (:class:`click.UsageError`, click's own parameter
+checks, and :class:`BadUsage` for a ledger file that does not exist). Expected errors never
+print a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from functools import wraps
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+import click
+from flask import Flask, current_app
+from flask.cli import ScriptInfo
+from payhooks.receiver.config import KEY_CONFIG, config_from_env
+from payhooks.receiver.settings import ReceiverSettings, load_settings
+from payhooks.storage import Ledger, StorageError
+from payhooks.storage.currencies import minor_unit_exponent
+from payhooks.verify import DEFAULT_SCHEME, SCHEMES, Signer, Verifier, get_signer, get_verifier
+from sqlite_utils import Database
+
+__all__ = [
+    "DEFAULT_DATABASE",
+    "SIGNING_KEY_ENV",
+    "BadUsage",
+    "currency_callback",
+    "database_option",
+    "fail_on_storage_errors",
+    "ledger_for",
+    "ledger_transaction",
+    "moment_callback",
+    "resolve_database",
+    "resolve_scheme",
+    "scheme_option",
+    "settings",
+    "signer_for",
+    "verifier_for",
+]
+
+#: Where the ledger commands look when neither ``--database``, the app nor the environment
+#: names a file.
+DEFAULT_DATABASE = "payhooks.db"
+
+#: The environment variable ``sign`` and ``replay`` read the signing key from. For the HMAC
+#: schemes the receiver's ``PAYHOOKS_SECRETS`` is the same key and is read next; the
+#: public-key schemes sign with a private key the receiver never holds, hence its own name.
+SIGNING_KEY_ENV = "PAYHOOKS_SIGNING_KEY"
+
+# The options a *signer* accepts; PAYHOOKS_SIGNATURE_OPTIONS is the verifier's, which has a
+# few more (check_timestamp, time_zone) that mean nothing to a sender.
+_SIGNER_OPTIONS = frozenset(
+    {"hash_algorithm", "header_name", "encoding", "max_body_bytes", "max_depth"}
+)
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+# -- settings ----------------------------------------------------------------------------------
+
+
+def _flask_app(ctx: click.Context) -> Flask | None:
+    """The merchant's app when running as ``flask payhooks ...``, with its context pushed."""
+    if current_app:
+        app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
+        return app
+    info = ctx.find_object(ScriptInfo)
+    if info is None:
+        return None  # the plain ``payhooks`` script: no app to look for
+    app = info.load_app()
+    ctx.with_resource(app.app_context())
+    return app
+
+
+def settings(ctx: click.Context | None = None) -> ReceiverSettings:
+    """The checked ``PAYHOOKS_*`` settings for this invocation
+    (:func:`~payhooks.receiver.settings.load_settings`): the app's config inside ``flask
+    payhooks``, else the environment over the defaults. Keys are not required here (the ledger
+    commands need none); the commands that sign or verify ask for them. Computed once per
+    invocation.
+
+    :raises click.ClickException: a setting that cannot be read or used, in one sentence.
+    """
+    ctx = ctx or click.get_current_context()
+    root = ctx.find_root()
+    cached: ReceiverSettings | None = root.meta.get("payhooks.settings")
+    if cached is not None:
+        return cached
+    app = _flask_app(ctx)
+    try:
+        found: Mapping[str, Any]
+        if app is not None and "payhooks" in app.extensions:
+            found = app.config
+        else:
+            found = config_from_env(os.environ)
+        loaded = load_settings(found, require_keys=False)
+    except ValueError as err:
+        raise click.ClickException(f"The configuration cannot be used: {err}.") from err
+    root.meta["payhooks.settings"] = loaded
+    return loaded
+
+
+# -- the ledger --------------------------------------------------------------------------------
+
+
+def database_option(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``--database PATH`` for the commands that read or write the ledger."""
+    return click.option(
+        "--database",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help=(
+            "The ledger file. Default: the app's PAYHOOKS_DATABASE under `flask payhooks`, "
+            f"else $PAYHOOKS_DATABASE, else ./{DEFAULT_DATABASE}."
+        ),
+    )(function)
+
+
+def resolve_database(database: Path | None) -> Path:
+    """``--database``, else the app's or the environment's ``PAYHOOKS_DATABASE``, else
+    ``./payhooks.db``."""
+    if database is not None:
+        return database
+    configured = settings().database
+    return Path(configured) if configured else Path(DEFAULT_DATABASE)
+
+
+def fail_on_storage_errors(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Report a ledger failure (locked, read-only, a conflict) as one sentence, exit 1."""
+
+    @wraps(function)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return function(*args, **kwargs)
+        except StorageError as err:
+            raise click.ClickException(err.message) from err
+
+    return wrapper
+
+
+class BadUsage(click.ClickException):
+    """Bad usage that is not about the command line's shape (a ledger file that does not
+    exist): exit 2 like click's own usage errors, but one sentence with no usage text."""
+
+    exit_code = 2
+
+
+def _check_exists(path: Path) -> None:
+    if not path.exists():
+        raise BadUsage(f"There is no ledger at {path}: pass --database or set PAYHOOKS_DATABASE.")
+
+
+def _busy_timeout_ms() -> int:
+    return settings().busy_timeout_ms
+
+
+@contextmanager
+def ledger_for(database: Path | None, *, must_exist: bool = True) -> Iterator[Ledger]:
+    """Open the ledger the options and settings name; closed on the way out.
+
+    :param must_exist: refuse a missing file (:class:`BadUsage`, exit 2) rather than create an
+        empty ledger (a mistyped path should not report "nothing to reconcile").
+    """
+    path = resolve_database(database)
+    if must_exist:
+        _check_exists(path)
+    try:
+        ledger = Ledger(path, busy_timeout_ms=_busy_timeout_ms())
+    except StorageError as err:
+        raise click.ClickException(f"Cannot open the ledger at {path}: {err.message}") from err
+    with ledger:
+        yield ledger
+
+
+@contextmanager
+def ledger_transaction(database: Path | None) -> Iterator[Ledger]:
+    """A ledger whose every write inside the block is one transaction: all or nothing.
+
+    The ledger joins a transaction its caller opened on a database the caller owns (its writes
+    become savepoints), so the block's writes commit together at the end or, if anything
+    raises, not at all.
+    """
+    path = resolve_database(database)
+    try:
+        db = Database(os.fspath(path), execute_plugins=False)
+    except sqlite3.Error as err:
+        raise click.ClickException(f"Cannot open the ledger at {path}: {err}") from err
+    try:
+        try:
+            ledger = Ledger(db, busy_timeout_ms=_busy_timeout_ms())
+        except StorageError as err:
+            raise click.ClickException(f"Cannot open the ledger at {path}: {err.message}") from err
+        conn = db.conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as err:
+            raise click.ClickException(f"The ledger at {path} is busy: {err}") from err
+        try:
+            yield ledger
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    finally:
+        db.close()
+
+
+# -- signatures --------------------------------------------------------------------------------
+
+
+def scheme_option(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``--scheme NAME``: one of the registered signature schemes."""
+    return click.option(
+        "--scheme",
+        type=click.Choice(sorted(SCHEMES)),
+        default=None,
+        help=(
+            "The signature scheme. Default: the app's or $PAYHOOKS_SIGNATURE_SCHEME, "
+            f"else {DEFAULT_SCHEME}."
+        ),
+    )(function)
+
+
+def resolve_scheme(scheme: str | None) -> str:
+    """``--scheme``, else the configured ``PAYHOOKS_SIGNATURE_SCHEME``, else the default."""
+    return scheme or settings().scheme
+
+
+def _scheme_options(scheme: str) -> dict[str, Any]:
+    """The configured verifier options, when they are for this scheme (``--scheme`` may name
+    another one than the settings do)."""
+    configured = settings()
+    return dict(configured.signature_options) if configured.scheme == scheme else {}
+
+
+def signer_for(scheme: str, secret: str | None) -> Signer:
+    """A signer for ``scheme`` with ``--secret``, else ``$PAYHOOKS_SIGNING_KEY``, else (HMAC
+    schemes) the first of the configured ``PAYHOOKS_SECRETS``.
+
+    :raises click.UsageError: no key anywhere (exit 2).
+    :raises click.ClickException: a key the scheme cannot use; the key is never echoed.
+    """
+    key = secret or os.environ.get(SIGNING_KEY_ENV)
+    configured = settings()
+    if (
+        not key
+        and SCHEMES[scheme].key_kind == "secret"
+        and configured.key_config == KEY_CONFIG["secret"]
+    ):
+        key = configured.keys[0] if configured.keys else None
+    if not key:
+        where = (
+            f"${SIGNING_KEY_ENV} or $PAYHOOKS_SECRETS"
+            if SCHEMES[scheme].key_kind == "secret"
+            else f"${SIGNING_KEY_ENV} (the private key; `payhooks keygen --scheme {scheme}`)"
+        )
+        raise click.UsageError(f"No signing key: pass --secret or set {where}.")
+    options = {
+        name: value for name, value in _scheme_options(scheme).items() if name in _SIGNER_OPTIONS
+    }
+    try:
+        return get_signer(scheme, key, **options)
+    except ValueError as err:
+        raise click.ClickException(f"The signing key cannot be used with {scheme}: {err}.") from err
+
+
+def verifier_for(
+    scheme: str, secrets: tuple[str, ...], *, tolerance_seconds: float | None
+) -> Verifier:
+    """A verifier for ``scheme`` with the ``--secret`` keys, else the configured
+    ``PAYHOOKS_SECRETS`` or ``PAYHOOKS_PUBLIC_KEYS`` (whichever the scheme takes).
+
+    :raises click.UsageError: no key anywhere (exit 2).
+    """
+    configured = settings()
+    key_config = KEY_CONFIG[SCHEMES[scheme].key_kind]
+    keys = secrets or (configured.keys if configured.key_config == key_config else ())
+    if not keys:
+        raise click.UsageError(f"No key to verify with: pass --secret or set {key_config}.")
+    try:
+        return get_verifier(
+            scheme, keys, tolerance_seconds=tolerance_seconds, **_scheme_options(scheme)
+        )
+    except ValueError as err:
+        raise click.ClickException(f"The key cannot be used with {scheme}: {err}.") from err
+
+
+# -- parameter types ---------------------------------------------------------------------------
+
+
+def currency_callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Check an ISO 4217 code with minor units, upper-cased (``cny`` is ``CNY``)."""
+    if value is None:
+        return None
+    code = value.strip().upper()
+    try:
+        minor_unit_exponent(code)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not an ISO 4217 currency code.") from None
+    return code
+
+
+def moment_callback(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> datetime | None:
+    """Read an ISO 8601 date or time; one without an offset is UTC."""
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is not an ISO 8601 time (2024-05-01 or 2024-05-01T12:00:00+08:00)."
+        ) from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

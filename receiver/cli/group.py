@@ -1,0 +1,43 @@
+"""The in-app command group: ``flask payhooks ...`` in a merchant's app.
+
+:class:`payhooks.receiver.PayHooks` adds this group to the app's CLI, where the ledger commands
+default to the app's ``PAYHOOKS_DATABASE`` (see :mod:`payhooks.receiver.cli.common` for where
+every setting comes from). The commands live in small modules by subject; this one only gathers
+them. The demo's ``serve`` and ``demo`` are not here: they run the demo app, not the merchant's,
+so only the console script (:mod:`payhooks.receiver.console`) offers them.
+
+Exit codes: 0 success, 1 a failure the command reports, 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import click
+from payhooks.receiver.cli.ledger_commands import expect, reconcile, reprocess
+from payhooks.receiver.cli.replay_command import replay
+from payhooks.receiver.cli.signing_commands import keygen, sign, verify_command
+
+__all__ = ["IN_APP_COMMANDS", "payhooks_group"]
+
+#: Every command of the in-app group, in the order ``--help`` lists them; the console script
+#: offers these and the demo's.
+IN_APP_COMMANDS: tuple[click.Command, ...] = (
+    replay,
+    sign,
+    verify_command,
+    keygen,
+    expect,
+    reconcile,
+    reprocess,
+)
+
+
+@click.group("payhooks", context_settings={"help_option_names": ["-h", "--help"]})
+def payhooks_group() -> None:
+    """Receive, replay, verify and reconcile the payment service's webhook notifications.
+
+    Exit codes: 0 success, 1 a failure the command reports, 2 bad usage.
+    """
+
+
+for _command in IN_APP_COMMANDS:
+    payhooks_group.add_command(_command)

@@ -1,0 +1,364 @@
+"""``payhooks expect``, ``reconcile`` and ``reprocess``: the ledger from the command line.
+
+Each opens the file that ``--database``, the app (under ``flask payhooks``) or
+``PAYHOOKS_DATABASE`` names, else ``./payhooks.db``. ``reconcile`` and ``reprocess`` refuse a
+file that does not exist rather than report on an empty ledger they just created.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from functools import partial
+from pathlib import Path
+from typing import TextIO
+
+import click
+from flask import current_app
+from payhooks.receiver.cli.common import (
+    currency_callback,
+    database_option,
+    fail_on_storage_errors,
+    ledger_for,
+    ledger_transaction,
+    moment_callback,
+    settings,
+)
+from payhooks.receiver.cli.expected_csv import (
+    ExpectedPayment,
+    ExpectedPaymentsError,
+    read_expected_payments,
+)
+from payhooks.receiver.cli.reports import ReportFormat, Totals, write_report, write_totals
+from payhooks.receiver.pipeline.reprocess import (
+    UNFINISHED_STATUSES,
+    delivery_ids,
+    reprocess_deliveries,
+)
+from payhooks.storage import (
+    MISMATCH_STATES,
+    ConflictError,
+    DeliveryStatus,
+    Ledger,
+    Outcome,
+    PaymentKind,
+    ReconciliationRow,
+    ReconciliationState,
+)
+from payhooks.storage.currencies import from_minor_units
+
+__all__ = ["expect", "reconcile", "reprocess"]
+
+
+def _stderr() -> TextIO:
+    return sys.stderr
+
+
+# -- expect ------------------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("external_id", required=False)
+@click.argument("amount_minor", required=False, type=click.IntRange(min=0))
+@click.argument("currency", required=False, callback=currency_callback)
+@click.option("--subscription", is_flag=True, help="A subscription rather than one payment.")
+@click.option(
+    "--plan-amount",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="A subscription's later periods, in minor units (the first is AMOUNT_MINOR).",
+)
+@click.option("--description", help="A note kept with the payment.")
+@click.option(
+    "--csv",
+    "csv_file",
+    type=click.Path(exists=True, dir_okay=False, readable=True, path_type=Path),
+    help="Register every row of a CSV file instead (all or nothing).",
+)
+@database_option
+@fail_on_storage_errors
+def expect(
+    external_id: str | None,
+    amount_minor: int | None,
+    currency: str | None,
+    subscription: bool,
+    plan_amount: int | None,
+    description: str | None,
+    csv_file: Path | None,
+    database: Path | None,
+) -> None:
+    """Register a payment you expect: EXTERNAL_ID AMOUNT_MINOR CURRENCY, or --csv FILE.
+
+    AMOUNT_MINOR is in the currency's minor units (2500 CNY is 25.00). Registering the same
+    payment again is a no-op; with different data it fails (exit 1).
+
+    The CSV file has a header row with the columns external_identifier, amount_minor,
+    currency, and optionally kind (transaction or subscription), plan_amount_minor and
+    description. Every row is checked first: a bad row is reported with its line number and
+    nothing of the file is registered.
+    """
+    if csv_file is not None:
+        given = (external_id, amount_minor, currency, plan_amount, description)
+        if subscription or any(value is not None for value in given):
+            raise click.UsageError("--csv takes no payment arguments or options beside it.")
+        _expect_csv(csv_file, database)
+        return
+    if external_id is None or amount_minor is None or currency is None:
+        raise click.UsageError("Give EXTERNAL_ID AMOUNT_MINOR CURRENCY, or --csv FILE.")
+    if not 1 <= len(external_id) <= 64:
+        raise click.BadParameter("must be 1 to 64 characters.", param_hint="'EXTERNAL_ID'")
+    if subscription and plan_amount is None:
+        raise click.UsageError("--subscription needs --plan-amount (later periods' amount).")
+    if plan_amount is not None and not subscription:
+        raise click.UsageError("--plan-amount is only for --subscription.")
+    payment = ExpectedPayment(
+        line=0,
+        external_identifier=external_id,
+        kind=PaymentKind.SUBSCRIPTION if subscription else PaymentKind.TRANSACTION,
+        amount_minor=amount_minor,
+        currency=currency,
+        plan_amount_minor=plan_amount,
+        description=description,
+    )
+    with ledger_for(database, must_exist=False) as ledger:
+        try:
+            new = _register(ledger, payment)
+        except ConflictError as err:
+            raise click.ClickException(err.message) from err
+    amount = from_minor_units(amount_minor, currency)
+    if new:
+        click.echo(f"Registered {external_id}: {amount} {currency} ({payment.kind}).")
+    else:
+        click.echo(f"{external_id} was already registered with the same data; nothing changed.")
+
+
+def _register(ledger: Ledger, payment: ExpectedPayment) -> bool:
+    """Register one checked payment; True when it is new."""
+    if payment.plan_amount_minor is not None:
+        return ledger.expect_subscription(
+            payment.external_identifier,
+            payment.amount_minor,
+            payment.currency,
+            payment.plan_amount_minor,
+            description=payment.description,
+        )
+    return ledger.expect_transaction(
+        payment.external_identifier,
+        payment.amount_minor,
+        payment.currency,
+        description=payment.description,
+    )
+
+
+def _expect_csv(path: Path, database: Path | None) -> None:
+    try:
+        # utf-8-sig: spreadsheets often start the file with a byte-order mark.
+        with path.open(encoding="utf-8-sig", newline="") as handle:
+            payments = read_expected_payments(handle)
+    except ExpectedPaymentsError as err:
+        for error in err.errors:
+            click.echo(f"{path}: {error}", err=True)
+        raise click.ClickException(f"{path}: {err.message}") from err
+    except (OSError, UnicodeDecodeError) as err:
+        raise click.ClickException(f"{path} cannot be read: {err}.") from err
+
+    new = 0
+    with (
+        ledger_transaction(database) as ledger,
+        click.progressbar(payments, label="Registering", file=_stderr()) as bar,
+    ):
+        for payment in bar:
+            try:
+                new += _register(ledger, payment)
+            except ConflictError as err:
+                raise click.ClickException(
+                    f"{path}: line {payment.line}: {err.message} Nothing was registered."
+                ) from err
+    unchanged = len(payments) - new
+    click.echo(
+        f"Registered {new} payment(s) from {path}"
+        + (f"; {unchanged} already registered with the same data." if unchanged else ".")
+    )
+
+
+# -- reconcile ---------------------------------------------------------------------------------
+
+
+@click.command()
+@click.option(
+    "--format",
+    "report_format",
+    type=click.Choice(["table", "csv", "json"]),
+    default="table",
+    show_default=True,
+    help="json is JSON Lines: one object per row.",
+)
+@click.option(
+    "--state",
+    type=click.Choice([state.value for state in ReconciliationState]),
+    help="Only rows in this state.",
+)
+@click.option(
+    "--since",
+    callback=moment_callback,
+    metavar="TIME",
+    help="Only payments opened at or after this time.",
+)
+@click.option(
+    "--until",
+    callback=moment_callback,
+    metavar="TIME",
+    help="Only payments opened before this time.",
+)
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    help="Write the report to this file (with a progress bar) instead of standard output.",
+)
+@click.option(
+    "--fail-on-mismatch",
+    is_flag=True,
+    help=(
+        "Exit 1 when any row is amount_mismatch, currency_mismatch, duplicate_payment, "
+        "unexpected or unknown_status."
+    ),
+)
+@database_option
+@fail_on_storage_errors
+def reconcile(
+    report_format: ReportFormat,
+    state: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    output: Path | None,
+    fail_on_mismatch: bool,
+    database: Path | None,
+) -> None:
+    """Report every expected payment (and every unexpected one) against what arrived.
+
+    A payment is opened when it was registered (an unexpected one: its first payment time);
+    --since and --until filter on that, and a time without an offset is UTC. The table ends
+    with counts and totals per currency and state.
+    """
+    totals = Totals()
+    with ledger_for(database) as ledger:
+        rows = ledger.reconcile(state=state, since=since, until=until)
+        if output is None:
+            out = sys.stdout
+            write_report(rows, out, report_format, totals=totals)
+        else:
+            try:
+                with (
+                    output.open("w", encoding="utf-8", newline="") as handle,
+                    click.progressbar(
+                        _unsized(rows), label=f"Writing {output}", file=_stderr(), show_pos=True
+                    ) as bar,
+                ):
+                    write_report(bar, handle, report_format, totals=totals)
+            except OSError as err:
+                raise click.ClickException(f"{output} cannot be written: {err.strerror}.") from err
+    if report_format == "table" and output is None:
+        if totals.rows:
+            click.echo()
+            write_totals(totals, sys.stdout)
+        else:
+            click.echo("(no rows)")
+    elif output is not None:
+        click.echo(f"Wrote {totals.rows} row(s) to {output}.", err=True)
+    if fail_on_mismatch:
+        _fail_on_mismatch(totals)
+
+
+def _unsized(rows: Iterator[ReconciliationRow]) -> Iterator[ReconciliationRow]:
+    """The rows with no length hint: the bar counts them rather than guess a total (counting
+    first would compute the whole reconciliation twice)."""
+    yield from rows
+
+
+def _fail_on_mismatch(totals: Totals) -> None:
+    by_state: Counter[str] = Counter()
+    for (_, state), (count, _, _) in totals.groups.items():
+        if ReconciliationState(state) in MISMATCH_STATES:
+            by_state[state] += count
+    if by_state:
+        listed = ", ".join(f"{state} {count}" for state, count in sorted(by_state.items()))
+        raise click.ClickException(
+            f"{sum(by_state.values())} payment(s) need attention ({listed})."
+        )
+
+
+# -- reprocess ---------------------------------------------------------------------------------
+
+
+@click.command()
+@click.option(
+    "--status",
+    type=click.Choice([status.value for status in DeliveryStatus]),
+    help=(
+        "Only deliveries with this status. Default: every delivery without a recorded outcome "
+        "(received, malformed_json, invalid_payload, processing_error)."
+    ),
+)
+@click.option(
+    "--no-signals",
+    is_flag=True,
+    help=(
+        "Record the outcomes without sending signals. Required outside an app: plain "
+        "`payhooks` has no app whose signals it could send, and an outcome recorded now will "
+        "never send them later."
+    ),
+)
+@database_option
+@fail_on_storage_errors
+def reprocess(status: str | None, no_signals: bool, database: Path | None) -> None:
+    """Run stored deliveries through parsing again and record their outcomes.
+
+    For deliveries that failed to parse (a status code the map lacked, a bug since fixed).
+    Exit 1 when some still cannot be processed. Run it as `flask payhooks reprocess` in your
+    app to send the app's signals for each outcome recorded for the first time; plain
+    `payhooks reprocess` cannot, and refuses (exit 2) unless given --no-signals.
+    """
+    config = settings()
+    sender = None if no_signals else _signal_sender()
+    if sender is None and not no_signals:
+        raise click.UsageError(
+            "Outside your app, reprocess cannot send its signals and the outcomes it records "
+            "would never send them: run `flask payhooks reprocess` in the app, or pass "
+            "--no-signals to record them without."
+        )
+    statuses = UNFINISHED_STATUSES if status is None else (DeliveryStatus(status),)
+    with ledger_for(database) as ledger:
+        ids = delivery_ids(ledger, statuses)
+        with click.progressbar(ids, label="Reprocessing", file=_stderr()) as bar:
+            try:
+                report = reprocess_deliveries(
+                    ledger,
+                    bar,
+                    time_zone=config.time_zone,
+                    status_map=config.status_map,
+                    on_recorded=None if sender is None else partial(sender, ledger),
+                )
+            except ValueError as err:
+                raise click.ClickException(f"The configuration cannot be used: {err}.") from err
+    if not report.total:
+        click.echo("No delivery to reprocess.")
+        return
+    listed = ", ".join(f"{count} {name}" for name, count in sorted(report.counts.items()))
+    click.echo(f"Reprocessed {report.total} delivery(ies): {listed}.")
+    if report.still_failing:
+        raise click.ClickException(
+            f"{report.still_failing} delivery(ies) still cannot be processed; "
+            "their errors are in the deliveries table."
+        )
+
+
+def _signal_sender() -> Callable[[Ledger, Outcome, int, ReconciliationState], object] | None:
+    """Inside a merchant's app with payhooks (``flask payhooks``), a sender of its signals as
+    the receiver sends them; None for the plain ``payhooks`` script."""
+    if not current_app or "payhooks" not in current_app.extensions:
+        return None
+    from payhooks.receiver.pipeline.signal_dispatch import send_outcome_signals
+
+    return partial(send_outcome_signals, current_app._get_current_object())  # type: ignore[attr-defined]

@@ -1,0 +1,112 @@
+"""``payhooks replay``: sign JSON bodies and POST them to a receiver, as the service would.
+
+It doubles as a load generator: ``--repeat`` sends everything again (each time with a fresh
+``webhook-id``, as distinct deliveries, unless ``--same-id`` makes them redeliveries) and
+``--concurrency`` sends from several threads. The sending itself is
+:mod:`payhooks.receiver.cli.sender`, usable from Python.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from payhooks.receiver.cli.common import SIGNING_KEY_ENV, resolve_scheme, scheme_option, signer_for
+from payhooks.receiver.cli.sender import ReplayError, ReplayResult, load_payloads
+from payhooks.receiver.cli.sender import replay as send_all
+
+__all__ = ["replay"]
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--url",
+    required=True,
+    help="The receiver's notifications URL, e.g. http://127.0.0.1:8000/payhooks/notifications.",
+)
+@click.option(
+    "--secret",
+    metavar="KEY",
+    help=(
+        f"The signing key. Default: ${SIGNING_KEY_ENV}, else (HMAC schemes) the first of "
+        "$PAYHOOKS_SECRETS."
+    ),
+)
+@scheme_option
+@click.option(
+    "--repeat",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    metavar="N",
+    help="Send every body N times.",
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    metavar="N",
+    help="Send from N threads at once.",
+)
+@click.option(
+    "--same-id",
+    is_flag=True,
+    help="Sign every repeat of a body with the same webhook-id (redeliveries, not new ones).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=10.0,
+    show_default=True,
+    help="Seconds to wait for each answer.",
+)
+def replay(
+    paths: tuple[Path, ...],
+    url: str,
+    secret: str | None,
+    scheme: str | None,
+    repeat: int,
+    concurrency: int,
+    same_id: bool,
+    timeout: float,
+) -> None:
+    """Sign the JSON bodies in PATHS (files, or folders of *.json) and POST them to --url.
+
+    *.expected.json files (expected results, as sample_payloads/ keeps them) are skipped.
+    Prints how many got each answer; exits 1 if any was refused (no 2xx).
+    """
+    chosen = resolve_scheme(scheme)
+    signer = signer_for(chosen, secret)
+    try:
+        payloads = load_payloads(paths)
+    except ReplayError as err:
+        raise click.UsageError(err.message) from err
+    total = len(payloads) * repeat
+    with click.progressbar(length=total, label=f"Sending {total}", file=sys.stderr) as bar:
+
+        def advance(_: ReplayResult) -> None:
+            bar.update(1)
+
+        try:
+            report = send_all(
+                url,
+                payloads,
+                signer,
+                repeat=repeat,
+                concurrency=concurrency,
+                same_id=same_id,
+                timeout=timeout,
+                on_result=advance,
+                keep_results=False,
+            )
+        except ReplayError as err:
+            raise click.BadParameter(err.message, param_hint="'--url'") from err
+    for label, count in sorted(report.counts.items()):
+        click.echo(f"{count:>8}  {label}")
+    if not report.ok:
+        raise click.ClickException(
+            f"{report.refused} of {report.sent} deliveries were refused (no 2xx answer)."
+        )

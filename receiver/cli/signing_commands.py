@@ -1,0 +1,155 @@
+"""``payhooks sign``, ``verify`` and ``keygen``: signatures by hand, offline.
+
+``sign`` prints the headers for a body as ``Name: value`` lines, which is what curl's
+``-H @FILE`` reads and what ``verify --headers`` reads back, so a delivery can be built, sent
+and checked with nothing but curl. Keys come from ``--secret`` or the environment, never
+needing to appear in the shell's history; nothing here prints a key except ``keygen``, whose
+whole job is to make one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from payhooks.receiver.cli.captured_headers import HeadersFileError, read_headers
+from payhooks.receiver.cli.common import (
+    SIGNING_KEY_ENV,
+    resolve_scheme,
+    scheme_option,
+    settings,
+    signer_for,
+    verifier_for,
+)
+from payhooks.verify import DEFAULT_SCHEME, SCHEMES, SignatureError, generate_keypair
+
+__all__ = ["keygen", "sign", "verify_command"]
+
+_BODY = click.Path(exists=True, dir_okay=False, readable=True, path_type=Path)
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as err:
+        raise click.ClickException(f"{path} cannot be read: {err.strerror}.") from err
+
+
+@click.command()
+@click.argument("file", type=_BODY)
+@click.option(
+    "--secret",
+    metavar="KEY",
+    help=(
+        f"The signing key. Default: ${SIGNING_KEY_ENV}, else (HMAC schemes) the first of "
+        "$PAYHOOKS_SECRETS. Prefer the environment: a key on the command line lands in the "
+        "shell's history."
+    ),
+)
+@scheme_option
+@click.option("--webhook-id", metavar="ID", help="The message id to sign (default: a fresh one).")
+def sign(file: Path, secret: str | None, scheme: str | None, webhook_id: str | None) -> None:
+    """Print the headers that sign FILE's bytes, one `Name: value` line each.
+
+    Send them with curl: payhooks sign body.json > headers.txt, then
+    curl -H @headers.txt --data-binary @body.json URL.
+    """
+    chosen = resolve_scheme(scheme)
+    signer = signer_for(chosen, secret)
+    try:
+        headers = signer.sign(_read_bytes(file), webhook_id=webhook_id)
+    except ValueError as err:
+        raise click.UsageError(str(err)) from err
+    click.echo("Content-Type: application/json")
+    for name, value in headers.items():
+        click.echo(f"{name}: {value}")
+
+
+@click.command("verify")
+@click.argument("file", type=_BODY)
+@click.option(
+    "--headers",
+    "headers_file",
+    required=True,
+    type=_BODY,
+    help="The captured headers: a JSON object, or `Name: value` lines as curl -D writes them.",
+)
+@click.option(
+    "--secret",
+    "secrets",
+    multiple=True,
+    metavar="KEY",
+    help=(
+        "A key to verify with; repeat it to try several (rotation). Default: "
+        "$PAYHOOKS_SECRETS or $PAYHOOKS_PUBLIC_KEYS, whichever the scheme takes."
+    ),
+)
+@scheme_option
+@click.option(
+    "--ignore-timestamp",
+    is_flag=True,
+    help="Skip the timestamp tolerance (for deliveries captured long ago).",
+)
+def verify_command(
+    file: Path,
+    headers_file: Path,
+    secrets: tuple[str, ...],
+    scheme: str | None,
+    ignore_timestamp: bool,
+) -> None:
+    """Check a captured delivery's signature offline and say why it fails.
+
+    Exit 0 when the signature holds, 1 when it does not (with the error code).
+    """
+    chosen = resolve_scheme(scheme)
+    tolerance = None if ignore_timestamp else settings().tolerance_seconds
+    verifier = verifier_for(chosen, secrets, tolerance_seconds=tolerance)
+    try:
+        headers = read_headers(_read_bytes(headers_file).decode("utf-8", errors="replace"))
+    except HeadersFileError as err:
+        raise click.ClickException(f"{headers_file}: {err.message}") from err
+    try:
+        verified = verifier.verify(headers, _read_bytes(file))
+    except SignatureError as err:
+        hint = (
+            " (--ignore-timestamp checks an old capture)"
+            if err.code == "timestamp_out_of_tolerance"
+            else ""
+        )
+        raise click.ClickException(f"Not valid: {err.code}: {err.message}{hint}") from err
+    details = [f"scheme {verified.scheme}"]
+    if verified.webhook_id:
+        details.append(f"webhook-id {verified.webhook_id}")
+    if verified.timestamp is not None:
+        details.append(f"signed at {verified.timestamp.isoformat()}")
+    click.echo(f"Valid: {', '.join(details)}.")
+
+
+@click.command()
+@click.option(
+    "--scheme",
+    type=click.Choice(sorted(SCHEMES)),
+    default=DEFAULT_SCHEME,
+    show_default=True,
+    help="The signature scheme to make keys for.",
+)
+def keygen(scheme: str) -> None:
+    """Make a new key for a scheme, printed as the settings that take it.
+
+    The output is an environment file (NAME=value lines): `payhooks keygen > keys.env`. For
+    the HMAC schemes one shared secret serves both sides (PAYHOOKS_SECRETS); for the public-key
+    schemes the sender keeps PAYHOOKS_SIGNING_KEY and the receiver gets PAYHOOKS_PUBLIC_KEYS.
+    """
+    pair = generate_keypair(scheme)
+    click.echo(f"# payhooks keygen --scheme {scheme}")
+    click.echo(f"PAYHOOKS_SIGNATURE_SCHEME={scheme}")
+    if SCHEMES[scheme].key_kind == "secret":
+        click.echo(
+            "# The shared secret: the receiver verifies with it and the sender signs with it."
+        )
+        click.echo(f"PAYHOOKS_SECRETS={pair.signing_key}")
+        return
+    click.echo("# The sender's signing key: keep it secret; the receiver never needs it.")
+    click.echo(f"{SIGNING_KEY_ENV}={pair.signing_key}")
+    click.echo("# The receiver's verifying key (while rotating, list the old and new keys).")
+    click.echo(f"PAYHOOKS_PUBLIC_KEYS={pair.verifying_key}")

@@ -1,0 +1,102 @@
+"""``payhooks serve`` and ``payhooks demo``: the demo app, served or run through its paces.
+
+Both import the demo app only when they run, so ``payhooks --help`` and the in-app commands do
+not pay for building it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import click
+from payhooks.receiver.cli.common import SIGNING_KEY_ENV
+
+__all__ = ["demo_command", "serve_command"]
+
+
+@contextmanager
+def _quiet(name: str) -> Iterator[None]:
+    """Hold back a logger's warnings for a moment (the command says the same thing better)."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="The address to listen on.")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8000,
+    show_default=True,
+    help="The port to listen on.",
+)
+def serve_command(host: str, port: int) -> None:
+    """Run the demo app (payhooks.receiver.demo:create_app) on Werkzeug's development server.
+
+    It reads every PAYHOOKS_* setting from the environment, keeps its ledger in
+    ./payhooks.db unless PAYHOOKS_DATABASE says otherwise, and when no key is set generates a
+    development key and prints it. For development only: run a real app under gunicorn.
+    """
+    from payhooks.receiver.demo.app import DEMO_SIGNING_KEY, create_app
+    from werkzeug.serving import run_simple
+
+    try:
+        with _quiet("payhooks"):
+            app = create_app()
+    except ValueError as err:
+        raise click.ClickException(f"The configuration cannot be used: {err}") from err
+    scheme = app.config["PAYHOOKS_SIGNATURE_SCHEME"]
+    prefix = app.config["PAYHOOKS_URL_PREFIX"]
+    shown_host = f"[{host}]" if ":" in host else host
+    url = f"http://{shown_host}:{port}{prefix}/notifications"
+    click.echo(f"payhooks receiver at {url}")
+    click.echo(f"  scheme {scheme}, ledger {app.config['PAYHOOKS_DATABASE']}")
+    generated = app.config.get(DEMO_SIGNING_KEY)
+    if generated:
+        from payhooks.verify import SCHEMES
+
+        if SCHEMES[scheme].key_kind == "secret":
+            click.echo(
+                "  PAYHOOKS_SECRETS is not set: generated a development secret for this run:"
+            )
+            click.echo(f"  export PAYHOOKS_SECRETS={generated}")
+        else:
+            click.echo(
+                "  PAYHOOKS_PUBLIC_KEYS is not set: generated a development key pair; sign with:"
+            )
+            click.echo(f"  export {SIGNING_KEY_ENV}={generated}")
+        click.echo(f"  then, in another terminal: payhooks replay BODY.json --url {url}")
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("payhooks")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    run_simple(host, port, app, threaded=True)
+
+
+@click.command("demo")
+def demo_command() -> None:
+    """See payhooks work, with nothing to set up: a receiver on a free loopback port, payments
+    registered, signed deliveries sent over HTTP (an amount mismatch, a redelivery and a
+    forgery among them), customers returning, and the reconciliation printed.
+    """
+    from payhooks.receiver.demo.run import run_demo
+    from payhooks.storage import StorageError
+
+    try:
+        result = run_demo(click.echo)
+    except OSError as err:
+        raise click.ClickException(f"The demo could not run: {err}.") from err
+    except StorageError as err:
+        raise click.ClickException(f"The demo could not run: {err.message}") from err
+    if not result.ok:
+        raise click.ClickException(
+            "The demo did not go as expected: " + "; ".join(result.problems) + "."
+        )

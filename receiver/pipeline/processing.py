@@ -1,0 +1,291 @@
+"""Steps 3 to 7 of the pipeline: store, parse, record, reconcile, signal.
+
+:func:`receive_delivery` is the receiver's path for an authenticated delivery: parse it (pure
+work, no side effects), then store the delivery *and* what came of it (the outcome and its
+reconciliation, or the parse error) in one ledger transaction, then call ``on_recorded`` after
+the commit. One commit instead of two halves the waits for the write lock and the syncs to
+disk, and loses nothing: the sender is answered only after the commit, so a crash before it
+leaves an unanswered delivery that the service sends again.
+
+``payhooks reprocess`` runs stored deliveries again through :func:`process_stored_delivery`
+(a status code the map lacked, a bug since fixed). Both paths share the parse and the record
+steps below, so a delivery reprocessed ends exactly as it would have on arrival: the same
+parser and settings, the same ledger calls and idempotency (an outcome already stored stays
+stored once), the same error kept on the delivery, the same signals for an outcome seen for the
+first time. A delivery is always parsed as stored: a retry whose ``timezone`` header differs
+from the stored one is parsed again with the stored header, as a reprocess would.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import tzinfo
+
+from payhooks.receiver.payloads import PayloadError, parse_notification
+from payhooks.storage import (
+    FINISHED_DELIVERY_STATUSES,
+    Delivery,
+    DeliveryStatus,
+    Ledger,
+    Outcome,
+    PaymentState,
+    ReconciliationState,
+    StorageError,
+    StorageUnavailableError,
+)
+
+__all__ = [
+    "OnRecorded",
+    "ProcessedDelivery",
+    "payload_error_text",
+    "process_stored_delivery",
+    "receive_delivery",
+]
+
+logger = logging.getLogger("payhooks")
+
+#: Called after an outcome is recorded for the first time, after the commit:
+#: ``(outcome, delivery_id, reconciliation)``; what it returns is ignored. The receiver and
+#: ``flask payhooks reprocess`` send the app's signals from it.
+OnRecorded = Callable[[Outcome, int, ReconciliationState], object]
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessedDelivery:
+    """How one delivery ended."""
+
+    delivery_id: int
+    #: What the delivery is now: ``processed``, ``duplicate`` or ``conflicting_outcome`` (the
+    #: ledger's :attr:`payhooks.storage.RecordedOutcome.delivery_status`), or ``malformed_json``,
+    #: ``invalid_payload``, ``processing_error``. For a :attr:`redelivery`, ``duplicate``:
+    #: the answer, while the stored row keeps its own status.
+    status: DeliveryStatus
+    #: The payment's reconciliation state after the outcome was recorded (for a redelivery:
+    #: that of the payment its stored outcome names); None otherwise.
+    reconciliation: ReconciliationState | None = None
+    #: The outcome parsed from the body, when it parsed.
+    outcome: Outcome | None = None
+    #: Why the body is not a notification (``malformed_json``, ``invalid_payload``).
+    payload_error: PayloadError | None = None
+    #: True when the same delivery (``dedupe_key`` and bytes) had already finished: it only
+    #: counted one more attempt, and nothing else was done.
+    redelivery: bool = False
+
+    @property
+    def finished(self) -> bool:
+        """True when the outcome is recorded: nothing is left to do for this delivery."""
+        return self.status in FINISHED_DELIVERY_STATUSES
+
+
+def payload_error_text(err: PayloadError) -> str:
+    """What is kept in a delivery's ``error`` for a body that is not a notification: the same
+    code, message and per-field details the sender was answered with, as JSON."""
+    return json.dumps({"code": err.code, "message": err.message, "details": err.details})
+
+
+@dataclass(frozen=True, slots=True)
+class _Parsed:
+    """What a body parsed to: exactly one of the three is set."""
+
+    outcome: Outcome | None = None
+    payload_error: PayloadError | None = None
+    #: An exception the parser should never raise: a bug of ours, logged where it happened.
+    failure: Exception | None = None
+
+
+def _parse(
+    body: bytes,
+    delivery_time_zone: str | None,
+    time_zone: tzinfo,
+    status_map: Mapping[str, PaymentState] | None,
+) -> _Parsed:
+    try:
+        return _Parsed(
+            outcome=parse_notification(
+                body,
+                time_zone=time_zone,
+                delivery_time_zone=delivery_time_zone,
+                status_map=status_map,
+            )
+        )
+    except PayloadError as err:
+        return _Parsed(payload_error=err)
+    except Exception as err:
+        logger.exception("payhooks: a delivery's body could not be parsed")
+        return _Parsed(failure=err)
+
+
+def _record(ledger: Ledger, delivery_id: int, parsed: _Parsed) -> tuple[ProcessedDelivery, bool]:
+    """Record what ``parsed`` says on the stored delivery; the result and whether the outcome
+    is new (so signals are due once the write is committed)."""
+    if parsed.outcome is None:
+        if parsed.payload_error is not None:
+            err = parsed.payload_error
+            ledger.mark_delivery(delivery_id, err.code, error=payload_error_text(err))
+            status = DeliveryStatus(err.code)
+            return ProcessedDelivery(delivery_id, status, payload_error=err), False
+        ledger.mark_delivery(
+            delivery_id, DeliveryStatus.PROCESSING_ERROR, error=type(parsed.failure).__name__
+        )
+        return ProcessedDelivery(delivery_id, DeliveryStatus.PROCESSING_ERROR), False
+    recorded = ledger.record_outcome(parsed.outcome, delivery_id=delivery_id)
+    return (
+        ProcessedDelivery(
+            delivery_id, recorded.delivery_status, recorded.reconciliation, parsed.outcome
+        ),
+        recorded.is_new,
+    )
+
+
+def _signal(result: ProcessedDelivery, is_new: bool, on_recorded: OnRecorded | None) -> None:
+    """``on_recorded`` for an outcome recorded for the first time, once it is committed."""
+    outcome, reconciliation = result.outcome, result.reconciliation
+    if is_new and on_recorded is not None and outcome is not None and reconciliation is not None:
+        on_recorded(outcome, result.delivery_id, reconciliation)
+
+
+def receive_delivery(
+    ledger: Ledger,
+    *,
+    dedupe_key: str,
+    body: bytes,
+    headers: Mapping[str, str],
+    time_zone: tzinfo,
+    status_map: Mapping[str, PaymentState] | None,
+    on_recorded: OnRecorded | None = None,
+) -> ProcessedDelivery:
+    """Store an authenticated delivery with its outcome (or its parse error) in one commit,
+    then call ``on_recorded`` for an outcome seen for the first time.
+
+    A ``dedupe_key`` already stored with these bytes and finished is a :attr:`redelivery`:
+    one more attempt is counted and nothing else happens. One stored but not finished (an
+    earlier try answered 503, or an invalid payload sent again) is finished now. A body that
+    is not a notification is stored with its error (``malformed_json``, ``invalid_payload``).
+
+    When something other than the ledger's availability fails (a bug in the parser, a fault of
+    the SQLite file), the delivery is still stored, in a commit of its own, with the status
+    ``processing_error``: a retry or ``payhooks reprocess`` finishes it later.
+
+    :param headers: the headers to store with the delivery (lower-case names); its
+        ``timezone`` dates ``payment_time``.
+    :param time_zone: ``PAYHOOKS_PAYMENT_TIME_ZONE``, loaded (``load_time_zone``).
+    :param status_map: ``PAYHOOKS_STATUS_MAP``, loaded (``load_status_map``); None: the
+        service's codes.
+    :raises StorageUnavailableError: the ledger cannot be written now; nothing was stored,
+        and the caller should answer so that the sender retries.
+    :raises StorageError: not even the delivery alone could be stored; nothing was.
+    """
+    zone_header = headers.get("timezone")
+    parsed = _parse(body, zone_header, time_zone, status_map)
+    try:
+        with ledger.transaction():
+            delivery = ledger.record_delivery(dedupe_key=dedupe_key, body=body, headers=headers)
+            if not delivery.is_new and delivery.status in FINISHED_DELIVERY_STATUSES:
+                return _redelivery(ledger, delivery)
+            stored_zone = delivery.headers.get("timezone")
+            if stored_zone != zone_header:
+                parsed = _parse(delivery.body, stored_zone, time_zone, status_map)
+            result, is_new = _record(ledger, delivery.id, parsed)
+    except StorageUnavailableError:
+        raise  # a passing condition: the caller answers so that the sender retries
+    except Exception as err:
+        logger.exception("payhooks: a delivery could not be processed; storing it alone")
+        return _store_failed(ledger, dedupe_key, body, headers, err)
+    _signal(result, is_new, on_recorded)
+    return result
+
+
+def _store_failed(
+    ledger: Ledger,
+    dedupe_key: str,
+    body: bytes,
+    headers: Mapping[str, str],
+    err: Exception,
+) -> ProcessedDelivery:
+    """Store the delivery with the status ``processing_error`` after its full transaction
+    failed (and was rolled back); the failure's kind is kept, never its message (it could
+    quote the body)."""
+    with ledger.transaction():
+        delivery = ledger.record_delivery(dedupe_key=dedupe_key, body=body, headers=headers)
+        if not delivery.is_new and delivery.status in FINISHED_DELIVERY_STATUSES:
+            return _redelivery(ledger, delivery)  # a twin copy finished it meanwhile
+        ledger.mark_delivery(delivery.id, DeliveryStatus.PROCESSING_ERROR, error=type(err).__name__)
+    return ProcessedDelivery(delivery.id, DeliveryStatus.PROCESSING_ERROR)
+
+
+def _redelivery(ledger: Ledger, delivery: Delivery) -> ProcessedDelivery:
+    """The answer to a finished delivery sent again: ``duplicate``, nothing else done."""
+    return ProcessedDelivery(
+        delivery.id,
+        DeliveryStatus.DUPLICATE,
+        _reconciliation_of(ledger, delivery),
+        redelivery=True,
+    )
+
+
+def _reconciliation_of(ledger: Ledger, delivery: Delivery) -> ReconciliationState | None:
+    """The current state of the payment a finished delivery's stored outcome names, for the
+    answer to its redelivery.
+
+    Read from the ledger, not by parsing the body again: the stored outcome is what counts
+    (for a ``conflicting_outcome`` delivery it names the payment of the first word, which may
+    not be the body's), and a redelivery costs no parse.
+    """
+    if delivery.outcome_id is None:
+        return None
+    external_identifier = ledger.outcome_identifier(delivery.outcome_id)
+    return None if external_identifier is None else ledger.state(external_identifier)
+
+
+def process_stored_delivery(
+    ledger: Ledger,
+    delivery: Delivery,
+    *,
+    time_zone: tzinfo,
+    status_map: Mapping[str, PaymentState] | None,
+    on_recorded: OnRecorded | None = None,
+) -> ProcessedDelivery:
+    """Parse a stored delivery's body, record its outcome and reconcile, then call
+    ``on_recorded`` for an outcome seen for the first time (``payhooks reprocess``).
+
+    A body that is not a notification marks the delivery ``malformed_json`` or
+    ``invalid_payload`` with the error. Anything else that goes wrong (a bug of ours, a ledger
+    failure that is not about availability) is logged with its traceback and marks the
+    delivery ``processing_error``: it stays stored, so a later run can finish it.
+    ``on_recorded`` runs after the commit and outside that net: what it raises is its own
+    business (the signal sender records its receivers' errors itself).
+
+    :param time_zone: ``PAYHOOKS_PAYMENT_TIME_ZONE``, loaded (``load_time_zone``); the stored
+        ``timezone`` header wins, as it did on arrival.
+    :param status_map: ``PAYHOOKS_STATUS_MAP``, loaded (``load_status_map``); None: the
+        service's codes.
+    :raises StorageUnavailableError: the ledger cannot be written now; nothing was changed,
+        and the caller should answer so the sender retries.
+    """
+    parsed = _parse(delivery.body, delivery.headers.get("timezone"), time_zone, status_map)
+    try:
+        result, is_new = _record(ledger, delivery.id, parsed)
+    except StorageUnavailableError:
+        raise  # a passing condition: the caller answers so that the sender retries
+    except Exception as err:
+        logger.exception("payhooks: delivery %s could not be processed", delivery.id)
+        _mark_processing_error(ledger, delivery.id, err)
+        return ProcessedDelivery(delivery.id, DeliveryStatus.PROCESSING_ERROR)
+    _signal(result, is_new, on_recorded)
+    return result
+
+
+def _mark_processing_error(ledger: Ledger, delivery_id: int, err: Exception) -> None:
+    """Keep the failure's kind on the delivery (never its message: it could quote the body);
+    a ledger that cannot take even that only costs the note, not the stored delivery."""
+    try:
+        ledger.mark_delivery(delivery_id, DeliveryStatus.PROCESSING_ERROR, error=type(err).__name__)
+    except StorageError as storage_err:
+        logger.warning(
+            "payhooks: could not mark delivery %s as processing_error: %s",
+            delivery_id,
+            storage_err.message,
+        )

@@ -1,0 +1,194 @@
+"""The ``PAYHOOKS_*`` settings, read and checked in one place for every entry point.
+
+:func:`load_settings` turns a mapping (an app's config, or the environment read by
+:func:`~payhooks.receiver.config.config_from_env` over the defaults) into a frozen
+:class:`ReceiverSettings`. The extension, the CLI and the demo all call it, so a value is
+accepted or refused the same way, with the same message, wherever it is set. A bad value raises
+:class:`ValueError` naming its key, and never echoes a secret.
+
+No Flask here: the settings are plain values, and :mod:`payhooks.receiver.state` builds an
+app's request-time state from them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import tzinfo
+from types import MappingProxyType
+from typing import Any
+
+from payhooks.receiver.config import CONFIG_DEFAULTS, KEY_CONFIG, config_keys
+from payhooks.receiver.payloads import load_status_map, load_time_zone
+from payhooks.receiver.redirects import check_redirect_template
+from payhooks.storage import DEFAULT_STATUS_MAP, SYNCHRONOUS_MODES, PaymentState
+from payhooks.verify import SCHEMES, Verifier, get_verifier
+
+__all__ = ["ReceiverSettings", "load_settings"]
+
+# Schemes whose verifier reads a local `timestamp` header in a `time_zone` option.
+_DATES_IN_LOCAL_TIME = frozenset({"sorted-fields-rsa"})
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiverSettings:
+    """Every ``PAYHOOKS_*`` setting, checked. Built by :func:`load_settings` only."""
+
+    #: ``PAYHOOKS_DATABASE`` as given (None: the caller picks its default).
+    database: str | None
+    #: ``PAYHOOKS_SIGNATURE_SCHEME``.
+    scheme: str
+    #: The config key that holds the scheme's keys (``PAYHOOKS_SECRETS`` or
+    #: ``PAYHOOKS_PUBLIC_KEYS``).
+    key_config: str
+    #: The scheme's keys (empty only when they were not required).
+    keys: tuple[str, ...]
+    #: The verifier's options: ``PAYHOOKS_SIGNATURE_OPTIONS`` with what the receiver derives
+    #: (the sorted-fields parse cap from ``PAYHOOKS_MAX_BODY_BYTES``, the RSA ``time_zone``).
+    signature_options: Mapping[str, Any]
+    tolerance_seconds: int
+    max_body_bytes: int
+    #: ``PAYHOOKS_PAYMENT_TIME_ZONE``, loaded.
+    time_zone: tzinfo
+    #: The name or offset ``PAYHOOKS_PAYMENT_TIME_ZONE`` was given as.
+    time_zone_name: str
+    status_map: Mapping[str, PaymentState]
+    url_prefix: str
+    busy_timeout_ms: int
+    synchronous: str
+    return_max_age: int
+    #: ``PAYHOOKS_RETURN_REDIRECT``, checked: a template for the return handler's 303, or None.
+    return_redirect: str | None
+    #: The verifier built from the keys while checking them (None when there were none).
+    verifier: Verifier | None = field(default=None, compare=False, repr=False)
+
+    def verifier_with(self, keys: tuple[str, ...], *, tolerance_seconds: float | None) -> Verifier:
+        """A verifier for this scheme and its options with other keys or tolerance (the CLI's
+        ``--secret`` and ``--ignore-timestamp``).
+
+        :raises ValueError: naming the key or option that cannot be used.
+        """
+        return _verifier(
+            self.scheme,
+            self.key_config,
+            keys,
+            self.signature_options,
+            tolerance_seconds,
+        )
+
+
+def load_settings(config: Mapping[str, Any], *, require_keys: bool = True) -> ReceiverSettings:
+    """Check every ``PAYHOOKS_*`` key of ``config`` (missing keys take their defaults).
+
+    :param require_keys: a receiver cannot work without keys; the ledger commands can.
+    :raises ValueError: naming the key, for a value that cannot work.
+    """
+    merged: Mapping[str, Any] = {**CONFIG_DEFAULTS, **config}
+    scheme = merged["PAYHOOKS_SIGNATURE_SCHEME"]
+    if scheme not in SCHEMES:
+        raise ValueError(
+            f"PAYHOOKS_SIGNATURE_SCHEME {scheme!r} is not a known scheme; "
+            f"choose one of: {', '.join(sorted(SCHEMES))}"
+        )
+    key_config = KEY_CONFIG[SCHEMES[scheme].key_kind]
+    try:
+        keys = config_keys(merged[key_config])
+    except TypeError as err:
+        raise ValueError(f"{key_config} must be a list of strings or one string: {err}") from err
+    if require_keys and not keys:
+        raise ValueError(f"{key_config} is required for the {scheme!r} signature scheme")
+
+    zone_name = merged["PAYHOOKS_PAYMENT_TIME_ZONE"]
+    try:
+        time_zone = load_time_zone(zone_name)
+    except ValueError as err:
+        raise ValueError(f"PAYHOOKS_PAYMENT_TIME_ZONE: {err}") from err
+
+    options = merged["PAYHOOKS_SIGNATURE_OPTIONS"] or {}
+    if not isinstance(options, Mapping):
+        raise ValueError("PAYHOOKS_SIGNATURE_OPTIONS must be a mapping of option names to values")
+    max_body = _positive_int(merged, "PAYHOOKS_MAX_BODY_BYTES")
+    if SCHEMES[scheme].parses_body:
+        # The verifier's own parse cap follows the receiver's, so a raised
+        # PAYHOOKS_MAX_BODY_BYTES is not refused later as an invalid signature.
+        options = {"max_body_bytes": max_body, **options}
+    if scheme in _DATES_IN_LOCAL_TIME and isinstance(zone_name, str):
+        # Without a `timezone` header, the delivery's `timestamp` is read in the zone its
+        # `payment_time` is read in, unless the scheme's own option says otherwise.
+        options = {"time_zone": zone_name, **options}
+    options = MappingProxyType(dict(options))
+    tolerance = _positive_int(merged, "PAYHOOKS_TOLERANCE_SECONDS")
+    verifier = _verifier(scheme, key_config, keys, options, tolerance) if keys else None
+
+    try:
+        status_map = load_status_map(merged["PAYHOOKS_STATUS_MAP"])
+    except ValueError as err:
+        raise ValueError(f"PAYHOOKS_STATUS_MAP: {err}") from err
+    if status_map == DEFAULT_STATUS_MAP:
+        # The parser recognises the default by identity and skips checking it again on
+        # every delivery.
+        status_map = DEFAULT_STATUS_MAP
+
+    prefix = merged["PAYHOOKS_URL_PREFIX"]
+    if not isinstance(prefix, str) or (prefix and not prefix.startswith("/")):
+        raise ValueError("PAYHOOKS_URL_PREFIX must be a path starting with '/'")
+    database = merged["PAYHOOKS_DATABASE"]
+    if (
+        database is not None
+        and not isinstance(database, str | bytes)
+        and not hasattr(database, "__fspath__")
+    ):
+        raise ValueError("PAYHOOKS_DATABASE must be a path")
+
+    return ReceiverSettings(
+        database=None if database is None else str(database),
+        scheme=scheme,
+        key_config=key_config,
+        keys=keys,
+        signature_options=options,
+        tolerance_seconds=tolerance,
+        max_body_bytes=max_body,
+        time_zone=time_zone,
+        time_zone_name=str(zone_name),
+        status_map=status_map,
+        url_prefix=prefix,
+        busy_timeout_ms=_positive_int(merged, "PAYHOOKS_BUSY_TIMEOUT_MS"),
+        synchronous=_synchronous(merged),
+        return_max_age=_positive_int(merged, "PAYHOOKS_RETURN_MAX_AGE"),
+        return_redirect=check_redirect_template(merged["PAYHOOKS_RETURN_REDIRECT"]),
+        verifier=verifier,
+    )
+
+
+def _verifier(
+    scheme: str,
+    key_config: str,
+    keys: tuple[str, ...],
+    options: Mapping[str, Any],
+    tolerance_seconds: float | None,
+) -> Verifier:
+    """Build a verifier, blaming the setting that is really at fault: a key, or an option."""
+    try:
+        return get_verifier(scheme, keys, tolerance_seconds=tolerance_seconds, **options)
+    except ValueError as err:
+        # get_verifier names what it refused: `keys[...]` / `keys:` for a key, else an option.
+        culprit = key_config if str(err).startswith("keys") else "PAYHOOKS_SIGNATURE_OPTIONS"
+        raise ValueError(f"{culprit}: {err}") from err
+
+
+def _synchronous(config: Mapping[str, Any]) -> str:
+    value = config["PAYHOOKS_SQLITE_SYNCHRONOUS"]
+    mode = value.strip().upper() if isinstance(value, str) else None
+    if mode not in SYNCHRONOUS_MODES:
+        raise ValueError(
+            f"PAYHOOKS_SQLITE_SYNCHRONOUS must be one of {', '.join(SYNCHRONOUS_MODES)}, "
+            f"got {value!r}"
+        )
+    return mode
+
+
+def _positive_int(config: Mapping[str, Any], key: str) -> int:
+    value = config[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{key} must be a positive integer, got {value!r}")
+    return value

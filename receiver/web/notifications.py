@@ -1,0 +1,165 @@
+"""``POST /notifications``: the webhook pipeline, in DESIGN.md's order.
+
+1. Cap the body: a ``Content-Length`` over ``PAYHOOKS_MAX_BODY_BYTES`` is refused unread, and
+   the read itself stops one byte past the cap (chunked bodies too): 413. A body the server
+   cannot read in full (shorter than announced, broken chunked framing) is a 400
+   ``bad_request``, whatever the server raises for it.
+2. Verify the signature over the raw bytes, before anything parses them: 401 with the
+   :class:`payhooks.verify.SignatureError` code, and a row in ``rejected_deliveries``.
+3. Parse into an :class:`payhooks.storage.Outcome` (pure work: nothing is acted on yet).
+4. Store the delivery and what came of it in one ledger transaction
+   (:func:`~payhooks.receiver.pipeline.processing.receive_delivery`): the outcome, recorded and
+   reconciled, or the parse error, kept for ``payhooks reprocess`` (400 ``malformed_json``, 422
+   ``invalid_payload``). A delivery already finished answers ``duplicate`` and does nothing
+   again; one stored but not finished (a 503 earlier) is finished now.
+5. Answer, after the commit: 200 with the acknowledgement the service's SDK expects.
+6. Send the signals (:mod:`payhooks.receiver.signals`), after the commit.
+
+Nothing is answered, signalled or acted on before the commit, so a crash before it only leaves
+a delivery unanswered, which the service sends again: storing the delivery and its outcome in
+one commit loses nothing, and costs one wait for the lock and one sync to disk instead of two.
+
+A ledger that cannot be written answers 503 ``storage_unavailable`` so the service retries;
+nothing of the delivery is stored then. A failure of our own (a bug in the parser, a fault of
+the SQLite file) is logged with its traceback, the delivery stored alone as
+``processing_error`` and answered 503 ``processing_error``: the service retries, and the retry
+(or ``payhooks reprocess``) finishes the work. Bad input never gets a 500.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from functools import partial
+
+from flask import Flask, Response, current_app, request
+from payhooks.receiver.pipeline.processing import receive_delivery
+from payhooks.receiver.pipeline.signal_dispatch import send_outcome_signals
+from payhooks.receiver.state import ReceiverState, receiver_state
+from payhooks.receiver.web.errors import error_response
+from payhooks.storage import ReconciliationState, StorageError, StorageUnavailableError
+from payhooks.verify import SignatureError
+from werkzeug.exceptions import BadRequest, HTTPException, RequestEntityTooLarge
+
+__all__ = ["STORED_HEADERS", "receive_notification"]
+
+logger = logging.getLogger("payhooks")
+
+#: Headers kept with every delivery besides the ones the scheme reads: enough to reprocess
+#: (``timezone`` dates ``payment_time``) and to tell senders apart, and nothing that could
+#: carry a credential.
+STORED_HEADERS: tuple[str, ...] = ("content-type", "user-agent", "timezone")
+
+
+def receive_notification() -> Response:
+    """Run one delivery through the pipeline; see the module docstring for the steps."""
+    app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
+    state = receiver_state(app)
+
+    body = _read_capped_body(state.max_body_bytes)
+    if body is None:
+        return error_response(
+            "payload_too_large",
+            f"The body is larger than {state.max_body_bytes} bytes.",
+            {"max_bytes": state.max_body_bytes},
+        )
+
+    # Only the headers the scheme reads and the ones kept with the delivery, under lower-case
+    # names (the verifier's fast path): nothing else of a request is read or stored.
+    received = request.headers
+    headers = {
+        name: value
+        for name in (*state.verifier.header_names, *STORED_HEADERS)
+        if (value := received.get(name)) is not None
+    }
+    try:
+        verified = state.verifier.verify(headers, body)
+    except SignatureError as err:
+        _record_rejected(state, err, body)
+        return error_response(err.code, err.message)
+
+    dedupe_key = verified.webhook_id or hashlib.sha256(body).hexdigest()
+    try:
+        ledger = state.ledger
+        result = receive_delivery(
+            ledger,
+            dedupe_key=dedupe_key,
+            body=body,
+            headers=headers,
+            time_zone=state.time_zone,
+            status_map=state.status_map,
+            on_recorded=partial(send_outcome_signals, app, ledger),
+        )
+    except StorageUnavailableError as err:
+        logger.warning("payhooks: storage unavailable: %s", err.message)
+        return error_response("storage_unavailable", "The ledger cannot be written; try again.")
+    except StorageError:
+        # Not a passing condition (a schema from a newer payhooks, say), but still nothing
+        # stored: ask the service to come back once a person has looked.
+        logger.exception("payhooks: the ledger refused a delivery")
+        return error_response("storage_unavailable", "The ledger cannot be written; try again.")
+    refused = result.payload_error
+    if refused is not None:
+        return error_response(refused.code, refused.message, refused.details)
+    if not result.finished:
+        # A bug of ours, or a ledger failure that is not about availability: the delivery is
+        # stored, so the service's retry (or `payhooks reprocess`) can finish it later.
+        return error_response(
+            "processing_error",
+            "The delivery is stored but could not be processed; try again.",
+        )
+    return _acknowledge(str(result.status), result.delivery_id, result.reconciliation)
+
+
+def _read_capped_body(limit: int) -> bytes | None:
+    """The raw body, or None when it is over ``limit`` bytes (reading at most ``limit + 1``)."""
+    if request.content_length is not None and request.content_length > limit:
+        return None
+    # Flask 3.1's per-request cap bounds the read, also for a chunked body whose length nobody
+    # announced. werkzeug stops such a body at the cap without complaint, so read one byte
+    # more than allowed: getting it is how an oversized body shows.
+    request.max_content_length = limit + 1
+    try:
+        body = request.get_data(cache=True)
+    except RequestEntityTooLarge:
+        return None
+    except HTTPException:
+        raise  # werkzeug's own 400 for a client that stopped early (ClientDisconnected)
+    except Exception as err:
+        # The server could not read the body the client announced: cut short, or chunked
+        # framing that does not parse. Each server says so in its own way (gunicorn raises
+        # NoMoreData or a ParseException from wsgi.input, others an OSError); all are the
+        # sender's fault, answered 400 so that they never look like a failure of ours.
+        logger.info("payhooks: could not read a request body: %r", err)
+        raise BadRequest("The request body could not be read in full.") from err
+    return None if len(body) > limit else body
+
+
+def _record_rejected(state: ReceiverState, err: SignatureError, body: bytes) -> None:
+    """Keep a bounded trace of a refused delivery; a ledger failure must not hide the 401."""
+    logger.info("payhooks: rejected a delivery from %s: %s", request.remote_addr, err.code)
+    try:
+        # The ledger keeps the first 4 KiB and the full size.
+        state.ledger.record_rejected(reason=err.code, body=body, remote_addr=request.remote_addr)
+    except StorageError as storage_err:
+        logger.warning("payhooks: could not record a rejected delivery: %s", storage_err.message)
+
+
+def _acknowledge(
+    status: str, delivery_id: int, reconciliation: ReconciliationState | None
+) -> Response:
+    """The 200 the service's SDK expects; built directly, for it is sent for every delivery
+    (``jsonify`` would go through the app's JSON provider to write five fixed members)."""
+    body = json.dumps(
+        {
+            "code": "200",
+            "msg": "success",
+            "status": status,
+            "delivery_id": delivery_id,
+            "reconciliation": None if reconciliation is None else str(reconciliation),
+        },
+        separators=(",", ":"),
+    )
+    response: Response = current_app.response_class(body, mimetype="application/json")
+    return response

@@ -1,0 +1,401 @@
+"""``payhooks reconcile`` and ``payhooks reprocess`` over a real ledger file."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from payhooks.receiver.cli.reports import REPORT_FIELDS
+from payhooks.storage import MISMATCH_STATES, DeliveryStatus, Ledger, ReconciliationState
+
+from tests.support.cli import clean_env, json_lines, notification, record_notification, run
+
+__all__ = ["clean_env"]
+
+pytestmark = pytest.mark.usefixtures("clean_env")
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> Path:
+    """A ledger with one payment in each of several states (and one unexpected)."""
+    path = tmp_path / "payhooks.db"
+    with Ledger(path) as ledger:
+        ledger.expect_transaction("order-paid", 2500, "CNY")
+        ledger.expect_transaction("order-short", 12000, "CNY")
+        ledger.expect_transaction("order-open", 5000, "CNY")
+        ledger.expect_transaction("order-yen", 1500, "JPY")
+        ledger.expect_subscription("sub-1", 1000, "CNY", 800)
+        record_notification(ledger, notification("order-paid", "ll-1", "25.00"))
+        record_notification(ledger, notification("order-short", "ll-2", "110.00"))
+        record_notification(ledger, notification("order-yen", "ll-3", "1500.00", currency="JPY"))
+        record_notification(ledger, notification("sub-1", "ll-4", "10.00"))
+        record_notification(ledger, notification("sub-1", "ll-5", "8.00"))
+        record_notification(ledger, notification("nobody-asked", "ll-6", "3.00"))
+    return path
+
+
+def _rows(text: str) -> dict[str, dict[str, str]]:
+    return {row["external_identifier"]: row for row in csv.DictReader(io.StringIO(text))}
+
+
+def test_reconcile_table_lists_every_payment_and_the_totals(database: Path) -> None:
+    result = run(["reconcile", "--database", str(database)])
+
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == [
+        "EXTERNAL",
+        "ID",
+        "KIND",
+        "STATE",
+        "CUR",
+        "EXPECTED",
+        "RECEIVED",
+        "PERIODS",
+        "TRANSACTIONS",
+    ]
+    by_id = {line.split()[0]: line.split() for line in lines[1:7]}
+    assert by_id["order-short"] == [
+        "order-short",
+        "transaction",
+        "amount_mismatch",
+        "CNY",
+        "120.00",
+        "110.00",
+        "1",
+        "ll-2",
+    ]
+    assert by_id["order-open"] == ["order-open", "transaction", "pending", "CNY", "50.00", "0"]
+    assert by_id["order-yen"][4:6] == ["1500", "1500"]
+    assert by_id["sub-1"] == [
+        "sub-1",
+        "subscription",
+        "paid",
+        "CNY",
+        "18.00",
+        "18.00",
+        "2",
+        "ll-4",
+        "ll-5",
+    ]
+    assert by_id["nobody-asked"][:3] == ["nobody-asked", "unexpected", "CNY"]
+    totals = result.stdout.split("\n\n")[1].splitlines()
+    assert totals[0].split() == ["CUR", "STATE", "COUNT", "EXPECTED", "RECEIVED"]
+    assert "CNY  paid                 2     43.00     43.00" in totals
+
+
+def test_reconcile_csv_carries_the_contract_fields_as_decimal_strings(database: Path) -> None:
+    result = run(["reconcile", "--format", "csv", "--database", str(database)])
+
+    assert result.exit_code == 0, result.output
+    rows = _rows(result.stdout)
+    assert tuple(next(csv.reader(io.StringIO(result.stdout)))) == REPORT_FIELDS
+    assert rows["order-short"]["expected_amount"] == "120.00"
+    assert rows["order-short"]["received_amount"] == "110.00"
+    assert rows["order-open"]["received_amount"] == ""
+    assert rows["nobody-asked"]["kind"] == ""
+    assert rows["nobody-asked"]["expected_amount"] == ""
+    assert rows["sub-1"]["transaction_ids"] == "ll-4 ll-5"
+
+
+def test_reconcile_json_is_one_object_per_line_with_nulls_where_there_is_none(
+    database: Path,
+) -> None:
+    result = run(["reconcile", "--format", "json", "--database", str(database)])
+
+    records = {record["external_identifier"]: record for record in json_lines(result.stdout)}
+    assert result.exit_code == 0, result.output
+    assert len(records) == 6
+    assert records["order-open"]["received_amount"] is None
+    assert records["order-open"]["transaction_ids"] == []
+    assert records["order-paid"] == records["order-paid"] | {
+        "kind": "transaction",
+        "state": "paid",
+        "currency": "CNY",
+        "expected_amount": "25.00",
+        "received_amount": "25.00",
+        "transaction_ids": ["ll-1"],
+    }
+    assert records["nobody-asked"]["kind"] is None
+
+
+def test_reconcile_filters_by_state(database: Path) -> None:
+    result = run(
+        ["reconcile", "--format", "json", "--state", "pending", "--database", str(database)]
+    )
+
+    assert [record["external_identifier"] for record in json_lines(result.stdout)] == ["order-open"]
+
+
+def test_reconcile_filters_by_time_without_offset_as_utc(database: Path) -> None:
+    tomorrow = (datetime.now(UTC) + timedelta(days=1)).strftime("%Y-%m-%d")
+
+    before = run(
+        ["reconcile", "--format", "json", "--until", tomorrow, "--database", str(database)]
+    )
+    after = run(["reconcile", "--format", "json", "--since", tomorrow, "--database", str(database)])
+
+    # The unexpected row opens at its payment_time (2026-11-21 12:00 UTC), the others now.
+    assert len(json_lines(before.stdout)) + len(json_lines(after.stdout)) == 6
+    assert "order-open" in before.stdout
+    assert "order-open" not in after.stdout
+
+
+def test_reconcile_with_a_bad_time_is_bad_usage(database: Path) -> None:
+    result = run(["reconcile", "--since", "last tuesday", "--database", str(database)])
+
+    assert result.exit_code == 2
+    assert "'last tuesday' is not an ISO 8601 time" in result.stderr
+
+
+def test_reconcile_of_an_unknown_state_is_bad_usage(database: Path) -> None:
+    result = run(["reconcile", "--state", "lost", "--database", str(database)])
+
+    assert result.exit_code == 2
+
+
+def test_fail_on_mismatch_exits_1_and_names_the_states(database: Path) -> None:
+    result = run(["reconcile", "--fail-on-mismatch", "--database", str(database)])
+
+    assert result.exit_code == 1
+    assert (
+        result.stderr == "Error: 2 payment(s) need attention (amount_mismatch 1, unexpected 1).\n"
+    )
+    assert "order-short" in result.stdout  # the report is still written
+
+
+def test_fail_on_mismatch_passes_when_only_ordinary_states_remain(database: Path) -> None:
+    result = run(
+        ["reconcile", "--fail-on-mismatch", "--state", "paid", "--database", str(database)]
+    )
+
+    assert result.exit_code == 0, result.output
+
+
+def test_the_mismatch_states_are_exactly_the_documented_five() -> None:
+    assert {state.value for state in MISMATCH_STATES} == {
+        "amount_mismatch",
+        "currency_mismatch",
+        "duplicate_payment",
+        "unexpected",
+        "unknown_status",
+    }
+    assert ReconciliationState.FAILED not in MISMATCH_STATES
+
+
+@pytest.mark.parametrize("report_format", ["csv", "json", "table"])
+def test_reconcile_output_writes_a_file_and_reports_on_stderr(
+    database: Path, tmp_path: Path, report_format: str
+) -> None:
+    output = tmp_path / f"report.{report_format}"
+
+    result = run(
+        [
+            "reconcile",
+            "--format",
+            report_format,
+            "--output",
+            str(output),
+            "--database",
+            str(database),
+        ]
+    )
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout == ""
+    assert f"Wrote 6 row(s) to {output}." in result.stderr
+    assert "order-short" in output.read_text()
+
+
+@pytest.mark.parametrize("command", [["reconcile"], ["reprocess", "--no-signals"]])
+def test_a_missing_ledger_is_bad_usage_and_is_not_created(
+    tmp_path: Path, command: list[str]
+) -> None:
+    missing = tmp_path / "typo.db"
+
+    result = run([*command, "--database", str(missing)])
+
+    assert result.exit_code == 2
+    assert (
+        result.stderr
+        == f"Error: There is no ledger at {missing}: pass --database or set PAYHOOKS_DATABASE.\n"
+    )
+    assert not missing.exists()
+
+
+def test_reconcile_of_an_empty_ledger_says_so(tmp_path: Path) -> None:
+    Ledger(tmp_path / "empty.db").close()
+
+    result = run(["reconcile", "--database", str(tmp_path / "empty.db")])
+
+    assert result.exit_code == 0
+    assert "(no rows)" in result.stdout
+
+
+def test_reconcile_of_a_file_that_is_not_a_ledger_fails_in_one_sentence(tmp_path: Path) -> None:
+    bogus = tmp_path / "notes.txt"
+    bogus.write_text("not a database")
+
+    result = run(["reconcile", "--database", str(bogus)])
+
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"Error: Cannot open the ledger at {bogus}:")
+    assert "Traceback" not in result.output
+
+
+# -- reprocess ---------------------------------------------------------------------------------
+
+
+def _store_unparsed(ledger: Ledger, body: bytes, status: str, key: str) -> int:
+    delivery = ledger.record_delivery(
+        dedupe_key=key, body=body, headers={"timezone": "Asia/Shanghai"}
+    )
+    if status != "received":
+        ledger.mark_delivery(delivery.id, status, error="earlier failure")
+    return delivery.id
+
+
+def test_reprocess_records_outcomes_of_deliveries_that_failed_and_counts_them(
+    tmp_path: Path,
+) -> None:
+    database = tmp_path / "payhooks.db"
+    with Ledger(database) as ledger:
+        ledger.expect_transaction("order-1", 2500, "CNY")
+        fixed = _store_unparsed(ledger, notification("order-1", "ll-1"), "processing_error", "k1")
+        _store_unparsed(ledger, notification("order-2", "ll-2", status="ZZ"), "received", "k2")
+        _store_unparsed(ledger, b"{not json", "malformed_json", "k3")
+
+    result = run(["reprocess", "--no-signals", "--database", str(database)])
+
+    assert result.exit_code == 1
+    assert result.stdout == "Reprocessed 3 delivery(ies): 1 malformed_json, 2 processed.\n"
+    assert "1 delivery(ies) still cannot be processed" in result.stderr
+    with Ledger(database) as ledger:
+        assert ledger.state("order-1") is ReconciliationState.PAID
+        assert ledger.state("order-2") is ReconciliationState.UNEXPECTED
+        delivery = ledger.delivery(fixed)
+        assert delivery is not None
+        assert delivery.status is DeliveryStatus.PROCESSED
+        # The stored timezone header dated payment_time, as on arrival: 12:00 in Shanghai.
+        paid_at = ledger.database.execute("SELECT paid_at FROM outcomes").fetchone()[0]
+        assert paid_at.startswith("2026-11-21T04:00:00")
+
+
+def test_reprocess_uses_the_configured_status_map(tmp_path: Path) -> None:
+    database = tmp_path / "payhooks.db"
+    with Ledger(database) as ledger:
+        ledger.expect_transaction("order-1", 2500, "CNY")
+        _store_unparsed(ledger, notification("order-1", status="OK"), "received", "k1")
+    status_map = json.dumps({"OK": "succeeded"})
+
+    result = run(
+        ["reprocess", "--no-signals", "--status", "received", "--database", str(database)],
+        env={"PAYHOOKS_STATUS_MAP": status_map},
+    )
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "Reprocessed 1 delivery(ies): 1 processed.\n"
+    with Ledger(database) as ledger:
+        assert ledger.state("order-1") is ReconciliationState.PAID
+
+
+def test_reprocess_with_nothing_to_do_says_so(tmp_path: Path) -> None:
+    database = tmp_path / "payhooks.db"
+    with Ledger(database) as ledger:
+        record_notification(ledger, notification())
+
+    result = run(["reprocess", "--no-signals", "--database", str(database)])
+
+    assert result.exit_code == 0
+    assert result.stdout == "No delivery to reprocess.\n"
+
+
+def test_reprocess_with_a_bad_status_map_fails_in_one_sentence(tmp_path: Path) -> None:
+    database = tmp_path / "payhooks.db"
+    Ledger(database).close()
+
+    result = run(
+        ["reprocess", "--no-signals", "--database", str(database)],
+        env={"PAYHOOKS_STATUS_MAP": "[1, 2]"},
+    )
+
+    assert result.exit_code == 1
+    assert "PAYHOOKS_STATUS_MAP" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_plain_reprocess_refuses_to_record_outcomes_whose_signals_would_be_lost(
+    tmp_path: Path,
+) -> None:
+    database = tmp_path / "payhooks.db"
+    with Ledger(database) as ledger:
+        ledger.expect_transaction("order-1", 2500, "CNY")
+        waiting = _store_unparsed(ledger, notification("order-1"), "processing_error", "k1")
+
+    result = run(["reprocess", "--database", str(database)])
+
+    assert result.exit_code == 2
+    assert "flask payhooks reprocess" in result.stderr
+    assert "--no-signals" in result.stderr
+    assert "Traceback" not in result.output
+    with Ledger(database) as ledger:
+        assert ledger.state("order-1") is ReconciliationState.PENDING
+        delivery = ledger.delivery(waiting)
+        assert delivery is not None
+        assert delivery.status is DeliveryStatus.PROCESSING_ERROR
+
+
+def test_reprocess_keeps_a_delivery_that_still_fails_as_processing_error(
+    tmp_path: Path,
+) -> None:
+    database = tmp_path / "payhooks.db"
+    with Ledger(database) as ledger:
+        ledger.expect_transaction("order-1", 2500, "CNY")
+        waiting = _store_unparsed(ledger, notification("order-1"), "processing_error", "k1")
+        # A real fault in the file: every outcome insert is refused.
+        ledger.database.execute(
+            "CREATE TRIGGER refuse_outcomes BEFORE INSERT ON outcomes "
+            "BEGIN SELECT RAISE(ABORT, 'outcomes are frozen'); END"
+        )
+
+    result = run(["reprocess", "--no-signals", "--database", str(database)])
+
+    assert result.exit_code == 1
+    assert result.stdout == "Reprocessed 1 delivery(ies): 1 processing_error.\n"
+    assert "Traceback" not in result.output
+    with Ledger(database) as ledger:
+        delivery = ledger.delivery(waiting)
+        assert delivery is not None
+        assert delivery.status is DeliveryStatus.PROCESSING_ERROR
+        assert delivery.error == "StorageError"
+
+
+def test_money_in_another_currency_is_shown_with_it_and_kept_out_of_the_totals(
+    tmp_path: Path,
+) -> None:
+    database = tmp_path / "payhooks.db"
+    with Ledger(database) as ledger:
+        ledger.expect_transaction("order-usd", 2500, "CNY")
+        record_notification(ledger, notification("order-usd", "ll-1", "25.00", currency="USD"))
+
+    table = run(["reconcile", "--database", str(database)])
+    records = json_lines(run(["reconcile", "--format", "json", "--database", str(database)]).stdout)
+
+    row = table.stdout.splitlines()[1].split()
+    assert row[:7] == [
+        "order-usd",
+        "transaction",
+        "currency_mismatch",
+        "CNY",
+        "25.00",
+        "25.00",
+        "USD",
+    ]
+    assert "CNY  currency_mismatch      1     25.00      0.00" in table.stdout
+    assert records[0]["received_currency"] == "USD"
+    assert records[0]["received_amount"] == "25.00"
+    assert table.exit_code == 0

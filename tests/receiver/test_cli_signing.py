@@ -1,0 +1,266 @@
+"""``payhooks keygen``, ``sign`` and ``verify``: keys, headers for curl, offline checks."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from payhooks.verify import SCHEMES, generate_keypair, get_signer, get_verifier
+
+from tests.support.cli import clean_env, notification, run
+
+__all__ = ["clean_env"]
+
+pytestmark = pytest.mark.usefixtures("clean_env")
+
+
+def _env_lines(text: str) -> dict[str, str]:
+    pairs = [line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#")]
+    return dict(pairs)
+
+
+@pytest.fixture
+def body(tmp_path: Path) -> Path:
+    path = tmp_path / "body.json"
+    path.write_bytes(notification())
+    return path
+
+
+@pytest.mark.parametrize("scheme", sorted(SCHEMES))
+def test_keygen_prints_keys_under_the_settings_that_take_them(scheme: str) -> None:
+    result = run(["keygen", "--scheme", scheme])
+
+    assert result.exit_code == 0, result.output
+    settings = _env_lines(result.stdout)
+    assert settings["PAYHOOKS_SIGNATURE_SCHEME"] == scheme
+    if SCHEMES[scheme].key_kind == "secret":
+        assert set(settings) == {"PAYHOOKS_SIGNATURE_SCHEME", "PAYHOOKS_SECRETS"}
+        signing, verifying = settings["PAYHOOKS_SECRETS"], settings["PAYHOOKS_SECRETS"]
+    else:
+        assert set(settings) == {
+            "PAYHOOKS_SIGNATURE_SCHEME",
+            "PAYHOOKS_SIGNING_KEY",
+            "PAYHOOKS_PUBLIC_KEYS",
+        }
+        signing, verifying = settings["PAYHOOKS_SIGNING_KEY"], settings["PAYHOOKS_PUBLIC_KEYS"]
+    headers = get_signer(scheme, signing).sign(b'{"a": 1}')
+    assert get_verifier(scheme, verifying).is_valid(headers, b'{"a": 1}')
+
+
+def test_keygen_makes_a_new_key_each_time() -> None:
+    first, second = run(["keygen"]), run(["keygen"])
+
+    assert (
+        _env_lines(first.stdout)["PAYHOOKS_SECRETS"]
+        != _env_lines(second.stdout)["PAYHOOKS_SECRETS"]
+    )
+
+
+def test_keygen_with_an_unknown_scheme_is_bad_usage() -> None:
+    result = run(["keygen", "--scheme", "md5"])
+
+    assert result.exit_code == 2
+    assert "'md5' is not one of" in result.stderr
+
+
+@pytest.mark.parametrize("scheme", sorted(SCHEMES))
+def test_signed_headers_verify_offline(scheme: str, body: Path, tmp_path: Path) -> None:
+    pair = generate_keypair(scheme)
+    headers = tmp_path / "headers.txt"
+
+    signed = run(
+        ["sign", str(body), "--scheme", scheme], env={"PAYHOOKS_SIGNING_KEY": pair.signing_key}
+    )
+    headers.write_text(signed.stdout)
+    checked = run(
+        [
+            "verify",
+            str(body),
+            "--headers",
+            str(headers),
+            "--scheme",
+            scheme,
+            "--secret",
+            pair.verifying_key,
+        ]
+    )
+
+    assert signed.exit_code == 0, signed.output
+    assert signed.stdout.startswith("Content-Type: application/json\n")
+    assert pair.signing_key not in signed.output
+    assert checked.exit_code == 0, checked.output
+    assert checked.stdout.startswith(f"Valid: scheme {scheme}")
+
+
+def test_sign_reads_the_secret_from_payhooks_secrets(body: Path) -> None:
+    secret = generate_keypair("standard-webhooks").signing_key
+
+    result = run(["sign", str(body), "--webhook-id", "msg_1"], env={"PAYHOOKS_SECRETS": secret})
+
+    headers = dict(line.split(": ", 1) for line in result.stdout.splitlines())
+    assert result.exit_code == 0, result.output
+    assert headers["webhook-id"] == "msg_1"
+    assert (
+        get_verifier("standard-webhooks", secret).verify(headers, body.read_bytes()).webhook_id
+        == "msg_1"
+    )
+
+
+@pytest.mark.parametrize("scheme", ["standard-webhooks", "standard-webhooks-ed25519"])
+def test_sign_without_a_key_is_bad_usage_and_says_where_to_put_one(scheme: str, body: Path) -> None:
+    result = run(["sign", str(body), "--scheme", scheme])
+
+    assert result.exit_code == 2
+    assert "No signing key: pass --secret or set $PAYHOOKS_SIGNING_KEY" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_sign_with_a_key_of_the_wrong_kind_fails_without_echoing_it(body: Path) -> None:
+    key = generate_keypair("standard-webhooks-ed25519").verifying_key  # a public key cannot sign
+
+    result = run(["sign", str(body), "--scheme", "standard-webhooks-ed25519", "--secret", key])
+
+    assert result.exit_code == 1
+    assert "cannot be used with standard-webhooks-ed25519" in result.stderr
+    assert key not in result.output
+
+
+def test_sign_of_a_missing_file_is_bad_usage(tmp_path: Path) -> None:
+    result = run(["sign", str(tmp_path / "nope.json"), "--secret", "whsec_AAAA"])
+
+    assert result.exit_code == 2
+    assert "does not exist" in result.stderr
+
+
+def test_verify_reads_headers_as_curl_dump_writes_them(body: Path, tmp_path: Path) -> None:
+    secret = generate_keypair("standard-webhooks").signing_key
+    signed = get_signer("standard-webhooks", secret).sign(body.read_bytes(), webhook_id="msg_7")
+    dump = tmp_path / "dump.txt"
+    dump.write_text(
+        "HTTP/1.1 200 OK\r\n"
+        + "".join(f"{name.title()}: {value}\r\n" for name, value in signed.items())
+        + "\r\n"
+    )
+
+    result = run(["verify", str(body), "--headers", str(dump)], env={"PAYHOOKS_SECRETS": secret})
+
+    assert result.exit_code == 0, result.output
+    assert "webhook-id msg_7" in result.stdout
+
+
+def test_verify_reads_headers_as_a_json_object(body: Path, tmp_path: Path) -> None:
+    secret = generate_keypair("hmac-sha256").signing_key
+    headers = tmp_path / "headers.json"
+    headers.write_text(json.dumps(get_signer("hmac-sha256", secret).sign(body.read_bytes())))
+
+    result = run(
+        [
+            "verify",
+            str(body),
+            "--headers",
+            str(headers),
+            "--scheme",
+            "hmac-sha256",
+            "--secret",
+            secret,
+        ]
+    )
+
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(
+    ("tamper", "code"),
+    [
+        (lambda headers: {**headers, "webhook-signature": "v1,AAAA"}, "invalid_signature"),
+        (
+            lambda headers: {k: v for k, v in headers.items() if k != "webhook-signature"},
+            "missing_signature",
+        ),
+        (lambda headers: {**headers, "webhook-signature": "nonsense"}, "malformed_signature"),
+        (None, "timestamp_out_of_tolerance"),
+    ],
+)
+def test_verify_says_why_a_delivery_fails_with_its_code(
+    body: Path, tmp_path: Path, tamper, code: str
+) -> None:
+    secret = generate_keypair("standard-webhooks").signing_key
+    headers = tmp_path / "headers.json"
+    signer = get_signer("standard-webhooks", secret)
+    if tamper is None:  # signed an hour ago: the signature holds, the time does not
+        signed = signer.sign(body.read_bytes(), timestamp=time.time() - 3600)
+    else:
+        signed = tamper(signer.sign(body.read_bytes()))
+    headers.write_text(json.dumps(signed))
+
+    result = run(["verify", str(body), "--headers", str(headers), "--secret", secret])
+
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"Error: Not valid: {code}: ")
+    assert secret not in result.output
+
+
+def test_verify_of_an_old_capture_passes_with_ignore_timestamp(body: Path, tmp_path: Path) -> None:
+    secret = generate_keypair("standard-webhooks").signing_key
+    old = get_signer("standard-webhooks", secret).sign(
+        body.read_bytes(), timestamp=time.time() - 86400
+    )
+    headers = tmp_path / "headers.json"
+    headers.write_text(json.dumps(old))
+    args = ["verify", str(body), "--headers", str(headers), "--secret", secret]
+
+    assert run(args).exit_code == 1
+    assert run([*args, "--ignore-timestamp"]).exit_code == 0
+
+
+def test_verify_accepts_any_of_several_secrets_while_rotating(body: Path, tmp_path: Path) -> None:
+    old, new = (generate_keypair("standard-webhooks").signing_key for _ in range(2))
+    headers = tmp_path / "headers.json"
+    headers.write_text(json.dumps(get_signer("standard-webhooks", old).sign(body.read_bytes())))
+
+    by_options = run(
+        ["verify", str(body), "--headers", str(headers), "--secret", new, "--secret", old]
+    )
+    by_env = run(
+        ["verify", str(body), "--headers", str(headers)], env={"PAYHOOKS_SECRETS": f"{new} {old}"}
+    )
+
+    assert (by_options.exit_code, by_env.exit_code) == (0, 0)
+
+
+def test_verify_without_a_key_is_bad_usage(body: Path, tmp_path: Path) -> None:
+    headers = tmp_path / "headers.txt"
+    headers.write_text("webhook-id: x\n")
+
+    result = run(["verify", str(body), "--headers", str(headers), "--scheme", "sorted-fields-rsa"])
+
+    assert result.exit_code == 2
+    assert "No key to verify with: pass --secret or set PAYHOOKS_PUBLIC_KEYS" in result.stderr
+
+
+def test_verify_with_a_headers_file_that_is_not_headers_names_the_line(
+    body: Path, tmp_path: Path
+) -> None:
+    headers = tmp_path / "headers.txt"
+    headers.write_text("webhook-id: msg_1\nthis is not a header\n")
+
+    result = run(["verify", str(body), "--headers", str(headers), "--secret", "whsec_AAAA"])
+
+    assert result.exit_code == 1
+    assert "line 2 is not a 'Name: value' header" in result.stderr
+
+
+def test_verify_with_an_unreadable_headers_file_is_bad_usage(body: Path, tmp_path: Path) -> None:
+    result = run(["verify", str(body), "--headers", str(tmp_path / "missing.txt"), "--secret", "x"])
+
+    assert result.exit_code == 2
+    assert "does not exist" in result.stderr
+
+
+def test_scheme_from_the_environment_is_checked(body: Path) -> None:
+    result = run(["sign", str(body), "--secret", "s"], env={"PAYHOOKS_SIGNATURE_SCHEME": "rot13"})
+
+    assert result.exit_code == 1
+    assert "PAYHOOKS_SIGNATURE_SCHEME 'rot13' is not a known scheme" in result.stderr

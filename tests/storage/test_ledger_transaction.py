@@ -1,0 +1,124 @@
+"""``Ledger.transaction()``: several writes, one lock and one commit, all or nothing."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from payhooks.storage import DeliveryStatus, Ledger, StorageError, StorageUnavailableError
+from sqlite_utils import Database
+
+from tests.support.factories import make_outcome
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return tmp_path / "ledger.db"
+
+
+@pytest.fixture
+def ledger(path: Path) -> Iterator[Ledger]:
+    with Ledger(path) as opened:
+        opened.expect_transaction("order-1", 2500, "CNY")
+        yield opened
+
+
+def _count(path: Path, table: str) -> int:
+    """Rows of ``table`` as another connection sees them: only what is committed."""
+    conn = sqlite3.connect(path)
+    try:
+        return int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])  # noqa: S608
+    finally:
+        conn.close()
+
+
+def test_writes_inside_a_transaction_are_committed_together_at_its_end(
+    ledger: Ledger, path: Path
+) -> None:
+    with ledger.transaction():
+        delivery = ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+        recorded = ledger.record_outcome(make_outcome(), delivery_id=delivery.id)
+        seen_meanwhile = _count(path, "deliveries"), _count(path, "outcomes")
+
+    assert seen_meanwhile == (0, 0)
+    assert (_count(path, "deliveries"), _count(path, "outcomes")) == (1, 1)
+    assert recorded.reconciliation == "paid"
+    stored = ledger.delivery(delivery.id)
+    assert stored is not None
+    assert (stored.status, stored.outcome_id) == (DeliveryStatus.PROCESSED, recorded.outcome_id)
+
+
+class ChangedMind(Exception):
+    """What the caller raises to abandon a block."""
+
+
+def _store_then_abandon(ledger: Ledger, dedupe_key: str, *, with_outcome: bool = False) -> None:
+    with ledger.transaction():
+        delivery = ledger.record_delivery(dedupe_key=dedupe_key, body=b"{}", headers={})
+        if with_outcome:
+            ledger.record_outcome(make_outcome(), delivery_id=delivery.id)
+        raise ChangedMind
+
+
+def test_an_exception_leaving_the_block_rolls_every_write_back(ledger: Ledger, path: Path) -> None:
+    with pytest.raises(ChangedMind):
+        _store_then_abandon(ledger, "msg_1", with_outcome=True)
+
+    assert (_count(path, "deliveries"), _count(path, "outcomes")) == (0, 0)
+    assert ledger.state("order-1") == "pending"
+
+
+def test_a_write_that_fails_inside_is_undone_alone(ledger: Ledger, path: Path) -> None:
+    # The outcome is inserted, then marking its delivery fails: the savepoint takes the
+    # outcome back, and the delivery stored before it in the block is kept.
+    ledger.database.execute(
+        "CREATE TRIGGER refuse_marks BEFORE UPDATE OF outcome_id ON deliveries "
+        "BEGIN SELECT RAISE(ABORT, 'no marks today'); END"
+    )
+    with ledger.transaction():
+        delivery = ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+        with pytest.raises(StorageError):
+            ledger.record_outcome(make_outcome(), delivery_id=delivery.id)
+        ledger.mark_delivery(delivery.id, "processing_error", error="StorageError")
+
+    assert (_count(path, "deliveries"), _count(path, "outcomes")) == (1, 0)
+    stored = ledger.delivery(delivery.id)
+    assert stored is not None
+    assert stored.status is DeliveryStatus.PROCESSING_ERROR
+
+
+def test_a_transaction_holds_the_write_lock_until_it_ends(ledger: Ledger, path: Path) -> None:
+    with Ledger(path, busy_timeout_ms=30) as other:
+        with ledger.transaction():
+            ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+            with pytest.raises(StorageUnavailableError):
+                other.record_delivery(dedupe_key="msg_2", body=b"{}", headers={})
+        assert other.record_delivery(dedupe_key="msg_2", body=b"{}", headers={}).is_new
+
+
+def test_inside_the_callers_own_transaction_it_is_a_savepoint_of_it(path: Path) -> None:
+    db = Database(path)
+    try:
+        with Ledger(db) as ledger:
+            db.begin()
+            with ledger.transaction():
+                ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+            still_open = db.conn.in_transaction  # the caller's transaction goes on
+            db.rollback()
+            assert still_open
+            assert _count(path, "deliveries") == 0
+    finally:
+        db.close()
+
+
+def test_transactions_nest(ledger: Ledger, path: Path) -> None:
+    with ledger.transaction():
+        ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+        with pytest.raises(ChangedMind):
+            _store_then_abandon(ledger, "msg_2")
+        ledger.record_delivery(dedupe_key="msg_3", body=b"{}", headers={})
+
+    keys = {delivery.dedupe_key for delivery in ledger.deliveries()}
+    assert keys == {"msg_1", "msg_3"}

@@ -1,0 +1,107 @@
+"""``payhooks.storage.wal_sync.WalSync``: the descriptor a ``FULL`` ledger syncs its commits through
+follows the write-ahead log it belongs to, and goes with the ledger."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from payhooks.storage import Ledger, wal_sync
+from payhooks.storage.wal_sync import WalSync
+
+pytestmark = pytest.mark.skipif(
+    not Path("/proc/self/fd").is_dir(), reason="reads the open descriptors from /proc"
+)
+
+
+def _descriptors_of(path: Path) -> list[str]:
+    """Where this process's descriptors on ``path`` point (a replaced file: ``(deleted)``)."""
+    targets = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(str(path)):
+            targets.append(target)
+    return targets
+
+
+def test_the_sync_follows_a_log_that_was_replaced(tmp_path: Path) -> None:
+    database = tmp_path / "ledger.db"
+    wal = tmp_path / "ledger.db-wal"
+    database.write_bytes(b"")
+    wal.write_bytes(b"first log")
+    sync = WalSync(database)
+    sync.sync()
+    wal.unlink()
+    wal.write_bytes(b"second log")
+
+    sync.sync()
+
+    try:
+        assert _descriptors_of(wal) == [str(wal)]
+    finally:
+        sync.close()
+    assert _descriptors_of(wal) == []
+
+
+def test_without_a_log_the_database_itself_is_synced(tmp_path: Path) -> None:
+    database = tmp_path / "ledger.db"
+    database.write_bytes(b"")
+    sync = WalSync(database)
+
+    sync.sync()
+
+    assert _descriptors_of(database) == []
+
+
+def test_a_missing_database_is_an_os_error(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        WalSync(tmp_path / "nowhere.db").sync()
+
+
+def test_a_full_ledger_closes_its_descriptor_of_the_log_with_it(tmp_path: Path) -> None:
+    wal = tmp_path / "ledger.db-wal"
+    with Ledger(tmp_path / "ledger.db") as ledger:
+        ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+        during = len(_descriptors_of(wal))
+
+    assert during == 2  # SQLite's and the ledger's own
+    assert _descriptors_of(wal) == []
+
+
+@pytest.fixture
+def syncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every descriptor a ledger syncs from now on (the real sync still runs)."""
+    seen: list[int] = []
+    real_sync = wal_sync._sync
+
+    def counting_sync(fd: int) -> None:
+        seen.append(fd)
+        real_sync(fd)
+
+    monkeypatch.setattr(wal_sync, "_sync", counting_sync)
+    return seen
+
+
+def test_a_full_ledger_syncs_every_delivery_before_returning(
+    tmp_path: Path, syncs: list[int]
+) -> None:
+    with Ledger(tmp_path / "ledger.db") as ledger:
+        ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+        assert len(syncs) == 1
+        ledger.record_delivery(dedupe_key="msg_2", body=b"{}", headers={})
+        assert len(syncs) == 2
+
+
+def test_a_rejected_delivery_costs_no_sync_to_disk(tmp_path: Path, syncs: list[int]) -> None:
+    with Ledger(tmp_path / "ledger.db") as ledger:
+        for _ in range(3):
+            ledger.record_rejected(reason="invalid_signature", body=b"{}", remote_addr=None)
+
+        assert syncs == []
+        assert ledger.database.execute("SELECT COUNT(*) FROM rejected_deliveries").fetchone() == (
+            3,
+        )

@@ -1,0 +1,202 @@
+"""The rollup tables: always their views, whatever writes them, and the reconciliation over them
+always the same as over rows computed from the outcomes at query time."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from payhooks.storage import SCHEMA_VERSION, Ledger, PaymentState, ReconciliationState
+from payhooks.storage.reconciliation import reconciliation_view_sql
+from payhooks.storage.rollup import identifiers_view_sql
+from payhooks.storage.schema import MIGRATIONS, TRIGGERS, configure
+from sqlite_utils import Database
+
+from tests.support.factories import T0, make_outcome, record
+
+CODES = {
+    "WP": PaymentState.PENDING,
+    "PS": PaymentState.SUCCEEDED,
+    "PF": PaymentState.FAILED,
+    "PC": PaymentState.CANCELLED,
+    "RS": PaymentState.REFUNDED,
+    "CB": PaymentState.CHARGED_BACK,
+    "ZZ": PaymentState.UNKNOWN,
+}
+IDENTIFIERS = ("a", "b", "c")
+
+
+def plain_views(conn: sqlite3.Connection) -> None:
+    """The reconciliation computed from ``outcomes`` at query time, as temporary views: the
+    identifiers over ``transactions_from_outcomes`` rather than the stored tables."""
+    conn.execute(
+        identifiers_view_sql("temp.plain_identifiers", transactions="transactions_from_outcomes")
+    )
+    conn.execute(
+        reconciliation_view_sql(
+            "temp.plain_reconciliation",
+            identifiers="plain_identifiers",
+            transactions="transactions_from_outcomes",
+        )
+    )
+
+
+def rows(conn: sqlite3.Connection, source: str, order: str) -> list[tuple[Any, ...]]:
+    return conn.execute(f"SELECT * FROM {source} ORDER BY {order}").fetchall()  # noqa: S608
+
+
+def assert_rollups_are_their_views(conn: sqlite3.Connection) -> None:
+    by_transaction = "external_identifier, transaction_id"
+    assert rows(conn, "transactions", by_transaction) == rows(
+        conn, "transactions_from_outcomes", by_transaction
+    )
+    assert rows(conn, "identifiers", "external_identifier") == rows(
+        conn, "plain_identifiers", "external_identifier"
+    )
+    assert rows(conn, "reconciliation", "external_identifier") == rows(
+        conn, "plain_reconciliation", "external_identifier"
+    )
+
+
+outcome_op = st.tuples(
+    st.just("outcome"),
+    st.sampled_from(IDENTIFIERS),
+    st.sampled_from(["t1", "t2", "t3"]),
+    st.sampled_from(sorted(CODES)),
+    st.sampled_from([999, 1999, 2999]),
+    st.sampled_from(["AUD", "EUR", "USD"]),
+    st.integers(0, 3),
+)
+expect_op = st.tuples(
+    st.just("expect"),
+    st.sampled_from(IDENTIFIERS),
+    st.booleans(),
+    st.sampled_from(["AUD", "EUR", "USD"]),
+)
+sql_op = st.tuples(
+    st.sampled_from(["forget", "drop", "move", "rename"]),
+    st.sampled_from(IDENTIFIERS),
+    st.integers(0, 5),
+)
+
+
+@settings(max_examples=120, deadline=None)
+@given(ops=st.lists(st.one_of(outcome_op, outcome_op, expect_op, sql_op), max_size=14))
+def test_the_rollups_follow_every_write_and_reconcile_as_the_outcomes_do(
+    ops: list[tuple[Any, ...]],
+) -> None:
+    with Ledger(Database(memory=True)) as ledger:
+        conn = ledger.database.conn
+        plain_views(conn)
+        for op in ops:
+            kind, identifier = op[0], op[1]
+            if kind == "outcome":
+                _, _, txn, code, amount, currency, minute = op
+                record(
+                    ledger,
+                    make_outcome(
+                        external_identifier=identifier,
+                        transaction_id=f"{identifier}-{txn}",
+                        payment_status=code,
+                        state=CODES[code],
+                        amount_minor=amount,
+                        currency=currency,
+                        paid_at=T0 + timedelta(minutes=minute),
+                    ),
+                )
+            elif kind == "expect":
+                _, _, subscription, currency = op
+                if ledger.state(identifier) in (None, ReconciliationState.UNEXPECTED):
+                    if subscription:
+                        ledger.expect_subscription(identifier, 999, currency, 1999)
+                    else:
+                        ledger.expect_transaction(identifier, 1999, currency)
+            else:
+                # What a person might do with an SQL tool: the triggers follow it too.
+                nth = op[2]
+                with conn:
+                    if kind == "forget":
+                        conn.execute(
+                            "DELETE FROM payments WHERE external_identifier = ?", (identifier,)
+                        )
+                    elif kind == "drop":
+                        conn.execute(
+                            "UPDATE deliveries SET outcome_id = NULL WHERE outcome_id = "
+                            "(SELECT id FROM outcomes ORDER BY id LIMIT 1 OFFSET ?)",
+                            (nth,),
+                        )
+                        conn.execute(
+                            "DELETE FROM outcomes WHERE id = "
+                            "(SELECT id FROM outcomes ORDER BY id LIMIT 1 OFFSET ?)",
+                            (nth,),
+                        )
+                    elif kind == "move":
+                        conn.execute(
+                            "UPDATE outcomes SET paid_at = ? WHERE id = "
+                            "(SELECT id FROM outcomes ORDER BY id LIMIT 1 OFFSET ?)",
+                            ((T0 - timedelta(days=1)).isoformat(), nth),
+                        )
+                    else:
+                        conn.execute(
+                            "UPDATE outcomes SET external_identifier = ? WHERE id = "
+                            "(SELECT id FROM outcomes ORDER BY id LIMIT 1 OFFSET ?)",
+                            (identifier, nth),
+                        )
+            assert_rollups_are_their_views(conn)
+
+
+def version_3_file(path: Path) -> None:
+    """A ledger as payhooks left it before the rollup tables: a payment and its outcomes."""
+    with Ledger(path) as ledger:
+        ledger.expect_subscription("sub-1", 999, "USD", 1999)
+        for n, amount in enumerate([999, 1999, 1500]):
+            record(
+                ledger,
+                make_outcome(
+                    external_identifier="sub-1",
+                    transaction_id=f"ll-{n}",
+                    currency="USD",
+                    amount_minor=amount,
+                    paid_at=T0 + timedelta(days=30 * n),
+                ),
+            )
+        record(ledger, make_outcome(external_identifier="stray", transaction_id="ll-9"))
+    db = Database(path)
+    configure(db, busy_timeout_ms=5000)
+    for name in TRIGGERS:
+        db.execute(f"DROP TRIGGER {name}")
+    for statement in (
+        "DROP VIEW identifiers_from_transactions",
+        "DROP VIEW transactions_from_outcomes",
+        "DROP TABLE identifiers",
+        "DROP TABLE transactions",
+    ):
+        db.execute(statement)
+    for migration in MIGRATIONS.applied(db)[3:]:
+        db.execute("DELETE FROM _sqlite_migrations WHERE name = ?", (migration.name,))
+    db.conn.commit()
+    db.close()
+
+
+def test_a_file_from_before_the_rollups_gets_them_filled_on_opening(tmp_path: Path) -> None:
+    path = tmp_path / "v3.db"
+    version_3_file(path)
+    with Ledger(path) as ledger:
+        assert ledger.schema_version == SCHEMA_VERSION
+        conn = ledger.database.conn
+        assert conn.execute("SELECT COUNT(*) FROM transactions").fetchone() == (4,)
+        plain_views(conn)
+        assert_rollups_are_their_views(conn)
+        states = {row.external_identifier: row.state for row in ledger.reconcile()}
+        assert states == {
+            "sub-1": ReconciliationState.AMOUNT_MISMATCH,
+            "stray": ReconciliationState.UNEXPECTED,
+        }
+        # And the triggers are there: the next write is followed.
+        ledger.expect_transaction("stray", 2500, "CNY")
+        assert ledger.state("stray") is ReconciliationState.PAID
+        assert_rollups_are_their_views(conn)

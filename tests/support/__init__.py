@@ -1,0 +1,1 @@
+"""Support code for the tests: plain modules, never collected, never importing ``conftest``."""

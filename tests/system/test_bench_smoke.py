@@ -1,0 +1,85 @@
+"""The benchmarks in ``bench/`` still run, in a tiny size, and their own checks still pass.
+
+They are run by hand for their figures, which belong to the machine and are never asserted
+here. What is asserted is what would make a figure meaningless if it broke: each bench runs to
+the end against the current code (they import the ledger's and the verifier's internals, which
+change), and ``bench.receive`` still finds every notification stored in every app it measured.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.gunicorn_server import HAS_PROC
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _run(*arguments: str, timeout: float) -> str:
+    result = subprocess.run(
+        [sys.executable, *arguments],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def test_the_verify_bench_compares_payhooks_with_the_package_and_the_floor() -> None:
+    output = _run("bench/verify.py", "--seconds", "0.1", timeout=120)
+
+    for contender in ("payhooks", "standardwebhooks", "floor"):
+        assert re.search(rf"^\s+{contender}\s+[\d,]+ verifications/s", output, re.MULTILINE)
+    assert "payhooks / standardwebhooks:" in output
+
+
+def test_the_reconcile_bench_reports_every_payment(tmp_path: Path) -> None:
+    output = _run(
+        "-m", "bench.reconcile", "--n", "500", "--database", str(tmp_path / "r.db"), timeout=120
+    )
+
+    assert "N = 500 payments" in output
+    assert re.search(r"^report\s+[\d.]+ s\s+[\d.]+x floor", output, re.MULTILINE)
+
+
+@pytest.mark.skipif(not HAS_PROC, reason="bench.receive reads gunicorn's CPU time from /proc")
+def test_the_receive_bench_finds_every_notification_stored_in_every_app() -> None:
+    output = _run(
+        "-m",
+        "bench.receive",
+        "--rounds",
+        "1",
+        "--count",
+        "40",
+        "--warmup",
+        "10",
+        "--workers",
+        "2",
+        "--in-process-count",
+        "40",
+        timeout=300,
+    )
+
+    for mode in ("FULL", "NORMAL"):
+        assert re.search(
+            rf"^  durable floor, {mode}: \d+% of the floor's throughput; stored: 50 of 50 bodies$",
+            output,
+            re.MULTILINE,
+        ), output
+        assert re.search(
+            rf"^  {mode}: \d+% of the floor's throughput .*stored: 50 of 50 deliveries "
+            r"processed, 50 outcomes \(all\)$",
+            output,
+            re.MULTILINE,
+        ), output
+    assert "{200: 40}" in output
