@@ -51,7 +51,7 @@ _MARKER = re.compile(r"^<!--\s*([a-z-]+)(?::\s*(.*?))?\s*-->$")
 FIRST_COMMAND = "python3 -m venv .venv && . .venv/bin/activate && pip install -e . && payhooks demo"
 SECOND_COMMAND = (
     "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' "
-    "&& ruff check . && mypy && pytest"
+    "--config-settings editable_mode=strict && ruff check . && mypy && pytest"
 )
 
 
