@@ -29,8 +29,7 @@ from flask import Flask, current_app
 from flask.cli import ScriptInfo
 from payhooks.receiver.config import KEY_CONFIG, config_from_env
 from payhooks.receiver.settings import ReceiverSettings, load_settings
-from payhooks.storage import Ledger, StorageError
-from payhooks.storage.currencies import minor_unit_exponent
+from payhooks.storage import Ledger, StorageError, minor_unit_exponent
 from payhooks.verify import DEFAULT_SCHEME, SCHEMES, Signer, Verifier, get_signer, get_verifier
 from sqlite_utils import Database
 

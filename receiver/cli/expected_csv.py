@@ -17,8 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final, TextIO
 
-from payhooks.storage import PaymentKind
-from payhooks.storage.currencies import minor_unit_exponent
+from payhooks.storage import PaymentKind, minor_unit_exponent
 
 __all__ = [
     "COLUMNS",

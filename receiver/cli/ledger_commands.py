@@ -46,8 +46,8 @@ from payhooks.storage import (
     PaymentKind,
     ReconciliationRow,
     ReconciliationState,
+    from_minor_units,
 )
-from payhooks.storage.currencies import from_minor_units
 
 __all__ = ["expect", "reconcile", "reprocess"]
 

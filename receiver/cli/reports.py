@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Final, Literal, TextIO
 
-from payhooks.storage import MISMATCH_STATES, ReconciliationRow
-from payhooks.storage.currencies import from_minor_units
+from payhooks.storage import MISMATCH_STATES, ReconciliationRow, from_minor_units
 
 __all__ = [
     "REPORT_FIELDS",
