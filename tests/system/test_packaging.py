@@ -161,3 +161,14 @@ def test_a_merchant_app_with_its_own_storage_and_verify_runs_under_flask(
     assert registered.returncode == 0, registered.stderr
     assert report.returncode == 0, report.stderr
     assert json.loads(report.stdout.splitlines()[0])["external_identifier"] == "order-1"
+
+
+def test_ci_runs_the_readme_test_command_word_for_word() -> None:
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    command = next(
+        line
+        for line in readme.splitlines()
+        if line.startswith("python3 -m venv") and "pytest" in line
+    )
+    assert command in ci
