@@ -172,3 +172,37 @@ def test_ci_runs_the_readme_test_command_word_for_word() -> None:
         if line.startswith("python3 -m venv") and "pytest" in line
     )
     assert command in ci
+
+
+def test_python_dash_m_runs_the_console_script_with_the_demo_commands() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "payhooks.receiver", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    commands = _commands(done.stdout)
+    assert {"serve", "demo", "expect", "reconcile", "verify", "sign", "keygen"} <= commands
+
+
+def test_a_merchant_apps_flask_cli_has_only_the_in_app_commands(merchant_app: Path) -> None:
+    """``serve`` and ``demo`` run the demo app with the environment's settings, not the
+    merchant's app: they belong to the console script only."""
+    done = subprocess.run(
+        [sys.executable, "-m", "flask", "--app", "app", "payhooks", "--help"],
+        cwd=merchant_app,
+        env=_clean_env(merchant_app),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    commands = _commands(done.stdout)
+    assert {"expect", "reconcile", "reprocess", "replay", "sign", "verify", "keygen"} <= commands
+    assert not commands & {"serve", "demo"}
+
+
+def _commands(help_text: str) -> set[str]:
+    listing = help_text.split("Commands:", 1)[1]
+    return {line.split()[0] for line in listing.splitlines() if line.startswith("  ")}
