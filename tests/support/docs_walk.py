@@ -21,6 +21,8 @@ without touching the tests). Each page is a sequence of fenced blocks, each opti
   the port swapped too, and with any ``export NAME=value`` line the server printed run first,
   as the docs tell the reader to.
 - ``<!-- not-tested: reason -->``: skipped, with the reason given (a network install).
+- ``<!-- tree -->`` before a ```` ```text ```` block: a drawing of the source tree (the code
+  map's), not run; ``tests/system/test_docs.py`` checks it against the folders.
 
 A page that builds on another says so once, anywhere on the page: ``<!-- after: PAGE -->``
 (a path relative to the page). It is walked right after that page, in the same folder, as a

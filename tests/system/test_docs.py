@@ -201,6 +201,8 @@ def test_every_block_is_run_or_says_why_not() -> None:
             assert block.argument, f"{where}: not-tested needs a reason"
         elif block.marker in ("file", "add-to"):
             assert block.argument, f"{where}: {block.marker} needs a file name"
+        elif block.marker == "tree":
+            assert block.language == "text", f"{where}: a tree is drawn in a ```text block"
         else:
             assert block.language in ("python", "sh", "sql", "json"), (
                 f"{where}: a ```{block.language} block is neither run nor marked"
@@ -301,6 +303,39 @@ def test_source_paths_named_in_the_docs_exist() -> None:
     }
 
     assert sorted(path for path in named if not (ROOT / path).exists()) == []
+
+
+def _tree_paths(block: Block) -> list[str]:
+    """The paths a ``<!-- tree -->`` block draws: one entry a line, two spaces a level."""
+    paths: list[str] = []
+    parents: list[str] = []
+    for line in block.text.splitlines():
+        entry = re.match(r"( *)(\S+)", line)
+        if entry is None:
+            continue
+        depth = len(entry.group(1)) // 2
+        parents = [*parents[:depth], entry.group(2).rstrip("/")]
+        paths.append("/".join(parents))
+    return paths
+
+
+def test_the_code_map_draws_every_package_and_nothing_else() -> None:
+    trees = [block for block in all_blocks() if block.marker == "tree"]
+    drawn = {path for block in trees for path in _tree_paths(block)}
+    packages = {
+        init.parent.relative_to(ROOT).as_posix()
+        for folder in ("receiver", "verify", "storage")
+        for init in (ROOT / folder).rglob("__init__.py")
+    }
+    test_folders = {
+        folder.relative_to(ROOT).as_posix()
+        for folder in (ROOT / "tests").iterdir()
+        if folder.is_dir() and (folder / "__init__.py").exists()
+    }
+
+    assert trees
+    assert sorted(path for path in drawn if not (ROOT / path).exists()) == []
+    assert sorted((packages | test_folders) - drawn) == []
 
 
 # -- the reference tables -----------------------------------------------------------------------
