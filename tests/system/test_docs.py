@@ -386,6 +386,12 @@ def test_the_cli_reference_documents_every_command() -> None:
     ] == []
 
 
+def test_the_cli_reference_has_the_exit_codes() -> None:
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+
+    assert [code for code in (0, 1, 2) if f"| `{code}` |" not in text] == []
+
+
 def test_the_signal_table_lists_every_signal() -> None:
     text = manual_text()
 
