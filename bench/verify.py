@@ -7,7 +7,7 @@ the package, and within 2x of the floor (at least half its rate).
 
 Run by hand: ``python bench/verify.py [--seconds S]``. It prints figures and never fails on
 them: timings belong to the machine, not to the test suite (which runs it only briefly, in
-``tests/test_bench_smoke.py``, to keep it working).
+``tests/system/test_bench_smoke.py``, to keep it working).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ command runs as ``flask payhooks ...`` in an app with :class:`payhooks.receiver.
 reconcile`` reads the app's ``PAYHOOKS_DATABASE`` and ``payhooks reconcile`` the environment's,
 and neither needs a secret on the command line, where it would land in the shell's history.
 
-Exit codes (DESIGN.md "CLI"): 0 success, 1 a failure the command reports
+Exit codes (docs/cli.md): 0 success, 1 a failure the command reports
 (:class:`click.ClickException`), 2 bad usage (:class:`click.UsageError`, click's own parameter
 checks, and :class:`BadUsage` for a ledger file that does not exist). Expected errors never
 print a traceback.
