@@ -29,7 +29,7 @@ from flask import Flask, current_app
 from flask.cli import ScriptInfo
 from payhooks.receiver.config import KEY_CONFIG, config_from_env
 from payhooks.receiver.settings import ReceiverSettings, load_settings
-from payhooks.storage import Ledger, StorageError
+from payhooks.storage import MAX_AMOUNT_MINOR, Ledger, StorageError
 from payhooks.storage.currencies import minor_unit_exponent
 from payhooks.verify import DEFAULT_SCHEME, SCHEMES, Signer, Verifier, get_signer, get_verifier
 from sqlite_utils import Database
@@ -38,6 +38,7 @@ __all__ = [
     "DEFAULT_DATABASE",
     "SIGNING_KEY_ENV",
     "BadUsage",
+    "amount_callback",
     "currency_callback",
     "database_option",
     "fail_on_storage_errors",
@@ -304,6 +305,16 @@ def verifier_for(
 # -- parameter types ---------------------------------------------------------------------------
 
 
+def amount_callback(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    """Refuse an amount over :data:`payhooks.storage.MAX_AMOUNT_MINOR`, which the ledger
+    would refuse too (its sums must stay exact), as bad usage rather than a traceback."""
+    if value is not None and value > MAX_AMOUNT_MINOR:
+        raise click.BadParameter(
+            f"{value} is over the largest amount the ledger takes ({MAX_AMOUNT_MINOR} minor units)."
+        )
+    return value
+
+
 def currency_callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """Check an ISO 4217 code with minor units, upper-cased (``cny`` is ``CNY``)."""
     if value is None:
@@ -319,7 +330,12 @@ def currency_callback(ctx: click.Context, param: click.Parameter, value: str | N
 def moment_callback(
     ctx: click.Context, param: click.Parameter, value: str | None
 ) -> datetime | None:
-    """Read an ISO 8601 date or time; one without an offset is UTC."""
+    """Read an ISO 8601 date or time; one without an offset is UTC.
+
+    The time is returned in UTC, as the ledger compares it: a time whose UTC is before year 1
+    or after year 9999 (``0001-01-01T00:00:00+01:00``) is refused here, in one sentence,
+    rather than overflowing later.
+    """
     if value is None:
         return None
     try:
@@ -328,4 +344,11 @@ def moment_callback(
         raise click.BadParameter(
             f"{value!r} is not an ISO 8601 time (2024-05-01 or 2024-05-01T12:00:00+08:00)."
         ) from None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise click.BadParameter(
+            f"{value!r} is outside the times the ledger can compare (years 1 to 9999 in UTC)."
+        ) from None

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final, TextIO
 
-from payhooks.storage import PaymentKind
+from payhooks.storage import MAX_AMOUNT_MINOR, PaymentKind
 from payhooks.storage.currencies import minor_unit_exponent
 
 __all__ = [
@@ -81,7 +81,13 @@ class ExpectedPaymentsError(ValueError):
 def _minor_units(text: str, column: str) -> int:
     if not text.isascii() or not text.isdigit():
         raise ValueError(f"{column} {text!r} is not a whole, non-negative number of minor units")
-    return int(text)
+    digits = text.lstrip("0")
+    if len(digits) > len(str(MAX_AMOUNT_MINOR)) or int(digits or "0") > MAX_AMOUNT_MINOR:
+        raise ValueError(
+            f"{column} {text[:24]!r} is over the largest amount the ledger takes "
+            f"({MAX_AMOUNT_MINOR} minor units)"
+        )
+    return int(digits or "0")
 
 
 def _check_row(line: int, row: dict[str, str]) -> ExpectedPayment:

@@ -323,3 +323,68 @@ def test_expect_csv_round_trips_any_identifier_and_amount(tmp_path: Path, rows) 
             row["kind"] == PaymentKind.TRANSACTION
             for row in ledger.database.query("SELECT kind FROM payments")
         )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["order-1", "1000000000000001", "CNY"],
+        ["order-1", "99999999999999999999999999", "CNY"],
+        ["sub-1", "100", "CNY", "--subscription", "--plan-amount", "1000000000000001"],
+    ],
+    ids=["amount", "huge amount", "plan amount"],
+)
+def test_expect_over_the_ledgers_largest_amount_is_bad_usage_in_one_sentence(
+    args: list[str],
+) -> None:
+    result = run(["expect", *args])
+
+    assert result.exit_code == 2, result.output
+    assert "is over the largest amount the ledger takes (1000000000000000 minor units)." in (
+        result.stderr
+    )
+    assert "Traceback" not in result.output
+    assert _payments(Path("payhooks.db")) == []
+
+
+def test_expect_accepts_the_largest_amount_itself() -> None:
+    result = run(["expect", "order-1", "1000000000000000", "CNY"])
+
+    assert result.exit_code == 0, result.output
+    assert _payments(Path("payhooks.db"))[0]["amount_minor"] == 10**15
+
+
+@pytest.mark.parametrize(
+    ("bad_line", "column"),
+    [
+        ("order-9,1000000000000001,CNY,,,", "amount_minor"),
+        ("order-9,1" + "0" * 5000 + ",CNY,,,", "amount_minor"),
+        ("sub-9,100,CNY,subscription,1000000000000001,", "plan_amount_minor"),
+    ],
+    ids=["amount", "5000 digits", "plan amount"],
+)
+def test_expect_csv_over_the_largest_amount_names_the_line_and_registers_nothing(
+    tmp_path: Path, bad_line: str, column: str
+) -> None:
+    csv_file = tmp_path / "expected.csv"
+    csv_file.write_text(CSV_GOOD + bad_line + "\n" + "order-10,1,CNY,,,\n")
+
+    result = run(["expect", "--csv", str(csv_file)])
+
+    assert result.exit_code == 1, result.output
+    assert f"{csv_file}: line 5: {column} " in result.stderr
+    assert "is over the largest amount the ledger takes" in result.stderr
+    assert "Traceback" not in result.output
+    assert _payments(Path("payhooks.db")) == []
+
+
+def test_expect_csv_takes_a_zero_padded_amount_within_the_bound(tmp_path: Path) -> None:
+    csv_file = tmp_path / "expected.csv"
+    csv_file.write_text(
+        "external_identifier,amount_minor,currency\norder-1,0000000000000000000025,CNY\n"
+    )
+
+    result = run(["expect", "--csv", str(csv_file)])
+
+    assert result.exit_code == 0, result.output
+    assert _payments(Path("payhooks.db"))[0]["amount_minor"] == 25

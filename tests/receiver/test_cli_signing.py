@@ -264,3 +264,18 @@ def test_scheme_from_the_environment_is_checked(body: Path) -> None:
 
     assert result.exit_code == 1
     assert "PAYHOOKS_SIGNATURE_SCHEME 'rot13' is not a known scheme" in result.stderr
+
+
+@pytest.mark.parametrize("depth", [1_000, 100_000])
+def test_verify_with_a_deeply_nested_json_headers_file_fails_in_one_sentence(
+    body: Path, tmp_path: Path, depth: int
+) -> None:
+    headers = tmp_path / "headers.json"
+    headers.write_text('{"a":' * depth + "1" + "}" * depth)
+
+    result = run(["verify", str(body), "--headers", str(headers), "--secret", "whsec_AAAA"])
+
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    assert result.stderr.count("\n") == 1
+    assert result.stderr.startswith(f"Error: {headers}: ")

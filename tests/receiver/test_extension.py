@@ -112,6 +112,8 @@ def test_empty_keys_count_as_none(tmp_path: Path, keys: Any) -> None:
         ({"PAYHOOKS_URL_PREFIX": "hooks"}, "PAYHOOKS_URL_PREFIX"),
         ({"PAYHOOKS_STATUS_MAP": {"PS": "great"}}, "PAYHOOKS_STATUS_MAP"),
         ({"PAYHOOKS_SECRETS": "not-a-whsec-secret!"}, "PAYHOOKS_SECRETS"),
+        ({"PAYHOOKS_BUSY_TIMEOUT_MS": -1}, "PAYHOOKS_BUSY_TIMEOUT_MS must be a positive"),
+        ({"PAYHOOKS_SIGNATURE_OPTIONS": {"bogus": 1}}, "PAYHOOKS_SIGNATURE_OPTIONS"),
     ],
 )
 def test_bad_configuration_fails_at_start_naming_the_key(
