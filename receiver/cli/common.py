@@ -278,7 +278,7 @@ def signer_for(scheme: str, secret: str | None) -> Signer:
     try:
         return get_signer(scheme, key, **options)
     except ValueError as err:
-        raise click.ClickException(f"The signing key cannot be used with {scheme}: {err}.") from err
+        raise _blame(err, f"The signing key cannot be used with {scheme}") from err
 
 
 def verifier_for(
@@ -299,7 +299,18 @@ def verifier_for(
             scheme, keys, tolerance_seconds=tolerance_seconds, **_scheme_options(scheme)
         )
     except ValueError as err:
-        raise click.ClickException(f"The key cannot be used with {scheme}: {err}.") from err
+        raise _blame(err, f"The key cannot be used with {scheme}") from err
+
+
+def _blame(err: ValueError, key_fault: str) -> click.ClickException:
+    """Name what is really at fault when building a signer or verifier fails: the key (the
+    schemes' errors about keys start with ``key``/``keys[...]``), else the configured
+    ``PAYHOOKS_SIGNATURE_OPTIONS``, as :func:`payhooks.receiver.settings.load_settings` does."""
+    if str(err).startswith("key"):
+        return click.ClickException(f"{key_fault}: {err}.")
+    return click.ClickException(
+        f"The configuration cannot be used: PAYHOOKS_SIGNATURE_OPTIONS: {err}."
+    )
 
 
 # -- parameter types ---------------------------------------------------------------------------
