@@ -32,7 +32,8 @@ from payhooks.receiver.cli.common import (
 from payhooks.receiver.cli.expected_csv import (
     ExpectedPayment,
     ExpectedPaymentsError,
-    read_expected_payments,
+    check_expected_payments,
+    iter_expected_payments,
 )
 from payhooks.receiver.cli.reports import ReportFormat, Totals, write_report, write_totals
 from payhooks.receiver.pipeline.reprocess import (
@@ -163,31 +164,38 @@ def _register(ledger: Ledger, payment: ExpectedPayment) -> bool:
     )
 
 
+def _open_csv(path: Path) -> TextIO:
+    # utf-8-sig: spreadsheets often start the file with a byte-order mark.
+    return path.open(encoding="utf-8-sig", newline="")
+
+
 def _expect_csv(path: Path, database: Path | None) -> None:
+    """Check the whole file, then register it in one transaction, reading it a second time
+    (see :mod:`payhooks.receiver.cli.expected_csv`): memory stays bounded, whatever the size."""
+    new = 0
     try:
-        # utf-8-sig: spreadsheets often start the file with a byte-order mark.
-        with path.open(encoding="utf-8-sig", newline="") as handle:
-            payments = read_expected_payments(handle)
+        with _open_csv(path) as handle:
+            checked = check_expected_payments(handle)
+        with (
+            ledger_transaction(database) as ledger,
+            _open_csv(path) as handle,
+            click.progressbar(length=checked.rows, label="Registering", file=_stderr()) as bar,
+        ):
+            for payment in iter_expected_payments(handle):
+                try:
+                    new += _register(ledger, payment)
+                except ConflictError as err:
+                    raise click.ClickException(
+                        f"{path}: line {payment.line}: {err.message} Nothing was registered."
+                    ) from err
+                bar.update(1)
     except ExpectedPaymentsError as err:
         for error in err.errors:
             click.echo(f"{path}: {error}", err=True)
         raise click.ClickException(f"{path}: {err.message}") from err
     except (OSError, UnicodeDecodeError) as err:
         raise click.ClickException(f"{path} cannot be read: {err}.") from err
-
-    new = 0
-    with (
-        ledger_transaction(database) as ledger,
-        click.progressbar(payments, label="Registering", file=_stderr()) as bar,
-    ):
-        for payment in bar:
-            try:
-                new += _register(ledger, payment)
-            except ConflictError as err:
-                raise click.ClickException(
-                    f"{path}: line {payment.line}: {err.message} Nothing was registered."
-                ) from err
-    unchanged = len(payments) - new
+    unchanged = checked.rows - checked.repeated - new
     click.echo(
         f"Registered {new} payment(s) from {path}"
         + (f"; {unchanged} already registered with the same data." if unchanged else ".")
