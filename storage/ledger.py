@@ -33,7 +33,6 @@ from payhooks.storage.errors import (
     StorageError,
     StorageUnavailableError,
     UnknownDeliveryError,
-    translate_errors,
 )
 from payhooks.storage.limits import MAX_AMOUNT_MINOR
 from payhooks.storage.records import STATE_RANK, Outcome, ReconciliationState
@@ -47,10 +46,11 @@ from payhooks.storage.rows import (
     ReturnKind,
     SummaryRow,
 )
-from payhooks.storage.schema import configure, migrate
+from payhooks.storage.sqlite.errors import translate_errors
+from payhooks.storage.sqlite.schema import configure, migrate
+from payhooks.storage.sqlite.wal_sync import WalSync
+from payhooks.storage.sqlite.write_lock import WriteLock
 from payhooks.storage.times import Clock, from_text, system_clock, to_text
-from payhooks.storage.wal_sync import WalSync
-from payhooks.storage.write_lock import WriteLock
 from sqlite_utils import Database
 
 __all__ = ["DEFAULT_MAX_REJECTED", "DEFAULT_MAX_RETURNS", "SYNCHRONOUS_MODES", "Ledger"]
@@ -65,9 +65,10 @@ DEFAULT_MAX_RETURNS: Final = 50
 #: The values of :class:`Ledger`'s ``synchronous`` option (after SQLite's ``PRAGMA
 #: synchronous``), the safest first. ``FULL``: every write is on disk before the call that
 #: made it returns, so it survives a power loss (the ledger syncs the write-ahead log itself,
-#: after releasing the write lock: :mod:`payhooks.storage.wal_sync`). ``NORMAL``: the log is synced
-#: only at checkpoints; a write still survives the process crashing, but the last writes
-#: before an operating-system crash or a power loss can be lost (the file stays consistent).
+#: after releasing the write lock: :mod:`payhooks.storage.sqlite.wal_sync`). ``NORMAL``: the
+#: log is synced only at checkpoints; a write still survives the process crashing, but the last
+#: writes before an operating-system crash or a power loss can be lost (the file stays
+#: consistent).
 SYNCHRONOUS_MODES: Final = ("FULL", "NORMAL")
 
 #: How much of a rejected body is kept.
@@ -294,18 +295,19 @@ class Ledger:
         last writes should the machine (not only the process) crash. ``FULL`` on a file the
         ledger opens, in WAL mode, on POSIX: SQLite's ``NORMAL``, with the ledger syncing the
         log after each commit once the locks are released, so that concurrent writers' syncs
-        overlap (:mod:`payhooks.storage.wal_sync`); otherwise SQLite's own ``FULL``. A caller's
-        database opened inside a transaction keeps its own setting (SQLite cannot change it
+        overlap (:mod:`payhooks.storage.sqlite.wal_sync`); otherwise SQLite's own ``FULL``. A
+        caller's database opened inside a transaction keeps its own setting (SQLite cannot change it
         there).
-    :param write_lock: take the file's :class:`~payhooks.storage.write_lock.WriteLock`
+    :param write_lock: take the file's :class:`~payhooks.storage.sqlite.write_lock.WriteLock`
         (``<file>.lock``) before each write, so that a writer waiting for another wakes as
         soon as it commits, instead of sleeping in SQLite's coarse busy handler. False, or a
         database in memory, a folder where the lock file cannot be created, or a system
         without ``fcntl``: SQLite's busy handler alone. Either way SQLite's own lock is taken
         too, so writers with and without it exclude each other correctly.
 
-    Opening migrates the file forward when it is behind (see :mod:`payhooks.storage.schema`). Every
-    ``sqlite3`` error is raised as a :class:`~payhooks.storage.StorageError`.
+    Opening migrates the file forward when it is behind (see
+    :mod:`payhooks.storage.sqlite.schema`). Every ``sqlite3`` error is raised as a
+    :class:`~payhooks.storage.StorageError`.
     """
 
     def __init__(
@@ -463,7 +465,7 @@ class Ledger:
     def _sync_committed(self, wal_sync: WalSync) -> None:
         """Put the commit on disk before the write returns (``FULL``), once both locks are
         released, so that the next writer commits meanwhile (see
-        :mod:`payhooks.storage.wal_sync`)."""
+        :mod:`payhooks.storage.sqlite.wal_sync`)."""
         try:
             wal_sync.sync()
         except OSError as err:
@@ -472,9 +474,9 @@ class Ledger:
             ) from err
 
     def _take_write_lock(self) -> float | None:
-        """Take the file's :class:`~payhooks.storage.write_lock.WriteLock` before SQLite's lock, so
-        a waiting writer wakes as soon as the other one commits; the seconds it waited, or None
-        when there is no such lock (then SQLite's busy handler does the waiting)."""
+        """Take the file's :class:`~payhooks.storage.sqlite.write_lock.WriteLock` before
+        SQLite's lock, so a waiting writer wakes as soon as the other one commits; the seconds it
+        waited, or None when there is no such lock (then SQLite's busy handler does the waiting)."""
         if self._write_lock is None:
             return None
         deadline = time.monotonic() + self._busy_timeout_ms / 1000

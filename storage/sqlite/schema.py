@@ -1,4 +1,4 @@
-"""The ledger's schema, its forward migrations, and how a connection is set up.
+"""The ledger's schema on SQLite, its forward migrations, and how a connection is set up.
 
 Migrations are ``sqlite_utils.Migrations``: each applied one is recorded by name in
 ``_sqlite_migrations`` (set ``payhooks``), and the *schema version* is how many are applied.
@@ -10,6 +10,10 @@ version under the lock, find nothing left to do and go on.
 Table and view names and the state names are DESIGN.md's contract: finance tools read them
 directly. Times are UTC ISO 8601 text (:mod:`payhooks.storage.times`); money is ``INTEGER`` minor
 units beside the amount exactly as sent (``TEXT``).
+
+The statements are SQLite's (``WITHOUT ROWID``, rebuilding a table to change a ``CHECK``), and
+so is ``sqlite_utils.Migrations``. PostgreSQL's schema, with the same table, column and view
+names, would be a module of its own in a ``storage/postgresql/`` package beside this one.
 """
 
 from __future__ import annotations
