@@ -8,9 +8,9 @@ cost of HTTP, WSGI and Flask that no change to payhooks could remove.
 ``create_durable_app()`` is the same route plus what the goal's "every notification durably
 stored" costs by itself: the raw body inserted into a SQLite table (WAL mode, one connection
 per worker, a unique key per notification) and committed as durably as the receiver commits,
-with the same machinery: writers queue on :class:`payhooks.storage.write_lock.WriteLock`, and for
+with the same machinery: writers queue on :class:`payhooks.storage.sqlite.WriteLock`, and for
 ``FULL`` the commit is made under SQLite's ``NORMAL`` and the log then synced outside the lock
-by :class:`payhooks.storage.wal_sync.WalSync`. (Done the obvious way instead, SQLite's own ``FULL``
+by :class:`payhooks.storage.sqlite.WalSync`. (Done the obvious way instead, SQLite's own ``FULL``
 and its busy handler, this app reached a third of that.) No verification, no parsing, no outcome,
 no reconciliation: it shows how much of the distance between the receiver and the floor
 durability alone takes, and what is left for payhooks' own work.
@@ -29,8 +29,7 @@ import threading
 import time
 
 from flask import Flask, Response, jsonify, request
-from payhooks.storage.wal_sync import WalSync
-from payhooks.storage.write_lock import WriteLock
+from payhooks.storage.sqlite import WalSync, WriteLock
 
 __all__ = ["FLOOR_SUFFIX", "create_app", "create_durable_app", "prepare_durable_floor"]
 

@@ -35,7 +35,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from payhooks.storage import STATE_RANK, Ledger, PaymentState
-from payhooks.storage.schema import TRIGGERS, create_views
+from payhooks.storage.sqlite import TRIGGERS, create_views
 
 CURRENCIES = ("CNY", "USD", "JPY", "KWD")
 START = datetime(2026, 1, 1, tzinfo=UTC)

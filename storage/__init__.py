@@ -1,4 +1,8 @@
-"""The SQLite ledger: expected payments, deliveries, outcomes, returns and reconciliation."""
+"""The ledger: expected payments, deliveries, outcomes, returns and reconciliation.
+
+:class:`Ledger` is the one public face; the engine behind it (today SQLite, in
+:mod:`payhooks.storage.sqlite`) is its business. No Flask, no receiver, no verify.
+"""
 
 from __future__ import annotations
 
@@ -42,7 +46,7 @@ from payhooks.storage.rows import (
     ReturnKind,
     SummaryRow,
 )
-from payhooks.storage.schema import SCHEMA_VERSION
+from payhooks.storage.sqlite import SCHEMA_VERSION
 
 __all__ = [
     "DEFAULT_MAX_REJECTED",

@@ -1,17 +1,15 @@
-"""The ledger's errors: one base with a stable ``code``, and the translation from ``sqlite3``.
+"""The ledger's errors: one base with a stable ``code``, the same on every engine.
 
 The receiver answers 503 (so the service retries) when storage cannot be written, and must
-tell that apart from a bug. So no ``sqlite3`` exception leaves the ledger bare: every one is
+tell that apart from a bug. So no engine's exception leaves the ledger bare: every one is
 turned into a :class:`StorageError`, and the ones that mean "try again later" (locked past the
 busy timeout, a read-only file, a full disk, an I/O failure) into
-:class:`StorageUnavailableError`.
+:class:`StorageUnavailableError`. Each engine translates its own driver's errors
+(:mod:`payhooks.storage.sqlite.errors`; PostgreSQL's would sit beside it), so this module
+imports no driver.
 """
 
 from __future__ import annotations
-
-import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 __all__ = [
     "ConflictError",
@@ -19,7 +17,6 @@ __all__ = [
     "StorageError",
     "StorageUnavailableError",
     "UnknownDeliveryError",
-    "translate_errors",
 ]
 
 
@@ -75,39 +72,3 @@ class SchemaVersionError(StorageError):
     """The file was migrated by a newer payhooks than this one; it is not touched."""
 
     code = "schema_too_new"
-
-
-# Primary result codes (https://sqlite.org/rescode.html) after which the same write can succeed
-# later, once the lock is released, space is freed or permissions are fixed.
-_UNAVAILABLE_RESULT_CODES = frozenset(
-    {
-        3,  # SQLITE_PERM
-        5,  # SQLITE_BUSY
-        6,  # SQLITE_LOCKED
-        7,  # SQLITE_NOMEM
-        8,  # SQLITE_READONLY
-        10,  # SQLITE_IOERR
-        13,  # SQLITE_FULL
-        14,  # SQLITE_CANTOPEN
-        15,  # SQLITE_PROTOCOL
-    }
-)
-
-
-def from_sqlite_error(err: sqlite3.Error) -> StorageError:
-    """The :class:`StorageError` that stands for ``err`` (the caller raises it ``from err``)."""
-    code = getattr(err, "sqlite_errorcode", None)
-    name = getattr(err, "sqlite_errorname", None) or type(err).__name__
-    message = f"SQLite failed ({name}): {err}"
-    if code is not None and code & 0xFF in _UNAVAILABLE_RESULT_CODES:
-        return StorageUnavailableError(message)
-    return StorageError(message)
-
-
-@contextmanager
-def translate_errors() -> Iterator[None]:
-    """Run the block, turning any ``sqlite3.Error`` into the matching :class:`StorageError`."""
-    try:
-        yield
-    except sqlite3.Error as err:
-        raise from_sqlite_error(err) from err

@@ -190,7 +190,7 @@ def reconciliation_view_sql(
     )
 
 
-#: The view, as :func:`payhooks.storage.schema.create_views` creates it. Columns:
+#: The view, as :func:`payhooks.storage.sqlite.schema.create_views` creates it. Columns:
 #: :data:`ROW_COLUMNS`.
 RECONCILIATION_VIEW_SQL = reconciliation_view_sql()
 

@@ -18,10 +18,11 @@ Each table is its view, stored. Triggers keep them so in the same transaction as
 that changes them: a row of ``outcomes`` inserted, deleted or updated recomputes its
 transaction's row and then its identifier's row (index ranges of that transaction and that
 identifier); a payment registered, removed or renamed sets ``expected``. Writes made with SQL
-tools keep them current too, not only the ledger's. :func:`payhooks.storage.schema.migrate` refills
-both from the views whenever it applies a migration, so a change of these rules is a migration, and
-a file from before the tables gets them filled. Nothing here is a source of truth: emptying the
-tables and inserting the views gives the same rows (the tests compare them).
+tools keep them current too, not only the ledger's.
+:func:`payhooks.storage.sqlite.schema.migrate` refills both from the views whenever it applies a
+migration, so a change of these rules is a migration, and a file from before the tables gets
+them filled. Nothing here is a source of truth: emptying the tables and inserting the views
+gives the same rows (the tests compare them).
 """
 
 from __future__ import annotations

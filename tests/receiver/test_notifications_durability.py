@@ -32,7 +32,7 @@ def _pragma(ledger: Ledger) -> int:
 def _syncs_every_commit(ledger: Ledger) -> bool:
     """Whether the only open ledger's commits reach the disk before its writes return:
     SQLite's own FULL, or NORMAL with the ledger syncing the WAL itself
-    (``payhooks.storage.wal_sync``) through a descriptor of its own, beside SQLite's."""
+    (``payhooks.storage.sqlite.wal_sync``) through a descriptor of its own, beside SQLite's."""
     if _pragma(ledger) == _PRAGMA_VALUES["FULL"]:
         return True
     wal = os.path.realpath(_database_path(ledger) + "-wal")

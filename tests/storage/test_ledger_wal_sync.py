@@ -1,5 +1,5 @@
-"""``payhooks.storage.wal_sync.WalSync``: the descriptor a ``FULL`` ledger syncs its commits through
-follows the write-ahead log it belongs to, and goes with the ledger."""
+"""``payhooks.storage.sqlite.wal_sync.WalSync``: the descriptor a ``FULL`` ledger syncs its
+commits through follows the write-ahead log it belongs to, and goes with the ledger."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
-from payhooks.storage import Ledger, wal_sync
-from payhooks.storage.wal_sync import WalSync
+from payhooks.storage import Ledger
+from payhooks.storage.sqlite import WalSync, wal_sync
 
 pytestmark = pytest.mark.skipif(
     not Path("/proc/self/fd").is_dir(), reason="reads the open descriptors from /proc"

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from payhooks.storage import Ledger, StorageUnavailableError
-from payhooks.storage.write_lock import WriteLock
+from payhooks.storage.sqlite import WriteLock
 from sqlite_utils import Database
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the write lock needs fcntl")

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from payhooks.storage import SCHEMA_VERSION, Ledger, PaymentState, ReconciliationState
 from payhooks.storage.reconciliation import reconciliation_view_sql
 from payhooks.storage.rollup import identifiers_view_sql
-from payhooks.storage.schema import MIGRATIONS, TRIGGERS, configure
+from payhooks.storage.sqlite import MIGRATIONS, TRIGGERS, configure
 from sqlite_utils import Database
 
 from tests.support.factories import T0, make_outcome, record

@@ -15,7 +15,7 @@ from payhooks.storage import (
     SchemaVersionError,
 )
 from payhooks.storage.reconciliation import RECONCILIATION_VIEW_SQL
-from payhooks.storage.schema import MIGRATIONS, configure
+from payhooks.storage.sqlite import MIGRATIONS, configure
 from sqlite_utils import Database
 
 

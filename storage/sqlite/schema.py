@@ -1,4 +1,5 @@
-"""The ledger's schema, its forward migrations, and how a connection is set up.
+"""The ledger's schema on SQLite: its tables, its forward migrations, and the derived views and
+triggers made anew after each.
 
 Migrations are ``sqlite_utils.Migrations``: each applied one is recorded by name in
 ``_sqlite_migrations`` (set ``payhooks``), and the *schema version* is how many are applied.
@@ -10,13 +11,16 @@ version under the lock, find nothing left to do and go on.
 Table and view names and the state names are a contract (docs/reconciliation.md): finance
 tools read them directly. Times are UTC ISO 8601 text (:mod:`payhooks.storage.times`); money is
 ``INTEGER`` minor units beside the amount exactly as sent (``TEXT``).
+
+The statements are SQLite's (``WITHOUT ROWID``, rebuilding a table to change a ``CHECK``), and
+so is ``sqlite_utils.Migrations``. PostgreSQL's schema, with the same table, column and view
+names, would be a module of its own in a ``storage/postgresql/`` package beside this one.
 """
 
 from __future__ import annotations
 
 import hashlib
 import sqlite3
-import time
 from collections.abc import Callable
 
 from payhooks.storage.errors import SchemaVersionError
@@ -39,7 +43,6 @@ __all__ = [
     "SCHEMA_VERSION",
     "TRIGGERS",
     "VIEWS",
-    "configure",
     "create_views",
     "migrate",
     "schema_version",
@@ -264,45 +267,6 @@ def _rollup_tables(db: Database) -> None:
 
 #: The schema version this code writes: the number of migrations it knows.
 SCHEMA_VERSION = len(_MIGRATION_NAMES)
-
-
-def configure(db: Database, *, busy_timeout_ms: int) -> None:
-    """Per-connection settings: the busy timeout, foreign keys, WAL (persistent, set once).
-
-    WAL cannot be switched on inside a transaction; a caller's database that is in one keeps its
-    journal mode until a later open.
-    """
-    conn = db.conn
-    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-    conn.execute("PRAGMA foreign_keys = ON")
-    if not db.memory and not conn.in_transaction:
-        _enable_wal(db, busy_timeout_ms)
-
-
-# SQLITE_BUSY and SQLITE_LOCKED: another connection holds the lock.
-_BUSY_CODES = frozenset({5, 6})
-
-
-def _enable_wal(db: Database, busy_timeout_ms: int) -> None:
-    """Switch the file to WAL, retrying while other connections hold it, up to the timeout.
-
-    When several processes open a new file at once, the switch can fail with ``SQLITE_BUSY``
-    straight away: SQLite does not wait on the busy handler for a journal-mode change. So the
-    wait is done here, with the same budget as the busy timeout.
-    """
-    deadline = time.monotonic() + busy_timeout_ms / 1000
-    pause = 0.001
-    while True:
-        try:
-            if db.journal_mode != "wal":
-                db.enable_wal()
-            return
-        except sqlite3.OperationalError as err:
-            code = getattr(err, "sqlite_errorcode", 0) & 0xFF
-            if code not in _BUSY_CODES or time.monotonic() >= deadline:
-                raise
-        time.sleep(pause)
-        pause = min(pause * 2, 0.05)
 
 
 def schema_version(db: Database) -> int:

@@ -1,0 +1,241 @@
+"""The ``deliveries`` table: every authenticated delivery, what became of it, and its body.
+
+A delivery is stored once per ``dedupe_key``: a repeat with the same bytes counts an attempt on
+the stored row, a repeat with other bytes (a ``webhook-id`` reused for another notification) is
+stored under a key derived from its body. Both are decided by ``INSERT ... ON CONFLICT ... DO
+UPDATE ... WHERE``, never by reading first. The statements are plain SQL that PostgreSQL runs as
+well, but for its ``%s`` placeholders (and ``chr(10)`` for ``char(10)``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from payhooks.storage.encoding import to_json
+from payhooks.storage.errors import StorageError
+from payhooks.storage.rows import FINISHED_DELIVERY_STATUSES, Delivery, DeliveryStatus
+from payhooks.storage.times import from_text, to_text
+
+__all__ = [
+    "exists",
+    "insert",
+    "mark",
+    "mark_recorded",
+    "new_delivery",
+    "note_signal_error",
+    "select",
+    "select_all",
+    "to_delivery",
+    "to_values",
+]
+
+# A finished delivery keeps its status: see Ledger.mark_delivery.
+_FINISHED_SQL = ", ".join(f"'{status}'" for status in sorted(FINISHED_DELIVERY_STATUSES))
+_MARK = f"""
+    UPDATE deliveries SET status = ?, error = ?, updated_at = ?
+    WHERE id = ? AND status NOT IN ({_FINISHED_SQL})"""  # noqa: S608 - constants only
+
+_MARK_RECORDED = (
+    "UPDATE deliveries SET status = ?, error = ?, outcome_id = ?, updated_at = ? WHERE id = ?"
+)
+
+_NOTE_SIGNAL_ERROR = (
+    "UPDATE deliveries SET signal_error = CASE WHEN signal_error IS NULL THEN ? "
+    "ELSE signal_error || char(10) || ? END, updated_at = ? WHERE id = ?"
+)
+
+_COLUMNS = (
+    "id, dedupe_key, reused_key_of, received_at, headers, body, body_sha256, status, error, "
+    "attempts, outcome_id, signal_error, updated_at"
+)
+
+# A dedupe_key repeated with the same bytes stores nothing new: it counts an attempt and
+# returns the row's id and attempts (then the stored row is read; a new row, the common case,
+# is known from its arguments and never read back). With other bytes the update's WHERE
+# fails, so nothing is returned.
+_UPSERT = """
+    INSERT INTO deliveries (
+        dedupe_key, reused_key_of, received_at, headers, body, body_sha256, updated_at
+    )
+    VALUES (?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (dedupe_key) DO UPDATE
+        SET attempts = attempts + 1, updated_at = excluded.updated_at
+        WHERE body_sha256 = excluded.body_sha256
+    RETURNING id, attempts"""
+_SELECT = f"SELECT {_COLUMNS} FROM deliveries WHERE id = ?"  # noqa: S608
+_SELECT_ALL = f"SELECT {_COLUMNS} FROM deliveries ORDER BY id"  # noqa: S608
+_SELECT_STATUS = f"SELECT {_COLUMNS} FROM deliveries WHERE status = ? ORDER BY id"  # noqa: S608
+
+
+def to_delivery(values: tuple[Any, ...], *, is_new: bool = False) -> Delivery:
+    """A row of the table's columns (as every ``SELECT`` here reads them) as a
+    :class:`Delivery`."""
+    (
+        delivery_id,
+        dedupe_key,
+        reused_key_of,
+        received_at,
+        headers,
+        body,
+        body_sha256,
+        status,
+        error,
+        attempts,
+        outcome_id,
+        signal_error,
+        updated_at,
+    ) = values
+    return Delivery(
+        id=delivery_id,
+        dedupe_key=dedupe_key,
+        reused_key_of=reused_key_of,
+        received_at=from_text(received_at),
+        headers=json.loads(headers),
+        body=bytes(body),
+        body_sha256=body_sha256,
+        status=DeliveryStatus(status),
+        error=error,
+        attempts=attempts,
+        outcome_id=outcome_id,
+        signal_error=signal_error,
+        updated_at=from_text(updated_at),
+        is_new=is_new,
+    )
+
+
+def to_values(
+    body: bytes, headers: Mapping[str, str], received_at: datetime, now: datetime
+) -> tuple[bytes, str, dict[str, str], tuple[Any, ...]]:
+    """What :func:`insert` stores, made ready before the write lock is taken: the body as
+    bytes, its SHA-256 in hex, the headers as a dict, and the row's values."""
+    raw = bytes(body)
+    digest = hashlib.sha256(raw).hexdigest()
+    stored_headers = dict(headers)
+    row = (
+        to_text(received_at, argument="received_at"),
+        to_json(stored_headers),
+        raw,
+        digest,
+        to_text(now, argument="clock()"),
+    )
+    return raw, digest, stored_headers, row
+
+
+def insert(
+    conn: sqlite3.Connection, dedupe_key: str, digest: str, row: tuple[Any, ...]
+) -> Delivery | tuple[int, str, int | None]:
+    """Store a delivery whose body hashes to ``digest``.
+
+    :param row: ``received_at``, ``headers`` (JSON), ``body``, ``body_sha256`` and
+        ``updated_at``, as stored.
+    :returns: the stored row when this body was stored before under its key (an attempt is
+        counted on it); for a new row, its id, the key it was stored under, and the delivery
+        whose key it reused (None when none), from which :func:`new_delivery` makes it without
+        reading it back.
+    :raises StorageError: even the key derived from the body is taken by other bytes.
+    """
+    key, reused_key_of = dedupe_key, None
+    found = conn.execute(_UPSERT, (key, None, *row)).fetchone()
+    if found is None:
+        (reused_key_of,) = conn.execute(
+            "SELECT id FROM deliveries WHERE dedupe_key = ?", (dedupe_key,)
+        ).fetchone()
+        key = f"{dedupe_key}#{digest}"
+        found = conn.execute(_UPSERT, (key, reused_key_of, *row)).fetchone()
+    if found is None:
+        raise StorageError(
+            f"The dedupe key of delivery {reused_key_of} was reused, and the key "
+            "derived from this body is taken by other bytes; the delivery was not "
+            "stored."
+        )
+    delivery_id, attempts = found
+    if attempts != 1:  # a known delivery: what is stored counts, not the arguments
+        return to_delivery(conn.execute(_SELECT, (delivery_id,)).fetchone())
+    return delivery_id, key, reused_key_of
+
+
+def new_delivery(
+    inserted: tuple[int, str, int | None],
+    *,
+    received_at: datetime,
+    headers: dict[str, str],
+    body: bytes,
+    digest: str,
+    now: datetime,
+) -> Delivery:
+    """The row :func:`insert` just stored, from what it was given (made after the commit, so
+    the write lock is held only for SQL)."""
+    delivery_id, key, reused_key_of = inserted
+    return Delivery(
+        id=delivery_id,
+        dedupe_key=key,
+        reused_key_of=reused_key_of,
+        received_at=received_at.astimezone(UTC),
+        headers=headers,
+        body=body,
+        body_sha256=digest,
+        status=DeliveryStatus.RECEIVED,
+        error=None,
+        attempts=1,
+        outcome_id=None,
+        signal_error=None,
+        updated_at=now.astimezone(UTC),
+        is_new=True,
+    )
+
+
+def mark(
+    conn: sqlite3.Connection, delivery_id: int, status: str, error: str | None, updated_at: str
+) -> bool:
+    """Set an error status unless the delivery already finished; False when nothing changed
+    (finished, or no such delivery: see :func:`exists`)."""
+    return bool(conn.execute(_MARK, (status, error, updated_at, delivery_id)).rowcount)
+
+
+def mark_recorded(
+    conn: sqlite3.Connection,
+    delivery_id: int,
+    status: str,
+    error: str | None,
+    outcome_id: int,
+    updated_at: str,
+) -> bool:
+    """Point the delivery at the outcome it recorded (or that stood before it), with its
+    status; False when there is no such delivery."""
+    return bool(
+        conn.execute(_MARK_RECORDED, (status, error, outcome_id, updated_at, delivery_id)).rowcount
+    )
+
+
+def note_signal_error(
+    conn: sqlite3.Connection, delivery_id: int, error: str, updated_at: str
+) -> bool:
+    """Append what a signal receiver raised, one failure per line; False when there is no such
+    delivery."""
+    return bool(conn.execute(_NOTE_SIGNAL_ERROR, (error, error, updated_at, delivery_id)).rowcount)
+
+
+def exists(conn: sqlite3.Connection, delivery_id: int) -> bool:
+    """Whether a delivery with this id is stored."""
+    return (
+        conn.execute("SELECT 1 FROM deliveries WHERE id = ?", (delivery_id,)).fetchone() is not None
+    )
+
+
+def select(conn: sqlite3.Connection, delivery_id: int) -> Delivery | None:
+    """The stored delivery with this id, or None."""
+    values = conn.execute(_SELECT, (delivery_id,)).fetchone()
+    return None if values is None else to_delivery(values)
+
+
+def select_all(conn: sqlite3.Connection, status: str | None) -> sqlite3.Cursor:
+    """A cursor over the deliveries in the order they arrived (rows for :func:`to_delivery`),
+    optionally only those with ``status``."""
+    if status is None:
+        return conn.execute(_SELECT_ALL)
+    return conn.execute(_SELECT_STATUS, (status,))

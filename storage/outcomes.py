@@ -1,0 +1,156 @@
+"""The ``outcomes`` table: what each notification said happened to a payment, stored once per
+(``transaction_id``, ``payment_status``).
+
+Recording an outcome is one unit: insert it (``ON CONFLICT DO NOTHING``), and when one was
+stored before, compare the two; then point the delivery at the outcome that stands
+(:func:`payhooks.storage.deliveries.mark_recorded`) and read the payment's reconciliation state.
+The statements are plain SQL that PostgreSQL runs as well, but for its ``%s`` placeholders; the
+one engine-specific step is telling a missing delivery (a foreign-key violation) from other
+integrity errors, in :func:`insert`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping
+from typing import Any, Final
+
+from payhooks.storage.deliveries import mark_recorded
+from payhooks.storage.encoding import to_json
+from payhooks.storage.errors import UnknownDeliveryError
+from payhooks.storage.reconciliation import state_for
+from payhooks.storage.records import STATE_RANK, Outcome, ReconciliationState
+from payhooks.storage.rows import DeliveryStatus
+from payhooks.storage.times import to_text
+
+__all__ = ["COMPARED_FIELDS", "conflict", "identifier", "record", "to_values"]
+
+_INSERT = """
+    INSERT INTO outcomes (delivery_id, transaction_id, external_identifier, flow, provider,
+        provider_reference, provider_status, payment_status, state, state_rank, amount,
+        currency, amount_minor, paid_at, extra, recorded_at)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (transaction_id, payment_status) DO NOTHING RETURNING id"""
+
+#: What recording compares when an outcome is already stored: the fields that change who was
+#: paid, how much, or what happened. Not ``paid_at``: see
+#: :meth:`payhooks.storage.Ledger.record_outcome`.
+COMPARED_FIELDS: Final = (
+    "external_identifier",
+    "state",
+    "amount_minor",
+    "currency",
+    "provider_reference",
+)
+# Fields whose values may appear in a delivery's error text; the others are named only.
+_SHOWN_FIELDS = frozenset({"state", "amount_minor", "currency"})
+
+_SELECT_STORED = f"""
+    SELECT id, delivery_id, {", ".join(COMPARED_FIELDS)}
+    FROM outcomes WHERE transaction_id = ? AND payment_status = ?"""  # noqa: S608 - constants
+
+
+def to_values(outcome: Outcome, delivery_id: int, recorded_at: str) -> tuple[Any, ...]:
+    """The row :func:`record` inserts, made ready before the write lock is taken, so that it
+    is held only for SQL."""
+    return (
+        delivery_id,
+        outcome.transaction_id,
+        outcome.external_identifier,
+        str(outcome.flow),
+        outcome.provider,
+        outcome.provider_reference,
+        outcome.provider_status,
+        outcome.payment_status,
+        str(outcome.state),
+        STATE_RANK[outcome.state],
+        str(outcome.amount),
+        outcome.currency,
+        outcome.amount_minor,
+        to_text(outcome.paid_at, argument="paid_at"),
+        to_json(outcome.extra),
+        recorded_at,
+    )
+
+
+def conflict(outcome: Outcome, first_delivery: int, stored: Mapping[str, Any]) -> str | None:
+    """What a delivery's error says when its outcome differs from the one stored; None when
+    it says the same (a duplicate)."""
+    new = {
+        "external_identifier": outcome.external_identifier,
+        "state": str(outcome.state),
+        "amount_minor": outcome.amount_minor,
+        "currency": outcome.currency,
+        "provider_reference": outcome.provider_reference,
+    }
+    differing = [
+        f"{name} (stored {stored[name]}, here {new[name]})" if name in _SHOWN_FIELDS else name
+        for name in COMPARED_FIELDS
+        if stored[name] != new[name]
+    ]
+    if not differing:
+        return None
+    return (
+        f"The outcome of transaction {outcome.transaction_id!r} with payment_status "
+        f"{outcome.payment_status!r} was already recorded from delivery {first_delivery}, "
+        f"and this one differs in {', '.join(differing)}. The first one stands."
+    )
+
+
+def _insert(conn: sqlite3.Connection, values: tuple[Any, ...]) -> int | None:
+    """The new outcome's id, or None when one was stored for its transaction and status."""
+    try:
+        inserted = conn.execute(_INSERT, values).fetchone()
+    except sqlite3.IntegrityError as err:
+        if getattr(err, "sqlite_errorname", "") == "SQLITE_CONSTRAINT_FOREIGNKEY":
+            raise UnknownDeliveryError(values[0]) from err
+        raise
+    return None if inserted is None else int(inserted[0])
+
+
+def record(
+    conn: sqlite3.Connection, outcome: Outcome, values: tuple[Any, ...], now: str
+) -> tuple[int, bool, DeliveryStatus, ReconciliationState | None]:
+    """Record ``outcome`` (``values`` from :func:`to_values`) and mark its delivery, inside the
+    caller's write transaction.
+
+    :returns: the id of the outcome that stands, whether it is the one just inserted, the
+        status its delivery was given, and the reconciliation state of the payment that
+        outcome names.
+    :raises UnknownDeliveryError: the delivery is not stored (the caller's transaction is then
+        undone).
+    """
+    delivery_id: int = values[0]
+    # An unknown delivery_id: the foreign key refuses a new outcome, and the update below
+    # finds no delivery to mark; either way the write is undone.
+    outcome_id = _insert(conn, values)
+    status, error = DeliveryStatus.PROCESSED, None
+    if outcome_id is not None:
+        is_new = True
+        external_identifier = outcome.external_identifier
+    else:
+        # The stored outcome stands, and so does the payment it names: a later delivery of
+        # the same transaction and status under another external_identifier must not look up
+        # a payment that has no outcome.
+        outcome_id, first_delivery, *stored_values = conn.execute(
+            _SELECT_STORED, (outcome.transaction_id, outcome.payment_status)
+        ).fetchone()
+        is_new = False
+        stored = dict(zip(COMPARED_FIELDS, stored_values, strict=True))
+        external_identifier = stored["external_identifier"]
+        if first_delivery != delivery_id:
+            error = conflict(outcome, first_delivery, stored)
+            status = (
+                DeliveryStatus.DUPLICATE if error is None else DeliveryStatus.CONFLICTING_OUTCOME
+            )
+    if not mark_recorded(conn, delivery_id, status.value, error, outcome_id, now):
+        raise UnknownDeliveryError(delivery_id)
+    return outcome_id, is_new, status, state_for(conn, external_identifier)
+
+
+def identifier(conn: sqlite3.Connection, outcome_id: int) -> str | None:
+    """The ``external_identifier`` of the stored outcome ``outcome_id``, or None."""
+    row = conn.execute(
+        "SELECT external_identifier FROM outcomes WHERE id = ?", (outcome_id,)
+    ).fetchone()
+    return None if row is None else str(row[0])

@@ -1,0 +1,198 @@
+"""The SQLite engine: opening and setting up the connection, reading through it, closing it.
+
+Everything the ledger does that is SQLite's alone, and not a write, is here: the pragmas
+(busy timeout, foreign keys, WAL, ``synchronous``), the choice of how a ``FULL`` ledger makes
+its commits durable, migrating on open, turning ``sqlite3`` errors into the ledger's as rows are
+read. Writes go through :class:`~payhooks.storage.sqlite.writer.Writer`, the write protocol.
+
+:class:`~payhooks.storage.Ledger` opens one :class:`SQLiteEngine` for a path or a
+``sqlite_utils.Database``. A PostgreSQL engine (``storage/postgresql/engine.py``, psycopg 3,
+for a ``postgresql://`` URL) would offer the same few members: ``read()``, ``stream()``,
+``writer.write()``, ``schema_version``, ``close()``; the table modules take either's
+connection.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from typing import Any, TypeVar
+
+from payhooks.storage.sqlite.errors import from_sqlite_error, translate_errors
+from payhooks.storage.sqlite.schema import migrate
+from payhooks.storage.sqlite.wal_sync import WalSync
+from payhooks.storage.sqlite.write_lock import WriteLock
+from payhooks.storage.sqlite.writer import Writer
+from sqlite_utils import Database
+
+__all__ = ["SQLiteEngine", "configure"]
+
+_T = TypeVar("_T")
+
+
+def configure(db: Database, *, busy_timeout_ms: int) -> None:
+    """Per-connection settings: the busy timeout, foreign keys, WAL (persistent, set once).
+
+    WAL cannot be switched on inside a transaction; a caller's database that is in one keeps its
+    journal mode until a later open.
+    """
+    conn = db.conn
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+    conn.execute("PRAGMA foreign_keys = ON")
+    if not db.memory and not conn.in_transaction:
+        _enable_wal(db, busy_timeout_ms)
+
+
+# SQLITE_BUSY and SQLITE_LOCKED: another connection holds the lock.
+_BUSY_CODES = frozenset({5, 6})
+
+
+def _enable_wal(db: Database, busy_timeout_ms: int) -> None:
+    """Switch the file to WAL, retrying while other connections hold it, up to the timeout.
+
+    When several processes open a new file at once, the switch can fail with ``SQLITE_BUSY``
+    straight away: SQLite does not wait on the busy handler for a journal-mode change. So the
+    wait is done here, with the same budget as the busy timeout.
+    """
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    pause = 0.001
+    while True:
+        try:
+            if db.journal_mode != "wal":
+                db.enable_wal()
+            return
+        except sqlite3.OperationalError as err:
+            code = getattr(err, "sqlite_errorcode", 0) & 0xFF
+            if code not in _BUSY_CODES or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
+def _database_file(db: Database) -> str | None:
+    """The path of ``db``'s main file; None for a database in memory or a temporary one."""
+    for _, name, file in db.conn.execute("PRAGMA database_list"):
+        if name == "main":
+            return str(file) or None
+    return None  # pragma: no cover - SQLite always lists main
+
+
+def _wal_sync(db: Database, file: str | None) -> WalSync | None:
+    """How a ``FULL`` ledger on its own file makes its commits durable: a :class:`WalSync`
+    after each commit, outside the write lock, for a file in WAL mode on a POSIX system; None
+    elsewhere (then SQLite's own ``FULL`` syncs inside the commit)."""
+    if file is None or os.name != "posix" or db.conn.in_transaction:
+        return None
+    (mode,) = db.conn.execute("PRAGMA journal_mode").fetchone()
+    return WalSync(file) if str(mode).lower() == "wal" else None
+
+
+class SQLiteEngine:
+    """One SQLite connection, set up and migrated for the ledger.
+
+    :param path_or_database: a file path (opened here and closed by :meth:`close`), or a
+        ``sqlite_utils.Database`` the caller owns and closes.
+    :param busy_timeout_ms: how long a write waits for the locks.
+    :param synchronous: ``"FULL"`` or ``"NORMAL"``, already checked by the ledger.
+    :param write_lock: whether writes queue on the file's
+        :class:`~payhooks.storage.sqlite.write_lock.WriteLock`.
+
+    A connection this engine opened is closed again when setting it up or migrating fails.
+    """
+
+    __slots__ = (
+        "_closed",
+        "_conn",
+        "database",
+        "name",
+        "owns_database",
+        "schema_version",
+        "writer",
+    )
+
+    def __init__(
+        self,
+        path_or_database: str | os.PathLike[str] | Database,
+        *,
+        busy_timeout_ms: int,
+        synchronous: str,
+        write_lock: bool,
+    ) -> None:
+        owns = not isinstance(path_or_database, Database)
+        #: The path opened, or ``"<database>"`` for a caller's database: for ``repr``.
+        self.name = "<database>"
+        with translate_errors():
+            if isinstance(path_or_database, Database):
+                db = path_or_database
+            else:
+                self.name = os.fspath(path_or_database)
+                db = Database(self.name, execute_plugins=False)
+            try:
+                configure(db, busy_timeout_ms=busy_timeout_ms)
+                file = _database_file(db)
+                # A caller's database may commit its own transactions, which nothing would sync.
+                wal_sync = _wal_sync(db, file) if owns and synchronous == "FULL" else None
+                if not db.conn.in_transaction:  # SQLite refuses the change inside one
+                    pragma = "NORMAL" if wal_sync is not None else synchronous
+                    db.conn.execute(f"PRAGMA synchronous = {pragma}")
+                version = migrate(db)
+            except BaseException:
+                if owns:
+                    db.close()
+                raise
+        #: The ``sqlite_utils.Database`` written and read.
+        self.database = db
+        self._conn = db.conn
+        #: Whether :meth:`close` closes the database (it was opened here).
+        self.owns_database = owns
+        #: How many schema migrations the file has (the code's ``SCHEMA_VERSION`` once open).
+        self.schema_version = version
+        #: Makes every write: :meth:`Writer.write`.
+        self.writer = Writer(
+            db,
+            busy_timeout_ms=busy_timeout_ms,
+            write_lock=WriteLock(file) if write_lock and file is not None else None,
+            wal_sync=wal_sync,
+        )
+        self._closed = False
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """The connection, for reads outside a write; ``sqlite3`` errors become the ledger's.
+
+        What :func:`~payhooks.storage.sqlite.errors.translate_errors` does, written out so
+        that a read costs one context manager, as it did before the engine was split out.
+        """
+        try:
+            yield self._conn
+        except sqlite3.Error as err:
+            raise from_sqlite_error(err) from err
+
+    def stream(
+        self, cursor: sqlite3.Cursor, convert: Callable[[tuple[Any, ...]], _T]
+    ) -> Iterator[_T]:
+        """Yield converted rows straight from ``cursor``: never more than one row in memory;
+        the cursor is closed when the caller stops early too."""
+        try:
+            with translate_errors():
+                for values in cursor:
+                    yield convert(values)
+        finally:
+            with suppress(sqlite3.Error):
+                cursor.close()
+
+    def close(self) -> None:
+        """Close the writer's descriptors and, when it was opened here, the connection, even
+        when closing a descriptor fails. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.writer.close()
+        finally:
+            if self.owns_database:
+                with translate_errors():
+                    self.database.close()
