@@ -7,7 +7,9 @@ wins: ``paid`` only when a verified notification said so.
 Return URLs carry a ``token`` made with itsdangerous, keyed by the app's secret key and bound to
 the ``external_identifier`` and to the route (return or cancel), so a token for one payment or
 one route does not open another, and it expires after ``PAYHOOKS_RETURN_MAX_AGE`` seconds. A
-missing, forged or expired token answers 404, exactly as an unknown payment would.
+missing, forged or expired token answers a JSON 404 ``not_found``; a valid token for a payment
+the ledger does not know yet answers 200 ``processing`` (customers often return before the
+notification arrives).
 """
 
 from __future__ import annotations
