@@ -5,20 +5,23 @@ Connect to react to payments without touching the blueprint::
     from payhooks.receiver import signals
 
     @signals.payment_succeeded.connect_via(app)
-    def ship(app, *, outcome, delivery_id, reconciliation):
+    def ship(app, *, outcome, outcome_id, **extra):
         ...
 
 Every signal is sent with the Flask app as sender and these keyword arguments:
 
 - ``outcome``: the :class:`payhooks.storage.Outcome` just recorded.
+- ``outcome_id``: the stored outcome's id, the same every time its signals are sent: delivery to
+  receivers is at least once (a worker that dies before marking them sent leaves them owed, and
+  the next redelivery or ``flask payhooks signals --send`` sends them), so act once per id.
 - ``delivery_id``: the id of the stored delivery that carried it.
 - ``reconciliation``: the :class:`payhooks.storage.ReconciliationState` of its
-``external_identifier``
-  after the outcome was recorded.
+  ``external_identifier`` after the outcome was recorded.
 
-They are sent only for an outcome seen for the first time: a redelivery (the same
-``webhook-id`` or body) or a second delivery of an outcome already stored (the same
-``transaction_id`` and ``payment_status``) sends nothing, so a receiver acts once.
+Take ``**extra`` too, so a receiver keeps working when a later version adds a keyword. They are
+owed only for an outcome seen for the first time: a redelivery (the same ``webhook-id`` or
+body) or a second delivery of an outcome already stored (the same ``transaction_id`` and
+``payment_status``) sends nothing new.
 
 Signals are sent after the commit, so a receiver sees the ledger already updated. A receiver
 that raises is logged and its error recorded on the delivery; the other receivers still run

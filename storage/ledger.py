@@ -17,13 +17,14 @@ with the same members, chosen there by the argument's form; nothing else here wo
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Final
 
 import payhooks.storage.deliveries as deliveries
 import payhooks.storage.outcomes as outcomes
+import payhooks.storage.owed_signals as owed_signals
 import payhooks.storage.payments as payments
 import payhooks.storage.reconciliation as reconciliation
 import payhooks.storage.rejected_deliveries as rejected_deliveries
@@ -41,6 +42,7 @@ from payhooks.storage.records import Outcome, ReconciliationState
 from payhooks.storage.rows import (
     Delivery,
     DeliveryStatus,
+    OwedSignal,
     PaymentKind,
     ReconciliationRow,
     RecordedOutcome,
@@ -75,19 +77,12 @@ class Ledger:
         newest): anyone holding a valid return URL can visit it as often as they like, for as
         long as its token lives.
     :param clock: returns the current aware time; for tests. Defaults to the system's, in UTC.
-    :param synchronous: ``"FULL"`` (the default) or ``"NORMAL"`` (see
-        :data:`SYNCHRONOUS_MODES`): ``NORMAL`` makes each write cheaper, at the price of the
-        last writes should the machine (not only the process) crash. ``FULL`` on a file the
-        ledger opens, in WAL mode, on POSIX: SQLite's ``NORMAL``, the ledger syncing the log
-        after each commit outside the locks (:mod:`payhooks.storage.sqlite.wal_sync`);
-        otherwise SQLite's own ``FULL``. A caller's database opened inside a transaction keeps
-        its own setting (SQLite cannot change it there).
+    :param synchronous: ``"FULL"`` (the default) or ``"NORMAL"``: the price of each is
+        :data:`SYNCHRONOUS_MODES`'s; how ``FULL`` syncs, :mod:`payhooks.storage.sqlite.wal_sync`.
+        A caller's database opened inside a transaction keeps its own setting.
     :param write_lock: take the file's :class:`~payhooks.storage.sqlite.WriteLock`
-        (``<file>.lock``) before each write, so that a writer waiting for another wakes as
-        soon as it commits, instead of sleeping in SQLite's coarse busy handler. False, or a
-        database in memory, a folder where the lock file cannot be created, or a system
-        without ``fcntl``: SQLite's busy handler alone. Either way SQLite's own lock is taken
-        too, so writers with and without it exclude each other correctly.
+        (``<file>.lock``) before each write, so a waiting writer wakes as soon as the other
+        commits; without it (or without ``fcntl``, or in memory) SQLite's busy handler alone.
 
     Opening migrates the file forward when it is behind (:mod:`payhooks.storage.sqlite.schema`).
     Every ``sqlite3`` error is raised as a :class:`~payhooks.storage.StorageError`. A ledger
@@ -152,17 +147,12 @@ class Ledger:
     def transaction(self) -> Iterator[Ledger]:
         """Run several of the ledger's writes as one transaction: one lock, one commit.
 
-        The writes made inside the block (:meth:`record_delivery`, :meth:`record_outcome`,
-        :meth:`mark_delivery`...) join it, and the block's end commits them together, so they
-        cost one wait for the write lock and one sync to disk instead of one each, and a crash
-        leaves all of them or none. An exception that leaves the block rolls all of them back.
-        Each write inside is a savepoint, so one that raises undoes only its own part; let its
-        exception leave the block unless you mean to commit the others without it.
-
-        The receiver stores a delivery and its outcome this way (see
-        :func:`payhooks.receiver.pipeline.processing.receive_delivery`). Inside a transaction the
-        caller's own ``Database`` has open, the block is a savepoint of it. How: the write
-        protocol, :mod:`payhooks.storage.sqlite.writer`.
+        The writes made inside the block join it and commit together at its end: one wait for
+        the write lock, one sync to disk, and after a crash all of them or none. An exception
+        that leaves the block rolls all of them back; each write inside is a savepoint, so one
+        that raises undoes only its own part. The receiver stores a delivery, its outcome and
+        the signals it owes this way. Inside a transaction the caller's own ``Database`` has
+        open, the block is a savepoint of it (:mod:`payhooks.storage.sqlite.writer`).
 
         :raises StorageUnavailableError: the write lock was not free within the busy timeout,
             or the commit failed; nothing of the block is stored.
@@ -194,14 +184,9 @@ class Ledger:
             int from 0 to :data:`~payhooks.storage.MAX_AMOUNT_MINOR`, a currency that is not an
             ISO 4217 code with minor units.
         """
+        kind = PaymentKind.TRANSACTION
         values = payment_values(
-            external_identifier,
-            PaymentKind.TRANSACTION,
-            amount_minor,
-            currency,
-            None,
-            description,
-            metadata,
+            external_identifier, kind, amount_minor, currency, None, description, metadata
         )
         return self._register(external_identifier, values)
 
@@ -217,14 +202,9 @@ class Ledger:
     ) -> bool:
         """Register a subscription: the first period costs ``amount_minor``, later ones
         ``plan_amount_minor``. Same return and errors as :meth:`expect_transaction`."""
+        kind, plan = PaymentKind.SUBSCRIPTION, check_amount(plan_amount_minor, "plan_amount_minor")
         values = payment_values(
-            external_identifier,
-            PaymentKind.SUBSCRIPTION,
-            amount_minor,
-            currency,
-            check_amount(plan_amount_minor, "plan_amount_minor"),
-            description,
-            metadata,
+            external_identifier, kind, amount_minor, currency, plan, description, metadata
         )
         return self._register(external_identifier, values)
 
@@ -355,22 +335,13 @@ class Ledger:
     def record_outcome(self, outcome: Outcome, *, delivery_id: int) -> RecordedOutcome:
         """Record an outcome, mark its delivery and reconcile, all in one transaction.
 
-        The outcome is stored once per (``transaction_id``, ``payment_status``). The delivery
-        becomes ``processed``; recording the same delivery again, as ``payhooks reprocess``
-        does, keeps it ``processed``. When a different delivery had already recorded this
-        outcome, the stored one stands and the delivery is marked:
-
-        - ``duplicate`` when it says the same: equal ``external_identifier``, ``state``,
-          ``amount_minor``, ``currency`` and ``provider_reference``. Only ``paid_at`` (and the
-          amount's spelling, flow details and extra members) may differ: a service that sends
-          a notification again may stamp it anew, and a different time alone moves no money.
-        - ``conflicting_outcome`` when any of those differs (a ``PS`` of 25.00 and a ``PS`` of
-          99.00 for one transaction): the delivery's ``error`` names the fields, with the
-          stored and new values of the state, amount and currency (references and
-          identifiers are named only), and its ``outcome_id`` is the stored outcome.
-
-        The returned state is that of the payment the stored outcome names (the first
-        delivery's word stands, even when a later one names another ``external_identifier``).
+        The outcome is stored once per (``transaction_id``, ``payment_status``); the delivery
+        becomes ``processed`` (again, for ``payhooks reprocess``). When another delivery had
+        already recorded it, the stored one stands and this delivery is marked ``duplicate``
+        when it says the same (equal ``external_identifier``, ``state``, ``amount_minor``,
+        ``currency`` and ``provider_reference``: a resent notification may be stamped anew),
+        else ``conflicting_outcome``, its ``error`` naming the fields that differ. The state
+        returned is that of the payment the stored outcome names.
 
         :raises UnknownDeliveryError: ``delivery_id`` is not stored.
         :raises ValueError: an amount outside 0 to :data:`~payhooks.storage.MAX_AMOUNT_MINOR`
@@ -387,6 +358,35 @@ class Ledger:
         return RecordedOutcome(
             outcome_id=outcome_id, is_new=is_new, reconciliation=state, delivery_status=status
         )
+
+    # -- signals owed ----------------------------------------------------------------------
+
+    def owe_signals(
+        self,
+        outcome_id: int,
+        *,
+        delivery_id: int,
+        signals: Iterable[str],
+        reconciliation: ReconciliationState | str,
+    ) -> None:
+        """Record the signals a new outcome owes the merchant's code, in the transaction that
+        records it, so that both commit or neither (:mod:`payhooks.storage.owed_signals`)."""
+        state = enum_member(ReconciliationState, reconciliation, "reconciliation").value
+        at = self._now(None, "clock()")
+        with self._write() as conn:
+            owed_signals.owe(conn, outcome_id, delivery_id, signals, state, at)
+
+    def owed_signals(self, delivery_id: int | None = None) -> list[OwedSignal]:
+        """The signals still owed, oldest first: for one delivery, or all of them."""
+        with self._read() as conn:
+            return owed_signals.unsent(conn, delivery_id)
+
+    def mark_signals_sent(self, outcome_id: int) -> int:
+        """Mark an outcome's owed signals sent once their receivers ran; how many were owed.
+        Not synced under ``FULL``: a mark lost to a power cut means one more sending, not none."""
+        at = self._now(None, "clock()")
+        with self._write(durable=False) as conn:
+            return owed_signals.mark_sent(conn, outcome_id, at)
 
     def record_return(
         self,

@@ -21,6 +21,7 @@ __all__ = [
     "FINISHED_DELIVERY_STATUSES",
     "Delivery",
     "DeliveryStatus",
+    "OwedSignal",
     "PaymentKind",
     "ReconciliationRow",
     "RecordedOutcome",
@@ -128,6 +129,23 @@ class RecordedOutcome:
     #: else (the delivery's ``error`` names the fields). Recording the same delivery again
     #: stays ``processed``.
     delivery_status: DeliveryStatus = DeliveryStatus.PROCESSED
+
+
+class OwedSignal(NamedTuple):
+    """A signal the merchant's code is owed for an outcome (the ``owed_signals`` table)."""
+
+    id: int
+    #: The outcome it is for: the stable id receivers are given to be idempotent with.
+    outcome_id: int
+    #: The delivery that first recorded the outcome.
+    delivery_id: int
+    #: The signal's name (``payment-succeeded``...).
+    signal: str
+    #: The payment's reconciliation state the signal was decided on, sent with it.
+    reconciliation: str
+    owed_at: str
+    #: When its receivers had run; None while it is owed.
+    sent_at: str | None
 
 
 class ReconciliationRow(NamedTuple):

@@ -12,7 +12,8 @@ Exit codes: 0 success, 1 a failure the command reports, 2 bad usage.
 from __future__ import annotations
 
 import click
-from payhooks.receiver.cli.ledger_commands import expect, reconcile, reprocess
+from payhooks.receiver.cli.delivery_commands import reprocess
+from payhooks.receiver.cli.ledger_commands import expect, reconcile
 from payhooks.receiver.cli.replay_command import replay
 from payhooks.receiver.cli.signing_commands import keygen, sign, verify_command
 

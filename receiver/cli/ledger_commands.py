@@ -1,7 +1,7 @@
-"""``payhooks expect``, ``reconcile`` and ``reprocess``: the ledger from the command line.
+"""``payhooks expect`` and ``reconcile``: the ledger from the command line.
 
 Each opens the file that ``--database``, the app (under ``flask payhooks``) or
-``PAYHOOKS_DATABASE`` names, else ``./payhooks.db``. ``reconcile`` and ``reprocess`` refuse a
+``PAYHOOKS_DATABASE`` names, else ``./payhooks.db``. ``reconcile`` refuses a
 file that does not exist rather than report on an empty ledger they just created.
 """
 
@@ -10,15 +10,13 @@ from __future__ import annotations
 import os
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from functools import partial
 from pathlib import Path
 from typing import TextIO
 
 import click
-from flask import current_app
 from payhooks.receiver.cli.common import (
     amount_callback,
     currency_callback,
@@ -27,7 +25,6 @@ from payhooks.receiver.cli.common import (
     ledger_for,
     ledger_transaction,
     moment_callback,
-    settings,
 )
 from payhooks.receiver.cli.expected_csv import (
     ExpectedPayment,
@@ -36,24 +33,17 @@ from payhooks.receiver.cli.expected_csv import (
     iter_expected_payments,
 )
 from payhooks.receiver.cli.reports import ReportFormat, Totals, write_report, write_totals
-from payhooks.receiver.pipeline.reprocess import (
-    UNFINISHED_STATUSES,
-    delivery_ids,
-    reprocess_deliveries,
-)
 from payhooks.storage import (
     MISMATCH_STATES,
     ConflictError,
-    DeliveryStatus,
     Ledger,
-    Outcome,
     PaymentKind,
     ReconciliationRow,
     ReconciliationState,
     from_minor_units,
 )
 
-__all__ = ["expect", "reconcile", "reprocess"]
+__all__ = ["expect", "reconcile"]
 
 
 def _stderr() -> TextIO:
@@ -340,78 +330,3 @@ def _fail_on_mismatch(totals: Totals) -> None:
         raise click.ClickException(
             f"{sum(by_state.values())} payment(s) need attention ({listed})."
         )
-
-
-# -- reprocess ---------------------------------------------------------------------------------
-
-
-@click.command()
-@click.option(
-    "--status",
-    type=click.Choice([status.value for status in DeliveryStatus]),
-    help=(
-        "Only deliveries with this status. Default: every delivery without a recorded outcome "
-        "(received, malformed_json, invalid_payload, processing_error)."
-    ),
-)
-@click.option(
-    "--no-signals",
-    is_flag=True,
-    help=(
-        "Record the outcomes without sending signals. Required outside an app: plain "
-        "`payhooks` has no app whose signals it could send, and an outcome recorded now will "
-        "never send them later."
-    ),
-)
-@database_option
-@fail_on_storage_errors
-def reprocess(status: str | None, no_signals: bool, database: Path | None) -> None:
-    """Run stored deliveries through parsing again and record their outcomes.
-
-    For deliveries that failed to parse (a status code the map lacked, a bug since fixed).
-    Exit 1 when some still cannot be processed. Run it as `flask payhooks reprocess` in your
-    app to send the app's signals for each outcome recorded for the first time; plain
-    `payhooks reprocess` cannot, and refuses (exit 2) unless given --no-signals.
-    """
-    config = settings()
-    sender = None if no_signals else _signal_sender()
-    if sender is None and not no_signals:
-        raise click.UsageError(
-            "Outside your app, reprocess cannot send its signals and the outcomes it records "
-            "would never send them: run `flask payhooks reprocess` in the app, or pass "
-            "--no-signals to record them without."
-        )
-    statuses = UNFINISHED_STATUSES if status is None else (DeliveryStatus(status),)
-    with ledger_for(database) as ledger:
-        ids = delivery_ids(ledger, statuses)
-        with click.progressbar(ids, label="Reprocessing", file=_stderr()) as bar:
-            try:
-                report = reprocess_deliveries(
-                    ledger,
-                    bar,
-                    time_zone=config.time_zone,
-                    status_map=config.status_map,
-                    on_recorded=None if sender is None else partial(sender, ledger),
-                )
-            except ValueError as err:
-                raise click.ClickException(f"The configuration cannot be used: {err}.") from err
-    if not report.total:
-        click.echo("No delivery to reprocess.")
-        return
-    listed = ", ".join(f"{count} {name}" for name, count in sorted(report.counts.items()))
-    click.echo(f"Reprocessed {report.total} delivery(ies): {listed}.")
-    if report.still_failing:
-        raise click.ClickException(
-            f"{report.still_failing} delivery(ies) still cannot be processed; "
-            "their errors are in the deliveries table."
-        )
-
-
-def _signal_sender() -> Callable[[Ledger, Outcome, int, ReconciliationState], object] | None:
-    """Inside a merchant's app with payhooks (``flask payhooks``), a sender of its signals as
-    the receiver sends them; None for the plain ``payhooks`` script."""
-    if not current_app or "payhooks" not in current_app.extensions:
-        return None
-    from payhooks.receiver.pipeline.signal_dispatch import send_outcome_signals
-
-    return partial(send_outcome_signals, current_app._get_current_object())  # type: ignore[attr-defined]

@@ -9,8 +9,8 @@ and settings; the CLI's ``reprocess`` calls the same functions.
 from __future__ import annotations
 
 from payhooks.receiver.pipeline.processing import (
-    OnRecorded,
     ProcessedDelivery,
+    owed_for,
     payload_error_text,
     process_stored_delivery,
     receive_delivery,
@@ -21,18 +21,27 @@ from payhooks.receiver.pipeline.reprocess import (
     delivery_ids,
     reprocess_deliveries,
 )
-from payhooks.receiver.pipeline.signal_dispatch import send_outcome_signals, signals_for
+from payhooks.receiver.pipeline.signal_dispatch import (
+    OnOwed,
+    OwedOutcome,
+    send_owed_signals,
+    signal_names,
+    signals_for,
+)
 
 __all__ = [
     "UNFINISHED_STATUSES",
-    "OnRecorded",
+    "OnOwed",
+    "OwedOutcome",
     "ProcessedDelivery",
     "ReprocessReport",
     "delivery_ids",
+    "owed_for",
     "payload_error_text",
     "process_stored_delivery",
     "receive_delivery",
     "reprocess_deliveries",
-    "send_outcome_signals",
+    "send_owed_signals",
+    "signal_names",
     "signals_for",
 ]

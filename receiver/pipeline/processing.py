@@ -2,35 +2,43 @@
 
 :func:`receive_delivery` is the receiver's path for an authenticated delivery: parse it (pure
 work, no side effects), then store the delivery *and* what came of it (the outcome and its
-reconciliation, or the parse error) in one ledger transaction, then call ``on_recorded`` after
-the commit. One commit instead of two halves the waits for the write lock and the syncs to
-disk, and loses nothing: the sender is answered only after the commit, so a crash before it
-leaves an unanswered delivery that the service sends again.
+reconciliation and the signals it owes, or the parse error) in one ledger transaction, then
+call ``on_owed`` after the commit to send the owed signals. One commit instead of two halves
+the waits for the write lock and the syncs to disk, and loses nothing: the sender is answered
+only after the commit, so a crash before it leaves an unanswered delivery that the service
+sends again.
 
 ``payhooks reprocess`` runs stored deliveries again through :func:`process_stored_delivery`
 (a status code the map lacked, a bug since fixed). Both paths share the parse and the record
 steps below, so a delivery reprocessed ends exactly as it would have on arrival: the same
 parser and settings, the same ledger calls and idempotency (an outcome already stored stays
-stored once), the same error kept on the delivery, the same signals for an outcome seen for the
-first time. A delivery is always parsed as stored: a retry whose ``timezone`` header differs
-from the stored one is parsed again with the stored header, as a reprocess would.
+stored once), the same error kept on the delivery, the same signals owed for an outcome seen
+for the first time.
+
+Signals are owed until sent: a worker that dies after the commit leaves them in the ledger, and
+the service's retry of the same delivery (a :attr:`ProcessedDelivery.redelivery`) sends them.
+
+A delivery is always parsed as stored: a retry whose ``timezone`` header differs from the
+stored one is parsed again with the stored header, as a reprocess would.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import tzinfo
 
 from payhooks.receiver.payloads import PayloadError, parse_notification
+from payhooks.receiver.pipeline.signal_dispatch import OnOwed, OwedOutcome, signal_names
 from payhooks.storage import (
     FINISHED_DELIVERY_STATUSES,
     Delivery,
     DeliveryStatus,
     Ledger,
     Outcome,
+    OwedSignal,
     PaymentState,
     ReconciliationState,
     StorageError,
@@ -38,19 +46,14 @@ from payhooks.storage import (
 )
 
 __all__ = [
-    "OnRecorded",
     "ProcessedDelivery",
+    "owed_for",
     "payload_error_text",
     "process_stored_delivery",
     "receive_delivery",
 ]
 
 logger = logging.getLogger("payhooks")
-
-#: Called after an outcome is recorded for the first time, after the commit:
-#: ``(outcome, delivery_id, reconciliation)``; what it returns is ignored. The receiver and
-#: ``flask payhooks reprocess`` send the app's signals from it.
-OnRecorded = Callable[[Outcome, int, ReconciliationState], object]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +74,10 @@ class ProcessedDelivery:
     #: Why the body is not a notification (``malformed_json``, ``invalid_payload``).
     payload_error: PayloadError | None = None
     #: True when the same delivery (``dedupe_key`` and bytes) had already finished: it only
-    #: counted one more attempt, and nothing else was done.
+    #: counted one more attempt, and sent the signals still owed, if any.
     redelivery: bool = False
+    #: The outcome whose signals are owed once this is committed, if any.
+    owed: OwedOutcome | None = None
 
     @property
     def finished(self) -> bool:
@@ -118,33 +123,41 @@ def _parse(
         return _Parsed(failure=err)
 
 
-def _record(ledger: Ledger, delivery_id: int, parsed: _Parsed) -> tuple[ProcessedDelivery, bool]:
-    """Record what ``parsed`` says on the stored delivery; the result and whether the outcome
-    is new (so signals are due once the write is committed)."""
+def _record(ledger: Ledger, delivery_id: int, parsed: _Parsed) -> ProcessedDelivery:
+    """Record what ``parsed`` says on the stored delivery, and the signals a new outcome owes
+    (in the caller's transaction, so that both commit or neither)."""
     if parsed.outcome is None:
         if parsed.payload_error is not None:
             err = parsed.payload_error
             ledger.mark_delivery(delivery_id, err.code, error=payload_error_text(err))
-            status = DeliveryStatus(err.code)
-            return ProcessedDelivery(delivery_id, status, payload_error=err), False
+            return ProcessedDelivery(delivery_id, DeliveryStatus(err.code), payload_error=err)
         ledger.mark_delivery(
             delivery_id, DeliveryStatus.PROCESSING_ERROR, error=type(parsed.failure).__name__
         )
-        return ProcessedDelivery(delivery_id, DeliveryStatus.PROCESSING_ERROR), False
-    recorded = ledger.record_outcome(parsed.outcome, delivery_id=delivery_id)
-    return (
-        ProcessedDelivery(
-            delivery_id, recorded.delivery_status, recorded.reconciliation, parsed.outcome
-        ),
-        recorded.is_new,
+        return ProcessedDelivery(delivery_id, DeliveryStatus.PROCESSING_ERROR)
+    outcome = parsed.outcome
+    recorded = ledger.record_outcome(outcome, delivery_id=delivery_id)
+    owed = None
+    if recorded.is_new:
+        names = signal_names(outcome, recorded.reconciliation)
+        ledger.owe_signals(
+            recorded.outcome_id,
+            delivery_id=delivery_id,
+            signals=names,
+            reconciliation=recorded.reconciliation,
+        )
+        owed = OwedOutcome(
+            outcome, recorded.outcome_id, delivery_id, recorded.reconciliation, names
+        )
+    return ProcessedDelivery(
+        delivery_id, recorded.delivery_status, recorded.reconciliation, outcome, owed=owed
     )
 
 
-def _signal(result: ProcessedDelivery, is_new: bool, on_recorded: OnRecorded | None) -> None:
-    """``on_recorded`` for an outcome recorded for the first time, once it is committed."""
-    outcome, reconciliation = result.outcome, result.reconciliation
-    if is_new and on_recorded is not None and outcome is not None and reconciliation is not None:
-        on_recorded(outcome, result.delivery_id, reconciliation)
+def _send(result: ProcessedDelivery, on_owed: OnOwed | None) -> None:
+    """``on_owed`` for the signals the result owes, once it is committed."""
+    if result.owed is not None and on_owed is not None:
+        on_owed(result.owed)
 
 
 def receive_delivery(
@@ -155,13 +168,14 @@ def receive_delivery(
     headers: Mapping[str, str],
     time_zone: tzinfo,
     status_map: Mapping[str, PaymentState] | None,
-    on_recorded: OnRecorded | None = None,
+    on_owed: OnOwed | None = None,
 ) -> ProcessedDelivery:
-    """Store an authenticated delivery with its outcome (or its parse error) in one commit,
-    then call ``on_recorded`` for an outcome seen for the first time.
+    """Store an authenticated delivery with its outcome and the signals it owes (or its parse
+    error) in one commit, then call ``on_owed`` to send those signals.
 
     A ``dedupe_key`` already stored with these bytes and finished is a :attr:`redelivery`:
-    one more attempt is counted and nothing else happens. One stored but not finished (an
+    one more attempt is counted, and the signals its outcome still owes (a worker died before
+    sending them) are handed to ``on_owed``; nothing else happens. One stored but not finished (an
     earlier try answered 503, or an invalid payload sent again) is finished now. A body that
     is not a notification is stored with its error (``malformed_json``, ``invalid_payload``).
 
@@ -184,17 +198,18 @@ def receive_delivery(
         with ledger.transaction():
             delivery = ledger.record_delivery(dedupe_key=dedupe_key, body=body, headers=headers)
             if not delivery.is_new and delivery.status in FINISHED_DELIVERY_STATUSES:
-                return _redelivery(ledger, delivery)
-            stored_zone = delivery.headers.get("timezone")
-            if stored_zone != zone_header:
-                parsed = _parse(delivery.body, stored_zone, time_zone, status_map)
-            result, is_new = _record(ledger, delivery.id, parsed)
+                result = _redelivery(ledger, delivery, time_zone, status_map)
+            else:
+                stored_zone = delivery.headers.get("timezone")
+                if stored_zone != zone_header:
+                    parsed = _parse(delivery.body, stored_zone, time_zone, status_map)
+                result = _record(ledger, delivery.id, parsed)
     except StorageUnavailableError:
         raise  # a passing condition: the caller answers so that the sender retries
     except Exception as err:
         logger.exception("payhooks: a delivery could not be processed; storing it alone")
         return _store_failed(ledger, dedupe_key, body, headers, err)
-    _signal(result, is_new, on_recorded)
+    _send(result, on_owed)
     return result
 
 
@@ -211,19 +226,60 @@ def _store_failed(
     with ledger.transaction():
         delivery = ledger.record_delivery(dedupe_key=dedupe_key, body=body, headers=headers)
         if not delivery.is_new and delivery.status in FINISHED_DELIVERY_STATUSES:
-            return _redelivery(ledger, delivery)  # a twin copy finished it meanwhile
+            # A twin copy finished it meanwhile; its signals are that copy's to send.
+            return _redelivery(ledger, delivery, None, None)
         ledger.mark_delivery(delivery.id, DeliveryStatus.PROCESSING_ERROR, error=type(err).__name__)
     return ProcessedDelivery(delivery.id, DeliveryStatus.PROCESSING_ERROR)
 
 
-def _redelivery(ledger: Ledger, delivery: Delivery) -> ProcessedDelivery:
-    """The answer to a finished delivery sent again: ``duplicate``, nothing else done."""
+def _redelivery(
+    ledger: Ledger,
+    delivery: Delivery,
+    time_zone: tzinfo | None,
+    status_map: Mapping[str, PaymentState] | None,
+) -> ProcessedDelivery:
+    """The answer to a finished delivery sent again: ``duplicate``, with the signals its
+    outcome still owes when there are any (and ``time_zone`` is given to read it again)."""
+    owed = None
+    if time_zone is not None:
+        owed_outcomes = owed_for(ledger, ledger.owed_signals(delivery.id), time_zone, status_map)
+        owed = owed_outcomes[0] if owed_outcomes else None
     return ProcessedDelivery(
         delivery.id,
         DeliveryStatus.DUPLICATE,
         _reconciliation_of(ledger, delivery),
         redelivery=True,
+        owed=owed,
     )
+
+
+def owed_for(
+    ledger: Ledger,
+    owed: Sequence[OwedSignal],
+    time_zone: tzinfo,
+    status_map: Mapping[str, PaymentState] | None,
+) -> list[OwedOutcome]:
+    """The owed signals ``owed`` (:meth:`~payhooks.storage.Ledger.owed_signals`), grouped by
+    outcome, each with its outcome read again from the delivery that recorded it, as it was
+    parsed on arrival. An outcome whose delivery no longer parses (the status map changed
+    since) is left owed and logged."""
+    grouped: dict[int, list[OwedSignal]] = {}
+    for row in owed:
+        grouped.setdefault(row.outcome_id, []).append(row)
+    found = []
+    for outcome_id, rows in grouped.items():
+        first = rows[0]
+        delivery = ledger.delivery(first.delivery_id)
+        if delivery is None:  # pragma: no cover - a foreign key keeps the delivery
+            continue
+        parsed = _parse(delivery.body, delivery.headers.get("timezone"), time_zone, status_map)
+        if parsed.outcome is None:
+            logger.warning("payhooks: outcome %s owes signals but no longer parses", outcome_id)
+            continue
+        state = ReconciliationState(first.reconciliation)
+        names = tuple(row.signal for row in rows)
+        found.append(OwedOutcome(parsed.outcome, outcome_id, first.delivery_id, state, names))
+    return found
 
 
 def _reconciliation_of(ledger: Ledger, delivery: Delivery) -> ReconciliationState | None:
@@ -246,16 +302,17 @@ def process_stored_delivery(
     *,
     time_zone: tzinfo,
     status_map: Mapping[str, PaymentState] | None,
-    on_recorded: OnRecorded | None = None,
+    on_owed: OnOwed | None = None,
 ) -> ProcessedDelivery:
-    """Parse a stored delivery's body, record its outcome and reconcile, then call
-    ``on_recorded`` for an outcome seen for the first time (``payhooks reprocess``).
+    """Parse a stored delivery's body, record its outcome, reconcile and owe its signals in one
+    commit, then call ``on_owed`` for an outcome seen for the first time
+    (``payhooks reprocess``).
 
     A body that is not a notification marks the delivery ``malformed_json`` or
     ``invalid_payload`` with the error. Anything else that goes wrong (a bug of ours, a ledger
     failure that is not about availability) is logged with its traceback and marks the
     delivery ``processing_error``: it stays stored, so a later run can finish it.
-    ``on_recorded`` runs after the commit and outside that net: what it raises is its own
+    ``on_owed`` runs after the commit and outside that net: what it raises is its own
     business (the signal sender records its receivers' errors itself).
 
     :param time_zone: ``PAYHOOKS_PAYMENT_TIME_ZONE``, loaded (``load_time_zone``); the stored
@@ -267,14 +324,15 @@ def process_stored_delivery(
     """
     parsed = _parse(delivery.body, delivery.headers.get("timezone"), time_zone, status_map)
     try:
-        result, is_new = _record(ledger, delivery.id, parsed)
+        with ledger.transaction():
+            result = _record(ledger, delivery.id, parsed)
     except StorageUnavailableError:
         raise  # a passing condition: the caller answers so that the sender retries
     except Exception as err:
         logger.exception("payhooks: delivery %s could not be processed", delivery.id)
         _mark_processing_error(ledger, delivery.id, err)
         return ProcessedDelivery(delivery.id, DeliveryStatus.PROCESSING_ERROR)
-    _signal(result, is_new, on_recorded)
+    _send(result, on_owed)
     return result
 
 

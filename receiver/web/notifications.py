@@ -35,7 +35,7 @@ from functools import partial
 
 from flask import Flask, Response, current_app, request
 from payhooks.receiver.pipeline.processing import receive_delivery
-from payhooks.receiver.pipeline.signal_dispatch import send_outcome_signals
+from payhooks.receiver.pipeline.signal_dispatch import send_owed_signals
 from payhooks.receiver.state import ReceiverState, receiver_state
 from payhooks.receiver.web.errors import error_response
 from payhooks.storage import ReconciliationState, StorageError, StorageUnavailableError
@@ -89,7 +89,7 @@ def receive_notification() -> Response:
             headers=headers,
             time_zone=state.time_zone,
             status_map=state.status_map,
-            on_recorded=partial(send_outcome_signals, app, ledger),
+            on_owed=partial(send_owed_signals, app, ledger),
         )
     except StorageUnavailableError as err:
         logger.warning("payhooks: storage unavailable: %s", err.message)

@@ -25,6 +25,8 @@ from collections.abc import Callable
 
 from payhooks.storage.errors import SchemaVersionError
 from payhooks.storage.limits import MAX_AMOUNT_MINOR
+from payhooks.storage.owed_signals import TABLE_SQL as OWED_SIGNALS_TABLE_SQL
+from payhooks.storage.owed_signals import UNSENT_INDEX_SQL as OWED_SIGNALS_INDEX_SQL
 from payhooks.storage.reconciliation import RECONCILIATION_VIEW_SQL
 from payhooks.storage.rollup import (
     IDENTIFIERS_INDEX_SQL,
@@ -263,6 +265,14 @@ def _rollup_tables(db: Database) -> None:
     db.execute(TRANSACTIONS_TABLE_SQL)
     db.execute(IDENTIFIERS_TABLE_SQL)
     db.execute(IDENTIFIERS_INDEX_SQL)
+
+
+@_migration("0005_owed_signals")
+def _owed_signals(db: Database) -> None:
+    """``owed_signals``: the signals each new outcome owes the merchant's code, kept until
+    they are sent (:mod:`payhooks.storage.owed_signals`)."""
+    db.execute(OWED_SIGNALS_TABLE_SQL)
+    db.execute(OWED_SIGNALS_INDEX_SQL)
 
 
 #: The schema version this code writes: the number of migrations it knows.

@@ -79,7 +79,12 @@ def test_reprocess_in_the_app_sends_its_signals_once(app: Flask) -> None:
     received: list[tuple[str, ReconciliationState]] = []
 
     def on_paid(
-        sender: Flask, *, outcome: Outcome, delivery_id: int, reconciliation: ReconciliationState
+        sender: Flask,
+        *,
+        outcome: Outcome,
+        outcome_id: int,
+        delivery_id: int,
+        reconciliation: ReconciliationState,
     ) -> None:
         received.append((outcome.external_identifier, reconciliation))
 

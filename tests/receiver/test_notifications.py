@@ -168,8 +168,9 @@ def test_each_outcome_sends_its_signals_with_the_documented_arguments(
     assert {name for name, recorder in recorders.items() if recorder.calls} == sent
     sender, kwargs = recorders["notification-received"].calls[0]
     assert sender is app
-    assert set(kwargs) == {"outcome", "delivery_id", "reconciliation"}
+    assert set(kwargs) == {"outcome", "outcome_id", "delivery_id", "reconciliation"}
     assert kwargs["delivery_id"] == response.get_json()["delivery_id"]
+    assert kwargs["outcome_id"] == ledger.delivery(kwargs["delivery_id"]).outcome_id
     assert kwargs["reconciliation"] == response.get_json()["reconciliation"]
     assert kwargs["outcome"].external_identifier == json.loads(body)["merchant_transaction_id"]
 

@@ -175,6 +175,7 @@ def version_3_file(path: Path) -> None:
         "DROP VIEW transactions_from_outcomes",
         "DROP TABLE identifiers",
         "DROP TABLE transactions",
+        "DROP TABLE owed_signals",  # migration 0005, after the rollups
     ):
         db.execute(statement)
     for migration in MIGRATIONS.applied(db)[3:]:

@@ -50,6 +50,7 @@ def test_applied_migrations_are_recorded_by_name(tmp_path: Path) -> None:
             "0002_delivery_body_hash",
             "0003_reconciliation_reads_the_latest_outcome",
             "0004_rollup_tables",
+            "0005_owed_signals",
         ]
         assert MIGRATIONS.pending(ledger.database) == []
 
