@@ -106,6 +106,11 @@ _UPSERT_DELIVERY = """
         SET attempts = attempts + 1, updated_at = excluded.updated_at
         WHERE body_sha256 = excluded.body_sha256
     RETURNING id, attempts"""
+# The same, when the dedupe key names what was signed rather than the bytes: other bytes under
+# it are the same delivery laid out differently, so they count as an attempt too.
+_UPSERT_DELIVERY_BY_CONTENT = _UPSERT_DELIVERY.replace(
+    "WHERE body_sha256 = excluded.body_sha256", ""
+)
 _SELECT_DELIVERY = f"SELECT {_DELIVERY_COLUMNS} FROM deliveries WHERE id = ?"  # noqa: S608
 
 _INSERT_OUTCOME = """
@@ -629,6 +634,7 @@ class Ledger:
         body: bytes,
         headers: Mapping[str, str],
         received_at: datetime | None = None,
+        key_names_content: bool = False,
     ) -> Delivery:
         """Store an authenticated delivery: committed at once, or with the rest of a
         :meth:`transaction` (the receiver stores the delivery and its outcome in one).
@@ -642,7 +648,13 @@ class Ledger:
         notification) is a delivery of its own: it is stored under
         ``"<dedupe_key>#<body_sha256>"`` with ``reused_key_of`` naming the first delivery, and
         handled like any new one (its repeats count attempts on it). Bytes are never answered
-        for by a row that holds other bytes.
+        for by a row that holds other bytes, unless ``key_names_content``:
+
+        :param key_names_content: the ``dedupe_key`` is a digest of what was signed, and the
+            signature determines the body (the sorted-fields schemes, once
+            :mod:`payhooks.verify.notification_shape` has shown it): other bytes under a known
+            key are the same notification laid out differently (spaces, member order), so they
+            count one more attempt on the stored row, which is returned as it is.
 
         :raises StorageError: even the derived key is taken by other bytes (only a sender
             that chooses such ids can cause it); nothing is stored.
@@ -664,8 +676,9 @@ class Ledger:
             to_text(now, argument="clock()"),
         )
         key, reused_key_of = dedupe_key, None
+        upsert = _UPSERT_DELIVERY_BY_CONTENT if key_names_content else _UPSERT_DELIVERY
         with self._write() as conn:
-            found = conn.execute(_UPSERT_DELIVERY, (key, None, *row)).fetchone()
+            found = conn.execute(upsert, (key, None, *row)).fetchone()
             if found is None:
                 (reused_key_of,) = conn.execute(
                     "SELECT id FROM deliveries WHERE dedupe_key = ?", (dedupe_key,)

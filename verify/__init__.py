@@ -7,6 +7,7 @@ from payhooks.verify.errors import (
     InvalidSignatureError,
     MalformedSignatureError,
     MissingSignatureError,
+    NonCanonicalBodyError,
     SignatureError,
     TimestampOutOfToleranceError,
 )
@@ -30,6 +31,7 @@ __all__ = [
     "KeyPair",
     "MalformedSignatureError",
     "MissingSignatureError",
+    "NonCanonicalBodyError",
     "SchemeInfo",
     "SignatureError",
     "Signer",

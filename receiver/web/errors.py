@@ -18,13 +18,15 @@ __all__ = ["ERROR_CODES", "RETRY_AFTER_SECONDS", "error_response", "http_error_r
 #: The stable error codes the receiver answers with, and the status of each. The first nine are
 #: DESIGN.md's contract; ``method_not_allowed`` and ``bad_request`` cover HTTP misuse inside the
 #: blueprint, ``processing_error`` a failure of ours after the delivery was stored (answered
-#: 503 so the service retries once it is fixed).
+#: 503 so the service retries once it is fixed), ``non_canonical_body`` a sorted-fields
+#: signature that holds but does not determine the body (see docs/signature-security.md).
 ERROR_CODES: Mapping[str, int] = {
     "payload_too_large": 413,
     "missing_signature": 401,
     "malformed_signature": 401,
     "invalid_signature": 401,
     "timestamp_out_of_tolerance": 401,
+    "non_canonical_body": 401,
     "malformed_json": 400,
     "invalid_payload": 422,
     "storage_unavailable": 503,

@@ -10,6 +10,7 @@ import pytest
 from payhooks.verify import SCHEMES, generate_keypair, get_signer, get_verifier
 
 from tests.support.cli import clean_env, notification, run
+from tests.support.notifications import NOTIFICATION
 
 __all__ = ["clean_env"]
 
@@ -45,8 +46,8 @@ def test_keygen_prints_keys_under_the_settings_that_take_them(scheme: str) -> No
             "PAYHOOKS_PUBLIC_KEYS",
         }
         signing, verifying = settings["PAYHOOKS_SIGNING_KEY"], settings["PAYHOOKS_PUBLIC_KEYS"]
-    headers = get_signer(scheme, signing).sign(b'{"a": 1}')
-    assert get_verifier(scheme, verifying).is_valid(headers, b'{"a": 1}')
+    headers = get_signer(scheme, signing).sign(NOTIFICATION)
+    assert get_verifier(scheme, verifying).is_valid(headers, NOTIFICATION)
 
 
 def test_keygen_makes_a_new_key_each_time() -> None:

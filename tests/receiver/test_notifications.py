@@ -328,8 +328,9 @@ def test_a_raised_body_cap_reaches_the_verifiers_that_parse_the_body(
         **{key_config: [keys.verifying_key]},
     ).test_client()
     ledger.expect_transaction("order-1", 2500, "CNY")
-    # Bigger than the verifiers' own default cap (64 KiB), within the receiver's.
-    body = make_body(note="x" * 200_000)
+    # Bigger than the verifiers' own default cap (64 KiB), within the receiver's: in spaces,
+    # as an extra member (once `note`) is not a shape sorted-fields-hmac can vouch for.
+    body = make_body()[:-1] + b" " * 200_000 + b"}"
     headers = get_signer(scheme, keys.signing_key, max_body_bytes=400_000).sign(body)
 
     response = _post(client, body, headers)

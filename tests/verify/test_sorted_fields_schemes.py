@@ -32,15 +32,22 @@ BODY = json.dumps(
     {
         "merchant_transaction_id": "order-1",
         "ll_transaction_id": "ll-1",
-        "payment_data": {"payment_status": "PS", "payment_amount": "25.00", "rate": 1.00},
+        "payment_data": {
+            "payment_status": "PS",
+            "payment_amount": "25.00",
+            "payment_currency_code": "CNY",
+            "payment_time": "20261118110640",
+        },
     }
 ).encode()
 CANONICAL_RSA = (
     "ll_transaction_id=ll-1&merchant_transaction_id=order-1"
-    "&payment_amount=25.00&payment_status=PS&rate=1.0"
+    "&payment_amount=25.00&payment_currency_code=CNY&payment_status=PS"
+    "&payment_time=20261118110640"
 )
 CANONICAL_HMAC = (
-    "ll_transaction_idll-1merchant_transaction_idorder-1payment_amount25.00payment_statusPSrate1.0"
+    "ll_transaction_idll-1merchant_transaction_idorder-1payment_amount25.00"
+    "payment_currency_codeCNYpayment_statusPSpayment_time20261118110640"
 )
 
 
