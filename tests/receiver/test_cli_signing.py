@@ -247,7 +247,8 @@ def test_verify_with_a_headers_file_that_is_not_headers_names_the_line(
     headers = tmp_path / "headers.txt"
     headers.write_text("webhook-id: msg_1\nthis is not a header\n")
 
-    result = run(["verify", str(body), "--headers", str(headers), "--secret", "whsec_AAAA"])
+    secret = "whsec_" + "A" * 44  # 32 bytes: a secret long enough to be one
+    result = run(["verify", str(body), "--headers", str(headers), "--secret", secret])
 
     assert result.exit_code == 1
     assert "line 2 is not a 'Name: value' header" in result.stderr
