@@ -8,8 +8,9 @@ How a delivery is judged (same order and codes as the Standard Webhooks schemes)
 
 1. ``signature`` absent or empty: ``missing_signature``. With ``check_timestamp`` on, the
    same for ``timestamp``.
-2. With ``check_timestamp`` on, a ``timestamp`` that is not a real ``YYYYMMDDHHMMSS`` time:
-   ``malformed_signature``.
+2. With ``check_timestamp`` on, a ``timestamp`` that is not a real ``YYYYMMDDHHMMSS`` time,
+   or a local time that does not exist in its zone (the hour skipped when daylight saving
+   starts): ``malformed_signature``.
 3. A ``signature`` header longer than any signature of the scheme could be:
    ``malformed_signature``, before the body is read.
 4. A signature value that does not decode (not strict base64 for RSA, not hex for HMAC, wrong
@@ -24,7 +25,8 @@ How a delivery is judged (same order and codes as the Standard Webhooks schemes)
    the check is off by default; it is read in the zone the ``timezone`` header names, else in
    the configured ``time_zone`` (default UTC), by
    :func:`payhooks.verify.timezones.zone_from_header`, the same reading the receiver dates
-   ``payment_time`` with.
+   ``payment_time`` with. A local time in the hour that repeats when daylight saving ends
+   means two instants; it passes when either is within the tolerance.
 """
 
 from __future__ import annotations
@@ -74,9 +76,9 @@ from payhooks.verify.sorted_fields import (
 from payhooks.verify.timestamps import (
     DEFAULT_TOLERANCE_SECONDS,
     Clock,
-    check_tolerance,
-    parse_compact_time,
+    compact_time_readings,
     signing_time,
+    tolerance_error,
 )
 from payhooks.verify.timezones import zone_from_header
 
@@ -227,7 +229,7 @@ class SortedFieldsRsaVerifier(Verifier):
                 f"the {SIGNATURE_HEADER} header is missing", header=SIGNATURE_HEADER
             )
         signature_text = _signature_text(signature_text)
-        timestamp = self._timestamp(timestamp_text, zone_text)
+        readings = self._timestamp(timestamp_text, zone_text)
         try:
             signature = binascii.a2b_base64(signature_text, strict_mode=True)
         except (binascii.Error, ValueError) as err:
@@ -238,29 +240,44 @@ class SortedFieldsRsaVerifier(Verifier):
         if not self._matches(signature, content):
             raise _no_match()
         digest = self._canonical.vouched_for(document, content)
-        if self._check_timestamp and timestamp is not None:
-            check_tolerance(
-                timestamp.timestamp(),
-                now=self._clock(),
-                tolerance_seconds=self._tolerance,
-                header=TIMESTAMP_HEADER,
-            )
+        timestamp = readings[0] if readings else None
+        if self._check_timestamp and readings and self._tolerance is not None:
+            timestamp = self._within_tolerance(readings, self._tolerance)
         return SignedStringDelivery(self.scheme, None, timestamp, digest)
 
-    def _timestamp(self, text: str | None, zone_text: str | None) -> datetime | None:
-        """The delivery's time; absent or unreadable is an error only when it is checked."""
-        timestamp = parse_compact_time(text, zone_from_header(zone_text) or self._zone)
+    def _within_tolerance(self, readings: tuple[datetime, ...], tolerance: float) -> datetime:
+        """The reading within the tolerance of now (either, for a repeated local hour);
+        ``timestamp_out_of_tolerance`` for the closest when none is."""
+        now = self._clock()
+        closest = min(readings, key=lambda reading: abs(now - reading.timestamp()))
+        if abs(now - closest.timestamp()) <= tolerance:
+            return closest
+        raise tolerance_error(
+            closest.timestamp(), now=now, tolerance_seconds=tolerance, header=TIMESTAMP_HEADER
+        )
+
+    def _timestamp(self, text: str | None, zone_text: str | None) -> tuple[datetime, ...]:
+        """The instants the delivery's time can mean; absent, unreadable or nonexistent is an
+        error only when it is checked (else no instant)."""
+        zone = zone_from_header(zone_text) or self._zone
+        readings = compact_time_readings(text, zone)
         if self._check_timestamp:
             if text is None:
                 raise MissingSignatureError(
                     f"the {TIMESTAMP_HEADER} header is missing", header=TIMESTAMP_HEADER
                 )
-            if timestamp is None:
+            if readings is None:
                 raise MalformedSignatureError(
                     f"the {TIMESTAMP_HEADER} header is not a YYYYMMDDHHMMSS time",
                     header=TIMESTAMP_HEADER,
                 )
-        return timestamp
+            if not readings:
+                raise MalformedSignatureError(
+                    f"the {TIMESTAMP_HEADER} header names a local time that does not exist in "
+                    f"its zone ({zone}): the hour skipped when daylight saving starts",
+                    header=TIMESTAMP_HEADER,
+                )
+        return readings or ()
 
     def _matches(self, signature: bytes, content: bytes) -> bool:
         for key in self._keys:
