@@ -26,7 +26,6 @@ ERROR_CODES: Mapping[str, int] = {
     "malformed_signature": 401,
     "invalid_signature": 401,
     "timestamp_out_of_tolerance": 401,
-    "non_canonical_body": 401,
     "malformed_json": 400,
     "invalid_payload": 422,
     "storage_unavailable": 503,
@@ -34,6 +33,7 @@ ERROR_CODES: Mapping[str, int] = {
     "method_not_allowed": 405,
     "bad_request": 400,
     "processing_error": 503,
+    "non_canonical_body": 401,
 }
 
 #: What a 503 asks the sender to wait before trying again.
