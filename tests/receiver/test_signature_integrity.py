@@ -377,3 +377,20 @@ def test_rsa_keeps_extra_string_members_where_their_place_is_unambiguous() -> No
     )
     with pytest.raises(NonCanonicalBodyError):
         verifier.verify(after_headers, after_body)
+
+
+@pytest.mark.parametrize("providers", [["Stripe"], ["stripe_"], [""], [1], ["x" * 33]])
+def test_a_provider_name_that_no_provider_member_could_carry_is_refused_at_construction(
+    providers: list[Any],
+) -> None:
+    with pytest.raises(ValueError, match=r"^providers: "):
+        get_verifier(
+            "sorted-fields-hmac", keys_for("sorted-fields-hmac").verifying_key, providers=providers
+        )
+
+
+def test_providers_is_an_option_of_the_hmac_form_only() -> None:
+    with pytest.raises(ValueError, match="providers: not an option of the sorted-fields-rsa"):
+        get_verifier(
+            "sorted-fields-rsa", keys_for("sorted-fields-rsa").verifying_key, providers=["stripe"]
+        )
