@@ -67,6 +67,9 @@ _UPSERT = """
         SET attempts = attempts + 1, updated_at = excluded.updated_at
         WHERE body_sha256 = excluded.body_sha256
     RETURNING id, attempts"""
+# The same, when the dedupe key names what was signed rather than the bytes: other bytes under
+# it are the same delivery laid out differently, so they count as an attempt too.
+_UPSERT_BY_CONTENT = _UPSERT.replace("WHERE body_sha256 = excluded.body_sha256", "")
 _SELECT = f"SELECT {_COLUMNS} FROM deliveries WHERE id = ?"  # noqa: S608
 _SELECT_ALL = f"SELECT {_COLUMNS} FROM deliveries ORDER BY id"  # noqa: S608
 _SELECT_STATUS = f"SELECT {_COLUMNS} FROM deliveries WHERE status = ? ORDER BY id"  # noqa: S608
@@ -127,9 +130,17 @@ def to_values(
 
 
 def insert(
-    conn: sqlite3.Connection, dedupe_key: str, digest: str, row: tuple[Any, ...]
+    conn: sqlite3.Connection,
+    dedupe_key: str,
+    digest: str,
+    row: tuple[Any, ...],
+    *,
+    key_names_content: bool = False,
 ) -> Delivery | tuple[int, str, int | None]:
     """Store a delivery whose body hashes to ``digest``.
+
+    With ``key_names_content`` (the key is a digest of what was signed, which determines the
+    body), other bytes under a known key count one more attempt on the stored row.
 
     :param row: ``received_at``, ``headers`` (JSON), ``body``, ``body_sha256`` and
         ``updated_at``, as stored.
@@ -140,7 +151,8 @@ def insert(
     :raises StorageError: even the key derived from the body is taken by other bytes.
     """
     key, reused_key_of = dedupe_key, None
-    found = conn.execute(_UPSERT, (key, None, *row)).fetchone()
+    upsert = _UPSERT_BY_CONTENT if key_names_content else _UPSERT
+    found = conn.execute(upsert, (key, None, *row)).fetchone()
     if found is None:
         (reused_key_of,) = conn.execute(
             "SELECT id FROM deliveries WHERE dedupe_key = ?", (dedupe_key,)

@@ -225,20 +225,18 @@ class Ledger:
         body: bytes,
         headers: Mapping[str, str],
         received_at: datetime | None = None,
+        key_names_content: bool = False,
     ) -> Delivery:
-        """Store an authenticated delivery: committed at once, or with the rest of a
-        :meth:`transaction` (the receiver stores the delivery and its outcome in one).
+        """Store an authenticated delivery, committed at once or with its :meth:`transaction`.
 
-        A new ``dedupe_key`` gives a row with status ``received`` and ``is_new=True``. A known
-        one with the same bytes stores nothing new: it counts one more attempt and returns the
-        stored row (body, status and all) with ``is_new=False``, so a retry can finish what the
-        first try began.
-
-        A known ``dedupe_key`` with *other* bytes (a ``webhook-id`` reused for another
-        notification) is a delivery of its own: it is stored under
-        ``"<dedupe_key>#<body_sha256>"`` with ``reused_key_of`` naming the first delivery, and
-        handled like any new one (its repeats count attempts on it). Bytes are never answered
-        for by a row that holds other bytes.
+        A new ``dedupe_key`` gives a row ``received`` with ``is_new=True``; a known one with the
+        same bytes counts one more attempt and returns the stored row with ``is_new=False``, so
+        a retry can finish what the first try began. A known key with *other* bytes (a
+        ``webhook-id`` reused) is a delivery of its own, stored under
+        ``"<dedupe_key>#<body_sha256>"`` with ``reused_key_of`` naming the first: bytes are
+        never answered for by a row holding other bytes, unless ``key_names_content`` (the key
+        is a digest of what was signed, which determines the body: the sorted-fields schemes,
+        :mod:`payhooks.verify.notification_shape`), when they count an attempt on it.
 
         :raises StorageError: even the derived key is taken by other bytes (only a sender
             that chooses such ids can cause it); nothing is stored.
@@ -251,7 +249,9 @@ class Ledger:
         arrived = now if received_at is None else received_at
         raw, digest, stored_headers, row = deliveries.to_values(body, headers, arrived, now)
         with self._write() as conn:
-            found = deliveries.insert(conn, dedupe_key, digest, row)
+            found = deliveries.insert(
+                conn, dedupe_key, digest, row, key_names_content=key_names_content
+            )
         if isinstance(found, Delivery):
             return found
         return deliveries.new_delivery(

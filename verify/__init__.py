@@ -7,6 +7,7 @@ from payhooks.verify.errors import (
     InvalidSignatureError,
     MalformedSignatureError,
     MissingSignatureError,
+    NonCanonicalBodyError,
     SignatureError,
     TimestampOutOfToleranceError,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "KeyPair",
     "MalformedSignatureError",
     "MissingSignatureError",
+    "NonCanonicalBodyError",
     "SchemeInfo",
     "SignatureError",
     "Signer",

@@ -20,6 +20,7 @@ from payhooks.verify.timestamps import Clock, resolve_clock, resolve_tolerance
 
 __all__ = [
     "KeyPair",
+    "SignedStringDelivery",
     "Signer",
     "VerifiedDelivery",
     "Verifier",
@@ -44,6 +45,36 @@ class VerifiedDelivery(NamedTuple):
     webhook_id: str | None
     #: The time the delivery claims (aware, UTC), when the scheme carries one.
     timestamp: datetime | None
+
+    @property
+    def signed_digest(self) -> str | None:
+        """The SHA-256 (hex) of what was signed, for the schemes that sign something other
+        than the bytes (the sorted-fields string); else None. Bodies laid out differently
+        give one string, so the receiver deduplicates on this, not on the bytes."""
+        return None
+
+
+class SignedStringDelivery(VerifiedDelivery):
+    """What a sorted-fields verification proves: a :class:`VerifiedDelivery` (the same
+    three-member tuple, equal to one) that also knows the digest of the signed string.
+
+    A subclass rather than a fourth member, so that code which unpacks or compares the
+    three members keeps working.
+    """
+
+    _digest: str
+
+    def __new__(
+        cls, scheme: str, webhook_id: str | None, timestamp: datetime | None, signed_digest: str
+    ) -> SignedStringDelivery:
+        delivery = super().__new__(cls, scheme, webhook_id, timestamp)
+        delivery._digest = signed_digest
+        return delivery
+
+    @property
+    def signed_digest(self) -> str | None:
+        """The SHA-256 (hex) of the signed string."""
+        return getattr(self, "_digest", None)
 
 
 @dataclass(frozen=True, slots=True, repr=False)
@@ -143,7 +174,7 @@ class Verifier(ABC):
     def verify(self, headers: Mapping[str, str], body: bytes) -> VerifiedDelivery:
         """Verify ``body`` (the raw bytes as received) against ``headers``.
 
-        :raises SignatureError: one of its four subclasses, by the reason.
+        :raises SignatureError: one of its subclasses, by the reason.
         """
 
     def is_valid(self, headers: Mapping[str, str], body: bytes) -> bool:

@@ -1,4 +1,4 @@
-"""Why a delivery failed verification: one base class, four kinds, each with a stable code.
+"""Why a delivery failed verification: one base class, five kinds, each with a stable code.
 
 The receiver turns these into its 401 answers and the CLI into one sentence, so the ``code`` of
 each class is a contract. Messages and attributes name headers and times, never key material:
@@ -18,6 +18,7 @@ __all__ = [
     "InvalidSignatureError",
     "MalformedSignatureError",
     "MissingSignatureError",
+    "NonCanonicalBodyError",
     "SignatureError",
     "TimestampOutOfToleranceError",
 ]
@@ -100,3 +101,17 @@ class TimestampOutOfToleranceError(SignatureError):
         self.now = now
         #: The tolerance that was exceeded, in seconds.
         self.tolerance_seconds = tolerance_seconds
+
+
+class NonCanonicalBodyError(SignatureError):
+    """A sorted-fields signature holds, but it does not determine the body it came with.
+
+    Those schemes sign a string built from the body, and many bodies give one string
+    (:mod:`payhooks.verify.notification_shape`): a body is accepted only when it is the one
+    notification its signed string reads back as. Checked after the signature, so this code
+    always means "authentic string, reshaped or unreadable body": a genuine signature moved
+    onto another body, or a service that sends a shape the receiver cannot vouch for. The
+    body is never parsed or stored as a delivery; the receiver keeps it as a rejection.
+    """
+
+    code: ClassVar[str] = "non_canonical_body"

@@ -9,7 +9,10 @@ JDK (19 and later) specifies them:
   that length, the closest. Python's ``repr`` gives exactly that, with one exception the JDK
   spells out: when the shortest has a single digit, two-digit decimals compete too, and the
   closest wins. Only subnormals with little precision feel it (``4.9E-324``, which ``repr``
-  writes ``5e-324``).
+  writes ``5e-324``): for a normal double the interval that reads back as it is far
+  narrower than the step between two-digit decimals, so the one-digit decimal is the only
+  candidate and the comparison is skipped. It is done in integers, not ``Fraction``: the
+  sorted-fields schemes format numbers of unauthenticated bodies, so each must stay cheap.
 - For ``1e-3 <= |x| < 1e7``: plain notation, at least one digit after the point
   (``100.0``, ``0.001``, ``1234567.5``).
 - Otherwise computerized scientific notation: one digit, the point, at least one more digit,
@@ -19,9 +22,12 @@ JDK (19 and later) specifies them:
 from __future__ import annotations
 
 import math
-from fractions import Fraction
+import sys
 
 __all__ = ["java_double_to_string"]
+
+#: The smallest positive normal double; below it the JDK's two-digit rule can matter.
+_MIN_NORMAL = sys.float_info.min
 
 
 def java_double_to_string(value: float) -> str:
@@ -35,7 +41,7 @@ def java_double_to_string(value: float) -> str:
     sign = "-" if value < 0 else ""
     magnitude = abs(value)
     digits, exponent = _shortest_digits(magnitude)
-    if len(digits) == 1:
+    if len(digits) == 1 and magnitude < _MIN_NORMAL:
         digits, exponent = _closest_of_one_or_two_digits(magnitude, digits, exponent)
     if -3 <= exponent < 7:
         return sign + _plain(digits, exponent)
@@ -56,13 +62,21 @@ def _shortest_digits(magnitude: float) -> tuple[str, int]:
 
 def _closest_of_one_or_two_digits(magnitude: float, digits: str, exponent: int) -> tuple[str, int]:
     """The JDK's rule for a one-digit shortest: among the decimals of one or two digits that
-    read back as ``magnitude``, the closest to it (ties: the even last digit)."""
-    exact = Fraction(magnitude)
-    best_key: tuple[Fraction, int] | None = None
+    read back as ``magnitude``, the closest to it (ties: the even last digit).
+
+    Exact, in integers: every quantity is multiplied by ``denominator * 10**shift`` (the
+    magnitude is ``numerator / denominator``), which makes the magnitude and each candidate
+    ``significand * 10**scale`` whole numbers.
+    """
+    numerator, denominator = magnitude.as_integer_ratio()
+    lowest = exponent - 2
+    shift = max(0, -lowest)
+    exact = numerator * 10**shift
+    best_key: tuple[int, int] | None = None
     best = (digits, exponent)
-    for scale in (exponent - 2, exponent - 1, exponent):
-        unit = Fraction(10) ** scale
-        low = math.floor(exact / unit)
+    for scale in (lowest, exponent - 1, exponent):
+        unit = denominator * 10 ** (scale + shift)
+        low = exact // unit
         for significand in (low, low + 1):
             if not 1 <= significand <= 99:
                 continue

@@ -7,25 +7,39 @@ happens once, when a verifier or signer is built.
 Forms:
 
 - ``whsec_<base64>``: a Standard Webhooks HMAC secret (the prefix may be left off, as the
-  ``standardwebhooks`` package allows; unpadded base64 is accepted).
-- ``whpk_<base64 of 32 bytes>`` / ``whsk_<base64 of the 32-byte seed>``: Ed25519 keys in the
-  Standard Webhooks form.
+  ``standardwebhooks`` package allows; unpadded base64 is accepted). At least
+  :data:`MIN_WHSEC_BYTES` bytes: the specification asks 24 to 64 random bytes, and
+  ``payhooks keygen`` makes 32. Longer is accepted (HMAC hashes a long key first; it is no
+  weaker).
+- ``whpk_<base64>``: an Ed25519 public key, the 32 raw bytes (payhooks' form) or the 44-byte
+  SubjectPublicKeyInfo DER some implementations write. ``whsk_<base64>``: an Ed25519 signing
+  key, the 32-byte seed (payhooks' form), the 64-byte seed-and-public-key (the Svix server's
+  form; the public half must match the seed), or the 48-byte PKCS#8 DER. Anything else is
+  refused with a message that says which forms are read and how to convert.
 - RSA: PEM (``-----BEGIN PUBLIC KEY-----``, PKCS#1 ``RSA PUBLIC KEY`` too), or bare base64 DER
   as the service hands its key out (SubjectPublicKeyInfo; PKCS#8 for private keys).
-- A shared secret for the other HMAC schemes: its UTF-8 bytes.
+- A shared secret for the other HMAC schemes: its UTF-8 bytes, at least
+  :data:`MIN_SHARED_SECRET_BYTES` of them. The service hands these secrets out and the
+  merchant cannot make them longer, so the floor is lower than for ``whsec_`` secrets: it
+  refuses what cannot be a secret (a placeholder, a typo, a short password that a captured
+  delivery lets anyone guess offline), not every secret weaker than payhooks' own.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hmac
 import secrets
 
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 
 __all__ = [
     "MIN_RSA_KEY_BITS",
+    "MIN_SHARED_SECRET_BYTES",
+    "MIN_WHSEC_BYTES",
     "decode_ed25519_private",
     "decode_ed25519_public",
     "decode_rsa_private",
@@ -50,6 +64,14 @@ _WHSK = "whsk_"
 #: generation still hand such keys out, and refusing the sender's only key helps no one;
 #: :func:`new_rsa_private` makes 2048-bit keys.
 MIN_RSA_KEY_BITS = 1024
+#: The shortest ``whsec_`` secret accepted, in bytes: the Standard Webhooks specification's
+#: lower bound (it asks 24 to 64; ``payhooks keygen`` makes 32).
+MIN_WHSEC_BYTES = 24
+#: The shortest shared secret (``sorted-fields-hmac``, ``hmac-sha256``) accepted, in UTF-8
+#: bytes. One captured delivery lets anyone test guesses offline at billions a second, so a
+#: secret must be out of reach of that: 16 random characters are (about 95 bits), a word is
+#: not. The service's own secrets we know of are 32 characters.
+MIN_SHARED_SECRET_BYTES = 16
 
 
 def _b64decode(text: str) -> bytes:
@@ -68,7 +90,17 @@ def decode_whsec(text: str, *, argument: str) -> bytes:
         raise ValueError(f"{argument}: not a whsec_ secret (base64 after the prefix)") from err
     if not key:
         raise ValueError(f"{argument}: the secret is empty")
+    if len(key) < MIN_WHSEC_BYTES:
+        raise ValueError(
+            f"{argument}: the secret is {_bytes(len(key))} long, too short to be a secret: "
+            f"a whsec_ secret must hold at least {MIN_WHSEC_BYTES} random bytes (Standard "
+            "Webhooks asks 24 to 64; 'payhooks keygen' makes 32)"
+        )
     return key
+
+
+def _bytes(count: int) -> str:
+    return f"{count} byte" if count == 1 else f"{count} bytes"
 
 
 def decode_shared_secret(text: str, *, argument: str) -> bytes:
@@ -79,34 +111,77 @@ def decode_shared_secret(text: str, *, argument: str) -> bytes:
         raise ValueError(f"{argument}: the secret is not encodable as UTF-8") from err
     if not key:
         raise ValueError(f"{argument}: the secret is empty")
+    if len(key) < MIN_SHARED_SECRET_BYTES:
+        raise ValueError(
+            f"{argument}: the secret is {_bytes(len(key))} long, too short to be a secret: a "
+            f"shared secret must be at least {MIN_SHARED_SECRET_BYTES} bytes, so that a "
+            "captured delivery does not let anyone guess it ('payhooks keygen' makes 43 "
+            "characters; ask the service for a longer secret)"
+        )
     return key
 
 
-def _decode_prefixed_32(text: str, prefix: str, *, argument: str, what: str) -> bytes:
+def _prefixed(text: str, prefix: str, *, argument: str, what: str) -> bytes:
     if not text.startswith(prefix):
         raise ValueError(f"{argument}: not {what} (expected the {prefix} prefix)")
     try:
-        raw = _b64decode(text[len(prefix) :])
+        return _b64decode(text[len(prefix) :])
     except (binascii.Error, UnicodeEncodeError) as err:
         raise ValueError(f"{argument}: not {what} (base64 after the prefix)") from err
-    if len(raw) != 32:
-        raise ValueError(f"{argument}: not {what} (32 bytes after base64 decoding)")
-    return raw
+
+
+_PUBLIC_FORMS = (
+    "expected whpk_ and the base64 of the 32-byte raw public key (or of its 44-byte "
+    "SubjectPublicKeyInfo DER); from a PEM public key, 'openssl pkey -pubin -outform DER' "
+    "gives the DER"
+)
+_PRIVATE_FORMS = (
+    "expected whsk_ and the base64 of the 32-byte seed, of the 64-byte seed and public key, "
+    "or of the 48-byte PKCS#8 DER; from a PEM private key, 'openssl pkey -outform DER' gives "
+    "the DER"
+)
 
 
 def decode_ed25519_public(text: str, *, argument: str) -> ed25519.Ed25519PublicKey:
-    """An Ed25519 public key from its ``whpk_`` form."""
-    raw = _decode_prefixed_32(text, _WHPK, argument=argument, what="a whpk_ public key")
+    """An Ed25519 public key from its ``whpk_`` form: 32 raw bytes, or SPKI DER."""
+    what = "a whpk_ public key"
+    raw = _prefixed(text, _WHPK, argument=argument, what=what)
     try:
-        return ed25519.Ed25519PublicKey.from_public_bytes(raw)
-    except ValueError as err:
-        raise ValueError(f"{argument}: not a valid Ed25519 public key") from err
+        if len(raw) == 32:
+            return ed25519.Ed25519PublicKey.from_public_bytes(raw)
+        key = serialization.load_der_public_key(raw)
+    except (ValueError, TypeError, UnsupportedAlgorithm) as err:
+        raise ValueError(f"{argument}: not a valid Ed25519 public key; {_PUBLIC_FORMS}") from err
+    if not isinstance(key, ed25519.Ed25519PublicKey):
+        raise ValueError(f"{argument}: not an Ed25519 public key; {_PUBLIC_FORMS}")
+    return key
 
 
 def decode_ed25519_private(text: str, *, argument: str) -> ed25519.Ed25519PrivateKey:
-    """An Ed25519 signing key from its ``whsk_`` form (the 32-byte seed)."""
-    raw = _decode_prefixed_32(text, _WHSK, argument=argument, what="a whsk_ signing key")
-    return ed25519.Ed25519PrivateKey.from_private_bytes(raw)
+    """An Ed25519 signing key from its ``whsk_`` form: the 32-byte seed, the 64-byte seed and
+    public key (whose public half must match), or PKCS#8 DER."""
+    what = "a whsk_ signing key"
+    raw = _prefixed(text, _WHSK, argument=argument, what=what)
+    if len(raw) in (32, 64):
+        key = ed25519.Ed25519PrivateKey.from_private_bytes(raw[:32])
+        if len(raw) == 64 and not hmac.compare_digest(
+            raw[32:],
+            key.public_key().public_bytes(
+                serialization.Encoding.Raw, serialization.PublicFormat.Raw
+            ),
+        ):
+            raise ValueError(
+                f"{argument}: not a valid whsk_ signing key (its last 32 bytes are not the "
+                "public key of its first 32)"
+            )
+        return key
+    try:
+        loaded = serialization.load_der_private_key(raw, password=None)
+    except (ValueError, TypeError, UnsupportedAlgorithm) as err:
+        raise ValueError(f"{argument}: not {what} ({len(raw)} bytes); {_PRIVATE_FORMS}") from err
+    if not isinstance(loaded, ed25519.Ed25519PrivateKey):
+        raise ValueError(f"{argument}: not an Ed25519 signing key; {_PRIVATE_FORMS}")
+    return loaded
 
 
 def encode_ed25519_public(key: ed25519.Ed25519PublicKey) -> str:

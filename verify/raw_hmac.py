@@ -4,9 +4,10 @@ One header (``X-Signature`` unless configured) holding the MAC in hex (either ca
 base64. No id and no time, so no replay protection: prefer a Standard Webhooks scheme where
 the sender allows it. The body is never parsed.
 
-A missing header is ``missing_signature``; a value that does not decode in the configured
-encoding, has the wrong length, or matches no key is ``invalid_signature`` (a single value has
-no structure to be malformed).
+A missing header is ``missing_signature``; a value longer than any encoding of a MAC
+(:data:`MAX_SIGNATURE_HEADER_LENGTH`) is ``malformed_signature``, refused unread; a value that
+does not decode in the configured encoding, has the wrong length, or matches no key is
+``invalid_signature`` (a single value has no other structure to be malformed).
 """
 
 from __future__ import annotations
@@ -20,16 +21,28 @@ from datetime import datetime
 from typing import Literal
 
 from payhooks.verify.base import Signer, VerifiedDelivery, Verifier, decoded_keys, single_key
-from payhooks.verify.errors import InvalidSignatureError, MissingSignatureError
+from payhooks.verify.errors import (
+    InvalidSignatureError,
+    MalformedSignatureError,
+    MissingSignatureError,
+)
 from payhooks.verify.headers import lookup_headers
 from payhooks.verify.keyed_hash import HmacSha256
 from payhooks.verify.keys import decode_shared_secret
 from payhooks.verify.timestamps import DEFAULT_TOLERANCE_SECONDS, Clock
 
-__all__ = ["DEFAULT_HEADER_NAME", "HmacSha256Signer", "HmacSha256Verifier"]
+__all__ = [
+    "DEFAULT_HEADER_NAME",
+    "MAX_SIGNATURE_HEADER_LENGTH",
+    "HmacSha256Signer",
+    "HmacSha256Verifier",
+]
 
 #: The header that carries the MAC unless ``header_name`` says otherwise.
 DEFAULT_HEADER_NAME = "X-Signature"
+
+#: The longest signature header read (a hex MAC is 64 characters, base64 44).
+MAX_SIGNATURE_HEADER_LENGTH = 2048
 
 Encoding = Literal["hex", "base64"]
 
@@ -79,6 +92,12 @@ class HmacSha256Verifier(Verifier):
         if value is None:
             raise MissingSignatureError(
                 f"the {self._header} header is missing", header=self._header
+            )
+        if len(value) > MAX_SIGNATURE_HEADER_LENGTH:
+            raise MalformedSignatureError(
+                f"the {self._header} header is longer than {MAX_SIGNATURE_HEADER_LENGTH} "
+                "characters",
+                header=self._header,
             )
         try:
             signature = self._decode(value.strip())

@@ -96,7 +96,7 @@ def _rsa_pair() -> KeyPair:
     return KeyPair(encode_rsa_private(key), encode_rsa_public(key.public_key()))
 
 
-_BODY_LIMITS = frozenset({"max_body_bytes", "max_depth"})
+_BODY_LIMITS = frozenset({"max_body_bytes", "max_depth", "max_members"})
 
 _REGISTRY: dict[str, _Scheme] = {
     scheme.info.name: scheme
@@ -129,7 +129,7 @@ _REGISTRY: dict[str, _Scheme] = {
             SchemeInfo("sorted-fields-hmac", "secret", parses_body=True),
             SortedFieldsHmacVerifier,
             SortedFieldsHmacSigner,
-            _BODY_LIMITS,
+            _BODY_LIMITS | {"providers"},
             _BODY_LIMITS,
             _shared_pair,
         ),
@@ -188,7 +188,10 @@ def get_verifier(
     :param options: scheme options: ``sorted-fields-rsa``: ``hash_algorithm`` (``"sha1"``,
         ``"sha256"``), ``check_timestamp`` (False), ``time_zone`` ("UTC"); ``hmac-sha256``:
         ``header_name`` ("X-Signature"), ``encoding`` (``"hex"``, ``"base64"``); the
-        sorted-fields schemes: ``max_body_bytes`` (65536), ``max_depth`` (32).
+        sorted-fields schemes: ``max_body_bytes`` (65536), ``max_depth`` (32),
+        ``max_members`` (256); ``sorted-fields-hmac``: ``providers`` (none: the provider
+        names whose card and orchestrator notifications are read, see
+        :mod:`payhooks.verify.notification_shape`).
     :raises ValueError: unknown scheme or option, no key, a malformed key or option value;
         the message names the argument and never holds key material.
     """
@@ -201,7 +204,8 @@ def get_signer(scheme: str, key: str, **options: Any) -> Signer:
     """A signer for ``scheme`` with its signing ``key`` (what a sender holds).
 
     Options: ``sorted-fields-rsa``: ``hash_algorithm``; ``hmac-sha256``: ``header_name``,
-    ``encoding``; the sorted-fields schemes: ``max_body_bytes``, ``max_depth``.
+    ``encoding``; the sorted-fields schemes: ``max_body_bytes``, ``max_depth``,
+    ``max_members``.
 
     :raises ValueError: as :func:`get_verifier`.
     """

@@ -16,10 +16,15 @@ The rules:
   with no separators.
 
 Parsing an unauthenticated body is the risk here, so the parse is bounded and strict: a size
-cap, a nesting limit checked *before* the parser recurses, no duplicate keys (two parsers could
-disagree on which one counts), no ``NaN``/``Infinity`` tokens (not JSON), valid UTF-8, a top-level
-object. Anything else raises ``ValueError``; the verifiers report it as ``invalid_signature``.
-The parse serves only to build the string; nothing of it leaves this module.
+cap, a nesting limit and a member cap checked *before* the parser runs (one scan that never
+recurses), no duplicate keys (two parsers could disagree on which one counts), no
+``NaN``/``Infinity`` tokens (not JSON), valid UTF-8, a top-level object. Anything else raises
+``ValueError``; the verifiers report it as ``invalid_signature``.
+
+No work is done for a value the string does not need: a number is kept as its literal
+(:class:`JsonNumber`) and only written the Java way when the walk reaches it, so the numbers
+of an array (skipped) are never formatted. :func:`parse_body` gives the parsed document too,
+for :mod:`payhooks.verify.notification_shape`, which must tell a number from a string.
 """
 
 from __future__ import annotations
@@ -33,7 +38,11 @@ from payhooks.verify.java_double import java_double_to_string
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_DEPTH",
+    "DEFAULT_MAX_MEMBERS",
+    "JsonNumber",
     "SortedFieldsForm",
+    "parse_body",
+    "signed_string",
     "sorted_fields_string",
 ]
 
@@ -41,11 +50,36 @@ __all__ = [
 DEFAULT_MAX_BODY_BYTES = 65536
 #: Objects and arrays nested deeper than this are refused; the service's bodies nest twice.
 DEFAULT_MAX_DEPTH = 32
+#: Bodies with more object members than this (at any depth) are refused before they are
+#: parsed. A notification has about ten; the cap bounds what an unauthenticated body can make
+#: the verifier sort and format (each member is a key to sort, maybe a number to write).
+DEFAULT_MAX_MEMBERS = 256
 
 SortedFieldsForm = Literal["rsa", "hmac"]
 
-# A JSON string token (escapes included) or a bracket. Unrolled so it runs in linear time.
-_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+# A JSON string token (escapes included), a bracket or a colon. Unrolled so it runs in linear
+# time.
+_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}:]')
+
+
+class JsonNumber(str):
+    """A JSON number as its literal; :meth:`java` writes it as the service's SDK does.
+
+    A ``str`` subclass so that making one per number costs a C-level constructor, and the
+    document can still tell a number from a string (``type(value) is str`` is False).
+    """
+
+    __slots__ = ()
+
+    def java(self) -> str:
+        """The literal as the SDK writes it: integers in decimal, exactly (never via a float:
+        huge values stay exact and never meet Python's digit limit), anything with a
+        fraction or an exponent as Java's ``Double.toString``."""
+        if "." in self or "e" in self or "E" in self:
+            return java_double_to_string(float(self))
+        # JSON integers have no leading zeros, so the literal is already the decimal form;
+        # only "-0" differs from what an integer type prints.
+        return "0" if self == "-0" else str(self)
 
 
 def sorted_fields_string(
@@ -54,22 +88,41 @@ def sorted_fields_string(
     form: SortedFieldsForm = "rsa",
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_depth: int = DEFAULT_MAX_DEPTH,
+    max_members: int = DEFAULT_MAX_MEMBERS,
 ) -> str:
     """Build the sorted-fields string of a JSON ``body`` (bytes as received, or text).
 
     :param form: ``"rsa"`` for ``k=v&k=v``, ``"hmac"`` for ``kvkv``.
     :raises ValueError: the body is over ``max_body_bytes``, not UTF-8, not JSON, nested
-        deeper than ``max_depth``, has a duplicate key, or is not an object.
+        deeper than ``max_depth``, has more than ``max_members`` members, has a duplicate
+        key, or is not an object.
     """
     if form not in ("rsa", "hmac"):
         raise ValueError("form: must be 'rsa' or 'hmac'")
+    document = parse_body(
+        body, max_body_bytes=max_body_bytes, max_depth=max_depth, max_members=max_members
+    )
+    return signed_string(document, form)
+
+
+def parse_body(
+    body: bytes | str,
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    max_members: int = DEFAULT_MAX_MEMBERS,
+) -> dict[str, Any]:
+    """The body as a document: dicts, lists, str, :class:`JsonNumber`, bool and None.
+
+    :raises ValueError: as :func:`sorted_fields_string`.
+    """
     text = _text(body, max_body_bytes)
-    _check_depth(text, max_depth)
+    _check_structure(text, max_depth, max_members)
     try:
         document = json.loads(
             text,
-            parse_float=_non_integer,
-            parse_int=_integer,
+            parse_float=JsonNumber,
+            parse_int=JsonNumber,
             parse_constant=_refuse_constant,
             object_pairs_hook=_object,
         )
@@ -79,13 +132,22 @@ def sorted_fields_string(
         raise ValueError(f"the body is not JSON ({err.msg} at offset {err.pos})") from err
     if not isinstance(document, dict):
         raise ValueError("the body is not a JSON object")
+    return document
+
+
+def signed_string(document: dict[str, Any], form: SortedFieldsForm) -> str:
+    """The string the SDK signs for a document :func:`parse_body` made.
+
+    :raises ValueError: a string holds a lone UTF-16 surrogate escape (not UTF-8 text).
+    """
     parts: list[str] = []
     _walk(document, parts, "=" if form == "rsa" else "")
     result = ("&" if form == "rsa" else "").join(parts)
-    try:
-        result.encode("utf-8")
-    except UnicodeEncodeError as err:
-        raise ValueError("the body holds a lone UTF-16 surrogate escape") from err
+    if not result.isascii():
+        try:
+            result.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise ValueError("the body holds a lone UTF-16 surrogate escape") from err
     return result
 
 
@@ -103,32 +165,27 @@ def _text(body: bytes | str, max_body_bytes: int) -> str:
         raise ValueError("the body is not UTF-8") from err
 
 
-def _check_depth(text: str, max_depth: int) -> None:
-    """Refuse nesting beyond ``max_depth`` with a scan that never recurses.
+def _check_structure(text: str, max_depth: int, max_members: int) -> None:
+    """Refuse nesting beyond ``max_depth`` and more than ``max_members`` members (a colon
+    outside strings is one member) with a scan that never recurses.
 
-    Strings are matched whole, so brackets inside them do not count. On malformed input the
-    scan can only over-count, which refuses a body the parser would refuse anyway.
+    Strings are matched whole, so brackets and colons inside them do not count. On malformed
+    input the scan can only over-count, which refuses a body the parser would refuse anyway.
     """
     depth = 0
+    members = 0
     for match in _TOKENS.finditer(text):
         lexeme = match.group()
-        if lexeme in "[{":
+        if lexeme == ":":
+            members += 1
+            if members > max_members:
+                raise ValueError(f"the body has more than {max_members} members")
+        elif lexeme in "[{":
             depth += 1
             if depth > max_depth:
                 raise ValueError(f"the body nests deeper than {max_depth} levels")
         elif lexeme in "]}":
             depth -= 1
-
-
-def _non_integer(literal: str) -> str:
-    return java_double_to_string(float(literal))
-
-
-def _integer(literal: str) -> str:
-    # JSON integers have no leading zeros, so the literal is already the decimal form; only
-    # "-0" differs from what an integer type prints. No int(): huge values stay exact and
-    # never meet Python's digit limit.
-    return "0" if literal == "-0" else literal
 
 
 def _refuse_constant(name: str) -> None:
@@ -162,6 +219,7 @@ def _walk(node: dict[str, Any], parts: list[str], separator: str) -> None:
             parts.append(f"{key}{separator}true")
         elif value is False:
             parts.append(f"{key}{separator}false")
+        elif type(value) is JsonNumber:
+            parts.append(f"{key}{separator}{value.java()}")
         else:
-            # Strings, and numbers already written by the parse hooks.
             parts.append(f"{key}{separator}{value}")

@@ -9,8 +9,13 @@ How a delivery is judged, in this order (the codes are the contract):
 
 1. ``webhook-id``, ``webhook-timestamp`` or ``webhook-signature`` absent or empty:
    ``missing_signature``.
-2. ``webhook-timestamp`` not a whole number of unix seconds (ASCII digits, at most 11), or a
-   ``webhook-signature`` in which no entry has the ``version,value`` form: ``malformed_signature``.
+2. ``webhook-timestamp`` not a whole number of unix seconds (ASCII digits, at most 11), a
+   ``webhook-signature`` in which no entry has the ``version,value`` form, one longer than
+   :data:`MAX_SIGNATURE_HEADER_LENGTH` characters, or one with more than
+   :data:`MAX_SIGNATURE_ENTRIES` distinct entries of this scheme's version:
+   ``malformed_signature``. Each entry costs a verification per key (an Ed25519 one is about
+   as dear as a whole delivery), so what an unauthenticated request can make us do is
+   bounded before any of it is done; repeated entries are tried once.
 3. No entry of this scheme's version matches any configured key: ``invalid_signature``. Entries
    of other versions are ignored, so a header holding only ``v1a`` entries is
    ``invalid_signature`` for the HMAC scheme (a signature for another scheme). An entry of this
@@ -69,6 +74,12 @@ TIMESTAMP_HEADER = "webhook-timestamp"
 SIGNATURE_HEADER = "webhook-signature"
 _HEADERS = (ID_HEADER, TIMESTAMP_HEADER, SIGNATURE_HEADER)
 _MAX_TIMESTAMP_DIGITS = 11
+#: The longest ``webhook-signature`` header read: room for a score of entries, far more than
+#: a sender rotating its keys sends.
+MAX_SIGNATURE_HEADER_LENGTH = 2048
+#: The most distinct entries of the scheme's version that are tried. A sender signs with one
+#: key, two while it rotates; a header with more is refused unread, not tried entry by entry.
+MAX_SIGNATURE_ENTRIES = 4
 
 
 def _headers_ignoring_case(headers: Mapping[str, str]) -> tuple[str, str, str]:
@@ -95,9 +106,17 @@ def _signatures(signature_header: str, version: str, size: int) -> list[bytes]:
     """The decoded ``version`` entries of the header.
 
     Entries of other versions are skipped; an entry of this version that is not strict base64
-    of ``size`` bytes is dropped, since it cannot match. Malformed when no entry has the
-    ``version,value`` form at all.
+    of ``size`` bytes is dropped, since it cannot match, and a repeated one is kept once.
+    Malformed when no entry has the ``version,value`` form at all, when the header is over
+    :data:`MAX_SIGNATURE_HEADER_LENGTH` characters, or when it holds more than
+    :data:`MAX_SIGNATURE_ENTRIES` distinct entries of ``version``.
     """
+    if len(signature_header) > MAX_SIGNATURE_HEADER_LENGTH:
+        raise MalformedSignatureError(
+            f"the {SIGNATURE_HEADER} header is longer than {MAX_SIGNATURE_HEADER_LENGTH} "
+            "characters",
+            header=SIGNATURE_HEADER,
+        )
     if " " not in signature_header:
         # The usual case, one entry: no splitting, no list of entries.
         entry_version, comma, value = signature_header.partition(",")
@@ -122,7 +141,13 @@ def _signatures(signature_header: str, version: str, size: int) -> list[bytes]:
             raw = binascii.a2b_base64(value, strict_mode=True)
         except (binascii.Error, ValueError):
             continue
-        if len(raw) == size:
+        if len(raw) == size and raw not in signatures:
+            if len(signatures) == MAX_SIGNATURE_ENTRIES:
+                raise MalformedSignatureError(
+                    f"the {SIGNATURE_HEADER} header holds more than {MAX_SIGNATURE_ENTRIES} "
+                    f"{version} signatures",
+                    header=SIGNATURE_HEADER,
+                )
             signatures.append(raw)
     if not parsed:
         raise MalformedSignatureError(

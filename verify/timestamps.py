@@ -18,6 +18,7 @@ __all__ = [
     "DEFAULT_TOLERANCE_SECONDS",
     "Clock",
     "check_tolerance",
+    "compact_time_readings",
     "parse_compact_time",
     "resolve_clock",
     "resolve_tolerance",
@@ -104,7 +105,22 @@ def signing_time(timestamp: float | datetime | None) -> int:
 
 
 def parse_compact_time(text: str | None, zone: tzinfo) -> datetime | None:
-    """A ``YYYYMMDDHHMMSS`` time read in ``zone``, as aware UTC; None when it is not one."""
+    """A ``YYYYMMDDHHMMSS`` time read in ``zone``, as aware UTC; None when it is not one.
+
+    A local time that occurs twice (the repeated hour when clocks go back) gives its first
+    reading; one that never occurs (skipped when clocks go forward) gives None. Callers that
+    must weigh both readings use :func:`compact_time_readings`.
+    """
+    readings = compact_time_readings(text, zone)
+    return readings[0] if readings else None
+
+
+def compact_time_readings(text: str | None, zone: tzinfo) -> tuple[datetime, ...] | None:
+    """Every instant (aware, UTC) a ``YYYYMMDDHHMMSS`` local time in ``zone`` can mean.
+
+    One, usually; two in the hour that repeats when daylight saving ends (earlier first);
+    none, ``()``, in the hour skipped when it starts. None when the text is not such a time.
+    """
     if text is None or len(text) != 14 or not (text.isascii() and text.isdigit()):
         return None
     try:
@@ -119,6 +135,13 @@ def parse_compact_time(text: str | None, zone: tzinfo) -> datetime | None:
         )
         # A time at the edge of the calendar can fall outside it once moved to UTC
         # (year 1 at +08:00): that is no time either, not a crash.
-        return local.astimezone(UTC)
+        readings = sorted({local.replace(fold=fold).astimezone(UTC) for fold in (0, 1)})
+        # A skipped local time reads as an instant whose local clock shows another time.
+        naive = local.replace(tzinfo=None)
+        return tuple(
+            reading
+            for reading in readings
+            if reading.astimezone(zone).replace(tzinfo=None, fold=0) == naive
+        )
     except (ValueError, OverflowError):
         return None

@@ -62,9 +62,9 @@ DEFAULT_DATABASE = "payhooks.db"
 SIGNING_KEY_ENV = "PAYHOOKS_SIGNING_KEY"
 
 # The options a *signer* accepts; PAYHOOKS_SIGNATURE_OPTIONS is the verifier's, which has a
-# few more (check_timestamp, time_zone) that mean nothing to a sender.
+# few more (check_timestamp, time_zone, providers) that mean nothing to a sender.
 _SIGNER_OPTIONS = frozenset(
-    {"hash_algorithm", "header_name", "encoding", "max_body_bytes", "max_depth"}
+    {"hash_algorithm", "header_name", "encoding", "max_body_bytes", "max_depth", "max_members"}
 )
 
 _P = ParamSpec("_P")

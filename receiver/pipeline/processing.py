@@ -169,6 +169,7 @@ def receive_delivery(
     time_zone: tzinfo,
     status_map: Mapping[str, PaymentState] | None,
     on_owed: OnOwed | None = None,
+    key_names_content: bool = False,
 ) -> ProcessedDelivery:
     """Store an authenticated delivery with its outcome and the signals it owes (or its parse
     error) in one commit, then call ``on_owed`` to send those signals.
@@ -188,6 +189,10 @@ def receive_delivery(
     :param time_zone: ``PAYHOOKS_PAYMENT_TIME_ZONE``, loaded (``load_time_zone``).
     :param status_map: ``PAYHOOKS_STATUS_MAP``, loaded (``load_status_map``); None: the
         service's codes.
+    :param key_names_content: ``dedupe_key`` is the digest of a signed string that
+        determines the body (:attr:`payhooks.verify.VerifiedDelivery.signed_digest`): a body
+        laid out otherwise under a known key is that delivery again, and the stored body is
+        the one parsed.
     :raises StorageUnavailableError: the ledger cannot be written now; nothing was stored,
         and the caller should answer so that the sender retries.
     :raises StorageError: not even the delivery alone could be stored; nothing was.
@@ -196,19 +201,24 @@ def receive_delivery(
     parsed = _parse(body, zone_header, time_zone, status_map)
     try:
         with ledger.transaction():
-            delivery = ledger.record_delivery(dedupe_key=dedupe_key, body=body, headers=headers)
+            delivery = ledger.record_delivery(
+                dedupe_key=dedupe_key,
+                body=body,
+                headers=headers,
+                key_names_content=key_names_content,
+            )
             if not delivery.is_new and delivery.status in FINISHED_DELIVERY_STATUSES:
                 result = _redelivery(ledger, delivery, time_zone, status_map)
             else:
                 stored_zone = delivery.headers.get("timezone")
-                if stored_zone != zone_header:
+                if stored_zone != zone_header or delivery.body != body:
                     parsed = _parse(delivery.body, stored_zone, time_zone, status_map)
                 result = _record(ledger, delivery.id, parsed)
     except StorageUnavailableError:
         raise  # a passing condition: the caller answers so that the sender retries
     except Exception as err:
         logger.exception("payhooks: a delivery could not be processed; storing it alone")
-        return _store_failed(ledger, dedupe_key, body, headers, err)
+        return _store_failed(ledger, dedupe_key, body, headers, err, key_names_content)
     _send(result, on_owed)
     return result
 
@@ -219,12 +229,18 @@ def _store_failed(
     body: bytes,
     headers: Mapping[str, str],
     err: Exception,
+    key_names_content: bool,
 ) -> ProcessedDelivery:
     """Store the delivery with the status ``processing_error`` after its full transaction
     failed (and was rolled back); the failure's kind is kept, never its message (it could
     quote the body)."""
     with ledger.transaction():
-        delivery = ledger.record_delivery(dedupe_key=dedupe_key, body=body, headers=headers)
+        delivery = ledger.record_delivery(
+            dedupe_key=dedupe_key,
+            body=body,
+            headers=headers,
+            key_names_content=key_names_content,
+        )
         if not delivery.is_new and delivery.status in FINISHED_DELIVERY_STATUSES:
             # A twin copy finished it meanwhile; its signals are that copy's to send.
             return _redelivery(ledger, delivery, None, None)

@@ -18,7 +18,9 @@ __all__ = ["ERROR_CODES", "RETRY_AFTER_SECONDS", "error_response", "http_error_r
 #: The stable error codes the receiver answers with, and the status of each (docs/errors.md).
 #: The first nine are the webhook's contract; ``method_not_allowed`` and ``bad_request`` cover
 #: HTTP misuse inside the blueprint, ``processing_error`` a failure of ours after the delivery
-#: was stored (answered 503 so the service retries once it is fixed).
+#: was stored (answered 503 so the service retries once it is fixed), ``non_canonical_body`` a
+#: sorted-fields signature that holds but does not determine the body
+#: (docs/signature-security.md).
 ERROR_CODES: Mapping[str, int] = {
     "payload_too_large": 413,
     "missing_signature": 401,
@@ -32,6 +34,7 @@ ERROR_CODES: Mapping[str, int] = {
     "method_not_allowed": 405,
     "bad_request": 400,
     "processing_error": 503,
+    "non_canonical_body": 401,
 }
 
 #: What a 503 asks the sender to wait before trying again.

@@ -5,7 +5,9 @@
    cannot read in full (shorter than announced, broken chunked framing) is a 400
    ``bad_request``, whatever the server raises for it.
 2. Verify the signature over the raw bytes, before anything parses them: 401 with the
-   :class:`payhooks.verify.SignatureError` code, and a row in ``rejected_deliveries``.
+   :class:`payhooks.verify.SignatureError` code, and a row in ``rejected_deliveries``. For
+   the sorted-fields schemes that includes ``non_canonical_body``: a signature that holds
+   for a string which does not determine the body.
 3. Parse into an :class:`payhooks.storage.Outcome` (pure work: nothing is acted on yet).
 4. Store the delivery and what came of it in one ledger transaction
    (:func:`~payhooks.receiver.pipeline.processing.receive_delivery`): the outcome, recorded and
@@ -79,7 +81,10 @@ def receive_notification() -> Response:
         _record_rejected(state, err, body)
         return error_response(err.code, err.message)
 
-    dedupe_key = verified.webhook_id or hashlib.sha256(body).hexdigest()
+    # What the sender signed identifies the delivery: its id (Standard Webhooks), the digest of
+    # the sorted-fields string (many layouts of one body give it, and its signature shows the
+    # body is the one it means), else the bytes (hmac-sha256 signs exactly them).
+    dedupe_key = verified.webhook_id or verified.signed_digest or hashlib.sha256(body).hexdigest()
     try:
         ledger = state.ledger
         result = receive_delivery(
@@ -90,6 +95,7 @@ def receive_notification() -> Response:
             time_zone=state.time_zone,
             status_map=state.status_map,
             on_owed=partial(send_owed_signals, app, ledger),
+            key_names_content=verified.webhook_id is None and verified.signed_digest is not None,
         )
     except StorageUnavailableError as err:
         logger.warning("payhooks: storage unavailable: %s", err.message)

@@ -12,6 +12,7 @@ from payhooks.verify import SCHEMES, generate_keypair, get_signer, get_verifier
 
 from tests.support.app import TEST_SECRET
 from tests.support.cli import clean_env, notification, run
+from tests.support.notifications import NOTIFICATION
 
 __all__ = ["clean_env"]
 
@@ -53,8 +54,8 @@ def test_keygen_prints_keys_under_the_settings_that_take_them(scheme: str, clean
         assert set(sender) == {"PAYHOOKS_SIGNATURE_SCHEME", "PAYHOOKS_SIGNING_KEY"}
         assert sender["PAYHOOKS_SIGNATURE_SCHEME"] == scheme
         signing, verifying = sender["PAYHOOKS_SIGNING_KEY"], settings["PAYHOOKS_PUBLIC_KEYS"]
-    headers = get_signer(scheme, signing).sign(b'{"a": 1}')
-    assert get_verifier(scheme, verifying).is_valid(headers, b'{"a": 1}')
+    headers = get_signer(scheme, signing).sign(NOTIFICATION)
+    assert get_verifier(scheme, verifying).is_valid(headers, NOTIFICATION)
 
 
 @pytest.mark.parametrize("scheme", PUBLIC_KEY_SCHEMES)
@@ -299,7 +300,8 @@ def test_verify_with_a_headers_file_that_is_not_headers_names_the_line(
     headers = tmp_path / "headers.txt"
     headers.write_text("webhook-id: msg_1\nthis is not a header\n")
 
-    result = run(["verify", str(body), "--headers", str(headers), "--secret", "whsec_AAAA"])
+    secret = "whsec_" + "A" * 44  # 32 bytes: a secret long enough to be one
+    result = run(["verify", str(body), "--headers", str(headers), "--secret", secret])
 
     assert result.exit_code == 1
     assert "line 2 is not a 'Name: value' header" in result.stderr

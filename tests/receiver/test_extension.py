@@ -152,10 +152,10 @@ def test_several_secrets_in_a_config_list_all_verify(
 @pytest.mark.parametrize(
     ("signing_key", "status"),
     [
-        ("correct horse battery staple", 200),
-        ("horse", 401),
-        ("correct", 401),
-        ("staple", 401),
+        ("correct horse battery staple, said twice", 200),
+        ("correct horse battery staple,", 401),
+        ("battery staple, said twice", 401),
+        ("correct horse battery", 401),
     ],
 )
 def test_one_secret_string_in_the_config_is_one_key_spaces_and_all(
@@ -164,7 +164,7 @@ def test_one_secret_string_in_the_config_is_one_key_spaces_and_all(
     app = _bare_app(
         tmp_path,
         PAYHOOKS_SIGNATURE_SCHEME="hmac-sha256",
-        PAYHOOKS_SECRETS="correct horse battery staple",
+        PAYHOOKS_SECRETS="correct horse battery staple, said twice",
     )
     PayHooks(app)
     body = make_body("wallet")
@@ -174,6 +174,24 @@ def test_one_secret_string_in_the_config_is_one_key_spaces_and_all(
 
     assert response.status_code == status
     assert receiver_state(app).verifier.is_valid(headers, body) is (status == 200)
+
+
+@pytest.mark.parametrize(
+    ("scheme", "weak"),
+    [
+        ("standard-webhooks", "whsec_AA=="),
+        ("hmac-sha256", "pa55word"),
+        ("sorted-fields-hmac", "s3cr3t"),
+    ],
+)
+def test_a_secret_too_short_to_be_one_fails_init_app_naming_the_setting(
+    tmp_path: Path, scheme: str, weak: str
+) -> None:
+    app = _bare_app(tmp_path, PAYHOOKS_SIGNATURE_SCHEME=scheme, PAYHOOKS_SECRETS=[weak])
+
+    with pytest.raises(ValueError, match=r"^PAYHOOKS_SECRETS: keys\[0\]: .*too short") as exc_info:
+        PayHooks(app)
+    assert weak.removeprefix("whsec_") not in str(exc_info.value)
 
 
 def test_options_are_defaults_that_the_app_config_overrides(tmp_path: Path) -> None:

@@ -170,7 +170,9 @@ def test_each_outcome_sends_its_signals_with_the_documented_arguments(
     assert sender is app
     assert set(kwargs) == {"outcome", "outcome_id", "delivery_id", "reconciliation"}
     assert kwargs["delivery_id"] == response.get_json()["delivery_id"]
-    assert kwargs["outcome_id"] == ledger.delivery(kwargs["delivery_id"]).outcome_id
+    stored = ledger.delivery(kwargs["delivery_id"])
+    assert stored is not None
+    assert kwargs["outcome_id"] == stored.outcome_id
     assert kwargs["reconciliation"] == response.get_json()["reconciliation"]
     assert kwargs["outcome"].external_identifier == json.loads(body)["merchant_transaction_id"]
 
@@ -329,8 +331,9 @@ def test_a_raised_body_cap_reaches_the_verifiers_that_parse_the_body(
         **{key_config: [keys.verifying_key]},
     ).test_client()
     ledger.expect_transaction("order-1", 2500, "CNY")
-    # Bigger than the verifiers' own default cap (64 KiB), within the receiver's.
-    body = make_body(note="x" * 200_000)
+    # Bigger than the verifiers' own default cap (64 KiB), within the receiver's: in spaces,
+    # as an extra member (once `note`) is not a shape sorted-fields-hmac can vouch for.
+    body = make_body()[:-1] + b" " * 200_000 + b"}"
     headers = get_signer(scheme, keys.signing_key, max_body_bytes=400_000).sign(body)
 
     response = _post(client, body, headers)

@@ -157,6 +157,23 @@ def test_a_repeated_dedupe_key_with_the_same_bytes_is_no_new_row_but_counts_an_a
     assert count(ledger, "deliveries") == 1
 
 
+def test_other_bytes_under_a_key_that_names_the_signed_content_are_the_same_delivery(
+    ledger: Ledger,
+) -> None:
+    # The sorted-fields schemes' key is the digest of the signed string, which determines
+    # the body: other bytes under it are the same notification laid out otherwise.
+    first = ledger.record_delivery(
+        dedupe_key="sf-digest", body=b'{"a": "1"}', headers={}, key_names_content=True
+    )
+    again = ledger.record_delivery(
+        dedupe_key="sf-digest", body=b'{ "a" : "1" }', headers={}, key_names_content=True
+    )
+
+    assert (again.is_new, again.id, again.attempts) == (False, first.id, 2)
+    assert again.body == b'{"a": "1"}'  # what is stored counts
+    assert count(ledger, "deliveries") == 1
+
+
 PP_BODY = b'{"payment_data": {"payment_status": "PP"}}'
 PS_BODY = b'{"payment_data": {"payment_status": "PS"}}'
 

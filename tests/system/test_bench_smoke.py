@@ -83,3 +83,13 @@ def test_the_receive_bench_finds_every_notification_stored_in_every_app() -> Non
             re.MULTILINE,
         ), output
     assert "{200: 40}" in output
+
+
+def test_the_hostile_bench_prints_one_worst_ratio_per_scheme() -> None:
+    from payhooks.verify import SCHEMES
+
+    output = _run("-m", "bench.hostile", "--rounds", "1", "--count", "1", timeout=300)
+
+    summary = output.split("worst hostile request / typical valid delivery, per scheme")[-1]
+    for scheme in SCHEMES:
+        assert re.search(rf"^\s+{scheme}\s+[\d.]+x\s+\(", summary, re.MULTILINE), output

@@ -125,6 +125,24 @@ def test_serve_with_a_bad_setting_fails_in_one_sentence(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
+def test_serve_with_a_secret_too_short_fails_at_start_naming_the_key(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _SCRIPT, "serve", "--port", str(_free_port())],
+        cwd=tmp_path,
+        env=_env(PAYHOOKS_SECRETS="whsec_AA=="),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert done.returncode == 1  # as every setting that cannot be used
+    assert done.stderr.startswith(
+        "Error: The configuration cannot be used: PAYHOOKS_SECRETS: keys[0]: the secret is 1 byte"
+    )
+    assert "Traceback" not in done.stderr
+
+
 @pytest.mark.parametrize("args", [["--help"], ["demo", "--help"], ["nosuchcommand"]])
 def test_the_console_script_entry_point_answers(args: list[str]) -> None:
     done = subprocess.run(

@@ -120,7 +120,7 @@ def test_package_signature_from_long_ago_is_out_of_tolerance(secret: str) -> Non
 @given(
     body=st.text(max_size=200),
     msg_id=st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1, max_size=30),
-    key=st.binary(min_size=1, max_size=100),
+    key=st.binary(min_size=24, max_size=100),
 )
 def test_both_directions_agree_for_any_text_id_and_secret(
     body: str, msg_id: str, key: bytes

@@ -20,6 +20,8 @@ from payhooks.verify import (
     get_verifier,
 )
 
+from tests.support.notifications import NOTIFICATION
+
 SECRET = generate_keypair("standard-webhooks").signing_key
 
 
@@ -100,8 +102,8 @@ def test_generated_keys_are_single_tokens_that_work_together(scheme: str) -> Non
     for key in (pair.signing_key, pair.verifying_key):
         assert key
         assert key.split() == [key]
-    headers = get_signer(scheme, pair.signing_key).sign(b'{"a": "1"}')
-    assert get_verifier(scheme, pair.verifying_key).is_valid(headers, b'{"a": "1"}')
+    headers = get_signer(scheme, pair.signing_key).sign(NOTIFICATION)
+    assert get_verifier(scheme, pair.verifying_key).is_valid(headers, NOTIFICATION)
     if SCHEMES[scheme].key_kind == "secret":
         assert pair.signing_key == pair.verifying_key
     else:

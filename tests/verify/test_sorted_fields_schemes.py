@@ -32,15 +32,22 @@ BODY = json.dumps(
     {
         "merchant_transaction_id": "order-1",
         "ll_transaction_id": "ll-1",
-        "payment_data": {"payment_status": "PS", "payment_amount": "25.00", "rate": 1.00},
+        "payment_data": {
+            "payment_status": "PS",
+            "payment_amount": "25.00",
+            "payment_currency_code": "CNY",
+            "payment_time": "20261118110640",
+        },
     }
 ).encode()
 CANONICAL_RSA = (
     "ll_transaction_id=ll-1&merchant_transaction_id=order-1"
-    "&payment_amount=25.00&payment_status=PS&rate=1.0"
+    "&payment_amount=25.00&payment_currency_code=CNY&payment_status=PS"
+    "&payment_time=20261118110640"
 )
 CANONICAL_HMAC = (
-    "ll_transaction_idll-1merchant_transaction_idorder-1payment_amount25.00payment_statusPSrate1.0"
+    "ll_transaction_idll-1merchant_transaction_idorder-1payment_amount25.00"
+    "payment_currency_codeCNYpayment_statusPSpayment_time20261118110640"
 )
 
 
@@ -361,3 +368,60 @@ def test_hmac_value_that_is_not_the_hex_mac_is_invalid(value: str) -> None:
 def test_hmac_body_that_cannot_be_canonicalized_is_invalid() -> None:
     with pytest.raises(InvalidSignatureError, match="canonicalized"):
         hmac_verifier().verify({"signature": sdk_hmac()}, b'{"a": NaN}')
+
+
+# -- daylight saving: a repeated hour and a skipped one ---------------------------------------
+
+#: In Berlin, 2026-10-25 03:00 CEST went back to 02:00 CET: 02:30 happened at 00:30 and at
+#: 01:30 UTC. On 2026-03-29, 02:00 CET went forward to 03:00 CEST: 02:30 never happened.
+REPEATED = "20261025023000"
+SKIPPED = "20260329023000"
+FIRST_02_30 = datetime(2026, 10, 25, 0, 30, tzinfo=UTC)
+SECOND_02_30 = datetime(2026, 10, 25, 1, 30, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("sent_at", [FIRST_02_30, SECOND_02_30], ids=["first", "second"])
+def test_a_time_in_the_repeated_hour_passes_when_either_reading_is_within_tolerance(
+    private_key: rsa.RSAPrivateKey, sent_at: datetime
+) -> None:
+    verifier = get_verifier(
+        "sorted-fields-rsa",
+        der_public(private_key),
+        clock=lambda: sent_at.timestamp() + 60,
+        check_timestamp=True,
+        time_zone="Europe/Berlin",
+    )
+
+    verified = verifier.verify(signed_at(private_key, timestamp=REPEATED), BODY)
+
+    assert verified.timestamp == sent_at
+
+
+def test_a_time_in_the_repeated_hour_is_stale_when_neither_reading_is_within_tolerance(
+    private_key: rsa.RSAPrivateKey,
+) -> None:
+    verifier = get_verifier(
+        "sorted-fields-rsa",
+        der_public(private_key),
+        clock=lambda: SECOND_02_30.timestamp() + 3600,
+        check_timestamp=True,
+        time_zone="Europe/Berlin",
+    )
+    with pytest.raises(TimestampOutOfToleranceError) as exc_info:
+        verifier.verify(signed_at(private_key, timestamp=REPEATED), BODY)
+    assert exc_info.value.timestamp == SECOND_02_30
+
+
+def test_a_time_in_the_skipped_hour_is_malformed_and_says_so(
+    private_key: rsa.RSAPrivateKey,
+) -> None:
+    verifier = get_verifier(
+        "sorted-fields-rsa",
+        der_public(private_key),
+        clock=lambda: datetime(2026, 3, 29, 1, 0, tzinfo=UTC).timestamp(),
+        check_timestamp=True,
+        time_zone="Europe/Berlin",
+    )
+    with pytest.raises(MalformedSignatureError, match="does not exist in its zone") as exc_info:
+        verifier.verify(signed_at(private_key, timestamp=SKIPPED), BODY)
+    assert exc_info.value.header == "timestamp"
