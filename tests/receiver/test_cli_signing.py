@@ -328,7 +328,7 @@ def test_verify_with_a_deeply_nested_json_headers_file_fails_in_one_sentence(
     headers = tmp_path / "headers.json"
     headers.write_text('{"a":' * depth + "1" + "}" * depth)
 
-    result = run(["verify", str(body), "--headers", str(headers), "--secret", "whsec_AAAA"])
+    result = run(["verify", str(body), "--headers", str(headers), "--secret", TEST_SECRET])
 
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output
