@@ -1,0 +1,521 @@
+"""The sandbox's behaviour, without HTTP: what the service does with each request.
+
+:class:`Sandbox` holds the state (in memory, behind one lock), checks access, makes
+transactions and subscriptions, pages lists behind opaque cursors, replays idempotent
+requests, settles payments (pay, fail, cancel) and has the notifier tell the merchant. The
+Flask app (:mod:`payhooks.service.sandbox.app`) only translates HTTP to these calls, so tests
+and merchants' CI can also drive it directly (``sandbox.settle(...)``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from zoneinfo import ZoneInfo
+
+from itsdangerous import BadSignature, URLSafeSerializer
+from payhooks.service.errors import RequestValidationError
+from payhooks.service.interface import (
+    TransactionShape,
+    is_direct_mode,
+    validate_subscription,
+    validate_transaction,
+)
+from payhooks.service.sandbox.cards import card_outcome
+from payhooks.service.sandbox.notifications import Notification, Notifier
+from payhooks.service.sandbox.records import (
+    SandboxBuyer,
+    SandboxError,
+    SandboxSubscription,
+    SandboxTransaction,
+    major_units,
+    next_period,
+)
+from payhooks.service.sandbox.settings import OUTCOMES, SandboxSettings
+from payhooks.service.sandbox.tokens import TokenError, issue_token, read_token
+
+__all__ = ["Sandbox", "Settlement"]
+
+
+_CARD_STATUS = {"pay": "succeeded", "fail": "requires_payment_method", "cancel": "canceled"}
+_RESULT_CODE = {"pay": "Authorised", "fail": "Refused", "cancel": "Cancelled"}
+_TRANSACTION_STATUS = {"pay": "succeeded", "fail": "failed", "cancel": "cancelled"}
+_SUBSCRIPTION_STATUS = {"pay": "active", "fail": "failed", "cancel": "cancelled"}
+#: Interface section 8: the direct redirect wallet's sandbox takes amounts below 1000 CNY.
+_DIRECT_WALLET_CNY_LIMIT = 1000_00
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    """A payment settled: where the customer goes back to (None in the card flow)."""
+
+    transaction_id: str
+    outcome: str
+    return_url: str | None
+    notification: Notification | None
+
+
+class Sandbox:
+    """A local stand-in for the payment service. ``close()`` stops its notifier.
+
+    :param public_url: the sandbox's own address, for ``payment_url``s; the server sets it.
+    :param clock: returns the aware current time (tests freeze it).
+    """
+
+    def __init__(
+        self,
+        settings: SandboxSettings | None = None,
+        *,
+        public_url: str = "http://127.0.0.1",
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.settings = settings or SandboxSettings()
+        self.public_url = public_url.rstrip("/")
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self._zone = ZoneInfo(self.settings.payment_time_zone)
+        self._lock = threading.RLock()
+        self._transactions: dict[str, SandboxTransaction] = {}
+        self._subscriptions: dict[str, SandboxSubscription] = {}
+        self._buyers: dict[str, SandboxBuyer] = {}
+        self._idempotency: dict[tuple[str, str], tuple[str, int, dict[str, Any]]] = {}
+        self._cursors = URLSafeSerializer(secrets.token_urlsafe(16), salt="sandbox-cursor")
+        self._lost_answers = 0
+        #: Every API request as ``(method, path, idempotency key or None)``, oldest first.
+        self.requests: list[tuple[str, str, str | None]] = []
+        self.notifier = Notifier(self.settings, clock=self._clock)
+
+    def close(self) -> None:
+        self.notifier.close()
+
+    # -- access ----------------------------------------------------------------------------
+
+    def issue_token(
+        self,
+        scopes: Iterable[str] | None = None,
+        *,
+        subject: str | None = None,
+        lifetime: float | None = 3600,
+    ) -> str:
+        """An access token this sandbox accepts; every endpoint's scope when ``scopes`` is
+        None."""
+        granted = set(self.settings.scopes.values()) if scopes is None else set(scopes)
+        return issue_token(self.settings.token_secret, granted, subject=subject, lifetime=lifetime)
+
+    def authorize(
+        self, endpoint: str, *, authorization: str | None, merchant_account: str | None
+    ) -> str:
+        """Check the ``Authorization`` header's Bearer token, its scope for ``endpoint``, and the
+        ``x-merchant-account-id`` header; the merchant account the request acts for.
+
+        :raises SandboxError: 401 ``unauthorized``/``invalid_token``/``token_expired``, 403
+            ``insufficient_scope``/``unknown_merchant_account``, 400 for a missing header.
+        """
+        scheme, _, token = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise SandboxError(401, "unauthorized", "A Bearer access token is required.")
+        try:
+            access = read_token(token.strip(), self.settings.token_secret)
+        except TokenError as err:
+            raise SandboxError(401, err.code, err.message) from err
+        needed = self.settings.scopes.get(endpoint)
+        if needed is not None and needed not in access.scopes:
+            raise SandboxError(403, "insufficient_scope", f"{endpoint} needs the scope {needed!r}.")
+        merchant = merchant_account
+        if merchant is None:
+            if endpoint.startswith("POST"):
+                raise SandboxError(
+                    400,
+                    "missing_header",
+                    "The x-merchant-account-id header is required.",
+                    field="x-merchant-account-id",
+                )
+            merchant = access.subject or min(self.settings.merchant_account_ids)
+        if merchant not in self.settings.merchant_account_ids or (
+            access.subject is not None and access.subject != merchant
+        ):
+            raise SandboxError(
+                403,
+                "unknown_merchant_account",
+                "The token may not act for this merchant account.",
+                field="x-merchant-account-id",
+            )
+        return merchant
+
+    # -- idempotency and faults -------------------------------------------------------------
+
+    def idempotent(
+        self,
+        merchant: str,
+        key: str | None,
+        endpoint: str,
+        body: Any,
+        make: Callable[[], dict[str, Any]],
+    ) -> tuple[int, dict[str, Any], bool]:
+        """Run ``make`` once per ``(merchant, key)``: ``(status, answer, replayed)``.
+
+        The same key with the same endpoint and body replays the first answer; with another
+        (not shown by the interface) it is refused with 409 ``idempotency_key_reused``.
+        """
+        fingerprint = hashlib.sha256(
+            json.dumps([endpoint, body], sort_keys=True, separators=(",", ":")).encode()
+        ).hexdigest()
+        with self._lock:
+            if key is not None:
+                stored = self._idempotency.get((merchant, key))
+                if stored is not None:
+                    if stored[0] != fingerprint:
+                        raise SandboxError(
+                            409,
+                            "idempotency_key_reused",
+                            "This idempotency key was used with another request body.",
+                            field="idempotency-key",
+                        )
+                    return stored[1], stored[2], True
+            answer = make()
+            if key is not None:
+                self._idempotency[(merchant, key)] = (fingerprint, 200, answer)
+            return 200, answer, False
+
+    def lose_next_answers(self, count: int = 1) -> None:
+        """Process the next ``count`` API requests but answer 503 instead, as if the answer
+        was lost on the way: what idempotent retries are for."""
+        with self._lock:
+            self._lost_answers += count
+
+    def take_lost_answer(self) -> bool:
+        """Whether this answer is to be lost (the app asks once per processed request)."""
+        with self._lock:
+            if self._lost_answers:
+                self._lost_answers -= 1
+                return True
+            return False
+
+    # -- creation --------------------------------------------------------------------------
+
+    def create_transaction(self, merchant: str, body: Any) -> dict[str, Any]:
+        """``POST /v4/transactions``: the transaction object (status ``processing``)."""
+        shape, method = self._shape(body)
+        _validated(lambda: validate_transaction(body, shape))
+        if (
+            shape is TransactionShape.DIRECT_WALLET
+            and body["currency"] == "CNY"
+            and body["amount"] >= _DIRECT_WALLET_CNY_LIMIT
+        ):
+            raise SandboxError(
+                400,
+                "amount_over_sandbox_limit",
+                "The direct redirect wallet's sandbox takes amounts below 1000 CNY.",
+                field="amount",
+            )
+        outcome = None
+        if shape is TransactionShape.CARD:
+            outcome = self._card(
+                body["payment_method"]["payment_method_data"]["card"],
+                "payment_method.payment_method_data.card.number",
+            )
+        transaction = SandboxTransaction(
+            id=str(uuid.uuid4()),
+            merchant=merchant,
+            shape=shape,
+            method=method,
+            external_identifier=body["external_identifier"],
+            amount=body["amount"],
+            currency=body["currency"],
+            created_at=self._clock(),
+            notify_url=self.settings.notification_url,
+        )
+        if shape is TransactionShape.CARD:
+            transaction.provider_reference = f"pi_{secrets.token_hex(12)}"
+        else:
+            transaction.payment_url = f"{self.public_url}/pay/{transaction.id}"
+            if shape is TransactionShape.ORCHESTRATOR_WALLET:
+                transaction.provider_reference = str(secrets.randbelow(10**16)).zfill(16)
+                transaction.return_url = body["payment_method"]["payment_method_data"]["returnUrl"]
+            else:
+                transaction.redirect_url = body["payment_method"]["redirect_url"]
+                transaction.cancel_url = body["payment_method"]["cancel_url"]
+        with self._lock:
+            self._transactions[transaction.id] = transaction
+            answer = transaction.to_wire()
+        if outcome is not None:
+            self.settle(transaction.id, outcome)
+        return answer
+
+    def create_subscription(self, merchant: str, body: Any) -> dict[str, Any]:
+        """``POST /v4/subscriptions``: the subscription object."""
+        _validated(
+            lambda: validate_subscription(
+                body, wallet_channel_codes=self.settings.wallet_channel_codes
+            )
+        )
+        direct = is_direct_mode(body)
+        outcome = (
+            self._card(body["payment_method"]["card"], "payment_method.card.number")
+            if direct
+            else None
+        )
+        now = self._clock()
+        trial_end = None if "trial_end" not in body else datetime.fromisoformat(body["trial_end"])
+        start = trial_end or now
+        method = body["payment_method"]
+        processor = min(self.settings.card_processors)
+        transaction = SandboxTransaction(
+            id=str(uuid.uuid4()),
+            merchant=merchant,
+            shape=TransactionShape.CARD if direct else TransactionShape.DIRECT_WALLET,
+            method=processor if direct else "checkout",
+            external_identifier=body["external_identifier"],
+            amount=body["amount"],
+            currency=body["currency"],
+            created_at=now,
+            notify_url=method.get("webhooks_url") or self.settings.notification_url,
+            redirect_url=method.get("redirect_url"),
+            cancel_url=method.get("redirect_url"),
+            provider_reference=f"pi_{secrets.token_hex(12)}" if direct else None,
+        )
+        subscription = SandboxSubscription(
+            id=str(uuid.uuid4()),
+            merchant=merchant,
+            request=json.loads(json.dumps(body)),
+            created=now,
+            status="past_due",
+            current_period_start=start,
+            current_period_end=next_period(start, body["plan"].get("interval")),
+            first_transaction_id=transaction.id,
+            trial_end=trial_end,
+        )
+        transaction.subscription_id = subscription.id
+        if not direct:
+            transaction.payment_url = f"{self.public_url}/pay/{transaction.id}"
+            subscription.payment_url_link = transaction.payment_url
+        elif outcome is not None:
+            subscription.status = _SUBSCRIPTION_STATUS[outcome]
+        with self._lock:
+            self._transactions[transaction.id] = transaction
+            self._subscriptions[subscription.id] = subscription
+            self._buyer_from(merchant, body["customer"], now)
+            answer = subscription.to_wire()
+        if outcome is not None:
+            self.settle(transaction.id, outcome)
+        return answer
+
+    def _shape(self, body: Any) -> tuple[TransactionShape, str]:
+        method = body.get("payment_method") if isinstance(body, Mapping) else None
+        name = method.get("method") if isinstance(method, Mapping) else None
+        settings = self.settings
+        for names, shape in (
+            (settings.card_processors, TransactionShape.CARD),
+            (settings.orchestrators, TransactionShape.ORCHESTRATOR_WALLET),
+            (settings.wallets, TransactionShape.DIRECT_WALLET),
+        ):
+            if name in names:
+                return shape, str(name)
+        raise SandboxError(
+            400,
+            "invalid_request",
+            "payment_method.method: not a payment method of this sandbox.",
+            field="payment_method.method",
+        )
+
+    def _card(self, card: Mapping[str, Any], field: str) -> str | None:
+        known, outcome = card_outcome(card["number"])
+        if not known:
+            raise SandboxError(
+                400,
+                "not_a_test_card",
+                "The sandbox takes only its test card numbers (see docs/service.md).",
+                field=field,
+            )
+        return outcome
+
+    def _buyer_from(self, merchant: str, customer: Mapping[str, Any], now: datetime) -> None:
+        reference = customer.get("external_identifier")
+        for buyer in self._buyers.values():
+            if (
+                reference is not None
+                and buyer.merchant == merchant
+                and buyer.external_identifier == reference
+            ):
+                return
+        self.add_buyer(
+            customer.get("display_name") or customer.get("first_name") or "Buyer",
+            external_identifier=reference,
+            merchant=merchant,
+        )
+
+    def add_buyer(
+        self,
+        display_name: str,
+        *,
+        external_identifier: str | None = None,
+        merchant: str | None = None,
+    ) -> dict[str, Any]:
+        """Add a buyer to ``merchant``'s list (the first account by default); its wire form."""
+        now = self._clock()
+        buyer = SandboxBuyer(
+            id=str(uuid.uuid4()),
+            merchant=merchant or min(self.settings.merchant_account_ids),
+            display_name=display_name,
+            external_identifier=external_identifier,
+            created_at=now,
+            updated_at=now,
+        )
+        with self._lock:
+            self._buyers[buyer.id] = buyer
+        return buyer.to_wire()
+
+    # -- lists -----------------------------------------------------------------------------
+
+    def page(
+        self, merchant: str, resource: str, *, limit: str | None, cursor: str | None
+    ) -> dict[str, Any]:
+        """One page of ``buyers`` or ``transactions``, newest last, behind opaque cursors."""
+        size = self._limit(limit)
+        offset = 0
+        if cursor is not None:
+            try:
+                claims = self._cursors.loads(cursor)
+            except BadSignature:
+                raise SandboxError(
+                    400,
+                    "invalid_cursor",
+                    "The cursor is not one this sandbox gave.",
+                    field="cursor",
+                ) from None
+            if claims.get("r") != resource or claims.get("m") != merchant:
+                raise SandboxError(
+                    400, "invalid_cursor", "The cursor belongs to another list.", field="cursor"
+                )
+            offset = int(claims["o"])
+        with self._lock:
+            source: Iterable[Any] = (
+                self._buyers.values() if resource == "buyers" else self._transactions.values()
+            )
+            rows = [row.to_wire() for row in source if row.merchant == merchant]
+        items = rows[offset : offset + size]
+        after = offset + size
+        return {
+            "items": items,
+            "limit": size,
+            "next_cursor": self._cursor(resource, merchant, after) if after < len(rows) else None,
+            "previous_cursor": self._cursor(resource, merchant, max(0, offset - size))
+            if offset > 0
+            else None,
+        }
+
+    def _cursor(self, resource: str, merchant: str, offset: int) -> str:
+        return str(self._cursors.dumps({"r": resource, "m": merchant, "o": offset}))
+
+    def _limit(self, limit: str | None) -> int:
+        settings = self.settings
+        if limit is None:
+            return settings.page_default_limit
+        if not limit.isdigit() or not 1 <= int(limit) <= settings.page_max_limit:
+            raise SandboxError(
+                400,
+                "invalid_request",
+                f"limit: must be an integer from 1 to {settings.page_max_limit}.",
+                field="limit",
+            )
+        return int(limit)
+
+    # -- settlement ------------------------------------------------------------------------
+
+    def transaction(self, transaction_id: str) -> SandboxTransaction:
+        """:raises SandboxError: 404 ``not_found``."""
+        with self._lock:
+            found = self._transactions.get(transaction_id)
+        if found is None:
+            raise SandboxError(404, "not_found", "There is no such transaction.")
+        return found
+
+    def subscription(self, subscription_id: str) -> dict[str, Any]:
+        """A subscription's wire form. :raises SandboxError: 404 ``not_found``."""
+        with self._lock:
+            found = self._subscriptions.get(subscription_id)
+            if found is None:
+                raise SandboxError(404, "not_found", "There is no such subscription.")
+            return found.to_wire()
+
+    def settle(self, transaction_id: str, outcome: str) -> Settlement:
+        """Decide a payment (``pay``, ``fail`` or ``cancel``), notify the merchant, and say
+        where the customer goes back to.
+
+        :raises SandboxError: 404 unknown transaction, 400 unknown outcome, 409 settled already.
+        """
+        if outcome not in OUTCOMES:
+            raise SandboxError(
+                400,
+                "invalid_outcome",
+                f"outcome must be one of {', '.join(OUTCOMES)}.",
+                field="outcome",
+            )
+        with self._lock:
+            transaction = self.transaction(transaction_id)
+            if transaction.status != "processing":
+                raise SandboxError(409, "already_settled", "This payment is already settled.")
+            transaction.status = _TRANSACTION_STATUS[outcome]
+            if transaction.subscription_id is not None:
+                self._subscriptions[transaction.subscription_id].status = _SUBSCRIPTION_STATUS[
+                    outcome
+                ]
+        notification = None
+        if transaction.notify_url is not None:
+            notification = self.notifier.send(
+                transaction.id,
+                transaction.external_identifier,
+                transaction.notify_url,
+                self.notification_body(transaction, outcome),
+            )
+        return Settlement(
+            transaction.id, outcome, self._return_url(transaction, outcome), notification
+        )
+
+    def notification_body(self, transaction: SandboxTransaction, outcome: str) -> bytes:
+        """The notification of section 6 in the transaction's form, as bytes."""
+        data: dict[str, Any] = {
+            "payment_status": self.settings.status_codes[outcome],
+            "payment_amount": major_units(transaction.amount, transaction.currency),
+            "payment_currency_code": transaction.currency,
+            "payment_time": self._clock().astimezone(self._zone).strftime("%Y%m%d%H%M%S"),
+        }
+        if transaction.shape is TransactionShape.CARD:
+            data[f"{transaction.method}_payment_intent_id"] = transaction.provider_reference
+            data["status"] = _CARD_STATUS[outcome]
+        elif transaction.shape is TransactionShape.ORCHESTRATOR_WALLET:
+            data[f"{transaction.method}_psp_reference"] = transaction.provider_reference
+            data["result_code"] = _RESULT_CODE[outcome]
+        body = {
+            "ll_transaction_id": transaction.id,
+            "merchant_transaction_id": transaction.external_identifier,
+            "payment_data": data,
+        }
+        return json.dumps(body, separators=(",", ":")).encode()
+
+    def _return_url(self, transaction: SandboxTransaction, outcome: str) -> str | None:
+        if transaction.return_url is not None:
+            return _with_query(transaction.return_url, resultCode=_RESULT_CODE[outcome])
+        if outcome == "pay":
+            return transaction.redirect_url
+        return transaction.cancel_url
+
+
+def _validated(check: Callable[[], None]) -> None:
+    try:
+        check()
+    except RequestValidationError as err:
+        raise SandboxError(400, "invalid_request", err.message, field=err.field) from err
+
+
+def _with_query(url: str, **params: str) -> str:
+    parts = urlsplit(url)
+    query = [*parse_qsl(parts.query, keep_blank_values=True), *params.items()]
+    return urlunsplit(parts._replace(query=urlencode(query)))
