@@ -202,7 +202,11 @@ class ServiceClient:
         except ConflictError as err:
             raise ExpectationConflictError(external_identifier, tuple(err.fields)) from err
         except ValueError as err:  # the ledger's own checks (an unknown currency code)
+            # The ledger's messages start with the argument's name; its currency error
+            # starts with the code instead, and says so by its own code.
             field = str(err).split(" ", 1)[0].removesuffix(":")
+            if getattr(err, "code", None) == "unknown_currency":
+                field = "currency"
             raise RequestValidationError(field, str(err)) from err
 
     def _create(
