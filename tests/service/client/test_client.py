@@ -98,7 +98,7 @@ def test_an_invalid_request_is_neither_sent_nor_expected(
 
 
 def test_a_naive_trial_end_is_refused_before_sending(client: ServiceClient) -> None:
-    request = subscription(trial_end=datetime(2030, 1, 1))  # noqa: DTZ001 - the point
+    request = subscription(trial_end=datetime(2030, 1, 1))  # naive: the point
     with pytest.raises(RequestValidationError) as exc_info:
         client.create_subscription(request, client_ip="203.0.113.9")
     assert exc_info.value.field == "trial_end"
