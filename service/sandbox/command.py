@@ -67,7 +67,7 @@ def sandbox_command(
     """Run a local sandbox of the payment service (API, hosted page, signed notifications)."""
     try:
         settings = SandboxSettings(
-            merchant_account_ids=frozenset(merchants),
+            merchant_account_ids=merchants,
             scheme=scheme,
             signing_key=signing_key,
             notification_url=notification_url,
@@ -81,7 +81,7 @@ def sandbox_command(
     except OSError as err:
         raise click.ClickException(f"cannot listen on {host}:{port}: {err.strerror}") from err
     click.echo(f"payhooks sandbox on {server.url}")
-    click.echo(f"  merchant account(s): {', '.join(sorted(settings.merchant_account_ids))}")
+    click.echo(f"  merchant account(s): {', '.join(settings.merchant_account_ids)}")
     click.echo(f"  access token (every scope, 1 hour): {server.issue_token()}")
     click.echo(f"  notifications: {settings.notification_url or 'not sent (no --notify-url)'}")
     click.echo(f"  signature scheme: {settings.scheme}")

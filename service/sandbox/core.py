@@ -137,7 +137,7 @@ class Sandbox:
                     "The x-merchant-account-id header is required.",
                     field="x-merchant-account-id",
                 )
-            merchant = access.subject or min(self.settings.merchant_account_ids)
+            merchant = access.subject or self.settings.merchant_account_ids[0]
         if merchant not in self.settings.merchant_account_ids or (
             access.subject is not None and access.subject != merchant
         ):
@@ -362,7 +362,7 @@ class Sandbox:
         now = self._clock()
         buyer = SandboxBuyer(
             id=str(uuid.uuid4()),
-            merchant=merchant or min(self.settings.merchant_account_ids),
+            merchant=merchant or self.settings.merchant_account_ids[0],
             display_name=display_name,
             external_identifier=external_identifier,
             created_at=now,

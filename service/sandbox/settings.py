@@ -46,8 +46,9 @@ class SandboxSettings:
     Construction checks every value and raises :class:`ValueError` naming the argument.
     """
 
-    #: Accounts ``x-merchant-account-id`` may name.
-    merchant_account_ids: frozenset[str] = frozenset({"sandbox-merchant"})
+    #: Accounts ``x-merchant-account-id`` may name; the first is the default one (buyers
+    #: added without an account, lists read without the header).
+    merchant_account_ids: tuple[str, ...] = ("sandbox-merchant",)
     #: The HS256 secret access tokens are signed with (how the service issues tokens is not
     #: shown). Generated when empty; :meth:`Sandbox.issue_token` makes tokens.
     token_secret: str = ""
@@ -87,8 +88,10 @@ class SandboxSettings:
     page_max_limit: int = MAX_PAGE_LIMIT
 
     def __post_init__(self) -> None:
-        if not self.merchant_account_ids or not all(self.merchant_account_ids):
-            raise ValueError("merchant_account_ids: give at least one non-empty account id")
+        accounts = self.merchant_account_ids
+        if isinstance(accounts, str) or not accounts or not all(accounts):
+            raise ValueError("merchant_account_ids: give a sequence of non-empty account ids")
+        object.__setattr__(self, "merchant_account_ids", tuple(dict.fromkeys(accounts)))
         if self.scheme not in SCHEMES:
             raise ValueError(
                 f"scheme: unknown signature scheme {self.scheme!r}; known: {', '.join(SCHEMES)}"

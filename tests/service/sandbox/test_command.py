@@ -1,0 +1,53 @@
+"""``payhooks sandbox``: registered on the console script, and it serves what it prints."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+from click.testing import CliRunner
+from payhooks.receiver.console import payhooks
+
+
+def test_the_console_script_offers_the_sandbox() -> None:
+    result = CliRunner().invoke(payhooks, ["sandbox", "--help"])
+    assert result.exit_code == 0
+    assert "--notify-url" in result.output
+    assert "--drop-notifications" in result.output
+
+
+def test_a_bad_notify_url_is_bad_usage() -> None:
+    result = CliRunner().invoke(payhooks, ["sandbox", "--notify-url", "nowhere"])
+    assert result.exit_code == 2
+    assert "notification_url" in result.output
+
+
+@pytest.mark.system
+def test_the_sandbox_command_serves_with_the_token_it_prints() -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "payhooks.receiver", "sandbox", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        lines = [process.stdout.readline() for _ in range(3)]
+        url = lines[0].split(" on ", 1)[1].strip()
+        token = lines[2].rsplit(": ", 1)[1].strip()
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                answer = httpx.get(f"{url}/buyers", headers={"Authorization": f"Bearer {token}"})
+                break
+            except httpx.ConnectError:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        assert answer.status_code == 200
+        assert answer.json()["items"] == []
+    finally:
+        process.terminate()
+        process.communicate(timeout=10)
