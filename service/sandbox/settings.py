@@ -88,8 +88,10 @@ class SandboxSettings:
     page_max_limit: int = MAX_PAGE_LIMIT
 
     def __post_init__(self) -> None:
-        accounts = self.merchant_account_ids
-        if isinstance(accounts, str) or not accounts or not all(accounts):
+        accounts: object = self.merchant_account_ids
+        if isinstance(accounts, str) or not isinstance(accounts, tuple | list | frozenset | set):
+            raise ValueError("merchant_account_ids: give a sequence of non-empty account ids")
+        if not accounts or not all(isinstance(a, str) and a for a in accounts):
             raise ValueError("merchant_account_ids: give a sequence of non-empty account ids")
         object.__setattr__(self, "merchant_account_ids", tuple(dict.fromkeys(accounts)))
         if self.scheme not in SCHEMES:
