@@ -13,7 +13,7 @@ from __future__ import annotations
 import click
 from payhooks.receiver.cli import IN_APP_COMMANDS
 from payhooks.receiver.demo import demo_command, serve_command
-from payhooks.service.sandbox import sandbox_command
+from payhooks.service import sandbox_command
 
 __all__ = ["main", "payhooks"]
 

@@ -4,12 +4,15 @@
 ``payhooks.service.sandbox`` (a Flask app) stands in for the service in tests and CI. Both
 check requests with ``payhooks.service.interface``. Imports point down: this package may
 import ``payhooks.storage`` and ``payhooks.verify``, never ``payhooks.receiver``. The errors
-every part raises are here.
+every part raises are here, and the ``payhooks sandbox`` command (importable without the
+``service`` extra: it loads the sandbox when it runs).
 """
 
 from __future__ import annotations
 
+from payhooks.service.command import sandbox_command
 from payhooks.service.errors import (
+    AlreadyCreatedError,
     AuthenticationError,
     ConflictError,
     CreationRecordError,
@@ -26,6 +29,7 @@ from payhooks.service.errors import (
 )
 
 __all__ = [
+    "AlreadyCreatedError",
     "AuthenticationError",
     "ConflictError",
     "CreationRecordError",
@@ -39,4 +43,5 @@ __all__ = [
     "ServiceResponseError",
     "ServiceUnavailableError",
     "TransportError",
+    "sandbox_command",
 ]

@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 __all__ = [
+    "AlreadyCreatedError",
     "AuthenticationError",
     "ConflictError",
     "CreationRecordError",
@@ -77,6 +78,22 @@ class ExpectationConflictError(ServiceError):
         )
         self.external_identifier = external_identifier
         self.fields = fields
+
+
+class AlreadyCreatedError(ServiceError):
+    """This client already created a payment with this ``external_identifier``; not sent again,
+    since a second transaction would charge the customer twice."""
+
+    code = "already_created"
+
+    def __init__(self, external_identifier: str, service_id: str | None) -> None:
+        super().__init__(
+            f"{external_identifier!r} was already created at the service (id {service_id}); "
+            "it was not sent again."
+        )
+        self.external_identifier = external_identifier
+        #: The service's id of the payment already made.
+        self.service_id = service_id
 
 
 class CreationRecordError(ServiceError):

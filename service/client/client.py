@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable, Collection, Iterator
 from typing import Any, TypeVar
 
+import httpx
 from payhooks.service.client.creations import CreationLog, CreationState
 from payhooks.service.client.requests import SubscriptionRequest, TransactionRequest
 from payhooks.service.client.responses import (
@@ -25,6 +26,7 @@ from payhooks.service.client.responses import (
 )
 from payhooks.service.client.transport import RetryPolicy, Transport
 from payhooks.service.errors import (
+    AlreadyCreatedError,
     ExpectationConflictError,
     RequestValidationError,
     ServiceError,
@@ -75,7 +77,7 @@ class ServiceClient:
         retry: RetryPolicy | None = None,
         wallet_channel_codes: Collection[str] = DEFAULT_WALLET_CHANNEL_CODES,
         sleep: Callable[[float], None] | None = None,
-        http: Any = None,
+        http: httpx.Client | None = None,
     ) -> None:
         if not access_token or any(c.isspace() for c in access_token):
             raise ValueError("access_token must be one non-empty token without spaces")
@@ -121,11 +123,13 @@ class ServiceClient:
 
         :raises RequestValidationError: the request breaks the interface; nothing was sent.
         :raises ExpectationConflictError: the ledger expects this reference with other data.
+        :raises AlreadyCreatedError: this client's record says it was created already.
         :raises TransportError: no answer (the payment may exist at the service).
         :raises ServiceResponseError: the service refused it (a subclass per status).
         """
         body = request.to_wire()
         validate_transaction(body, request.shape)
+        self._refuse_second_creation(request.external_identifier, None)
         self._expect(
             lambda ledger: ledger.expect_transaction(
                 request.external_identifier,
@@ -173,6 +177,7 @@ class ServiceClient:
             )
         body = request.to_wire()
         validate_subscription(body, wallet_channel_codes=self._wallet_codes)
+        self._refuse_second_creation(request.external_identifier, key)
         self._expect(
             lambda ledger: ledger.expect_subscription(
                 request.external_identifier,
@@ -193,6 +198,17 @@ class ServiceClient:
             headers={"X-Forwarded-For": client_ip, "idempotency-key": key},
             read=Subscription.from_wire,
         )
+
+    def _refuse_second_creation(self, external_identifier: str, key: str | None) -> None:
+        """A reference this client already created is not sent again, unless it is the same
+        subscription call again (its idempotency key makes the service answer the first)."""
+        latest = self.creations.latest(external_identifier)
+        if (
+            latest is not None
+            and latest.state is CreationState.CREATED
+            and (key is None or latest.idempotency_key != key)
+        ):
+            raise AlreadyCreatedError(external_identifier, latest.service_id)
 
     def _expect(self, register: Callable[[Ledger], bool], external_identifier: str) -> None:
         if self._ledger is None:

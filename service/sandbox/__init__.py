@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from payhooks.service.sandbox.app import create_app
 from payhooks.service.sandbox.cards import TEST_CARDS
-from payhooks.service.sandbox.command import sandbox_command
 from payhooks.service.sandbox.core import Sandbox, Settlement
 from payhooks.service.sandbox.notifications import (
     DeliveryTry,
@@ -42,5 +41,4 @@ __all__ = [
     "Settlement",
     "create_app",
     "issue_token",
-    "sandbox_command",
 ]

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 from payhooks.service import (
+    AlreadyCreatedError,
     AuthenticationError,
     ConflictError,
     ExpectationConflictError,
@@ -288,3 +289,28 @@ def test_a_declined_test_card_is_created_and_then_fails(
     assert created.status == "processing"
     listed = {t.id: t.status for t in client.transactions()}
     assert listed[created.id] == "failed"
+
+
+def test_a_reference_already_created_is_not_sent_again(
+    client: ServiceClient, sandbox: SandboxServer
+) -> None:
+    created = client.create_transaction(direct_wallet_transaction("order-twice"))
+    with pytest.raises(AlreadyCreatedError) as exc_info:
+        client.create_transaction(direct_wallet_transaction("order-twice"))
+    assert exc_info.value.service_id == created.id
+    assert len(sandbox.sandbox.requests) == 1
+
+
+def test_a_refused_creation_may_be_retried(
+    make_client: Callable[..., ServiceClient], ledger: Ledger
+) -> None:
+    stale = make_client(access_token="a.b.c")  # a token the service does not accept
+    with pytest.raises(AuthenticationError):
+        stale.create_transaction(direct_wallet_transaction("order-again"))
+    fresh = make_client(creations=stale.creations)
+    created = fresh.create_transaction(direct_wallet_transaction("order-again"))
+    assert created.status == "processing"
+    assert [a.state for a in fresh.creations.attempts()] == [
+        CreationState.REFUSED,
+        CreationState.CREATED,
+    ]

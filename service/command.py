@@ -1,5 +1,9 @@
 """``payhooks sandbox``: run the service's stand-in in the foreground until interrupted.
 
+The sandbox needs httpx, the ``service`` extra, which the console script does not: this
+module imports only click and payhooks.verify, and the sandbox itself once the command runs,
+so ``payhooks`` works without the extra and ``payhooks sandbox`` says how to get it.
+
 It prints what a developer needs to point a client and a receiver at it: the base URL, an
 access token with every scope, the merchant account, and the notification scheme with the key
 the receiver must be configured with. Exit codes: 0 stopped, 1 a failure it reports (the port
@@ -11,8 +15,6 @@ from __future__ import annotations
 import contextlib
 
 import click
-from payhooks.service.sandbox.server import SandboxServer
-from payhooks.service.sandbox.settings import SandboxSettings
 from payhooks.verify import DEFAULT_SCHEME, SCHEMES
 
 __all__ = ["sandbox_command"]
@@ -65,6 +67,14 @@ def sandbox_command(
     notify_attempts: int,
 ) -> None:
     """Run a local sandbox of the payment service (API, hosted page, signed notifications)."""
+    try:
+        from payhooks.service.sandbox import SandboxServer, SandboxSettings
+    except ImportError as err:
+        if err.name != "httpx":
+            raise
+        raise click.ClickException(
+            "payhooks sandbox needs the service extra: pip install 'payhooks[service]'"
+        ) from err
     try:
         settings = SandboxSettings(
             merchant_account_ids=merchants,

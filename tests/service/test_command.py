@@ -51,3 +51,28 @@ def test_the_sandbox_command_serves_with_the_token_it_prints() -> None:
     finally:
         process.terminate()
         process.communicate(timeout=10)
+
+
+_WITHOUT_HTTPX = """
+import sys
+sys.modules["httpx"] = None  # as if the service extra were not installed
+from click.testing import CliRunner
+from payhooks.receiver.console import payhooks
+assert CliRunner().invoke(payhooks, ["--help"]).exit_code == 0
+result = CliRunner().invoke(payhooks, ["sandbox"])
+print(result.exit_code, result.output)
+"""
+
+
+@pytest.mark.system
+def test_without_the_service_extra_the_console_works_and_the_sandbox_says_why() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_HTTPX],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("1 ")
+    assert "pip install 'payhooks[service]'" in result.stdout
