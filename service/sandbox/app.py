@@ -175,6 +175,19 @@ def _control(sandbox: Sandbox) -> Blueprint:
             }
         )
 
+    @control.post("/subscriptions/<subscription_id>/bill/<outcome>")
+    def bill(subscription_id: str, outcome: str) -> Response:
+        settlement = sandbox.bill_period(subscription_id, outcome)
+        return _json(
+            {
+                "transaction_id": settlement.transaction_id,
+                "outcome": settlement.outcome,
+                "notification_id": None
+                if settlement.notification is None
+                else settlement.notification.id,
+            }
+        )
+
     @control.get("/notifications")
     def notifications() -> Response:
         return _json(

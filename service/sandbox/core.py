@@ -90,7 +90,8 @@ class Sandbox:
         self._lost_answers = 0
         #: Every API request as ``(method, path, idempotency key or None)``, oldest first.
         self.requests: list[tuple[str, str, str | None]] = []
-        self.notifier = Notifier(self.settings, clock=self._clock)
+        # Deliveries are signed with the wall clock: a receiver checks it against its own.
+        self.notifier = Notifier(self.settings)
 
     def close(self) -> None:
         self.notifier.close()
@@ -445,28 +446,67 @@ class Sandbox:
                 raise SandboxError(404, "not_found", "There is no such subscription.")
             return found.to_wire()
 
+    def bill_period(self, subscription_id: str, outcome: str = "pay") -> Settlement:
+        """Bill a subscription's next period now and settle it with ``outcome``: a new
+        transaction of ``plan.amount`` (the first period's amount when the plan has none),
+        notified like the first. The period moves on; a failed renewal leaves the
+        subscription ``past_due`` (its transitions are not shown by the interface).
+
+        :raises SandboxError: 404 unknown subscription, 409 while the first period is unpaid
+            or the subscription is cancelled or failed, 400 unknown outcome.
+        """
+        _check_outcome(outcome)
+        with self._lock:
+            subscription = self._subscriptions.get(subscription_id)
+            if subscription is None:
+                raise SandboxError(404, "not_found", "There is no such subscription.")
+            first = self._transactions[subscription.first_transaction_id]
+            if subscription.status not in ("active", "past_due"):
+                raise SandboxError(
+                    409, "not_billable", f"A {subscription.status} subscription is not billed."
+                )
+            if first.status == "processing":
+                raise SandboxError(409, "not_billable", "Its first period is not settled yet.")
+            reference = f"pi_{secrets.token_hex(12)}" if first.provider_reference else None
+            plan = subscription.request["plan"]
+            period = SandboxTransaction(
+                id=str(uuid.uuid4()),
+                merchant=subscription.merchant,
+                shape=first.shape,
+                method=first.method,
+                external_identifier=first.external_identifier,
+                amount=plan.get("amount", first.amount),
+                currency=plan.get("currency", first.currency),
+                created_at=self._clock(),
+                notify_url=first.notify_url,
+                provider_reference=reference,
+                subscription_id=subscription.id,
+            )
+            self._transactions[period.id] = period
+            subscription.current_period_start = subscription.current_period_end
+            subscription.current_period_end = next_period(
+                subscription.current_period_start, plan.get("interval")
+            )
+        return self.settle(period.id, outcome)
+
     def settle(self, transaction_id: str, outcome: str) -> Settlement:
         """Decide a payment (``pay``, ``fail`` or ``cancel``), notify the merchant, and say
         where the customer goes back to.
 
         :raises SandboxError: 404 unknown transaction, 400 unknown outcome, 409 settled already.
         """
-        if outcome not in OUTCOMES:
-            raise SandboxError(
-                400,
-                "invalid_outcome",
-                f"outcome must be one of {', '.join(OUTCOMES)}.",
-                field="outcome",
-            )
+        _check_outcome(outcome)
         with self._lock:
             transaction = self.transaction(transaction_id)
             if transaction.status != "processing":
                 raise SandboxError(409, "already_settled", "This payment is already settled.")
             transaction.status = _TRANSACTION_STATUS[outcome]
             if transaction.subscription_id is not None:
-                self._subscriptions[transaction.subscription_id].status = _SUBSCRIPTION_STATUS[
-                    outcome
-                ]
+                subscription = self._subscriptions[transaction.subscription_id]
+                renewal = subscription.first_transaction_id != transaction.id
+                subscription.status = (
+                    "past_due" if renewal and outcome == "fail" else _SUBSCRIPTION_STATUS[outcome]
+                )
         notification = None
         if transaction.notify_url is not None:
             notification = self.notifier.send(
@@ -506,6 +546,16 @@ class Sandbox:
         if outcome == "pay":
             return transaction.redirect_url
         return transaction.cancel_url
+
+
+def _check_outcome(outcome: str) -> None:
+    if outcome not in OUTCOMES:
+        raise SandboxError(
+            400,
+            "invalid_outcome",
+            f"outcome must be one of {', '.join(OUTCOMES)}.",
+            field="outcome",
+        )
 
 
 def _validated(check: Callable[[], None]) -> None:

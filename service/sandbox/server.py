@@ -12,7 +12,8 @@ in the foreground.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from datetime import datetime
 from types import TracebackType
 
 from payhooks.service.sandbox.app import create_app
@@ -55,14 +56,17 @@ class SandboxServer:
         port: int = 0,
         background: bool = True,
         quiet: bool | None = None,
+        clock: Callable[[], datetime] | None = None,
     ) -> SandboxServer:
         """Bind ``host:port`` (0: a free port) and serve in a daemon thread.
 
         ``background=False`` binds only; call :meth:`serve_forever` yourself (the command does).
         ``quiet`` (default: when in the background) drops werkzeug's line per request.
+        ``clock`` is the sandbox's time (creation times, periods, ``payment_time``); the
+        notifications' signatures always use the wall clock.
         Whatever was started is stopped again if start-up fails.
         """
-        sandbox = Sandbox(settings)
+        sandbox = Sandbox(settings, clock=clock)
         handler = _QuietHandler if (background if quiet is None else quiet) else None
         try:
             server = make_server(
@@ -122,6 +126,10 @@ class SandboxServer:
     def settle(self, transaction_id: str, outcome: str) -> Settlement:
         """Pay, fail or cancel a payment as the hosted page would."""
         return self.sandbox.settle(transaction_id, outcome)
+
+    def bill_period(self, subscription_id: str, outcome: str = "pay") -> Settlement:
+        """Bill a subscription's next period now (see :meth:`Sandbox.bill_period`)."""
+        return self.sandbox.bill_period(subscription_id, outcome)
 
     def notifications(self) -> list[Notification]:
         """The notification log, oldest first."""

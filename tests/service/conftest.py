@@ -4,6 +4,7 @@ ledger is the test's ``ledger`` (the root conftest's, on the same file as ``make
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -22,14 +23,14 @@ def start_sandbox() -> Iterator[Callable[..., SandboxServer]]:
     and retried quickly unless told otherwise."""
     started: list[SandboxServer] = []
 
-    def start(**settings: Any) -> SandboxServer:
+    def start(clock: Callable[[], datetime] | None = None, **settings: Any) -> SandboxServer:
         values: dict[str, Any] = {
             "signing_key": TEST_SECRET,
             "notify_backoff": 0.05,
             "notify_attempts": 3,
             **settings,
         }
-        server = SandboxServer.start(SandboxSettings(**values))
+        server = SandboxServer.start(SandboxSettings(**values), clock=clock)
         started.append(server)
         return server
 

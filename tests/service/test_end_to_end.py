@@ -4,7 +4,9 @@ real payhooks receiver, which reconciles the payment ``paid``. Once per signatur
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -160,3 +162,33 @@ def test_a_dropped_notification_leaves_the_payment_pending_until_resent(
     assert resent.webhook_id == dropped.webhook_id
     assert sandbox.wait_for_notifications(10)
     assert ledger.state("order-dropped") is ReconciliationState.PAID
+
+
+def test_a_later_period_billed_on_demand_is_reconciled_against_the_plan_amount(
+    make_app: AppFactory,
+    serve: Serve,
+    start_sandbox: Callable[..., SandboxServer],
+    make_client: Callable[..., ServiceClient],
+    ledger: Ledger,
+) -> None:
+    # The periods are paid a minute apart, so the ledger can tell which came first.
+    minutes = itertools.count()
+    start = datetime.now(UTC) - timedelta(hours=1)
+    sandbox = _receiver_and_sandbox(
+        make_app,
+        serve,
+        start_sandbox,
+        clock=lambda: start + timedelta(minutes=next(minutes)),
+    )
+    client = make_client(access_token=sandbox.issue_token(), base_url=sandbox.url)
+    created = client.create_subscription(subscription("sub-periods", direct=True), client_ip="::1")
+    assert created.status == "active"  # the test card paid the first period
+    sandbox.bill_period(created.id, "pay")
+    sandbox.bill_period(created.id, "pay")
+    assert sandbox.wait_for_notifications(10)
+    row = ledger.row("sub-periods")
+    assert row is not None
+    assert row.state is ReconciliationState.PAID
+    assert row.received_amount_minor == 990 + 1990 * 2
+    later = sandbox.sandbox.subscription(created.id)
+    assert later["current_period_start"] > created.current_period_start.isoformat()

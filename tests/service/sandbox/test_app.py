@@ -339,3 +339,30 @@ def test_the_drop_switch_is_set_by_the_control_api(web: FlaskClient, sandbox: Sa
         400,
         "invalid_request",
     )
+
+
+def test_a_failed_renewal_leaves_the_subscription_past_due(
+    web: FlaskClient, sandbox: Sandbox
+) -> None:
+    created = _post(
+        web, "/v4/subscriptions", wire(subscription(direct=True)), _headers(sandbox)
+    ).get_json()
+    assert created["status"] == "active"
+    billed = web.post(f"/sandbox/subscriptions/{created['id']}/bill/fail").get_json()
+    assert billed["outcome"] == "fail"
+    assert sandbox.subscription(created["id"])["status"] == "past_due"
+    assert sandbox.transaction(billed["transaction_id"]).amount == 1990  # the plan's amount
+
+
+def test_a_subscription_is_billed_only_once_its_first_period_is_settled(
+    web: FlaskClient, sandbox: Sandbox
+) -> None:
+    created = _post(web, "/v4/subscriptions", wire(subscription()), _headers(sandbox)).get_json()
+    response = web.post(f"/sandbox/subscriptions/{created['id']}/bill/pay")
+    assert _error(response)[:2] == (409, "not_billable")
+    web.post(f"/sandbox/transactions/{created['payment_url_link'].rsplit('/', 1)[1]}/cancel")
+    assert _error(web.post(f"/sandbox/subscriptions/{created['id']}/bill/pay"))[:2] == (
+        409,
+        "not_billable",
+    )
+    assert _error(web.post("/sandbox/subscriptions/nope/bill/pay"))[:2] == (404, "not_found")
