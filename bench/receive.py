@@ -32,7 +32,7 @@ Making it fair on a small machine (this one has 2 cores, shared by client and se
   beside the throughput ratio: it is what the ratio would be if the client cost nothing.
 
 Run by hand; it prints figures and never fails on them (CI runs it only in a tiny size, in
-``tests/test_bench_smoke.py``, to keep it working)::
+``tests/system/test_bench_smoke.py``, to keep it working)::
 
     python -m bench.receive                       # 4 sync workers, 8 connections, 3000 each
     python -m bench.receive --worker-class gthread --threads 4

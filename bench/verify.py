@@ -7,7 +7,7 @@ the package, and within 2x of the floor (at least half its rate).
 
 Run by hand: ``python bench/verify.py [--seconds S]``. It prints figures and never fails on
 them: timings belong to the machine, not to the test suite (which runs it only briefly, in
-``tests/test_bench_smoke.py``, to keep it working).
+``tests/system/test_bench_smoke.py``, to keep it working).
 """
 
 from __future__ import annotations
@@ -16,11 +16,10 @@ import argparse
 import base64
 import hmac
 import json
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
+from payhooks.verify import generate_keypair, get_signer, get_verifier
 from standardwebhooks.webhooks import Webhook
 
 SCHEME = "standard-webhooks"
@@ -63,17 +62,7 @@ def _rate(operation: Callable[[], object], seconds: float) -> float:
             return calls / (now - start)
 
 
-def _import_payhooks_verify() -> None:
-    """Run as ``python bench/verify.py``, this file's folder comes first on ``sys.path`` and
-    ``import verify`` would find this script. Drop that entry so the package is found."""
-    here = Path(__file__).resolve().parent
-    sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != here]
-
-
 def main() -> None:
-    _import_payhooks_verify()
-    from payhooks.verify import generate_keypair, get_signer, get_verifier
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=2.0, help="time per contender")
     args = parser.parse_args()

@@ -4,7 +4,8 @@ One table serves three readers: :meth:`payhooks.receiver.PayHooks.init_app` (Fla
 app and the CLI (the process environment). Keeping the names, defaults and parsing rules here means
 the three cannot drift apart.
 
-Keys that DESIGN.md does not list and payhooks adds, with why:
+Keys of payhooks' own, beyond the basic webhook settings, with why (every key is in
+docs/configuration.md):
 
 - ``PAYHOOKS_SIGNATURE_OPTIONS`` (``{}``): the scheme's options, passed to
   :func:`payhooks.verify.get_verifier` (``hash_algorithm`` for ``sorted-fields-rsa``,

@@ -64,7 +64,16 @@ class PayHooks:
         """Set the config defaults, check them, and mount the blueprint and CLI on ``app``.
 
         :raises ValueError: naming the config key, when the configuration cannot work.
+        :raises RuntimeError: when payhooks is already initialised on ``app`` (by this object
+            or another one). A second call cannot take effect: the blueprint, its URL prefix
+            and the app's ledger are already in use, so it fails before changing anything
+            rather than half-applying a new configuration or doing nothing silently.
         """
+        if EXTENSION_KEY in app.extensions:
+            raise RuntimeError(
+                f"PayHooks is already initialised on app {app.name!r}: call init_app once "
+                "per app (use the PayHooks object that did, or a new app)."
+            )
         for key, default in CONFIG_DEFAULTS.items():
             app.config.setdefault(key, self._options.get(key, default))
         if not app.config["PAYHOOKS_DATABASE"]:

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+from payhooks.storage.currencies import (
+    MINOR_UNIT_EXPONENTS,
+    UnknownCurrencyError,
+    from_minor_units,
+    minor_unit_exponent,
+    to_minor_units,
+)
 from payhooks.storage.errors import (
     ConflictError,
     SchemaVersionError,
@@ -43,6 +50,7 @@ __all__ = [
     "DEFAULT_STATUS_MAP",
     "FINISHED_DELIVERY_STATUSES",
     "MAX_AMOUNT_MINOR",
+    "MINOR_UNIT_EXPONENTS",
     "MISMATCH_STATES",
     "SCHEMA_VERSION",
     "STATE_RANK",
@@ -63,5 +71,9 @@ __all__ = [
     "StorageError",
     "StorageUnavailableError",
     "SummaryRow",
+    "UnknownCurrencyError",
     "UnknownDeliveryError",
+    "from_minor_units",
+    "minor_unit_exponent",
+    "to_minor_units",
 ]

@@ -276,7 +276,7 @@ def _check_amount(value: object, argument: str) -> int:
 
 
 class Ledger:
-    """The SQLite ledger DESIGN.md describes ("Storage").
+    """The SQLite ledger: expected payments, deliveries, outcomes and returns.
 
     :param path_or_database: a file path (opened and owned: :meth:`close` closes it), or a
         ``sqlite_utils.Database`` the caller owns and closes. When that database is already

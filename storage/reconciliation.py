@@ -4,7 +4,7 @@ Finance tools read the view directly, and the ledger reads nothing else, so ther
 definition of every state. Python only streams the view's rows into
 :class:`~payhooks.storage.rows.ReconciliationRow`.
 
-How a payment's state is decided (DESIGN.md "Reconciliation states", made precise):
+How a payment's state is decided (docs/reconciliation.md's states, made precise):
 
 - *Latest* means by ``paid_at``, ties broken by the outcome's id (the order of arrival).
 - A *transaction* (one ``transaction_id``) has a *lifecycle state*: that of its highest-ranked

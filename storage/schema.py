@@ -7,9 +7,9 @@ migrations run under ``BEGIN IMMEDIATE``: the first of several processes opening
 once takes the write lock and migrates, the others wait on the busy timeout, re-read the
 version under the lock, find nothing left to do and go on.
 
-Table and view names and the state names are DESIGN.md's contract: finance tools read them
-directly. Times are UTC ISO 8601 text (:mod:`payhooks.storage.times`); money is ``INTEGER`` minor
-units beside the amount exactly as sent (``TEXT``).
+Table and view names and the state names are a contract (docs/reconciliation.md): finance
+tools read them directly. Times are UTC ISO 8601 text (:mod:`payhooks.storage.times`); money is
+``INTEGER`` minor units beside the amount exactly as sent (``TEXT``).
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ _INITIAL_SCHEMA = (
 
 @_migration("0001_initial_schema")
 def _initial_schema(db: Database) -> None:
-    """Every table and index of DESIGN.md "Storage" (the view: see :func:`create_views`)."""
+    """Every table and index of the first schema (the view: see :func:`create_views`)."""
     for statement in _INITIAL_SCHEMA:
         db.execute(statement)
 

@@ -21,10 +21,12 @@ from payhooks.verify.registry import (
 )
 from payhooks.verify.sorted_fields import sorted_fields_string
 from payhooks.verify.timestamps import DEFAULT_TOLERANCE_SECONDS
+from payhooks.verify.timezones import MAX_OFFSET_HOURS, zone_from_header, zone_from_text
 
 __all__ = [
     "DEFAULT_SCHEME",
     "DEFAULT_TOLERANCE_SECONDS",
+    "MAX_OFFSET_HOURS",
     "SCHEMES",
     "InvalidSignatureError",
     "KeyPair",
@@ -41,4 +43,6 @@ __all__ = [
     "get_verifier",
     "java_double_to_string",
     "sorted_fields_string",
+    "zone_from_header",
+    "zone_from_text",
 ]

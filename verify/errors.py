@@ -30,7 +30,7 @@ class SignatureError(Exception):
     that a handler which only knows the base still answers with a code from the contract.
     """
 
-    #: Stable machine-readable reason, one of the codes in the design's error table.
+    #: Stable machine-readable reason, one of the codes in docs/errors.md.
     code: ClassVar[str] = "invalid_signature"
 
     def __init__(self, message: str, *, header: str | None = None) -> None:

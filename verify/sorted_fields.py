@@ -1,7 +1,7 @@
 """The sorted-fields string: what the service's SDK signs, rebuilt from the JSON body.
 
 The SDK walks the parsed body and writes each scalar; we must produce the same characters.
-The rules (the design's "Signatures" section):
+The rules:
 
 - Keys are taken in the order Java sorts strings: by UTF-16 code units. This differs from
   code point order once characters above U+FFFF meet characters from U+E000 to U+FFFF (a

@@ -62,7 +62,7 @@ def check_tolerance(
     """Raise :class:`TimestampOutOfToleranceError` when ``seconds`` is more than the
     tolerance from ``now`` (one reading of the verifier's clock).
 
-    Exactly ``tolerance_seconds`` away still passes: the design rejects "more than" it.
+    Exactly ``tolerance_seconds`` away still passes: only "more than" it is refused.
     """
     if tolerance_seconds is None or -tolerance_seconds <= now - seconds <= tolerance_seconds:
         return

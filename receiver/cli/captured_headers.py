@@ -55,6 +55,11 @@ def _from_json(text: str) -> dict[str, str]:
         document = json.loads(text)
     except ValueError as err:
         raise HeadersFileError(f"The headers file is not valid JSON: {err}.") from err
+    except RecursionError as err:
+        # Nesting deeper than the interpreter's stack: no headers file looks like that.
+        raise HeadersFileError(
+            "The headers file nests too deeply; it must be a JSON object of names to strings."
+        ) from err
     if not isinstance(document, dict) or not all(
         isinstance(value, str) for value in document.values()
     ):

@@ -7,7 +7,7 @@ command runs as ``flask payhooks ...`` in an app with :class:`payhooks.receiver.
 reconcile`` reads the app's ``PAYHOOKS_DATABASE`` and ``payhooks reconcile`` the environment's,
 and neither needs a secret on the command line, where it would land in the shell's history.
 
-Exit codes (DESIGN.md "CLI"): 0 success, 1 a failure the command reports
+Exit codes (docs/cli.md): 0 success, 1 a failure the command reports
 (:class:`click.ClickException`), 2 bad usage (:class:`click.UsageError`, click's own parameter
 checks, and :class:`BadUsage` for a ledger file that does not exist). Expected errors never
 print a traceback.
@@ -29,8 +29,7 @@ from flask import Flask, current_app
 from flask.cli import ScriptInfo
 from payhooks.receiver.config import KEY_CONFIG, config_from_env
 from payhooks.receiver.settings import ReceiverSettings, load_settings
-from payhooks.storage import Ledger, StorageError
-from payhooks.storage.currencies import minor_unit_exponent
+from payhooks.storage import MAX_AMOUNT_MINOR, Ledger, StorageError, minor_unit_exponent
 from payhooks.verify import DEFAULT_SCHEME, SCHEMES, Signer, Verifier, get_signer, get_verifier
 from sqlite_utils import Database
 
@@ -38,6 +37,7 @@ __all__ = [
     "DEFAULT_DATABASE",
     "SIGNING_KEY_ENV",
     "BadUsage",
+    "amount_callback",
     "currency_callback",
     "database_option",
     "fail_on_storage_errors",
@@ -277,7 +277,7 @@ def signer_for(scheme: str, secret: str | None) -> Signer:
     try:
         return get_signer(scheme, key, **options)
     except ValueError as err:
-        raise click.ClickException(f"The signing key cannot be used with {scheme}: {err}.") from err
+        raise _blame(err, f"The signing key cannot be used with {scheme}") from err
 
 
 def verifier_for(
@@ -298,10 +298,31 @@ def verifier_for(
             scheme, keys, tolerance_seconds=tolerance_seconds, **_scheme_options(scheme)
         )
     except ValueError as err:
-        raise click.ClickException(f"The key cannot be used with {scheme}: {err}.") from err
+        raise _blame(err, f"The key cannot be used with {scheme}") from err
+
+
+def _blame(err: ValueError, key_fault: str) -> click.ClickException:
+    """Name what is really at fault when building a signer or verifier fails: the key (the
+    schemes' errors about keys start with ``key``/``keys[...]``), else the configured
+    ``PAYHOOKS_SIGNATURE_OPTIONS``, as :func:`payhooks.receiver.settings.load_settings` does."""
+    if str(err).startswith("key"):
+        return click.ClickException(f"{key_fault}: {err}.")
+    return click.ClickException(
+        f"The configuration cannot be used: PAYHOOKS_SIGNATURE_OPTIONS: {err}."
+    )
 
 
 # -- parameter types ---------------------------------------------------------------------------
+
+
+def amount_callback(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    """Refuse an amount over :data:`payhooks.storage.MAX_AMOUNT_MINOR`, which the ledger
+    would refuse too (its sums must stay exact), as bad usage rather than a traceback."""
+    if value is not None and value > MAX_AMOUNT_MINOR:
+        raise click.BadParameter(
+            f"{value} is over the largest amount the ledger takes ({MAX_AMOUNT_MINOR} minor units)."
+        )
+    return value
 
 
 def currency_callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -319,7 +340,12 @@ def currency_callback(ctx: click.Context, param: click.Parameter, value: str | N
 def moment_callback(
     ctx: click.Context, param: click.Parameter, value: str | None
 ) -> datetime | None:
-    """Read an ISO 8601 date or time; one without an offset is UTC."""
+    """Read an ISO 8601 date or time; one without an offset is UTC.
+
+    The time is returned in UTC, as the ledger compares it: a time whose UTC is before year 1
+    or after year 9999 (``0001-01-01T00:00:00+01:00``) is refused here, in one sentence,
+    rather than overflowing later.
+    """
     if value is None:
         return None
     try:
@@ -328,4 +354,11 @@ def moment_callback(
         raise click.BadParameter(
             f"{value!r} is not an ISO 8601 time (2024-05-01 or 2024-05-01T12:00:00+08:00)."
         ) from None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise click.BadParameter(
+            f"{value!r} is outside the times the ledger can compare (years 1 to 9999 in UTC)."
+        ) from None

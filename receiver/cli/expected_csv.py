@@ -1,8 +1,20 @@
-"""Reading a file of expected payments for ``payhooks expect --csv``, every row checked first.
+"""Reading a file of expected payments for ``payhooks expect --csv``: all or nothing, in bounded
+memory.
 
-The file is read and checked whole before anything is registered, so a bad row on line 9,000
-leaves the ledger as it was: the command reports every bad row with its line number and
-registers nothing. Only a file that is entirely good goes on to the ledger, in one transaction.
+The file is read twice, and neither pass keeps its rows:
+
+1. :func:`check_expected_payments` checks every row, reports every bad one with its line
+   number (the first :data:`MAX_REPORTED`, and how many more), and registers nothing. The same
+   identifier twice with different data is a bad row too; to see that without holding a
+   million identifiers in memory, the identifiers seen so far go into a temporary SQLite
+   database on disk, which SQLite pages through a small cache.
+2. Only a file that is entirely good is read again by :func:`iter_expected_payments`, row by
+   row, for the command to register in one ledger transaction. Each row is checked again (the
+   file may have changed in between): any problem then raises, and the transaction rolls back.
+
+Two passes rather than one transaction rolled back at the first bad line: the common mistake (a
+typo on line 9,000) is found without taking the ledger's write lock, which the receiver needs
+for every notification, and every bad row is still reported in one run.
 
 Columns (a header row names them, in any order): ``external_identifier``, ``amount_minor``,
 ``currency``, and optionally ``kind`` (``transaction``, the default, or ``subscription``),
@@ -13,20 +25,24 @@ Columns (a header row names them, in any order): ``external_identifier``, ``amou
 from __future__ import annotations
 
 import csv
+import sqlite3
 from collections.abc import Iterable, Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Final, TextIO
 
-from payhooks.storage import PaymentKind
-from payhooks.storage.currencies import minor_unit_exponent
+from payhooks.storage import MAX_AMOUNT_MINOR, PaymentKind, minor_unit_exponent
 
 __all__ = [
     "COLUMNS",
+    "MAX_REPORTED",
     "REQUIRED_COLUMNS",
+    "CheckedFile",
     "ExpectedPayment",
     "ExpectedPaymentsError",
     "RowError",
-    "read_expected_payments",
+    "check_expected_payments",
+    "iter_expected_payments",
 ]
 
 #: Columns that every file must have.
@@ -81,7 +97,13 @@ class ExpectedPaymentsError(ValueError):
 def _minor_units(text: str, column: str) -> int:
     if not text.isascii() or not text.isdigit():
         raise ValueError(f"{column} {text!r} is not a whole, non-negative number of minor units")
-    return int(text)
+    digits = text.lstrip("0")
+    if len(digits) > len(str(MAX_AMOUNT_MINOR)) or int(digits or "0") > MAX_AMOUNT_MINOR:
+        raise ValueError(
+            f"{column} {text[:24]!r} is over the largest amount the ledger takes "
+            f"({MAX_AMOUNT_MINOR} minor units)"
+        )
+    return int(digits or "0")
 
 
 def _check_row(line: int, row: dict[str, str]) -> ExpectedPayment:
@@ -114,18 +136,10 @@ def _check_row(line: int, row: dict[str, str]) -> ExpectedPayment:
     return ExpectedPayment(line, identifier, kind, amount, currency, plan, description)
 
 
-def _rows(reader: csv.DictReader[str]) -> Iterator[tuple[int, dict[str, str]]]:
-    """(line number, row) pairs; the line is where the row ends, as a text editor counts."""
-    for row in reader:
-        yield reader.line_num, row
+def _reader(handle: TextIO) -> csv.DictReader[str]:
+    """A reader over ``handle`` whose header has been checked.
 
-
-def read_expected_payments(handle: TextIO) -> list[ExpectedPayment]:
-    """Read and check the whole file.
-
-    :raises ExpectedPaymentsError: a missing or unknown column, an empty file, or any bad row
-        (all of them, each with its line number; the same identifier twice with different data
-        is a bad row too).
+    :raises ExpectedPaymentsError: a missing or unknown column, or an empty file.
     """
     reader = csv.DictReader(handle, restkey="\0extra", strict=True)
     try:
@@ -145,55 +159,125 @@ def read_expected_payments(handle: TextIO) -> list[ExpectedPayment]:
         if unknown:
             parts.append(f"unknown column(s) {', '.join(repr(n) for n in unknown)}")
         raise ExpectedPaymentsError(f"line 1: {'; '.join(parts)} (columns: {', '.join(COLUMNS)}).")
+    return reader
 
-    payments: list[ExpectedPayment] = []
-    errors: list[RowError] = []
-    seen: dict[str, ExpectedPayment] = {}
+
+def _checked_rows(reader: csv.DictReader[str]) -> Iterator[ExpectedPayment | RowError]:
+    """Each row, checked on its own: a payment or what is wrong with its line (the line where
+    the row ends, as a text editor counts). A row the csv module cannot read ends the file."""
+    width = len(reader.fieldnames or ())
     try:
-        for line, row in _rows(reader):
+        for row in reader:
+            line = reader.line_num
             if "\0extra" in row or any(value is None for value in row.values()):
-                errors.append(RowError(line, f"expected {len(names)} fields"))
+                yield RowError(line, f"expected {width} fields")
                 continue
             try:
-                payment = _check_row(line, row)
+                yield _check_row(line, row)
             except ValueError as err:
-                errors.append(RowError(line, str(err)))
-                continue
-            earlier = seen.get(payment.external_identifier)
-            if earlier is not None:
-                if _same(earlier, payment):
-                    continue  # the same payment twice: registering it again is a no-op anyway
-                errors.append(
-                    RowError(
-                        line,
-                        f"{payment.external_identifier!r} is already on line {earlier.line} "
-                        "with different data",
-                    )
-                )
-                continue
-            seen[payment.external_identifier] = payment
-            payments.append(payment)
+                yield RowError(line, str(err))
     except csv.Error as err:
-        errors.append(RowError(reader.line_num, f"the row cannot be read: {err}"))
-    if errors:
-        shown = errors[:MAX_REPORTED]
-        more = len(errors) - len(shown)
-        summary = f"{len(errors)} bad row(s)" + (f" ({more} not listed)" if more else "")
+        yield RowError(reader.line_num, f"the row cannot be read: {err}")
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedFile:
+    """What :func:`check_expected_payments` found in a good file."""
+
+    #: Every row, repeats included: how many payments the second pass yields.
+    rows: int
+    #: Rows that repeat an earlier row exactly (registering them again changes nothing).
+    repeated: int
+
+
+class _SeenIdentifiers:
+    """The identifiers read so far, with their line and data, in a temporary SQLite database
+    on disk: a million of them cost a few megabytes of cache rather than hundreds of
+    megabytes of Python objects."""
+
+    def __init__(self) -> None:
+        # "": a private temporary database that SQLite keeps on disk and deletes on close.
+        self._conn = sqlite3.connect("", isolation_level=None)
+        self._conn.execute(
+            "CREATE TABLE seen (identifier TEXT PRIMARY KEY, line INTEGER, kind TEXT, "
+            "amount INTEGER, currency TEXT, plan INTEGER, description TEXT) WITHOUT ROWID"
+        )
+        self._conn.execute("BEGIN")
+
+    def add(self, payment: ExpectedPayment) -> tuple[int, bool] | None:
+        """None when the identifier is new; else the earlier line, and whether its data is
+        the same."""
+        data = (
+            payment.kind.value,
+            payment.amount_minor,
+            payment.currency,
+            payment.plan_amount_minor,
+            payment.description,
+        )
+        inserted = self._conn.execute(
+            "INSERT INTO seen VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            (payment.external_identifier, payment.line, *data),
+        ).rowcount
+        if inserted:
+            return None
+        line, *earlier = self._conn.execute(
+            "SELECT line, kind, amount, currency, plan, description FROM seen WHERE identifier = ?",
+            (payment.external_identifier,),
+        ).fetchone()
+        return line, tuple(earlier) == data
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def check_expected_payments(handle: TextIO) -> CheckedFile:
+    """Check the whole file, keeping none of its rows.
+
+    :raises ExpectedPaymentsError: a missing or unknown column, an empty file, or any bad row
+        (the first :data:`MAX_REPORTED` listed, each with its line number, and a count of all;
+        the same identifier twice with different data is a bad row too).
+    """
+    reader = _reader(handle)
+    shown: list[RowError] = []
+    bad = rows = repeated = 0
+    with closing(_SeenIdentifiers()) as seen:
+        for checked in _checked_rows(reader):
+            if isinstance(checked, ExpectedPayment):
+                earlier = seen.add(checked)
+                if earlier is None:
+                    rows += 1
+                    continue
+                line, same = earlier
+                if same:
+                    rows += 1
+                    repeated += 1  # the same payment twice: registering it again is a no-op
+                    continue
+                checked = RowError(
+                    checked.line,
+                    f"{checked.external_identifier!r} is already on line {line} "
+                    "with different data",
+                )
+            bad += 1
+            if len(shown) < MAX_REPORTED:
+                shown.append(checked)
+    if bad:
+        more = bad - len(shown)
+        summary = f"{bad} bad row(s)" + (f" ({more} not listed)" if more else "")
         raise ExpectedPaymentsError(f"{summary}; nothing was registered.", shown)
-    return payments
+    return CheckedFile(rows, repeated)
 
 
-def _same(first: ExpectedPayment, second: ExpectedPayment) -> bool:
-    return (
-        first.kind,
-        first.amount_minor,
-        first.currency,
-        first.plan_amount_minor,
-        first.description,
-    ) == (
-        second.kind,
-        second.amount_minor,
-        second.currency,
-        second.plan_amount_minor,
-        second.description,
-    )
+def iter_expected_payments(handle: TextIO) -> Iterator[ExpectedPayment]:
+    """Every payment of a file :func:`check_expected_payments` passed, one at a time, repeats
+    included.
+
+    :raises ExpectedPaymentsError: at the first bad row, should the file have changed since
+        it was checked (the caller's transaction must then roll back).
+    """
+    for checked in _checked_rows(_reader(handle)):
+        if isinstance(checked, RowError):
+            raise ExpectedPaymentsError(
+                "the file changed while it was being registered; nothing was registered.",
+                [checked],
+            )
+        yield checked

@@ -7,9 +7,11 @@ file that does not exist rather than report on an empty ledger they just created
 
 from __future__ import annotations
 
+import os
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from functools import partial
 from pathlib import Path
@@ -18,6 +20,7 @@ from typing import TextIO
 import click
 from flask import current_app
 from payhooks.receiver.cli.common import (
+    amount_callback,
     currency_callback,
     database_option,
     fail_on_storage_errors,
@@ -29,7 +32,8 @@ from payhooks.receiver.cli.common import (
 from payhooks.receiver.cli.expected_csv import (
     ExpectedPayment,
     ExpectedPaymentsError,
-    read_expected_payments,
+    check_expected_payments,
+    iter_expected_payments,
 )
 from payhooks.receiver.cli.reports import ReportFormat, Totals, write_report, write_totals
 from payhooks.receiver.pipeline.reprocess import (
@@ -46,8 +50,8 @@ from payhooks.storage import (
     PaymentKind,
     ReconciliationRow,
     ReconciliationState,
+    from_minor_units,
 )
-from payhooks.storage.currencies import from_minor_units
 
 __all__ = ["expect", "reconcile", "reprocess"]
 
@@ -61,12 +65,15 @@ def _stderr() -> TextIO:
 
 @click.command()
 @click.argument("external_id", required=False)
-@click.argument("amount_minor", required=False, type=click.IntRange(min=0))
+@click.argument(
+    "amount_minor", required=False, type=click.IntRange(min=0), callback=amount_callback
+)
 @click.argument("currency", required=False, callback=currency_callback)
 @click.option("--subscription", is_flag=True, help="A subscription rather than one payment.")
 @click.option(
     "--plan-amount",
     type=click.IntRange(min=0),
+    callback=amount_callback,
     metavar="N",
     help="A subscription's later periods, in minor units (the first is AMOUNT_MINOR).",
 )
@@ -91,7 +98,8 @@ def expect(
 ) -> None:
     """Register a payment you expect: EXTERNAL_ID AMOUNT_MINOR CURRENCY, or --csv FILE.
 
-    AMOUNT_MINOR is in the currency's minor units (2500 CNY is 25.00). Registering the same
+    AMOUNT_MINOR is in the currency's minor units (2500 CNY is 25.00), at most 10^15.
+    Registering the same
     payment again is a no-op; with different data it fails (exit 1).
 
     The CSV file has a header row with the columns external_identifier, amount_minor,
@@ -127,6 +135,10 @@ def expect(
             new = _register(ledger, payment)
         except ConflictError as err:
             raise click.ClickException(err.message) from err
+        except ValueError as err:
+            # What the arguments' types let through and the ledger still refuses (text that
+            # cannot be stored, such as undecodable bytes from the command line).
+            raise click.ClickException(f"The payment cannot be registered: {err}.") from err
     amount = from_minor_units(amount_minor, currency)
     if new:
         click.echo(f"Registered {external_id}: {amount} {currency} ({payment.kind}).")
@@ -152,31 +164,38 @@ def _register(ledger: Ledger, payment: ExpectedPayment) -> bool:
     )
 
 
+def _open_csv(path: Path) -> TextIO:
+    # utf-8-sig: spreadsheets often start the file with a byte-order mark.
+    return path.open(encoding="utf-8-sig", newline="")
+
+
 def _expect_csv(path: Path, database: Path | None) -> None:
+    """Check the whole file, then register it in one transaction, reading it a second time
+    (see :mod:`payhooks.receiver.cli.expected_csv`): memory stays bounded, whatever the size."""
+    new = 0
     try:
-        # utf-8-sig: spreadsheets often start the file with a byte-order mark.
-        with path.open(encoding="utf-8-sig", newline="") as handle:
-            payments = read_expected_payments(handle)
+        with _open_csv(path) as handle:
+            checked = check_expected_payments(handle)
+        with (
+            ledger_transaction(database) as ledger,
+            _open_csv(path) as handle,
+            click.progressbar(length=checked.rows, label="Registering", file=_stderr()) as bar,
+        ):
+            for payment in iter_expected_payments(handle):
+                try:
+                    new += _register(ledger, payment)
+                except ConflictError as err:
+                    raise click.ClickException(
+                        f"{path}: line {payment.line}: {err.message} Nothing was registered."
+                    ) from err
+                bar.update(1)
     except ExpectedPaymentsError as err:
         for error in err.errors:
             click.echo(f"{path}: {error}", err=True)
         raise click.ClickException(f"{path}: {err.message}") from err
     except (OSError, UnicodeDecodeError) as err:
         raise click.ClickException(f"{path} cannot be read: {err}.") from err
-
-    new = 0
-    with (
-        ledger_transaction(database) as ledger,
-        click.progressbar(payments, label="Registering", file=_stderr()) as bar,
-    ):
-        for payment in bar:
-            try:
-                new += _register(ledger, payment)
-            except ConflictError as err:
-                raise click.ClickException(
-                    f"{path}: line {payment.line}: {err.message} Nothing was registered."
-                ) from err
-    unchanged = len(payments) - new
+    unchanged = checked.rows - checked.repeated - new
     click.echo(
         f"Registered {new} payment(s) from {path}"
         + (f"; {unchanged} already registered with the same data." if unchanged else ".")
@@ -246,8 +265,14 @@ def reconcile(
     with ledger_for(database) as ledger:
         rows = ledger.reconcile(state=state, since=since, until=until)
         if output is None:
-            out = sys.stdout
-            write_report(rows, out, report_format, totals=totals)
+            with _writing_to_stdout() as out:
+                write_report(rows, out, report_format, totals=totals)
+                if report_format == "table":
+                    if totals.rows:
+                        out.write("\n")
+                        write_totals(totals, out)
+                    else:
+                        out.write("(no rows)\n")
         else:
             try:
                 with (
@@ -259,16 +284,44 @@ def reconcile(
                     write_report(bar, handle, report_format, totals=totals)
             except OSError as err:
                 raise click.ClickException(f"{output} cannot be written: {err.strerror}.") from err
-    if report_format == "table" and output is None:
-        if totals.rows:
-            click.echo()
-            write_totals(totals, sys.stdout)
-        else:
-            click.echo("(no rows)")
-    elif output is not None:
+    if output is not None:
         click.echo(f"Wrote {totals.rows} row(s) to {output}.", err=True)
     if fail_on_mismatch:
         _fail_on_mismatch(totals)
+
+
+@contextmanager
+def _writing_to_stdout() -> Iterator[TextIO]:
+    """Standard output for a report, flushed before the block ends, so a full disk or a closed
+    file is an exit 1 with one sentence rather than a traceback (or Python's complaint at exit).
+
+    A closed pipe (``payhooks reconcile | head``) is left to click, which ends quietly as a
+    pipeline expects. After any other failure, what is still buffered goes to the null device:
+    it cannot be written anyway, and the interpreter would try again on its way out.
+    """
+    out = sys.stdout
+    try:
+        yield out
+        out.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as err:
+        _discard_stdout()
+        raise click.ClickException(
+            f"The report cannot be written to standard output: {err.strerror or err}."
+        ) from err
+
+
+def _discard_stdout() -> None:
+    try:
+        descriptor = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return  # not a file (a test runner's buffer): nothing is flushed at exit
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, descriptor)
+    finally:
+        os.close(null)
 
 
 def _unsized(rows: Iterator[ReconciliationRow]) -> Iterator[ReconciliationRow]:

@@ -1,24 +1,26 @@
 """The reconciliation as text: a table for people, CSV for spreadsheets, JSON Lines for tools.
 
 Every format carries the same fields (:data:`REPORT_FIELDS`), amounts as exact decimal strings
-in major units (``"25.00"``), never floats. Rows are written one at a time as the ledger streams
+in major units (``"25.00"``), never floats. Identifiers come from webhook bodies, so each format
+writes text its own safe way (:mod:`payhooks.receiver.cli.escaping`): CSV cells a spreadsheet
+would run as formulas are neutralised, control characters in the table are shown as escapes,
+JSON Lines stays exact. Rows are written one at a time as the ledger streams
 them, so a report over a million payments never holds more than one row (the table keeps its
 first few rows to size its columns).
 """
 
 from __future__ import annotations
 
-import csv
-import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Final, Literal, TextIO
 
-from payhooks.storage import MISMATCH_STATES, ReconciliationRow
-from payhooks.storage.currencies import from_minor_units
+from payhooks.receiver.cli.escaping import csv_field, json_line, terminal_text
+from payhooks.storage import MISMATCH_STATES, ReconciliationRow, from_minor_units
 
 __all__ = [
+    "NUMERIC_FIELDS",
     "REPORT_FIELDS",
     "ReportFormat",
     "Totals",
@@ -57,6 +59,12 @@ _TABLE_COLUMNS: Final = (
     ("RECEIVED", "received_amount", True),
     ("PERIODS", "periods_paid", True),
     ("TRANSACTIONS", "transaction_ids", False),
+)
+
+#: The fields that hold numbers the report computed: never neutralised in CSV, for a negative
+#: amount (``-5.00``) is a number a spreadsheet should add up, not a formula.
+NUMERIC_FIELDS: Final = frozenset(
+    {"expected_amount", "received_amount", "periods_paid", "unknown_outcomes"}
 )
 
 #: How many rows the table reads ahead to size its columns.
@@ -168,18 +176,21 @@ def _counting(rows: Iterable[ReconciliationRow], totals: Totals | None) -> Itera
 def _write_json_lines(records: Iterable[Mapping[str, Any]], out: TextIO) -> int:
     written = 0
     for record in records:
-        out.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
+        out.write(json_line(record))
         out.write("\n")
         written += 1
     return written
 
 
 def _write_csv(records: Iterable[Mapping[str, Any]], out: TextIO) -> int:
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(REPORT_FIELDS)
+    out.write(",".join(csv_field(name, text=True) for name in REPORT_FIELDS) + "\n")
     written = 0
     for record in records:
-        writer.writerow([_cell(record[name]) for name in REPORT_FIELDS])
+        fields = (
+            csv_field(_cell(record[name]), text=name not in NUMERIC_FIELDS)
+            for name in REPORT_FIELDS
+        )
+        out.write(",".join(fields) + "\n")
         written += 1
     return written
 
@@ -217,7 +228,7 @@ def _table_cells(record: Mapping[str, Any]) -> list[str]:
             and (record["received_currency"] not in (None, record["currency"]))
         ):
             value = f"{value} {record['received_currency']}"
-        cells.append(_cell(value))
+        cells.append(terminal_text(_cell(value)))
     return cells
 
 
@@ -233,7 +244,7 @@ def write_totals(totals: Totals, out: TextIO) -> None:
     lines = list(totals.lines())
     headers = ("CUR", "STATE", "COUNT", "EXPECTED", "RECEIVED")
     cells = [
-        (currency, state, str(count), str(expected), str(received))
+        (terminal_text(currency), state, str(count), str(expected), str(received))
         for currency, state, count, expected, received in lines
     ]
     widths = [

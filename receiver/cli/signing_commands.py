@@ -4,11 +4,13 @@
 ``-H @FILE`` reads and what ``verify --headers`` reads back, so a delivery can be built, sent
 and checked with nothing but curl. Keys come from ``--secret`` or the environment, never
 needing to appear in the shell's history; nothing here prints a key except ``keygen``, whose
-whole job is to make one.
+whole job is to make one, and which prints a private key nowhere: a public-key scheme's signing
+key goes to a file of its own, readable by its owner only.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -23,7 +25,7 @@ from payhooks.receiver.cli.common import (
 )
 from payhooks.verify import DEFAULT_SCHEME, SCHEMES, SignatureError, generate_keypair
 
-__all__ = ["keygen", "sign", "verify_command"]
+__all__ = ["DEFAULT_SIGNING_KEY_FILE", "keygen", "sign", "verify_command"]
 
 _BODY = click.Path(exists=True, dir_okay=False, readable=True, path_type=Path)
 
@@ -125,6 +127,10 @@ def verify_command(
     click.echo(f"Valid: {', '.join(details)}.")
 
 
+#: Where ``keygen`` puts a public-key scheme's private signing key unless told otherwise.
+DEFAULT_SIGNING_KEY_FILE = "payhooks-signing-key.env"
+
+
 @click.command()
 @click.option(
     "--scheme",
@@ -133,23 +139,77 @@ def verify_command(
     show_default=True,
     help="The signature scheme to make keys for.",
 )
-def keygen(scheme: str) -> None:
+@click.option(
+    "--signing-key-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help=(
+        "Public-key schemes: the file for the sender's private signing key, created readable "
+        f"by you only and never overwritten. Default: ./{DEFAULT_SIGNING_KEY_FILE}."
+    ),
+)
+def keygen(scheme: str, signing_key_file: Path | None) -> None:
     """Make a new key for a scheme, printed as the settings that take it.
 
-    The output is an environment file (NAME=value lines): `payhooks keygen > keys.env`. For
-    the HMAC schemes one shared secret serves both sides (PAYHOOKS_SECRETS); for the public-key
-    schemes the sender keeps PAYHOOKS_SIGNING_KEY and the receiver gets PAYHOOKS_PUBLIC_KEYS.
+    Standard output is an environment file (NAME=value lines) for the receiver:
+    `payhooks keygen > keys.env`. For the HMAC schemes one shared secret serves both sides
+    (PAYHOOKS_SECRETS). For the public-key schemes standard output has only the receiver's
+    PAYHOOKS_PUBLIC_KEYS; the sender's private PAYHOOKS_SIGNING_KEY goes to its own file
+    (--signing-key-file), so the receiver's settings never carry a private key.
     """
     pair = generate_keypair(scheme)
-    click.echo(f"# payhooks keygen --scheme {scheme}")
-    click.echo(f"PAYHOOKS_SIGNATURE_SCHEME={scheme}")
     if SCHEMES[scheme].key_kind == "secret":
+        if signing_key_file is not None:
+            raise click.UsageError(
+                f"--signing-key-file is for the public-key schemes; {scheme} has one shared "
+                "secret, printed as PAYHOOKS_SECRETS."
+            )
+        click.echo(f"# payhooks keygen --scheme {scheme}")
+        click.echo(f"PAYHOOKS_SIGNATURE_SCHEME={scheme}")
         click.echo(
             "# The shared secret: the receiver verifies with it and the sender signs with it."
         )
         click.echo(f"PAYHOOKS_SECRETS={pair.signing_key}")
         return
-    click.echo("# The sender's signing key: keep it secret; the receiver never needs it.")
-    click.echo(f"{SIGNING_KEY_ENV}={pair.signing_key}")
+    path = signing_key_file or Path(DEFAULT_SIGNING_KEY_FILE)
+    # The private key is written first: if it cannot be kept, no public key is printed for it.
+    _write_private_file(
+        path,
+        f"# payhooks keygen --scheme {scheme}: the SENDER's settings. Keep this file secret;\n"
+        "# the receiver never needs it.\n"
+        f"PAYHOOKS_SIGNATURE_SCHEME={scheme}\n"
+        f"{SIGNING_KEY_ENV}={pair.signing_key}\n",
+    )
+    click.echo(f"# payhooks keygen --scheme {scheme}: the RECEIVER's settings (no secret here).")
+    click.echo(f"# The sender's private signing key is in {path}, not here.")
+    click.echo(f"PAYHOOKS_SIGNATURE_SCHEME={scheme}")
     click.echo("# The receiver's verifying key (while rotating, list the old and new keys).")
     click.echo(f"PAYHOOKS_PUBLIC_KEYS={pair.verifying_key}")
+    click.echo(
+        f"Wrote the sender's signing key to {path} (readable by you only); "
+        "standard output has the receiver's settings.",
+        err=True,
+    )
+
+
+def _write_private_file(path: Path, text: str) -> None:
+    """Create ``path`` with mode 600 and write ``text``; an existing file is never replaced
+    (it may hold the key a sender uses today).
+
+    :raises click.ClickException: the file exists or cannot be written; nothing is left.
+    """
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise click.ClickException(
+            f"{path} already exists, and keygen never overwrites a signing key: move it away "
+            "or pass --signing-key-file with a new path."
+        ) from None
+    except OSError as err:
+        raise click.ClickException(f"{path} cannot be created: {err.strerror}.") from err
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as err:
+        path.unlink(missing_ok=True)
+        raise click.ClickException(f"{path} cannot be written: {err.strerror}.") from err

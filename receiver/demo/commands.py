@@ -7,6 +7,7 @@ not pay for building it.
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -28,6 +29,28 @@ def _quiet(name: str) -> Iterator[None]:
         logger.setLevel(level)
 
 
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host`` and ``port``, bound here rather than by werkzeug, which
+    prints two lines of its own and exits when it cannot bind.
+
+    :raises click.ClickException: the address cannot be used (a busy port), in one sentence.
+    """
+    from werkzeug.serving import get_sockaddr, select_address_family
+
+    family = select_address_family(host, port)
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as werkzeug does
+        sock.bind(get_sockaddr(host, port, family))
+        sock.listen(socket.SOMAXCONN)
+    except OSError as err:
+        sock.close()
+        raise click.ClickException(
+            f"Cannot listen on {host} port {port}: {err.strerror or err}."
+        ) from err
+    return sock
+
+
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="The address to listen on.")
 @click.option(
@@ -45,13 +68,21 @@ def serve_command(host: str, port: int) -> None:
     development key and prints it. For development only: run a real app under gunicorn.
     """
     from payhooks.receiver.demo.app import DEMO_SIGNING_KEY, create_app
-    from werkzeug.serving import run_simple
+    from werkzeug.serving import make_server
 
     try:
         with _quiet("payhooks"):
             app = create_app()
     except ValueError as err:
         raise click.ClickException(f"The configuration cannot be used: {err}") from err
+    # Listen first: a key printed for a server that then fails to start (a busy port) would be
+    # a key for nothing, left in the terminal's scrollback.
+    listening = _listen(host, port)
+    try:
+        server = make_server(host, port, app, threaded=True, fd=listening.fileno())
+    finally:
+        listening.close()  # the server holds its own duplicate of the socket
+    port = server.socket.getsockname()[1]  # the real one, when --port 0 asked for any
     scheme = app.config["PAYHOOKS_SIGNATURE_SCHEME"]
     prefix = app.config["PAYHOOKS_URL_PREFIX"]
     shown_host = f"[{host}]" if ":" in host else host
@@ -78,7 +109,8 @@ def serve_command(host: str, port: int) -> None:
     logger = logging.getLogger("payhooks")
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
-    run_simple(host, port, app, threaded=True)
+    server.log_startup()
+    server.serve_forever()  # until Ctrl+C; it closes the socket on the way out
 
 
 @click.command("demo")

@@ -15,7 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 from marshmallow import fields
-from payhooks.storage.currencies import UnknownCurrencyError, minor_unit_exponent
+from payhooks.storage import UnknownCurrencyError, minor_unit_exponent
 
 __all__ = ["Amount", "CurrencyCode", "PaymentTime"]
 

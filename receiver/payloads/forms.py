@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 from marshmallow import ValidationError
 from payhooks.receiver.payloads.errors import SCHEMA_KEY
-from payhooks.storage.records import Flow
+from payhooks.storage import Flow
 
 __all__ = [
     "CARD_SUFFIX",

@@ -20,7 +20,7 @@ from payhooks.receiver.payloads.errors import SCHEMA_KEY, InvalidPayloadError
 from payhooks.receiver.payloads.schemas import Notification, NotificationSchema
 from payhooks.receiver.payloads.status import load_status_map, resolve_state
 from payhooks.receiver.payloads.zones import delivery_zone, load_time_zone, to_utc
-from payhooks.storage.records import DEFAULT_STATUS_MAP, Outcome
+from payhooks.storage import DEFAULT_STATUS_MAP, Outcome
 
 __all__ = ["parse_notification"]
 

@@ -37,7 +37,7 @@ from marshmallow import (
 from payhooks.receiver.payloads.fields import Amount, CurrencyCode, PaymentTime
 from payhooks.receiver.payloads.forms import FormMatch, detect_form
 from payhooks.storage import MAX_AMOUNT_MINOR as STORAGE_MAX_AMOUNT_MINOR
-from payhooks.storage.currencies import to_minor_units
+from payhooks.storage import to_minor_units
 
 __all__ = [
     "MAX_AMOUNT_MINOR",

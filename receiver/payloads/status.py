@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from payhooks.storage.records import DEFAULT_STATUS_MAP, Flow, PaymentState
+from payhooks.storage import DEFAULT_STATUS_MAP, Flow, PaymentState
 
 __all__ = ["AGREEING_PROVIDER_STATUS", "load_status_map", "resolve_state"]
 

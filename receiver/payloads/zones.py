@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, tzinfo
 
-from payhooks.verify.timezones import MAX_OFFSET_HOURS, zone_from_header, zone_from_text
+from payhooks.verify import MAX_OFFSET_HOURS, zone_from_header, zone_from_text
 
 __all__ = ["MAX_OFFSET_HOURS", "delivery_zone", "load_time_zone", "to_utc", "zone_from_text"]
 

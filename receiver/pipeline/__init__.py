@@ -1,7 +1,7 @@
 """What happens to a delivery once its signature is checked: store it, parse it, record and
 reconcile its outcome, and say which signals it owes; and running stored deliveries again.
 
-Rule: no Flask and no request here (``tests/receiver/test_layers.py`` imports this package in a
+Rule: no Flask and no request here (``tests/test_layers.py`` imports this package in a
 fresh interpreter and checks that Flask is not loaded). The web layer hands in bytes, headers
 and settings; the CLI's ``reprocess`` calls the same functions.
 """

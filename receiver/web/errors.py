@@ -15,10 +15,10 @@ from werkzeug.exceptions import HTTPException
 
 __all__ = ["ERROR_CODES", "RETRY_AFTER_SECONDS", "error_response", "http_error_response"]
 
-#: The stable error codes the receiver answers with, and the status of each. The first nine are
-#: DESIGN.md's contract; ``method_not_allowed`` and ``bad_request`` cover HTTP misuse inside the
-#: blueprint, ``processing_error`` a failure of ours after the delivery was stored (answered
-#: 503 so the service retries once it is fixed).
+#: The stable error codes the receiver answers with, and the status of each (docs/errors.md).
+#: The first nine are the webhook's contract; ``method_not_allowed`` and ``bad_request`` cover
+#: HTTP misuse inside the blueprint, ``processing_error`` a failure of ours after the delivery
+#: was stored (answered 503 so the service retries once it is fixed).
 ERROR_CODES: Mapping[str, int] = {
     "payload_too_large": 413,
     "missing_signature": 401,

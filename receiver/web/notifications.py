@@ -1,4 +1,4 @@
-"""``POST /notifications``: the webhook pipeline, in DESIGN.md's order.
+"""``POST /notifications``: the webhook pipeline, in the order of docs/overview.md.
 
 1. Cap the body: a ``Content-Length`` over ``PAYHOOKS_MAX_BODY_BYTES`` is refused unread, and
    the read itself stops one byte past the cap (chunked bodies too): 413. A body the server

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
+from urllib.parse import unquote
 
 from flask import Flask, Response, current_app, make_response, render_template, request, url_for
 from itsdangerous import BadData, URLSafeTimedSerializer
@@ -22,6 +23,8 @@ from payhooks.receiver.redirects import fill_redirect_template
 from payhooks.receiver.state import receiver_state
 from payhooks.receiver.web.errors import error_response
 from payhooks.storage import ReconciliationState
+from werkzeug.exceptions import HTTPException
+from werkzeug.routing import RoutingException
 
 __all__ = [
     "RETURN_SALT",
@@ -103,15 +106,47 @@ def return_url(external_identifier: str, cancel: bool = False, *, _external: boo
     ``cancel_url``, or a subscription's ``redirect_url``. Call it inside a request or an app
     context; outside a request, an absolute URL needs Flask's ``SERVER_NAME``.
 
-    :raises ValueError: when the app has no secret key to sign the token with.
+    :raises ValueError: when the app has no secret key to sign the token with, or for an
+        identifier no URL can carry back to the route (one with a newline, or a ``.`` or
+        ``..`` path segment that browsers remove): a URL that could only ever answer 404 is
+        refused here, where the mistake can still be seen, not handed to the customer.
     """
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     kind: ReturnKind = "cancel" if cancel else "return"
-    token = _make_token(app, external_identifier, kind)
     endpoint = "payhooks.cancel_page" if cancel else "payhooks.customer_return_page"
+    _check_routable(app, endpoint, external_identifier)
+    token = _make_token(app, external_identifier, kind)
     return url_for(
         endpoint, external_identifier=external_identifier, token=token, _external=_external
     )
+
+
+def _check_routable(app: Flask, endpoint: str, external_identifier: str) -> None:
+    """Build the path for ``external_identifier`` and route it back, as the server will.
+
+    :raises ValueError: when the path does not come back to ``endpoint`` with the same
+        identifier, or when a browser would change it before sending it.
+    """
+    if not isinstance(external_identifier, str) or not external_identifier:
+        raise ValueError("external_identifier must be a non-empty string")
+    problem = None
+    if any(segment in (".", "..") for segment in external_identifier.split("/")):
+        problem = "a '.' or '..' path segment, which browsers remove before sending the URL"
+    else:
+        adapter = app.url_map.bind("localhost")
+        values = {"external_identifier": external_identifier}
+        try:
+            path = adapter.build(endpoint, values)
+            routed = adapter.match(unquote(path, errors="strict"), method="GET")
+        except (HTTPException, RoutingException, UnicodeError):
+            routed = None
+        if routed != (endpoint, values):
+            problem = "a character the return route cannot match, such as a newline"
+    if problem is not None:
+        raise ValueError(
+            f"external_identifier {external_identifier[:64]!r} cannot be put in a return URL: "
+            f"it has {problem}"
+        )
 
 
 @dataclass(frozen=True, slots=True)

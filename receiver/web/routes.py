@@ -7,25 +7,39 @@ Routes, relative to ``PAYHOOKS_URL_PREFIX``:
 (:mod:`payhooks.receiver.web.returns`).
 - ``GET /cancel/<external_identifier>``: the wallet's cancel URL.
 
-Any other method on those paths answers a JSON 405 rather than Flask's HTML page. Routing
-errors happen before Flask knows the blueprint, so a blueprint error handler never sees them; a
-companion rule per path answers instead. Errors raised inside the views (werkzeug's 413 from the
+Every answer under the prefix follows the JSON error contract, never Flask's HTML pages:
+
+- Any other method on those paths, whatever its name (``PUT``, ``TRACE``, ``PROPFIND``, a
+  made-up one), answers a JSON 405 with ``Allow``. ``OPTIONS`` too: nobody needs it here (the
+  service posts server to server, the customer's browser navigates with ``GET``, and neither is
+  ever a CORS preflight), and Flask's automatic answer would be a 200 that says nothing. The
+  405 still carries ``Allow``, which is what an ``OPTIONS`` asks.
+- Any other path under the prefix (``/notifications/`` with a trailing slash, ``/return/``
+  with no identifier, the prefix itself) answers a JSON 404.
+
+Routing errors happen before Flask knows the blueprint, so a blueprint error handler never sees
+them; companion rules answer instead. They match every method (a werkzeug rule without
+``methods``), which Flask's ``route`` cannot declare, so they are added to the app's URL map
+when the blueprint is registered. With an empty prefix there is no catch-all path rule: it would
+answer for the merchant's whole site. Errors raised inside the views (werkzeug's 413 from the
 body cap, a ledger that cannot be reached) become the same JSON error shape here.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from flask import Blueprint, Response
+from flask.sansio.blueprints import BlueprintSetupState
 from payhooks.receiver.web.errors import error_response, http_error_response
 from payhooks.receiver.web.notifications import receive_notification
 from payhooks.receiver.web.returns import customer_return
 from payhooks.storage import StorageError, StorageUnavailableError
-from werkzeug.exceptions import HTTPException, MethodNotAllowed
-from werkzeug.routing import PathConverter
+from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
+from werkzeug.routing import BaseConverter, PathConverter, Rule
 
-__all__ = ["IDENTIFIER_CONVERTER", "ExternalIdentifierConverter", "blueprint"]
+__all__ = ["IDENTIFIER_CONVERTER", "REST_CONVERTER", "ExternalIdentifierConverter", "blueprint"]
 
 logger = logging.getLogger("payhooks")
 
@@ -45,11 +59,20 @@ class ExternalIdentifierConverter(PathConverter):
     part_isolating = False
 
 
+#: The URL converter name of the catch-all rule under the prefix.
+REST_CONVERTER = "payhooks_rest"
+
+
+class _AnyRestConverter(BaseConverter):
+    """Whatever follows the prefix: empty, slashes, newlines and all."""
+
+    regex = "(?s:.*)"
+    part_isolating = False
+
+
 #: Mounted by :class:`payhooks.receiver.PayHooks`. Its template ``payhooks/return.html`` can be
 #: overridden by a file of the same name in the app's own template folder.
 blueprint = Blueprint("payhooks", __name__, template_folder="templates")
-
-_OTHER_METHODS = ["PUT", "PATCH", "DELETE"]
 
 
 @blueprint.errorhandler(HTTPException)
@@ -70,38 +93,71 @@ def _only(*allowed: str) -> Response:
     return http_error_response(MethodNotAllowed(valid_methods=list(allowed)))
 
 
-@blueprint.post("/notifications")
+# The real routes declare their methods and no automatic OPTIONS: every other method is the
+# companion rules' (see the module docstring).
+
+
+@blueprint.post("/notifications", provide_automatic_options=False)
 def notifications() -> Response:
     """The webhook endpoint."""
     return receive_notification()
 
 
-@blueprint.route("/notifications", methods=["GET", *_OTHER_METHODS])
-def notifications_wrong_method() -> Response:
-    return _only("POST")
-
-
-@blueprint.get("/return/<payhooks_identifier:external_identifier>", merge_slashes=False)
+@blueprint.get(
+    "/return/<payhooks_identifier:external_identifier>",
+    merge_slashes=False,
+    provide_automatic_options=False,
+)
 def customer_return_page(external_identifier: str) -> Response:
     """The customer's return from the redirect flow."""
     return customer_return(external_identifier, "return")
 
 
-@blueprint.get("/cancel/<payhooks_identifier:external_identifier>", merge_slashes=False)
+@blueprint.get(
+    "/cancel/<payhooks_identifier:external_identifier>",
+    merge_slashes=False,
+    provide_automatic_options=False,
+)
 def cancel_page(external_identifier: str) -> Response:
     """The wallet's cancel URL."""
     return customer_return(external_identifier, "cancel")
 
 
-@blueprint.route(
-    "/return/<payhooks_identifier:external_identifier>",
-    methods=["POST", *_OTHER_METHODS],
-    merge_slashes=False,
-)
-@blueprint.route(
-    "/cancel/<payhooks_identifier:external_identifier>",
-    methods=["POST", *_OTHER_METHODS],
-    merge_slashes=False,
-)
+def notifications_wrong_method() -> Response:
+    return _only("POST")
+
+
 def return_wrong_method(external_identifier: str) -> Response:
     return _only("GET", "HEAD")
+
+
+def not_found(rest: str = "") -> Response:
+    return http_error_response(NotFound("There is no such page."))
+
+
+def _add_any_method_rule(
+    state: BlueprintSetupState, rule: str, view: Callable[..., Response]
+) -> None:
+    """Add ``rule`` under the blueprint's prefix for every method, answered by ``view``, as
+    :meth:`BlueprintSetupState.add_url_rule` would name it (so the blueprint's error handlers
+    apply), but without the method list Flask always gives a rule."""
+    prefix = (state.url_prefix or "").rstrip("/")
+    endpoint = f"{state.name_prefix}.{state.name}.{view.__name__}".lstrip(".")
+    state.app.url_map.add(Rule(prefix + rule, endpoint=endpoint, merge_slashes=False))
+    state.app.view_functions[endpoint] = view
+
+
+@blueprint.record
+def _answer_everything_else(state: BlueprintSetupState) -> None:
+    """The companion rules; recorded after the routes, so for a path both match, a route's
+    own method wins and every other method reaches the companion."""
+    state.app.url_map.converters[REST_CONVERTER] = _AnyRestConverter
+    _add_any_method_rule(state, "/notifications", notifications_wrong_method)
+    for route in ("return", "cancel"):
+        _add_any_method_rule(
+            state, f"/{route}/<payhooks_identifier:external_identifier>", return_wrong_method
+        )
+    prefix = (state.url_prefix or "").rstrip("/")
+    if prefix:
+        _add_any_method_rule(state, "", not_found)
+        _add_any_method_rule(state, f"/<{REST_CONVERTER}:rest>", not_found)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -323,3 +325,189 @@ def test_expect_csv_round_trips_any_identifier_and_amount(tmp_path: Path, rows) 
             row["kind"] == PaymentKind.TRANSACTION
             for row in ledger.database.query("SELECT kind FROM payments")
         )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["order-1", "1000000000000001", "CNY"],
+        ["order-1", "99999999999999999999999999", "CNY"],
+        ["sub-1", "100", "CNY", "--subscription", "--plan-amount", "1000000000000001"],
+    ],
+    ids=["amount", "huge amount", "plan amount"],
+)
+def test_expect_over_the_ledgers_largest_amount_is_bad_usage_in_one_sentence(
+    args: list[str],
+) -> None:
+    result = run(["expect", *args])
+
+    assert result.exit_code == 2, result.output
+    assert "is over the largest amount the ledger takes (1000000000000000 minor units)." in (
+        result.stderr
+    )
+    assert "Traceback" not in result.output
+    assert _payments(Path("payhooks.db")) == []
+
+
+def test_expect_accepts_the_largest_amount_itself() -> None:
+    result = run(["expect", "order-1", "1000000000000000", "CNY"])
+
+    assert result.exit_code == 0, result.output
+    assert _payments(Path("payhooks.db"))[0]["amount_minor"] == 10**15
+
+
+@pytest.mark.parametrize(
+    ("bad_line", "column"),
+    [
+        ("order-9,1000000000000001,CNY,,,", "amount_minor"),
+        ("order-9,1" + "0" * 5000 + ",CNY,,,", "amount_minor"),
+        ("sub-9,100,CNY,subscription,1000000000000001,", "plan_amount_minor"),
+    ],
+    ids=["amount", "5000 digits", "plan amount"],
+)
+def test_expect_csv_over_the_largest_amount_names_the_line_and_registers_nothing(
+    tmp_path: Path, bad_line: str, column: str
+) -> None:
+    csv_file = tmp_path / "expected.csv"
+    csv_file.write_text(CSV_GOOD + bad_line + "\n" + "order-10,1,CNY,,,\n")
+
+    result = run(["expect", "--csv", str(csv_file)])
+
+    assert result.exit_code == 1, result.output
+    assert f"{csv_file}: line 5: {column} " in result.stderr
+    assert "is over the largest amount the ledger takes" in result.stderr
+    assert "Traceback" not in result.output
+    assert _payments(Path("payhooks.db")) == []
+
+
+def test_expect_csv_takes_a_zero_padded_amount_within_the_bound(tmp_path: Path) -> None:
+    csv_file = tmp_path / "expected.csv"
+    csv_file.write_text(
+        "external_identifier,amount_minor,currency\norder-1,0000000000000000000025,CNY\n"
+    )
+
+    result = run(["expect", "--csv", str(csv_file)])
+
+    assert result.exit_code == 0, result.output
+    assert _payments(Path("payhooks.db"))[0]["amount_minor"] == 25
+
+
+# -- large files: streamed, all or nothing ---------------------------------------------------
+
+_HEADER = "external_identifier,amount_minor,currency,kind,plan_amount_minor,description\n"
+
+
+def _write_rows(path: Path, count: int, last: str | None = None) -> None:
+    """``count`` good rows, then ``last`` (a bad line) when given."""
+    with path.open("w", encoding="utf-8") as handle:
+        handle.write(_HEADER)
+        for number in range(count):
+            handle.write(f"order-{number:07d},{100 + number},CNY,,,Item {number}\n")
+        if last is not None:
+            handle.write(last + "\n")
+
+
+@pytest.mark.parametrize(
+    ("last", "message"),
+    [
+        ("order-late,12.50,CNY,,,", "amount_minor '12.50' is not a whole"),
+        ("order-0000000,999,CNY,,,", "'order-0000000' is already on line 2 with different data"),
+        ("order-late,1,CNY,,,\0", "expected 6 fields"),
+        ("order-late,1000000000000001,CNY,,,", "amount_minor '1000000000000001' is over the"),
+    ],
+    ids=["not an amount", "repeated with other data", "stray field", "over the bound"],
+)
+def test_expect_csv_with_a_bad_last_line_registers_nothing(
+    tmp_path: Path, last: str, message: str
+) -> None:
+    csv_file = tmp_path / "expected.csv"
+    last = last.replace("\0", ",extra")
+    _write_rows(csv_file, 5_000, last)
+
+    result = run(["expect", "--csv", str(csv_file)])
+
+    assert result.exit_code == 1, result.output
+    assert f"{csv_file}: line 5002: {message}" in result.stderr
+    assert _payments(Path("payhooks.db")) == []
+
+
+def test_expect_csv_conflicting_with_the_ledger_on_the_last_line_rolls_back_every_row(
+    tmp_path: Path,
+) -> None:
+    """The file is good on its own, so the conflict shows only while registering: the
+    thousands of rows registered before it in the transaction are rolled back."""
+    database = tmp_path / "payhooks.db"
+    with Ledger(database) as ledger:
+        ledger.expect_transaction("order-late", 1, "JPY")
+    csv_file = tmp_path / "expected.csv"
+    _write_rows(csv_file, 5_000, "order-late,1,CNY,,,")
+
+    result = run(["expect", "--csv", str(csv_file), "--database", str(database)])
+
+    assert result.exit_code == 1, result.output
+    assert f"{csv_file}: line 5002: " in result.stderr
+    assert result.stderr.rstrip().endswith("Nothing was registered.")
+    assert [row["external_identifier"] for row in _payments(database)] == ["order-late"]
+
+
+def test_expect_csv_lists_the_first_bad_rows_and_counts_the_others(tmp_path: Path) -> None:
+    csv_file = tmp_path / "expected.csv"
+    csv_file.write_text(_HEADER + "".join(f"order-{n},x,CNY,,,\n" for n in range(1_000)))
+
+    result = run(["expect", "--csv", str(csv_file)])
+
+    assert result.exit_code == 1
+    listed = [line for line in result.stderr.splitlines() if ": line " in line]
+    assert len(listed) == 20
+    assert listed[0].startswith(f"{csv_file}: line 2: amount_minor 'x' is not a whole")
+    assert listed[-1].startswith(f"{csv_file}: line 21: ")
+    assert result.stderr.endswith("1000 bad row(s) (980 not listed); nothing was registered.\n")
+
+
+def test_expect_csv_counts_exact_repeats_as_already_registered(tmp_path: Path) -> None:
+    csv_file = tmp_path / "expected.csv"
+    _write_rows(csv_file, 3, "order-0000001,101,CNY,,,Item 1")
+
+    first = run(["expect", "--csv", str(csv_file)])
+    again = run(["expect", "--csv", str(csv_file)])
+
+    assert first.stdout == f"Registered 3 payment(s) from {csv_file}.\n"
+    assert again.stdout == (
+        f"Registered 0 payment(s) from {csv_file}; 3 already registered with the same data.\n"
+    )
+
+
+_PEAK_RSS = (
+    "import resource, sys\n"
+    "from payhooks.receiver.console import payhooks\n"
+    "payhooks.main(sys.argv[1:], standalone_mode=False)\n"
+    "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+)
+
+
+def _peak_rss_kib(csv_file: Path, database: Path) -> int:
+    """Run ``payhooks expect --csv`` in its own process; its peak resident size (Linux: KiB)."""
+    args = ["expect", "--csv", str(csv_file), "--database", str(database)]
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK_RSS, *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    return int(done.stderr.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform != "linux", reason="ru_maxrss is in KiB on Linux")
+def test_expect_csv_memory_does_not_grow_with_the_file(tmp_path: Path) -> None:
+    """100,000 rows take no more memory than 1,000 (keeping every row cost about 18 MB more)."""
+    small, large = tmp_path / "small.csv", tmp_path / "large.csv"
+    _write_rows(small, 1_000)
+    _write_rows(large, 100_000)
+
+    baseline = _peak_rss_kib(small, tmp_path / "small.db")
+    peak = _peak_rss_kib(large, tmp_path / "large.db")
+
+    assert peak - baseline < 8_000, (baseline, peak)
+    assert len(_payments(tmp_path / "large.db")) == 100_000

@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -399,3 +401,92 @@ def test_money_in_another_currency_is_shown_with_it_and_kept_out_of_the_totals(
     assert records[0]["received_currency"] == "USD"
     assert records[0]["received_amount"] == "25.00"
     assert table.exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("option", "moment"),
+    [
+        ("--since", "0001-01-01"),
+        ("--since", "0001-01-01T00:00:00-14:00"),
+        ("--until", "9999-12-31T23:59:59.999999"),
+        ("--until", "9999-12-31T23:59:59+00:00"),
+        ("--since", "9999-12-31T23:59:59+14:00"),
+    ],
+)
+def test_reconcile_takes_every_time_that_is_within_years_1_to_9999_in_utc(
+    database: Path, option: str, moment: str
+) -> None:
+    result = run(["reconcile", "--format", "json", option, moment, "--database", str(database)])
+
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(
+    ("option", "moment"),
+    [
+        ("--since", "0001-01-01T00:00:00+00:01"),
+        ("--since", "0001-01-01T00:00:00+14:00"),
+        ("--until", "9999-12-31T23:59:59-14:00"),
+        ("--until", "9999-12-31T23:59:59.999999-00:01"),
+    ],
+)
+def test_reconcile_with_a_time_beyond_the_datetime_limits_is_bad_usage_in_one_sentence(
+    database: Path, option: str, moment: str
+) -> None:
+    result = run(["reconcile", option, moment, "--database", str(database)])
+
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert f"Invalid value for '{option}': '{moment}' is outside the times the ledger can " in (
+        result.stderr
+    )
+
+
+@pytest.mark.parametrize("value", ["-1", "0"])
+def test_a_busy_timeout_that_is_not_positive_is_one_sentence_naming_the_setting(
+    database: Path, value: str
+) -> None:
+    result = run(
+        ["reconcile", "--database", str(database)], env={"PAYHOOKS_BUSY_TIMEOUT_MS": value}
+    )
+
+    assert result.exit_code == 1, result.output
+    assert result.stderr == (
+        "Error: The configuration cannot be used: PAYHOOKS_BUSY_TIMEOUT_MS must be a positive "
+        f"integer, got {value}.\n"
+    )
+
+
+@pytest.mark.parametrize("report_format", ["table", "csv", "json"])
+def test_reconcile_to_a_full_device_is_exit_1_in_one_sentence(
+    database: Path, report_format: str
+) -> None:
+    args = ["--format", report_format, "--output", "/dev/full", "--database", str(database)]
+
+    result = run(["reconcile", *args])
+
+    assert result.exit_code == 1, result.output
+    assert result.stderr.endswith("Error: /dev/full cannot be written: No space left on device.\n")
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
+@pytest.mark.parametrize("report_format", ["table", "csv", "json"])
+def test_reconcile_with_standard_output_on_a_full_device_is_exit_1_in_one_sentence(
+    database: Path, report_format: str
+) -> None:
+    """A real process: Python's own flush of standard output at exit must not fail either."""
+    args = ["reconcile", "--format", report_format, "--database", str(database)]
+    with open("/dev/full", "w") as full:
+        finished = subprocess.run(
+            [sys.executable, "-m", "payhooks.receiver", *args],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    assert finished.returncode == 1, finished.stderr
+    assert finished.stderr == (
+        "Error: The report cannot be written to standard output: No space left on device.\n"
+    )

@@ -7,8 +7,10 @@ import time
 from pathlib import Path
 
 import pytest
+from payhooks.receiver.cli.signing_commands import DEFAULT_SIGNING_KEY_FILE
 from payhooks.verify import SCHEMES, generate_keypair, get_signer, get_verifier
 
+from tests.support.app import TEST_SECRET
 from tests.support.cli import clean_env, notification, run
 
 __all__ = ["clean_env"]
@@ -28,8 +30,14 @@ def body(tmp_path: Path) -> Path:
     return path
 
 
+PUBLIC_KEY_SCHEMES = sorted(name for name, scheme in SCHEMES.items() if scheme.key_kind != "secret")
+SECRET_SCHEMES = sorted(name for name, scheme in SCHEMES.items() if scheme.key_kind == "secret")
+
+
 @pytest.mark.parametrize("scheme", sorted(SCHEMES))
-def test_keygen_prints_keys_under_the_settings_that_take_them(scheme: str) -> None:
+def test_keygen_prints_keys_under_the_settings_that_take_them(scheme: str, clean_env: Path) -> None:
+    """For a public-key scheme, standard output is the receiver's settings and the sender's
+    private key is in a file of its own (a deliberate change: it used to be one output)."""
     result = run(["keygen", "--scheme", scheme])
 
     assert result.exit_code == 0, result.output
@@ -38,15 +46,60 @@ def test_keygen_prints_keys_under_the_settings_that_take_them(scheme: str) -> No
     if SCHEMES[scheme].key_kind == "secret":
         assert set(settings) == {"PAYHOOKS_SIGNATURE_SCHEME", "PAYHOOKS_SECRETS"}
         signing, verifying = settings["PAYHOOKS_SECRETS"], settings["PAYHOOKS_SECRETS"]
+        assert not (clean_env / DEFAULT_SIGNING_KEY_FILE).exists()
     else:
-        assert set(settings) == {
-            "PAYHOOKS_SIGNATURE_SCHEME",
-            "PAYHOOKS_SIGNING_KEY",
-            "PAYHOOKS_PUBLIC_KEYS",
-        }
-        signing, verifying = settings["PAYHOOKS_SIGNING_KEY"], settings["PAYHOOKS_PUBLIC_KEYS"]
+        assert set(settings) == {"PAYHOOKS_SIGNATURE_SCHEME", "PAYHOOKS_PUBLIC_KEYS"}
+        sender = _env_lines((clean_env / DEFAULT_SIGNING_KEY_FILE).read_text())
+        assert set(sender) == {"PAYHOOKS_SIGNATURE_SCHEME", "PAYHOOKS_SIGNING_KEY"}
+        assert sender["PAYHOOKS_SIGNATURE_SCHEME"] == scheme
+        signing, verifying = sender["PAYHOOKS_SIGNING_KEY"], settings["PAYHOOKS_PUBLIC_KEYS"]
     headers = get_signer(scheme, signing).sign(b'{"a": 1}')
     assert get_verifier(scheme, verifying).is_valid(headers, b'{"a": 1}')
+
+
+@pytest.mark.parametrize("scheme", PUBLIC_KEY_SCHEMES)
+def test_keygen_never_prints_a_private_key_and_keeps_it_readable_by_its_owner_only(
+    scheme: str, tmp_path: Path
+) -> None:
+    key_file = tmp_path / "sender" / "signing.env"
+    key_file.parent.mkdir()
+
+    result = run(["keygen", "--scheme", scheme, "--signing-key-file", str(key_file)])
+
+    assert result.exit_code == 0, result.output
+    signing_key = _env_lines(key_file.read_text())["PAYHOOKS_SIGNING_KEY"]
+    assert signing_key not in result.output
+    assert "PAYHOOKS_SIGNING_KEY" not in result.stdout
+    assert key_file.stat().st_mode & 0o777 == 0o600
+    assert str(key_file) in result.stderr
+
+
+@pytest.mark.parametrize("scheme", PUBLIC_KEY_SCHEMES)
+def test_keygen_never_overwrites_a_signing_key_file_and_prints_nothing(
+    scheme: str, clean_env: Path
+) -> None:
+    existing = clean_env / DEFAULT_SIGNING_KEY_FILE
+    existing.write_text("PAYHOOKS_SIGNING_KEY=the-key-in-use\n")
+
+    result = run(["keygen", "--scheme", scheme])
+
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert "already exists" in result.stderr
+    assert existing.read_text() == "PAYHOOKS_SIGNING_KEY=the-key-in-use\n"
+
+
+@pytest.mark.parametrize("scheme", SECRET_SCHEMES)
+def test_keygen_signing_key_file_for_a_shared_secret_scheme_is_bad_usage(
+    scheme: str, tmp_path: Path
+) -> None:
+    key_file = tmp_path / "signing.env"
+
+    result = run(["keygen", "--scheme", scheme, "--signing-key-file", str(key_file)])
+
+    assert result.exit_code == 2
+    assert "--signing-key-file is for the public-key schemes" in result.stderr
+    assert not key_file.exists()
 
 
 def test_keygen_makes_a_new_key_each_time() -> None:
@@ -264,3 +317,52 @@ def test_scheme_from_the_environment_is_checked(body: Path) -> None:
 
     assert result.exit_code == 1
     assert "PAYHOOKS_SIGNATURE_SCHEME 'rot13' is not a known scheme" in result.stderr
+
+
+@pytest.mark.parametrize("depth", [1_000, 100_000])
+def test_verify_with_a_deeply_nested_json_headers_file_fails_in_one_sentence(
+    body: Path, tmp_path: Path, depth: int
+) -> None:
+    headers = tmp_path / "headers.json"
+    headers.write_text('{"a":' * depth + "1" + "}" * depth)
+
+    result = run(["verify", str(body), "--headers", str(headers), "--secret", "whsec_AAAA"])
+
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    assert result.stderr.count("\n") == 1
+    assert result.stderr.startswith(f"Error: {headers}: ")
+
+
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [
+        (["verify", "{body}", "--headers", "{headers}", "--secret", "{secret}"], {}),
+        (["verify", "{body}", "--headers", "{headers}"], {"PAYHOOKS_SECRETS": "{secret}"}),
+        (["sign", "{body}", "--secret", "{secret}"], {"PAYHOOKS_SIGNATURE_SCHEME": "hmac-sha256"}),
+    ],
+    ids=["verify --secret", "verify with configured keys", "sign"],
+)
+def test_a_bad_signature_option_is_blamed_on_the_options_never_the_key(
+    body: Path, tmp_path: Path, args: list[str], env: dict[str, str]
+) -> None:
+    headers = tmp_path / "headers.json"
+    headers.write_text('{"webhook-id": "msg_1"}')
+    secret = TEST_SECRET
+    values = {"body": str(body), "headers": str(headers), "secret": secret}
+    options = '{"hash_algorithm": "sha1"}'
+
+    result = run(
+        [arg.format(**values) for arg in args],
+        env={
+            "PAYHOOKS_SIGNATURE_OPTIONS": options,
+            **{name: value.format(**values) for name, value in env.items()},
+        },
+    )
+
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith(
+        "Error: The configuration cannot be used: PAYHOOKS_SIGNATURE_OPTIONS: hash_algorithm: "
+    )
+    assert "PAYHOOKS_SECRETS" not in result.stderr
+    assert "key cannot be used" not in result.stderr

@@ -112,6 +112,8 @@ def test_empty_keys_count_as_none(tmp_path: Path, keys: Any) -> None:
         ({"PAYHOOKS_URL_PREFIX": "hooks"}, "PAYHOOKS_URL_PREFIX"),
         ({"PAYHOOKS_STATUS_MAP": {"PS": "great"}}, "PAYHOOKS_STATUS_MAP"),
         ({"PAYHOOKS_SECRETS": "not-a-whsec-secret!"}, "PAYHOOKS_SECRETS"),
+        ({"PAYHOOKS_BUSY_TIMEOUT_MS": -1}, "PAYHOOKS_BUSY_TIMEOUT_MS must be a positive"),
+        ({"PAYHOOKS_SIGNATURE_OPTIONS": {"bogus": 1}}, "PAYHOOKS_SIGNATURE_OPTIONS"),
     ],
 )
 def test_bad_configuration_fails_at_start_naming_the_key(
@@ -465,3 +467,35 @@ def test_closing_the_pool_for_a_thread_closes_its_ledger_and_the_next_get_reopen
 
     assert second is not first
     assert second.state("order-1") is None
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"bogus": 1}, {"hash_algorithm": "sha1"}, {"encoding": "rot13"}],
+    ids=repr,
+)
+def test_a_bad_signature_option_is_blamed_on_the_options_not_the_secrets(
+    tmp_path: Path, options: dict[str, Any]
+) -> None:
+    app = _bare_app(tmp_path, PAYHOOKS_SECRETS=TEST_SECRET, PAYHOOKS_SIGNATURE_OPTIONS=options)
+
+    with pytest.raises(ValueError, match=r"^PAYHOOKS_SIGNATURE_OPTIONS: ") as exc_info:
+        PayHooks(app)
+
+    assert "PAYHOOKS_SECRETS" not in str(exc_info.value)
+
+
+@pytest.mark.parametrize("second", ["same object", "another object"])
+def test_a_second_init_app_on_one_app_fails_clearly_and_changes_nothing(
+    app: Flask, second: str
+) -> None:
+    first = app.extensions["payhooks"]
+    rules_before = sorted(str(rule) for rule in app.url_map.iter_rules())
+    extension = first if second == "same object" else PayHooks()
+
+    with pytest.raises(RuntimeError, match="already initialised on app 'payhooks_test'"):
+        extension.init_app(app)
+
+    assert app.extensions["payhooks"] is first
+    assert sorted(str(rule) for rule in app.url_map.iter_rules()) == rules_before
+    assert app.test_client().post("/payhooks/notifications").status_code == 401

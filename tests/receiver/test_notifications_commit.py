@@ -1,6 +1,6 @@
 """The receiver stores a delivery and what came of it in one commit, and acts only after it.
 
-What must hold (README "What payhooks is", DESIGN's pipeline with steps 3 to 5 in one
+What must hold (docs/overview.md, "What payhooks does": the pipeline with steps 3 to 5 in one
 transaction): no 2xx, 400 or 422 for bytes that are not stored; the answer and the signals come
 after the commit; a ledger that cannot be written gives 503 with nothing half-written; a bug of
 ours still stores the delivery, as ``processing_error``, before the 503.

@@ -16,7 +16,7 @@ from payhooks.receiver.payloads import (
     PayloadError,
     parse_notification,
 )
-from payhooks.storage.records import Flow, PaymentState
+from payhooks.storage import Flow, PaymentState
 
 MISSING = object()
 
@@ -472,8 +472,7 @@ def test_an_amount_gives_its_minor_units_exactly(amount: str, currency: str, min
 def test_an_amount_over_the_ledgers_bound_is_an_invalid_amount_not_a_storage_error(
     currency: str,
 ) -> None:
-    from payhooks.storage import MAX_AMOUNT_MINOR
-    from payhooks.storage.currencies import from_minor_units, minor_unit_exponent
+    from payhooks.storage import MAX_AMOUNT_MINOR, from_minor_units, minor_unit_exponent
 
     def written(minor: int) -> str:  # as the service writes it: at least two decimals
         return f"{from_minor_units(minor, currency):.{max(2, minor_unit_exponent(currency))}f}"

@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from payhooks.receiver.payloads import load_status_map, load_time_zone, parse_notification
-from payhooks.storage.records import DEFAULT_STATUS_MAP, PaymentState
+from payhooks.storage import DEFAULT_STATUS_MAP, PaymentState
 
 
 def body_at(payment_time: str) -> bytes:

@@ -10,8 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from payhooks.receiver.payloads import MAX_AMOUNT_MINOR, PayloadError, parse_notification
-from payhooks.storage.currencies import MINOR_UNIT_EXPONENTS
-from payhooks.storage.records import Outcome
+from payhooks.storage import MINOR_UNIT_EXPONENTS, Outcome
 
 CURRENCIES = st.sampled_from(sorted(MINOR_UNIT_EXPONENTS))
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from payhooks.receiver.payloads import PayloadError, parse_notification
-from payhooks.storage.records import Outcome
+from payhooks.storage import Outcome
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_payloads"
 EXPECTED_SUFFIX = ".expected.json"

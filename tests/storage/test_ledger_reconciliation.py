@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from contextlib import closing
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -820,7 +821,7 @@ def test_the_view_follows_the_rules_whatever_the_arrival_order(
     plan = 1999 if kind is PaymentKind.SUBSCRIPTION else None
     arrival = list(outcomes)
     order.shuffle(arrival)
-    with Ledger(Database(memory=True)) as ledger:
+    with closing(Database(memory=True)) as db, Ledger(db) as ledger:
 
         def register() -> None:
             if kind is PaymentKind.SUBSCRIPTION:

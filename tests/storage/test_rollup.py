@@ -4,6 +4,7 @@ always the same as over rows computed from the outcomes at query time."""
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -89,7 +90,7 @@ sql_op = st.tuples(
 def test_the_rollups_follow_every_write_and_reconcile_as_the_outcomes_do(
     ops: list[tuple[Any, ...]],
 ) -> None:
-    with Ledger(Database(memory=True)) as ledger:
+    with closing(Database(memory=True)) as db, Ledger(db) as ledger:
         conn = ledger.database.conn
         plain_views(conn)
         for op in ops:

@@ -12,6 +12,7 @@ works on Linux only; :data:`HAS_PROC` says whether it can.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import re
@@ -123,7 +124,12 @@ class GunicornServer:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self, *, timeout: float = 30.0) -> GunicornServer:
-        """Start gunicorn and wait until it listens and every worker has booted."""
+        """Start gunicorn and wait until it listens and every worker has booted.
+
+        gunicorn runs in a session of its own, so that whatever happens, :meth:`stop` can end
+        the master and every worker it forked. A start that fails or times out stops what it
+        started before the error leaves.
+        """
         self._process = subprocess.Popen(
             self._command,
             cwd=self._cwd,
@@ -132,10 +138,18 @@ class GunicornServer:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
+            start_new_session=True,
         )
         self._reader = threading.Thread(target=self._pump, name="gunicorn-log", daemon=True)
         self._reader.start()
-        deadline = time.monotonic() + timeout
+        try:
+            self._wait_until_booted(time.monotonic() + timeout)
+        except BaseException:
+            self.stop(timeout=5.0)
+            raise
+        return self
+
+    def _wait_until_booted(self, deadline: float) -> None:
         while not self.port:
             match = _LISTENING.search(self._next_line(deadline))
             if match:
@@ -144,7 +158,6 @@ class GunicornServer:
         while booted < self.workers:
             if "Booting worker with pid" in self._next_line(deadline):
                 booted += 1
-        return self
 
     def _pump(self) -> None:
         assert self._process is not None
@@ -178,7 +191,11 @@ class GunicornServer:
         return "".join(self.drain_log())
 
     def stop(self, *, timeout: float = 30.0) -> int | None:
-        """Stop gunicorn gracefully (SIGTERM), killing it after ``timeout``; its exit code."""
+        """Stop gunicorn gracefully (SIGTERM), killing it after ``timeout``; its exit code.
+
+        Then every process left in gunicorn's session (a worker whose master was killed) is
+        killed too, so no test leaves a server behind.
+        """
         process = self._process
         if process is None:
             return None
@@ -189,6 +206,8 @@ class GunicornServer:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(timeout=timeout)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
         if self._reader is not None:
             self._reader.join(timeout=timeout)
         if process.stderr is not None:

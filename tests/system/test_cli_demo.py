@@ -137,3 +137,28 @@ def test_the_console_script_entry_point_answers(args: list[str]) -> None:
 
     assert done.returncode == (2 if args == ["nosuchcommand"] else 0)
     assert "Usage: payhooks" in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("scheme", ["standard-webhooks", "standard-webhooks-ed25519"])
+def test_serve_on_a_busy_port_fails_in_one_sentence_before_printing_any_key(
+    tmp_path: Path, scheme: str
+) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-c", _SCRIPT, "serve", "--port", str(port)],
+            cwd=tmp_path,
+            env=_env(PAYHOOKS_SIGNATURE_SCHEME=scheme),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert (
+        done.stderr == f"Error: Cannot listen on 127.0.0.1 port {port}: Address already in use.\n"
+    )

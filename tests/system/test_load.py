@@ -9,13 +9,13 @@ request (frozen first, and killed only while it holds a client's connection), an
 forks a replacement. Senders retry a 503 or a broken connection with backoff, as the service
 would. At the end the SQLite file must hold every notification exactly once, every distinct
 outcome exactly once, and a reconciliation equal, row by row and in its totals, to what the
-plan (``tests/test_load_support.py``) says was sent.
+plan (``tests/support/load_plan.py``) says was sent.
 
 Size: ``PAYHOOKS_LOAD_SCALE`` (default 0.2) times 5,000 distinct notifications, at least 200.
 CI runs the default, about 1,000 notifications and 2,500 requests (well under a minute);
 the full run is by hand::
 
-    PAYHOOKS_LOAD_SCALE=1 pytest tests/test_load.py -v
+    PAYHOOKS_LOAD_SCALE=1 pytest tests/system/test_load.py -v
 
 Needs ``/proc`` (Linux) to find gunicorn's workers; skipped elsewhere.
 """

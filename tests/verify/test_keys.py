@@ -1,4 +1,4 @@
-"""Key decoding: every form the design names, and refusals that never echo the key."""
+"""Key decoding: every form a key comes in, and refusals that never echo the key."""
 
 from __future__ import annotations
 

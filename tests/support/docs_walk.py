@@ -1,0 +1,364 @@
+"""Reading the docs as a reader works through them: their fenced blocks, run in order.
+
+The manual is ``README.md`` and every ``docs/*.md`` (a glob: a page added later is walked
+without touching the tests). Each page is a sequence of fenced blocks, each optionally preceded
+(on the line just above the fence) by an HTML comment that the rendered page does not show:
+
+- ```` ```python ````: run as a script in a subprocess, as a reader who pastes it into a file
+  would. ``<!-- continued -->`` continues the previous Python block: a chain is run once,
+  whole, when it ends.
+- ```` ```sh ````: run with ``bash -euo pipefail``; ``payhooks``, ``flask``, ``gunicorn`` and
+  ``python`` are this environment's.
+- ```` ```sql ````: run against ``./payhooks.db``, the ledger the shell examples built.
+- ```` ```json ````: must parse.
+- ``<!-- file: NAME -->`` before any block: its text is written to ``NAME`` for later blocks.
+- ``<!-- add-to: NAME before: LINE -->``: the reader adds the block to the file ``NAME``, just
+  above its last line that reads ``LINE`` (ignoring indentation).
+- ``<!-- server -->`` before a ```` ```sh ```` block: it serves until stopped (the reader's
+  first terminal). It is started in the background with its documented port ``8000`` swapped
+  for a free one, and stopped at the next server block or the end of the walk.
+- ``<!-- with-server -->``: run while that server listens (the reader's second terminal), with
+  the port swapped too, and with any ``export NAME=value`` line the server printed run first,
+  as the docs tell the reader to.
+- ``<!-- not-tested: reason -->``: skipped, with the reason given (a network install).
+- ``<!-- tree -->`` before a ```` ```text ```` block: a drawing of the source tree (the code
+  map's), not run; ``tests/system/test_docs.py`` checks it against the folders.
+
+A page that builds on another says so once, anywhere on the page: ``<!-- after: PAGE -->``
+(a path relative to the page). It is walked right after that page, in the same folder, as a
+reader who has just done the other page's steps; pages that name no other are each walked in a
+fresh folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+
+#: The port every server command in the docs is written with.
+DOCUMENTED_PORT = 8000
+
+_FENCE = re.compile(r"^```(\S*)\s*$")
+_MARKER = re.compile(r"^<!--\s*([a-z-]+)(?::\s*(.*?))?\s*-->$")
+_EXPORT = re.compile(r"^\s*export ([A-Z_][A-Z0-9_]*)=(\S+)\s*$", re.MULTILINE)
+
+
+def pages() -> list[Path]:
+    """The manual's pages: the README, then every page of ``docs/``."""
+    return [README, *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def page_name(page: Path) -> str:
+    return page.relative_to(ROOT).as_posix()
+
+
+def manual_text() -> str:
+    """Every page, one after the other: where the reference tables are looked for."""
+    return "\n".join(page.read_text(encoding="utf-8") for page in pages())
+
+
+@dataclass(frozen=True)
+class Block:
+    page: str
+    line: int
+    language: str
+    text: str
+    marker: str | None
+    argument: str | None
+
+    @property
+    def where(self) -> str:
+        return f"{self.page} line {self.line} ({self.language})"
+
+
+def read_blocks(page: Path) -> list[Block]:
+    """Every fenced block of ``page`` with the marker comment just above it, if any."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    found: list[Block] = []
+    index = 0
+    while index < len(lines):
+        fence = _FENCE.match(lines[index])
+        if fence is None:
+            index += 1
+            continue
+        start = index
+        index += 1
+        body: list[str] = []
+        while not lines[index].startswith("```"):
+            body.append(lines[index])
+            index += 1
+        index += 1
+        above = _MARKER.match(lines[start - 1].strip()) if start else None
+        found.append(
+            Block(
+                page=page_name(page),
+                line=start + 1,
+                language=fence.group(1),
+                text="\n".join(body) + "\n",
+                marker=above.group(1) if above else None,
+                argument=above.group(2) if above else None,
+            )
+        )
+    return found
+
+
+def predecessor(page: Path) -> Path | None:
+    """The page ``page`` builds on (its ``<!-- after: PAGE -->``), if any."""
+    for line in page.read_text(encoding="utf-8").splitlines():
+        marker = _MARKER.match(line.strip())
+        if marker and marker.group(1) == "after" and marker.group(2):
+            return (page.parent / marker.group(2)).resolve()
+    return None
+
+
+def walks() -> list[list[Path]]:
+    """The walks through the manual: each page that builds on none, followed by the pages that
+    build on it (and on those), depth first, in name order."""
+    every = pages()
+    after = {page: predecessor(page) for page in every}
+
+    def chain(page: Path) -> list[Path]:
+        followers = [other for other in every if after[other] == page.resolve()]
+        return [page, *(step for other in followers for step in chain(other))]
+
+    return [chain(page) for page in every if after[page] is None]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def swap_port(text: str, port: int) -> str:
+    """``text`` with the documented port (``8000``, or ``payhooks serve``'s default) swapped
+    for ``port``, on loopback."""
+    swapped = text.replace(f"0.0.0.0:{DOCUMENTED_PORT}", f"127.0.0.1:{port}")
+    swapped = swapped.replace(f"127.0.0.1:{DOCUMENTED_PORT}", f"127.0.0.1:{port}")
+    swapped = swapped.replace(f"--port {DOCUMENTED_PORT}", f"--port {port}")
+    return re.sub(r"(?m)^(payhooks serve)\s*$", rf"\1 --port {port}", swapped)
+
+
+class ServerError(AssertionError):
+    """A documented server command did not come up; the message has its output."""
+
+
+class Server:
+    """A documented server command, run with ``bash`` in a session of its own."""
+
+    def __init__(self, block: Block, *, folder: Path, env: dict[str, str]) -> None:
+        self.block = block
+        self.port = free_port()
+        self.command = swap_port(block.text, self.port)
+        if self.command == block.text:
+            raise ServerError(f"{block.where}: a server block must name port {DOCUMENTED_PORT}")
+        self.log_path = folder / f".server_line_{block.line}.log"
+        self._folder = folder
+        self._env = env
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self, *, timeout: float = 60.0) -> Server:
+        """Start the command and wait until it listens; stop it again if it never does."""
+        with self.log_path.open("wb") as log:
+            self._process = subprocess.Popen(
+                ["bash", "-euo", "pipefail", "-c", self.command],
+                cwd=self._folder,
+                env=self._env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        try:
+            self._wait_until_listening(time.monotonic() + timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_until_listening(self, deadline: float) -> None:
+        assert self._process is not None
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise ServerError(f"{self.block.where} exited:\n{self.output()}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise ServerError(f"{self.block.where} did not listen:\n{self.output()}")
+
+    def output(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def exports(self) -> dict[str, str]:
+        """The ``export NAME=value`` lines the server printed for the reader to run."""
+        return dict(_EXPORT.findall(self.output()))
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def stop(self, *, timeout: float = 30.0) -> None:
+        """SIGTERM to the server's session, then SIGKILL to whatever is left of it."""
+        process = self._process
+        if process is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=timeout)
+        # A worker whose master was killed, or a child that ignored SIGTERM.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        self._process = None
+
+
+class WalkError(AssertionError):
+    """A block did not run as the docs say; the message names the page and line."""
+
+
+class Walkthrough:
+    """Runs pages' blocks in one folder, like a reader working through them."""
+
+    def __init__(self, folder: Path, *, secret: str, service_public_key: str) -> None:
+        self.folder = folder
+        base = {
+            name: value
+            for name, value in os.environ.items()
+            if not name.startswith(("PAYHOOKS_", "FLASK_")) and name != "SECRET_KEY"
+        }
+        # payhooks and python from this environment come first, as after `. .venv/bin/activate`.
+        base["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), base.get("PATH", "")])
+        self.env = base
+        # What a reader has exported before the Python examples: a secret from `payhooks
+        # keygen`, a Flask secret key, the service's RSA public key.
+        self.python_env = {
+            **base,
+            "PAYHOOKS_SECRETS": secret,
+            "SECRET_KEY": "docs-secret-key",
+            "SERVICE_PUBLIC_KEY": service_public_key,
+        }
+        self.chain: list[Block] = []
+        self.server: Server | None = None
+
+    def fail(self, block: Block, what: str, output: str) -> NoReturn:
+        raise WalkError(f"{block.where} {what}:\n{output}")
+
+    def walk(self, page: Path) -> None:
+        self.run(read_blocks(page))
+
+    def run(self, blocks: list[Block]) -> None:
+        for block in blocks:
+            if block.marker != "continued":
+                self.flush_python()
+            if block.marker == "not-tested":
+                continue
+            if block.language == "json":
+                self.check_json(block)
+            if block.marker == "file":
+                assert block.argument
+                (self.folder / block.argument).write_text(block.text, encoding="utf-8")
+            elif block.marker == "add-to":
+                self.add_to(block)
+            elif block.marker == "server":
+                self.start_server(block)
+            elif block.language == "python":
+                self.chain.append(block)
+            elif block.language == "sh":
+                self.shell(block)
+            elif block.language == "sql":
+                self.sql(block)
+        self.flush_python()
+
+    def check_json(self, block: Block) -> None:
+        try:
+            json.loads(block.text)
+        except ValueError as err:
+            self.fail(block, "is not JSON", str(err))
+
+    def add_to(self, block: Block) -> None:
+        name, _, line = (block.argument or "").partition(" before: ")
+        target = self.folder / name
+        lines = target.read_text(encoding="utf-8").splitlines(keepends=True)
+        spots = [index for index, text in enumerate(lines) if text.strip() == line.strip()]
+        if not spots:
+            self.fail(block, f"names no line {line!r} of {name}", "".join(lines))
+        lines.insert(spots[-1], block.text + "\n")
+        target.write_text("".join(lines), encoding="utf-8")
+
+    def flush_python(self) -> None:
+        if not self.chain:
+            return
+        chain, self.chain = self.chain, []
+        first = chain[0]
+        script = self.folder / f"docs_{Path(first.page).stem}_line_{first.line}.py"
+        script.write_text("\n".join(block.text for block in chain), encoding="utf-8")
+        done = subprocess.run(
+            [sys.executable, script.name],
+            cwd=self.folder,
+            env=self.python_env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        if done.returncode != 0:
+            self.fail(chain[-1], f"failed (chain from line {first.line})", done.stderr)
+
+    def shell(self, block: Block) -> None:
+        text, env = block.text, self.env
+        if block.marker == "with-server":
+            if self.server is None:
+                self.fail(block, "needs a server, and no server block came before it", "")
+            text = swap_port(text, self.server.port)
+            env = {**env, **self.server.exports()}
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", text],
+            cwd=self.folder,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        if done.returncode != 0:
+            self.fail(block, f"exited {done.returncode}", done.stdout + done.stderr)
+
+    def sql(self, block: Block) -> None:
+        conn = sqlite3.connect(self.folder / "payhooks.db")
+        try:
+            conn.execute(block.text).fetchall()
+        except sqlite3.Error as err:
+            self.fail(block, "is not valid against the ledger", str(err))
+        finally:
+            conn.close()
+
+    def start_server(self, block: Block) -> Server:
+        self.stop_server()
+        self.server = Server(block, folder=self.folder, env=self.env).start()
+        return self.server
+
+    def stop_server(self) -> None:
+        server, self.server = self.server, None
+        if server is not None:
+            server.stop()
+
+    def close(self) -> None:
+        self.stop_server()
