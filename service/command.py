@@ -92,11 +92,16 @@ def sandbox_command(
         raise click.ClickException(f"cannot listen on {host}:{port}: {err.strerror}") from err
     click.echo(f"payhooks sandbox on {server.url}")
     click.echo(f"  merchant account(s): {', '.join(settings.merchant_account_ids)}")
-    click.echo(f"  access token (every scope, 1 hour): {server.issue_token()}")
     click.echo(f"  notifications: {settings.notification_url or 'not sent (no --notify-url)'}")
     click.echo(f"  signature scheme: {settings.scheme}")
-    if not signing_key:
-        click.echo(f"  receiver key (generated): {settings.verifying_key}")
     click.echo("  test cards: 4242424242424242 pays, 4000000000000002 fails; Ctrl-C stops")
+    click.echo("Run these where your client runs (the token has every scope, for one hour):")
+    click.echo(f"  export PAYHOOKS_SANDBOX_URL={server.url}")
+    click.echo(f"  export PAYHOOKS_SANDBOX_TOKEN={server.issue_token()}")
+    if not signing_key:
+        kind = SCHEMES[scheme].key_kind
+        key_config = "PAYHOOKS_SECRETS" if kind == "secret" else "PAYHOOKS_PUBLIC_KEYS"
+        click.echo("and this where your receiver runs (the key was generated for this run):")
+        click.echo(f"  export {key_config}={settings.verifying_key}")
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how it is meant to stop
         server.serve_forever()

@@ -17,6 +17,7 @@ from typing import Any
 
 from flask import Blueprint, Flask, Response, abort, redirect, render_template, request
 from flask.typing import ResponseReturnValue
+from payhooks.service.sandbox.access import authorize
 from payhooks.service.sandbox.core import Sandbox
 from payhooks.service.sandbox.records import SandboxError, major_units
 from payhooks.service.sandbox.settings import OUTCOMES
@@ -55,7 +56,8 @@ def _body() -> Any:
 
 
 def _authorize(sandbox: Sandbox, endpoint: str) -> str:
-    return sandbox.authorize(
+    return authorize(
+        sandbox.settings,
         endpoint,
         authorization=request.headers.get("Authorization"),
         merchant_account=request.headers.get("x-merchant-account-id"),
@@ -65,12 +67,12 @@ def _authorize(sandbox: Sandbox, endpoint: str) -> str:
 def _api(sandbox: Sandbox) -> Blueprint:
     api = Blueprint("api", __name__)
 
-    def answer(status: int, body: dict[str, Any], replayed: bool) -> Response:
+    def answer(body: dict[str, Any], replayed: bool) -> Response:
         if sandbox.take_lost_answer():
             return _json(
                 {"type": "error", "status": 503, "code": "answer_lost", "message": "Lost."}, 503
             )
-        response = _json(body, status)
+        response = _json(body)
         if replayed:
             response.headers["idempotent-replayed"] = "true"
         return response
@@ -125,7 +127,7 @@ def _api(sandbox: Sandbox) -> Blueprint:
             limit=request.args.get("limit"),
             cursor=request.args.get("cursor"),
         )
-        return answer(200, page, False)
+        return answer(page, False)
 
     return api
 

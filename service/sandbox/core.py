@@ -9,7 +9,6 @@ and merchants' CI can also drive it directly (``sandbox.settle(...)``).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import secrets
 import threading
@@ -18,10 +17,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from zoneinfo import ZoneInfo
 
-from itsdangerous import BadSignature, URLSafeSerializer
 from payhooks.service.errors import RequestValidationError
 from payhooks.service.interface import (
     TransactionShape,
@@ -31,22 +28,21 @@ from payhooks.service.interface import (
 )
 from payhooks.service.sandbox.cards import card_outcome
 from payhooks.service.sandbox.notifications import Notification, Notifier
+from payhooks.service.sandbox.outcomes import notification_body, return_url
+from payhooks.service.sandbox.paging import Pager
 from payhooks.service.sandbox.records import (
     SandboxBuyer,
     SandboxError,
     SandboxSubscription,
     SandboxTransaction,
-    major_units,
     next_period,
 )
+from payhooks.service.sandbox.replays import Replays
 from payhooks.service.sandbox.settings import OUTCOMES, SandboxSettings
-from payhooks.service.sandbox.tokens import TokenError, issue_token, read_token
+from payhooks.service.sandbox.tokens import issue_token
 
 __all__ = ["Sandbox", "Settlement"]
 
-
-_CARD_STATUS = {"pay": "succeeded", "fail": "requires_payment_method", "cancel": "canceled"}
-_RESULT_CODE = {"pay": "Authorised", "fail": "Refused", "cancel": "Cancelled"}
 _TRANSACTION_STATUS = {"pay": "succeeded", "fail": "failed", "cancel": "cancelled"}
 _SUBSCRIPTION_STATUS = {"pay": "active", "fail": "failed", "cancel": "cancelled"}
 #: Interface section 8: the direct redirect wallet's sandbox takes amounts below 1000 CNY.
@@ -85,8 +81,8 @@ class Sandbox:
         self._transactions: dict[str, SandboxTransaction] = {}
         self._subscriptions: dict[str, SandboxSubscription] = {}
         self._buyers: dict[str, SandboxBuyer] = {}
-        self._idempotency: dict[tuple[str, str], tuple[str, int, dict[str, Any]]] = {}
-        self._cursors = URLSafeSerializer(secrets.token_urlsafe(16), salt="sandbox-cursor")
+        self._replays = Replays()
+        self._pager = Pager(self.settings)
         self._lost_answers = 0
         #: Every API request as ``(method, path, idempotency key or None)``, oldest first.
         self.requests: list[tuple[str, str, str | None]] = []
@@ -110,46 +106,6 @@ class Sandbox:
         granted = set(self.settings.scopes.values()) if scopes is None else set(scopes)
         return issue_token(self.settings.token_secret, granted, subject=subject, lifetime=lifetime)
 
-    def authorize(
-        self, endpoint: str, *, authorization: str | None, merchant_account: str | None
-    ) -> str:
-        """Check the ``Authorization`` header's Bearer token, its scope for ``endpoint``, and the
-        ``x-merchant-account-id`` header; the merchant account the request acts for.
-
-        :raises SandboxError: 401 ``unauthorized``/``invalid_token``/``token_expired``, 403
-            ``insufficient_scope``/``unknown_merchant_account``, 400 for a missing header.
-        """
-        scheme, _, token = (authorization or "").partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            raise SandboxError(401, "unauthorized", "A Bearer access token is required.")
-        try:
-            access = read_token(token.strip(), self.settings.token_secret)
-        except TokenError as err:
-            raise SandboxError(401, err.code, err.message) from err
-        needed = self.settings.scopes.get(endpoint)
-        if needed is not None and needed not in access.scopes:
-            raise SandboxError(403, "insufficient_scope", f"{endpoint} needs the scope {needed!r}.")
-        merchant = merchant_account
-        if merchant is None:
-            if endpoint.startswith("POST"):
-                raise SandboxError(
-                    400,
-                    "missing_header",
-                    "The x-merchant-account-id header is required.",
-                    field="x-merchant-account-id",
-                )
-            merchant = access.subject or self.settings.merchant_account_ids[0]
-        if merchant not in self.settings.merchant_account_ids or (
-            access.subject is not None and access.subject != merchant
-        ):
-            raise SandboxError(
-                403,
-                "unknown_merchant_account",
-                "The token may not act for this merchant account.",
-                field="x-merchant-account-id",
-            )
-        return merchant
-
     # -- idempotency and faults -------------------------------------------------------------
 
     def idempotent(
@@ -159,31 +115,11 @@ class Sandbox:
         endpoint: str,
         body: Any,
         make: Callable[[], dict[str, Any]],
-    ) -> tuple[int, dict[str, Any], bool]:
-        """Run ``make`` once per ``(merchant, key)``: ``(status, answer, replayed)``.
-
-        The same key with the same endpoint and body replays the first answer; with another
-        (not shown by the interface) it is refused with 409 ``idempotency_key_reused``.
-        """
-        fingerprint = hashlib.sha256(
-            json.dumps([endpoint, body], sort_keys=True, separators=(",", ":")).encode()
-        ).hexdigest()
+    ) -> tuple[dict[str, Any], bool]:
+        """Run ``make`` once per ``(merchant, key)``: ``(answer, replayed)`` (see
+        :mod:`~payhooks.service.sandbox.replays`)."""
         with self._lock:
-            if key is not None:
-                stored = self._idempotency.get((merchant, key))
-                if stored is not None:
-                    if stored[0] != fingerprint:
-                        raise SandboxError(
-                            409,
-                            "idempotency_key_reused",
-                            "This idempotency key was used with another request body.",
-                            field="idempotency-key",
-                        )
-                    return stored[1], stored[2], True
-            answer = make()
-            if key is not None:
-                self._idempotency[(merchant, key)] = (fingerprint, 200, answer)
-            return 200, answer, False
+            return self._replays.run(merchant, key, endpoint, body, make)
 
     def lose_next_answers(self, count: int = 1) -> None:
         """Process the next ``count`` API requests but answer 503 instead, as if the answer
@@ -378,55 +314,13 @@ class Sandbox:
     def page(
         self, merchant: str, resource: str, *, limit: str | None, cursor: str | None
     ) -> dict[str, Any]:
-        """One page of ``buyers`` or ``transactions``, newest last, behind opaque cursors."""
-        size = self._limit(limit)
-        offset = 0
-        if cursor is not None:
-            try:
-                claims = self._cursors.loads(cursor)
-            except BadSignature:
-                raise SandboxError(
-                    400,
-                    "invalid_cursor",
-                    "The cursor is not one this sandbox gave.",
-                    field="cursor",
-                ) from None
-            if claims.get("r") != resource or claims.get("m") != merchant:
-                raise SandboxError(
-                    400, "invalid_cursor", "The cursor belongs to another list.", field="cursor"
-                )
-            offset = int(claims["o"])
+        """One page of ``buyers`` or ``transactions`` of ``merchant``, oldest first."""
         with self._lock:
             source: Iterable[Any] = (
                 self._buyers.values() if resource == "buyers" else self._transactions.values()
             )
             rows = [row.to_wire() for row in source if row.merchant == merchant]
-        items = rows[offset : offset + size]
-        after = offset + size
-        return {
-            "items": items,
-            "limit": size,
-            "next_cursor": self._cursor(resource, merchant, after) if after < len(rows) else None,
-            "previous_cursor": self._cursor(resource, merchant, max(0, offset - size))
-            if offset > 0
-            else None,
-        }
-
-    def _cursor(self, resource: str, merchant: str, offset: int) -> str:
-        return str(self._cursors.dumps({"r": resource, "m": merchant, "o": offset}))
-
-    def _limit(self, limit: str | None) -> int:
-        settings = self.settings
-        if limit is None:
-            return settings.page_default_limit
-        if not limit.isdigit() or not 1 <= int(limit) <= settings.page_max_limit:
-            raise SandboxError(
-                400,
-                "invalid_request",
-                f"limit: must be an integer from 1 to {settings.page_max_limit}.",
-                field="limit",
-            )
-        return int(limit)
+        return self._pager.page(rows, resource, merchant, limit=limit, cursor=cursor)
 
     # -- settlement ------------------------------------------------------------------------
 
@@ -515,37 +409,16 @@ class Sandbox:
                 transaction.notify_url,
                 self.notification_body(transaction, outcome),
             )
-        return Settlement(
-            transaction.id, outcome, self._return_url(transaction, outcome), notification
-        )
+        return Settlement(transaction.id, outcome, return_url(transaction, outcome), notification)
 
     def notification_body(self, transaction: SandboxTransaction, outcome: str) -> bytes:
-        """The notification of section 6 in the transaction's form, as bytes."""
-        data: dict[str, Any] = {
-            "payment_status": self.settings.status_codes[outcome],
-            "payment_amount": major_units(transaction.amount, transaction.currency),
-            "payment_currency_code": transaction.currency,
-            "payment_time": self._clock().astimezone(self._zone).strftime("%Y%m%d%H%M%S"),
-        }
-        if transaction.shape is TransactionShape.CARD:
-            data[f"{transaction.method}_payment_intent_id"] = transaction.provider_reference
-            data["status"] = _CARD_STATUS[outcome]
-        elif transaction.shape is TransactionShape.ORCHESTRATOR_WALLET:
-            data[f"{transaction.method}_psp_reference"] = transaction.provider_reference
-            data["result_code"] = _RESULT_CODE[outcome]
-        body = {
-            "ll_transaction_id": transaction.id,
-            "merchant_transaction_id": transaction.external_identifier,
-            "payment_data": data,
-        }
-        return json.dumps(body, separators=(",", ":")).encode()
-
-    def _return_url(self, transaction: SandboxTransaction, outcome: str) -> str | None:
-        if transaction.return_url is not None:
-            return _with_query(transaction.return_url, resultCode=_RESULT_CODE[outcome])
-        if outcome == "pay":
-            return transaction.redirect_url
-        return transaction.cancel_url
+        """The notification of section 6 for ``transaction`` settled with ``outcome``."""
+        return notification_body(
+            transaction,
+            outcome,
+            status_code=self.settings.status_codes[outcome],
+            now=self._clock().astimezone(self._zone),
+        )
 
 
 def _check_outcome(outcome: str) -> None:
@@ -563,9 +436,3 @@ def _validated(check: Callable[[], None]) -> None:
         check()
     except RequestValidationError as err:
         raise SandboxError(400, "invalid_request", err.message, field=err.field) from err
-
-
-def _with_query(url: str, **params: str) -> str:
-    parts = urlsplit(url)
-    query = [*parse_qsl(parts.query, keep_blank_values=True), *params.items()]
-    return urlunsplit(parts._replace(query=urlencode(query)))

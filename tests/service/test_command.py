@@ -35,9 +35,15 @@ def test_the_sandbox_command_serves_with_the_token_it_prints() -> None:
     )
     try:
         assert process.stdout is not None
-        lines = [process.stdout.readline() for _ in range(3)]
-        url = lines[0].split(" on ", 1)[1].strip()
-        token = lines[2].rsplit(": ", 1)[1].strip()
+        exports: dict[str, str] = {}
+        while "PAYHOOKS_SECRETS" not in exports:
+            line = process.stdout.readline()
+            assert line, process.stderr.read() if process.stderr else ""
+            if line.strip().startswith("export "):
+                name, _, value = line.strip().removeprefix("export ").partition("=")
+                exports[name] = value
+        url, token = exports["PAYHOOKS_SANDBOX_URL"], exports["PAYHOOKS_SANDBOX_TOKEN"]
+        assert exports["PAYHOOKS_SECRETS"].startswith("whsec_")
         deadline = time.monotonic() + 10
         while True:
             try:
