@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from flask import Blueprint, Flask, Response, abort, redirect, render_template, request
@@ -68,6 +69,9 @@ def _api(sandbox: Sandbox) -> Blueprint:
     api = Blueprint("api", __name__)
 
     def answer(body: dict[str, Any], replayed: bool) -> Response:
+        delay = sandbox.take_answer_delay()
+        if delay:
+            time.sleep(delay)
         if sandbox.take_lost_answer():
             return _json(
                 {"type": "error", "status": 503, "code": "answer_lost", "message": "Lost."}, 503

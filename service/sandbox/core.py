@@ -84,6 +84,7 @@ class Sandbox:
         self._replays = Replays()
         self._pager = Pager(self.settings)
         self._lost_answers = 0
+        self._slow_answers: list[float] = []
         #: Every API request as ``(method, path, idempotency key or None)``, oldest first.
         self.requests: list[tuple[str, str, str | None]] = []
         # Deliveries are signed with the wall clock: a receiver checks it against its own.
@@ -126,6 +127,17 @@ class Sandbox:
         was lost on the way: what idempotent retries are for."""
         with self._lock:
             self._lost_answers += count
+
+    def delay_next_answers(self, seconds: float, count: int = 1) -> None:
+        """Process the next ``count`` API requests but wait ``seconds`` before answering: a
+        client's timeout then fires although the request was processed."""
+        with self._lock:
+            self._slow_answers += [seconds] * count
+
+    def take_answer_delay(self) -> float:
+        """Seconds to wait before this answer (the app asks once per processed request)."""
+        with self._lock:
+            return self._slow_answers.pop(0) if self._slow_answers else 0.0
 
     def take_lost_answer(self) -> bool:
         """Whether this answer is to be lost (the app asks once per processed request)."""

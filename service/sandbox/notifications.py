@@ -206,6 +206,6 @@ class Notifier:
         headers["Content-Type"] = "application/json"
         try:
             response = self._http.post(notification.url, content=notification.body, headers=headers)
-        except httpx.HTTPError as err:
+        except Exception as err:  # the worker outlives any one delivery, whatever went wrong
             return DeliveryTry(now, None, f"{type(err).__name__}: {err}")
         return DeliveryTry(now, response.status_code)

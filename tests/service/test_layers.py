@@ -5,6 +5,8 @@ framework), and the interface rules import no HTTP library either."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -39,3 +41,17 @@ def test_a_folder_imports_nothing_above_it(folder: Path, forbidden: tuple[str, .
         if any(name == bad or name.startswith(f"{bad}.") for bad in forbidden)
     ]
     assert wrong == []
+
+
+def test_the_client_loads_no_flask() -> None:
+    """Imported for real, in a fresh interpreter: what a merchant's worker pays to create
+    payments (the AST test above cannot see what the imported packages import in turn)."""
+    code = (
+        "import sys, payhooks.service.client, payhooks.service.interface; "
+        "loaded = sorted(m for m in ('flask', 'werkzeug') if m in sys.modules); "
+        "print(loaded); sys.exit(1 if loaded else 0)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

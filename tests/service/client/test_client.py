@@ -314,3 +314,30 @@ def test_a_refused_creation_may_be_retried(
         CreationState.REFUSED,
         CreationState.CREATED,
     ]
+
+
+def test_a_timed_out_subscription_is_retried_with_its_key_and_made_once(
+    make_client: Callable[..., ServiceClient], sandbox: SandboxServer
+) -> None:
+    client = make_client(timeout=0.3)
+    sandbox.sandbox.delay_next_answers(1.0)  # processed, but answered after the timeout
+    created = client.create_subscription(subscription("sub-slow"), client_ip="::1")
+    keys = [key for method, _, key in sandbox.sandbox.requests if method == "POST"]
+    assert len(keys) == 2
+    assert keys[0] == keys[1]
+    assert [t.external_identifier for t in client.transactions()] == ["sub-slow"]
+    assert created.external_identifier == "sub-slow"
+
+
+def test_a_timed_out_transaction_is_not_retried_and_recorded_uncertain(
+    make_client: Callable[..., ServiceClient], sandbox: SandboxServer
+) -> None:
+    client = make_client(timeout=0.3)
+    sandbox.sandbox.delay_next_answers(1.0)
+    with pytest.raises(TransportError):
+        client.create_transaction(direct_wallet_transaction("order-slow"))
+    assert len(sandbox.sandbox.requests) == 1
+    attempt = client.creations.latest("order-slow")
+    assert attempt is not None
+    assert attempt.state is CreationState.UNCERTAIN
+    assert attempt.error_code == "transport_error"
