@@ -4,14 +4,16 @@ the code here (its examples are run by tests/system/test_docs.py, which walks ev
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import re
 from pathlib import Path
 
-import payhooks.service as service_package
 import pytest
 from payhooks.service.errors import ServiceError
 from payhooks.service.sandbox import SandboxSettings
 
+#: The package as a module object, to list what it exports.
+service_package = importlib.import_module("payhooks.service")
 DOC = Path(__file__).resolve().parents[2] / "docs" / "service.md"
 
 
