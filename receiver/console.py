@@ -1,7 +1,8 @@
-"""The ``payhooks`` console script: the in-app commands and the demo's, in one group.
+"""The ``payhooks`` console script: the in-app commands, the demo's and the sandbox's, in one group.
 
-It sits above everything it assembles: the in-app group (:mod:`payhooks.receiver.cli`) and the
-demo (:mod:`payhooks.receiver.demo`, which mounts the extension). ``flask payhooks`` in a
+It sits above everything it assembles: the in-app group (:mod:`payhooks.receiver.cli`), the
+demo (:mod:`payhooks.receiver.demo`, which mounts the extension) and the service's sandbox
+(:mod:`payhooks.service.sandbox`). ``flask payhooks`` in a
 merchant's app has only the in-app commands.
 
 Exit codes: 0 success, 1 a failure the command reports, 2 bad usage.
@@ -12,6 +13,7 @@ from __future__ import annotations
 import click
 from payhooks.receiver.cli import IN_APP_COMMANDS
 from payhooks.receiver.demo import demo_command, serve_command
+from payhooks.service import sandbox_command
 
 __all__ = ["main", "payhooks"]
 
@@ -24,7 +26,7 @@ def payhooks() -> None:
     """
 
 
-for _command in (serve_command, demo_command, *IN_APP_COMMANDS):
+for _command in (serve_command, demo_command, sandbox_command, *IN_APP_COMMANDS):
     payhooks.add_command(_command)
 
 

@@ -1,0 +1,325 @@
+"""The merchant's client of the service: create payments, list buyers and transactions.
+
+Creating a payment is three steps in one call, in this order: check the request against the
+interface (nothing is sent, nothing registered if it fails); register the expected payment in
+the ledger, so a notification that arrives before the answer is already expected; send it,
+and record in the :class:`~payhooks.service.client.CreationLog` what became of it, so a
+refused or unanswered creation is marked as such rather than left looking pending.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import uuid
+from collections.abc import Callable, Collection, Iterator
+from typing import Any, TypeVar
+
+import httpx
+from payhooks.service.client.creations import CreationLog, CreationState
+from payhooks.service.client.requests import SubscriptionRequest, TransactionRequest
+from payhooks.service.client.responses import (
+    Buyer,
+    Page,
+    Subscription,
+    Transaction,
+    page_from_wire,
+)
+from payhooks.service.client.transport import RetryPolicy, Transport
+from payhooks.service.errors import (
+    AlreadyCreatedError,
+    ExpectationConflictError,
+    RequestValidationError,
+    ServiceError,
+    ServiceResponseError,
+)
+from payhooks.service.interface import (
+    MAX_PAGE_LIMIT,
+    validate_subscription,
+    validate_transaction,
+)
+from payhooks.storage import ConflictError, Ledger
+
+__all__ = ["DEFAULT_WALLET_CHANNEL_CODES", "ServiceClient"]
+
+_T = TypeVar("_T")
+
+#: The interface's ``<wallet_channel_code>`` (the channel that makes ``billing_details`` and
+#: ``cart_items`` required) is a placeholder; payhooks assumes ``WALLET`` unless told.
+DEFAULT_WALLET_CHANNEL_CODES: frozenset[str] = frozenset({"WALLET"})
+
+
+class ServiceClient:
+    """A client for one merchant account.
+
+    :param base_url: the service's ``{base_url}`` (the sandbox's ``url``).
+    :param access_token: the JWT sent as ``Authorization: Bearer``; how it is obtained is not
+        shown by the interface, so the client takes it ready-made.
+    :param merchant_account_id: sent as ``x-merchant-account-id`` on every call.
+    :param ledger: where expected payments are registered before they are created; None for
+        a client that only lists (creating then raises ``ValueError``).
+    :param creations: the record of creation attempts; an in-memory one by default.
+    :param timeout: seconds for each try (connect, read, write, pool).
+    :param retry: how idempotent calls are retried.
+    :param wallet_channel_codes: the ``payment_channel_code`` values of the wallet channel.
+    :param sleep: how to wait between retries (tests pass a recorder).
+    :param http: an ``httpx.Client`` to use (proxies, certificates); the client's own otherwise.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        access_token: str,
+        merchant_account_id: str,
+        ledger: Ledger | None = None,
+        creations: CreationLog | None = None,
+        timeout: float = 10.0,
+        retry: RetryPolicy | None = None,
+        wallet_channel_codes: Collection[str] = DEFAULT_WALLET_CHANNEL_CODES,
+        sleep: Callable[[float], None] | None = None,
+        http: httpx.Client | None = None,
+    ) -> None:
+        if not access_token or any(c.isspace() for c in access_token):
+            raise ValueError("access_token must be one non-empty token without spaces")
+        if not merchant_account_id:
+            raise ValueError("merchant_account_id must not be empty")
+        if timeout <= 0:
+            raise ValueError(f"timeout must be positive, not {timeout!r}")
+        extra = {} if sleep is None else {"sleep": sleep}
+        self._transport = Transport(
+            base_url,
+            headers={
+                "Authorization": f"Bearer {access_token}",
+                "x-merchant-account-id": merchant_account_id,
+                "Accept": "application/json",
+            },
+            timeout=timeout,
+            retry=retry or RetryPolicy(),
+            http=http,
+            **extra,
+        )
+        self._ledger = ledger
+        #: What became of every creation this client attempted.
+        self.creations = creations or CreationLog()
+        self._wallet_codes = frozenset(wallet_channel_codes)
+
+    def close(self) -> None:
+        """Close the HTTP connections the client opened (not the ledger, not the log)."""
+        self._transport.close()
+
+    def __enter__(self) -> ServiceClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- creation --------------------------------------------------------------------------
+
+    def create_transaction(self, request: TransactionRequest) -> Transaction:
+        """``POST /v4/transactions`` in the request's shape, after expecting it in the ledger.
+
+        Not retried after a timeout or a 5xx: the interface gives transactions no idempotency
+        key, so a second try could charge twice. The attempt is then recorded ``uncertain``.
+
+        :raises RequestValidationError: the request breaks the interface; nothing was sent.
+        :raises ExpectationConflictError: the ledger expects this reference with other data.
+        :raises AlreadyCreatedError: this client's record says it was created already.
+        :raises TransportError: no answer (the payment may exist at the service).
+        :raises ServiceResponseError: the service refused it (a subclass per status).
+        """
+        body = request.to_wire()
+        validate_transaction(body, request.shape)
+        self._refuse_second_creation(request.external_identifier, None)
+        self._expect(
+            lambda ledger: ledger.expect_transaction(
+                request.external_identifier,
+                request.amount,
+                request.currency,
+                description=request.ledger_description(),
+                metadata=request.ledger_metadata(),
+            ),
+            request.external_identifier,
+        )
+        return self._create(
+            "transaction",
+            request.external_identifier,
+            "/v4/transactions",
+            body,
+            idempotency_key=None,
+            headers={},
+            read=Transaction.from_wire,
+        )
+
+    def create_subscription(
+        self,
+        request: SubscriptionRequest,
+        *,
+        client_ip: str,
+        idempotency_key: str | None = None,
+    ) -> Subscription:
+        """``POST /v4/subscriptions``, after expecting it in the ledger.
+
+        :param client_ip: the customer's IP address, sent as ``X-Forwarded-For`` (required).
+        :param idempotency_key: sent as ``idempotency-key``; a fresh UUID when None. Every
+            retry of this call reuses it, so the service makes the subscription at most once;
+            to retry a call that raised, pass the key it used (``creations.latest(...)``).
+        """
+        try:
+            ipaddress.ip_address(client_ip)
+        except ValueError:
+            raise RequestValidationError(
+                "X-Forwarded-For", f"{client_ip!r} is not an IP address"
+            ) from None
+        key = idempotency_key or str(uuid.uuid4())
+        if not 1 <= len(key) <= 255 or not key.isprintable() or not key.isascii():
+            raise RequestValidationError(
+                "idempotency-key", "must be 1 to 255 printable ASCII characters"
+            )
+        body = request.to_wire()
+        validate_subscription(body, wallet_channel_codes=self._wallet_codes)
+        self._refuse_second_creation(request.external_identifier, key)
+        self._expect(
+            lambda ledger: ledger.expect_subscription(
+                request.external_identifier,
+                request.amount,
+                request.currency,
+                request.plan.amount,
+                description=request.description,
+                metadata=request.metadata,
+            ),
+            request.external_identifier,
+        )
+        return self._create(
+            "subscription",
+            request.external_identifier,
+            "/v4/subscriptions",
+            body,
+            idempotency_key=key,
+            headers={"X-Forwarded-For": client_ip, "idempotency-key": key},
+            read=Subscription.from_wire,
+        )
+
+    def _refuse_second_creation(self, external_identifier: str, key: str | None) -> None:
+        """A reference this client already created is not sent again, unless it is the same
+        subscription call again (its idempotency key makes the service answer the first)."""
+        latest = self.creations.latest(external_identifier)
+        if (
+            latest is not None
+            and latest.state is CreationState.CREATED
+            and (key is None or latest.idempotency_key != key)
+        ):
+            raise AlreadyCreatedError(external_identifier, latest.service_id)
+
+    def _expect(self, register: Callable[[Ledger], bool], external_identifier: str) -> None:
+        if self._ledger is None:
+            raise ValueError("this client has no ledger: pass ledger= to create payments")
+        try:
+            register(self._ledger)
+        except ConflictError as err:
+            raise ExpectationConflictError(external_identifier, tuple(err.fields)) from err
+        except ValueError as err:  # the ledger's own checks (an unknown currency code)
+            # The ledger's messages start with the argument's name; its currency error
+            # starts with the code instead, and says so by its own code.
+            field = str(err).split(" ", 1)[0].removesuffix(":")
+            if getattr(err, "code", None) == "unknown_currency":
+                field = "currency"
+            raise RequestValidationError(field, str(err)) from err
+
+    def _create(
+        self,
+        kind: str,
+        external_identifier: str,
+        path: str,
+        body: dict[str, Any],
+        *,
+        idempotency_key: str | None,
+        headers: dict[str, str],
+        read: Callable[[Any], _T],
+    ) -> _T:
+        attempt = self.creations.begin(external_identifier, kind, idempotency_key)
+        try:
+            answer = read(
+                self._transport.call(
+                    "POST", path, body=body, headers=headers, idempotent=idempotency_key is not None
+                )
+            )
+        except ServiceResponseError as err:
+            state = CreationState.UNCERTAIN if err.status >= 500 else CreationState.REFUSED
+            self.creations.finish(
+                attempt,
+                state,
+                http_status=err.status,
+                error_code=err.service_code or err.code,
+                error=err.message,
+            )
+            raise
+        except ServiceError as err:
+            self.creations.finish(
+                attempt, CreationState.UNCERTAIN, error_code=err.code, error=err.message
+            )
+            raise
+        self.creations.finish(
+            attempt, CreationState.CREATED, service_id=getattr(answer, "id", None), http_status=200
+        )
+        return answer
+
+    # -- lists -----------------------------------------------------------------------------
+
+    def buyer_pages(
+        self, *, limit: int | None = None, cursor: str | None = None
+    ) -> Iterator[Page[Buyer]]:
+        """``GET /buyers`` page by page from ``cursor`` (the first page when None)."""
+        return self._pages("/buyers", Buyer.from_wire, limit, cursor)
+
+    def buyers(self, *, limit: int | None = None, cursor: str | None = None) -> Iterator[Buyer]:
+        """Every buyer, following ``next_cursor``; ``limit`` is the page size asked for."""
+        for page in self.buyer_pages(limit=limit, cursor=cursor):
+            yield from page.items
+
+    def transaction_pages(
+        self, *, limit: int | None = None, cursor: str | None = None
+    ) -> Iterator[Page[Transaction]]:
+        """``GET /v4/transactions`` page by page. The items are assumed to be 2.3's object."""
+        return self._pages("/v4/transactions", Transaction.from_wire, limit, cursor)
+
+    def transactions(
+        self, *, limit: int | None = None, cursor: str | None = None
+    ) -> Iterator[Transaction]:
+        """Every transaction, following ``next_cursor``."""
+        for page in self.transaction_pages(limit=limit, cursor=cursor):
+            yield from page.items
+
+    def _pages(
+        self, path: str, read: Callable[[Any], _T], limit: int | None, cursor: str | None
+    ) -> Iterator[Page[_T]]:
+        if limit is not None and (
+            isinstance(limit, bool)
+            or not isinstance(limit, int)
+            or not 1 <= limit <= MAX_PAGE_LIMIT
+        ):
+            raise RequestValidationError("limit", f"must be an integer from 1 to {MAX_PAGE_LIMIT}")
+        return self._walk(path, read, limit, cursor)
+
+    def _walk(
+        self, path: str, read: Callable[[Any], _T], limit: int | None, cursor: str | None
+    ) -> Iterator[Page[_T]]:
+        seen: set[str] = set()
+        while True:
+            params: dict[str, str | int] = {}
+            if limit is not None:
+                params["limit"] = limit
+            if cursor is not None:
+                params["cursor"] = cursor  # as received: cursors are opaque
+            page: Page[_T] = page_from_wire(
+                self._transport.call("GET", path, params=params, idempotent=True), read
+            )
+            yield page
+            cursor = page.next_cursor
+            if cursor is None:
+                return
+            if cursor in seen:  # a service answering the same cursor again would loop forever
+                raise ServiceError(
+                    f"GET {path} returned a next_cursor it had already returned.",
+                    code="cursor_loop",
+                )
+            seen.add(cursor)

@@ -1,0 +1,107 @@
+"""``payhooks sandbox``: run the service's stand-in in the foreground until interrupted.
+
+The sandbox needs httpx, the ``service`` extra, which the console script does not: this
+module imports only click and payhooks.verify, and the sandbox itself once the command runs,
+so ``payhooks`` works without the extra and ``payhooks sandbox`` says how to get it.
+
+It prints what a developer needs to point a client and a receiver at it: the base URL, an
+access token with every scope, the merchant account, and the notification scheme with the key
+the receiver must be configured with. Exit codes: 0 stopped, 1 a failure it reports (the port
+is taken), 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import click
+from payhooks.verify import DEFAULT_SCHEME, SCHEMES
+
+__all__ = ["sandbox_command"]
+
+
+@click.command("sandbox")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
+@click.option("--port", default=8400, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--notify-url",
+    "notification_url",
+    default=None,
+    help="The merchant's notification URL for transactions (e.g. "
+    "http://127.0.0.1:5000/payhooks/notifications).",
+)
+@click.option(
+    "--scheme",
+    type=click.Choice(sorted(SCHEMES)),
+    default=DEFAULT_SCHEME,
+    show_default=True,
+    help="Signature scheme of the notifications.",
+)
+@click.option(
+    "--signing-key",
+    envvar="PAYHOOKS_SANDBOX_SIGNING_KEY",
+    default="",
+    help="Key to sign notifications with (env PAYHOOKS_SANDBOX_SIGNING_KEY); generated if "
+    "not given.",
+)
+@click.option(
+    "--merchant",
+    "merchants",
+    multiple=True,
+    default=("sandbox-merchant",),
+    show_default=True,
+    help="A merchant account id; repeat for several.",
+)
+@click.option("--drop-notifications", is_flag=True, help="Log notifications but never send them.")
+@click.option(
+    "--notify-attempts", default=5, show_default=True, type=click.IntRange(1), help="Tries each."
+)
+def sandbox_command(
+    host: str,
+    port: int,
+    notification_url: str | None,
+    scheme: str,
+    signing_key: str,
+    merchants: tuple[str, ...],
+    drop_notifications: bool,
+    notify_attempts: int,
+) -> None:
+    """Run a local sandbox of the payment service (API, hosted page, signed notifications)."""
+    try:
+        from payhooks.service.sandbox import SandboxServer, SandboxSettings
+    except ImportError as err:
+        if err.name != "httpx":
+            raise
+        raise click.ClickException(
+            "payhooks sandbox needs the service extra: pip install 'payhooks[service]'"
+        ) from err
+    try:
+        settings = SandboxSettings(
+            merchant_account_ids=merchants,
+            scheme=scheme,
+            signing_key=signing_key,
+            notification_url=notification_url,
+            drop_notifications=drop_notifications,
+            notify_attempts=notify_attempts,
+        )
+    except ValueError as err:
+        raise click.BadParameter(str(err)) from err
+    try:
+        server = SandboxServer.start(settings, host=host, port=port, background=False)
+    except OSError as err:
+        raise click.ClickException(f"cannot listen on {host}:{port}: {err.strerror}") from err
+    click.echo(f"payhooks sandbox on {server.url}")
+    click.echo(f"  merchant account(s): {', '.join(settings.merchant_account_ids)}")
+    click.echo(f"  notifications: {settings.notification_url or 'not sent (no --notify-url)'}")
+    click.echo(f"  signature scheme: {settings.scheme}")
+    click.echo("  test cards: 4242424242424242 pays, 4000000000000002 fails; Ctrl-C stops")
+    click.echo("Run these where your client runs (the token has every scope, for one hour):")
+    click.echo(f"  export PAYHOOKS_SANDBOX_URL={server.url}")
+    click.echo(f"  export PAYHOOKS_SANDBOX_TOKEN={server.issue_token()}")
+    if not signing_key:
+        kind = SCHEMES[scheme].key_kind
+        key_config = "PAYHOOKS_SECRETS" if kind == "secret" else "PAYHOOKS_PUBLIC_KEYS"
+        click.echo("and this where your receiver runs (the key was generated for this run):")
+        click.echo(f"  export {key_config}={settings.verifying_key}")
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how it is meant to stop
+        server.serve_forever()

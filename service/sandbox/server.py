@@ -1,0 +1,147 @@
+"""Serve the sandbox on a real socket in a background thread: for tests and merchants' CI.
+
+::
+
+    with SandboxServer.start(SandboxSettings(notification_url=...)) as sandbox:
+        client = ServiceClient(sandbox.url, access_token=sandbox.issue_token(), ...)
+
+werkzeug's threaded server is enough for a stand-in; ``payhooks sandbox`` uses the same class
+in the foreground.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from types import TracebackType
+
+from payhooks.service.sandbox.app import create_app
+from payhooks.service.sandbox.core import Sandbox, Settlement
+from payhooks.service.sandbox.notifications import Notification
+from payhooks.service.sandbox.settings import SandboxSettings
+from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
+
+__all__ = ["SandboxServer"]
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """Serves without a log line per request: tests and CI read the sandbox's own log."""
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        return
+
+
+class SandboxServer:
+    """A :class:`Sandbox` served over HTTP. Build with :meth:`start`; stop with :meth:`stop`
+    (or a ``with`` block), which also stops its notifier."""
+
+    def __init__(self, sandbox: Sandbox, server: BaseWSGIServer) -> None:
+        #: The sandbox itself: state, settlement, the notifier.
+        self.sandbox = sandbox
+        self._server = server
+        self._thread: threading.Thread | None = None
+        #: Where the sandbox answers: its ``{base_url}`` and ``{payment_page_url}``.
+        host = server.server_address[0]
+        self.url = (
+            f"http://{host.decode() if isinstance(host, bytes) else host}:{server.server_port}"
+        )
+
+    @classmethod
+    def start(
+        cls,
+        settings: SandboxSettings | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        background: bool = True,
+        quiet: bool | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> SandboxServer:
+        """Bind ``host:port`` (0: a free port) and serve in a daemon thread.
+
+        ``background=False`` binds only; call :meth:`serve_forever` yourself (the command does).
+        ``quiet`` (default: when in the background) drops werkzeug's line per request.
+        ``clock`` is the sandbox's time (creation times, periods, ``payment_time``); the
+        notifications' signatures always use the wall clock.
+        Whatever was started is stopped again if start-up fails.
+        """
+        sandbox = Sandbox(settings, clock=clock)
+        handler = _QuietHandler if (background if quiet is None else quiet) else None
+        try:
+            server = make_server(
+                host, port, create_app(sandbox), threaded=True, request_handler=handler
+            )
+        except BaseException:
+            sandbox.close()
+            raise
+        served = cls(sandbox, server)
+        sandbox.public_url = served.url
+        if background:
+            served._thread = threading.Thread(
+                target=server.serve_forever, name="payhooks-sandbox", daemon=True
+            )
+            served._thread.start()
+        return served
+
+    def serve_forever(self) -> None:
+        """Serve in this thread until interrupted, then stop."""
+        try:
+            self._server.serve_forever()
+        finally:
+            self.stop()
+
+    def stop(self) -> None:
+        """Stop serving and sending. Safe to call twice."""
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join(timeout=10)
+            self._thread = None
+        self._server.server_close()
+        self.sandbox.close()
+
+    def __enter__(self) -> SandboxServer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- shortcuts to the sandbox -----------------------------------------------------------
+
+    @property
+    def settings(self) -> SandboxSettings:
+        return self.sandbox.settings
+
+    def issue_token(
+        self, scopes: Iterable[str] | None = None, *, subject: str | None = None
+    ) -> str:
+        """An access token (every endpoint's scope when ``scopes`` is None)."""
+        return self.sandbox.issue_token(scopes, subject=subject)
+
+    def settle(self, transaction_id: str, outcome: str) -> Settlement:
+        """Pay, fail or cancel a payment as the hosted page would."""
+        return self.sandbox.settle(transaction_id, outcome)
+
+    def bill_period(self, subscription_id: str, outcome: str = "pay") -> Settlement:
+        """Bill a subscription's next period now (see :meth:`Sandbox.bill_period`)."""
+        return self.sandbox.bill_period(subscription_id, outcome)
+
+    def notifications(self) -> list[Notification]:
+        """The notification log, oldest first."""
+        return self.sandbox.notifier.log()
+
+    def wait_for_notifications(self, timeout: float = 10.0) -> bool:
+        """Wait until none is pending; False on timeout."""
+        return self.sandbox.notifier.wait(timeout)
+
+    def resend(self, notification_id: int) -> Notification:
+        return self.sandbox.notifier.resend(notification_id)
+
+    def drop_notifications(self, on: bool = True) -> None:
+        """Switch dropping on (notifications are logged ``dropped``, never sent) or off."""
+        self.sandbox.notifier.dropping = on
