@@ -118,6 +118,7 @@ def signals(send: bool, database: Path | None) -> None:
     signals --send`); plain `payhooks signals --send` refuses (exit 2). Exit 1 when a
     receiver raised (its error is kept on the delivery).
     """
+    config = settings()  # first: inside `flask payhooks`, this pushes the app's context
     sender = _signal_sender() if send else None
     if send and sender is None:
         raise click.UsageError(
@@ -138,7 +139,6 @@ def signals(send: bool, database: Path | None) -> None:
                 )
             click.echo(f"{len(owed)} signal(s) owed; `flask payhooks signals --send` sends them.")
             return
-        config = settings()
         outcomes = owed_for(ledger, owed, config.time_zone, config.status_map)
         failures = [error for outcome in outcomes for error in sender(ledger, outcome)]
     sent = sum(len(outcome.signals) for outcome in outcomes)

@@ -12,7 +12,7 @@ Exit codes: 0 success, 1 a failure the command reports, 2 bad usage.
 from __future__ import annotations
 
 import click
-from payhooks.receiver.cli.delivery_commands import reprocess
+from payhooks.receiver.cli.delivery_commands import reprocess, signals
 from payhooks.receiver.cli.ledger_commands import expect, reconcile
 from payhooks.receiver.cli.replay_command import replay
 from payhooks.receiver.cli.signing_commands import keygen, sign, verify_command
@@ -29,6 +29,7 @@ IN_APP_COMMANDS: tuple[click.Command, ...] = (
     expect,
     reconcile,
     reprocess,
+    signals,
 )
 
 
