@@ -27,7 +27,7 @@ from payhooks.storage.sqlite.schema import (
     migrate,
     schema_version,
 )
-from payhooks.storage.sqlite.wal_sync import WalSync
+from payhooks.storage.sqlite.wal_sync import WalReplacedError, WalSync
 from payhooks.storage.sqlite.write_lock import WriteLock
 from payhooks.storage.sqlite.writer import Writer
 
@@ -37,6 +37,7 @@ __all__ = [
     "TRIGGERS",
     "VIEWS",
     "SQLiteEngine",
+    "WalReplacedError",
     "WalSync",
     "WriteLock",
     "Writer",

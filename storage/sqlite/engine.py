@@ -81,9 +81,9 @@ def _database_file(db: Database) -> str | None:
 
 
 def _wal_sync(db: Database, file: str | None) -> WalSync | None:
-    """How a ``FULL`` ledger on its own file makes its commits durable: a :class:`WalSync`
-    after each commit, outside the write lock, for a file in WAL mode on a POSIX system; None
-    elsewhere (then SQLite's own ``FULL`` syncs inside the commit)."""
+    """The :class:`WalSync` of a ledger's own file in WAL mode on a POSIX system: it watches
+    the log after each commit and, for a ``FULL`` ledger, syncs it outside the write lock;
+    None elsewhere (then SQLite's own ``FULL`` syncs inside the commit, and nobody watches)."""
     if file is None or os.name != "posix" or db.conn.in_transaction:
         return None
     (mode,) = db.conn.execute("PRAGMA journal_mode").fetchone()
@@ -133,10 +133,12 @@ class SQLiteEngine:
             try:
                 configure(db, busy_timeout_ms=busy_timeout_ms)
                 file = _database_file(db)
-                # A caller's database may commit its own transactions, which nothing would sync.
-                wal_sync = _wal_sync(db, file) if owns and synchronous == "FULL" else None
+                # A caller's database may commit its own transactions, which nothing would sync
+                # (nor watch). The log is watched in either mode, synced by us under FULL.
+                wal_sync = _wal_sync(db, file) if owns else None
+                sync_commits = wal_sync is not None and synchronous == "FULL"
                 if not db.conn.in_transaction:  # SQLite refuses the change inside one
-                    pragma = "NORMAL" if wal_sync is not None else synchronous
+                    pragma = "NORMAL" if sync_commits else synchronous
                     db.conn.execute(f"PRAGMA synchronous = {pragma}")
                 version = migrate(db)
             except BaseException:
@@ -156,6 +158,7 @@ class SQLiteEngine:
             busy_timeout_ms=busy_timeout_ms,
             write_lock=WriteLock(file) if write_lock and file is not None else None,
             wal_sync=wal_sync,
+            sync_commits=sync_commits,
         )
         self._closed = False
 

@@ -22,19 +22,32 @@ together with it (it comes after it in the same file).
 Used by a ledger that opened its file itself (a caller's own database may commit its own
 transactions, which nothing would sync), on POSIX systems, with the file in WAL mode;
 elsewhere the ledger sets SQLite's ``FULL``.
+
+It also watches that the log at the path is still the one SQLite writes to (:meth:`WalSync.check`,
+after every commit, ``NORMAL`` ledgers too). SQLite deletes the log only when its last
+connection closes, and the ledger's own stays open, so a log that disappears or is replaced
+while the ledger is open was removed by someone else: SQLite goes on writing to the unlinked
+file, and a crash would lose every commit since. The write then fails
+(:class:`WalReplacedError`), and the receiver answers 503 rather than acknowledge it.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 from typing import Final
 
-__all__ = ["WAL_SUFFIX", "WalSync"]
+__all__ = ["WAL_SUFFIX", "WalReplacedError", "WalSync"]
 
 #: SQLite's write-ahead log beside the database: ``payhooks.db-wal``.
 WAL_SUFFIX: Final = "-wal"
 
 _sync = getattr(os, "fdatasync", os.fsync)  # fdatasync where there is one, as SQLite does
+
+
+class WalReplacedError(OSError):
+    """The write-ahead log at the path is not the one this process opened: deleted or replaced
+    while the ledger had it open."""
 
 
 class WalSync:
@@ -57,26 +70,46 @@ class WalSync:
     def sync(self) -> None:
         """Flush the WAL, as it is now, to disk.
 
+        :raises WalReplacedError: the log was deleted or replaced (see :meth:`check`).
         :raises OSError: the sync failed: what was committed may not be on disk.
         """
+        current = self._current()
+        if current is not None:
+            _sync(current)
+            return
+        # No WAL yet (the file left WAL mode): what was committed is in the database itself.
+        database = os.open(self.database, os.O_RDONLY)
+        try:
+            _sync(database)
+        finally:
+            os.close(database)
+
+    def check(self) -> None:
+        """Make sure the log at the path is the one this process opened first.
+
+        :raises WalReplacedError: it was deleted, or another file took its place.
+        """
+        self._current()
+
+    def _current(self) -> int | None:
+        """This process's descriptor of the log (opened on first use); None while there is no
+        log at all."""
+        mine = self._fd is not None and self._pid == os.getpid()
         try:
             identity = os.stat(self.path)
         except FileNotFoundError:
-            # No WAL (the file left WAL mode): what was committed is in the database itself.
-            database = os.open(self.database, os.O_RDONLY)
-            try:
-                _sync(database)
-            finally:
-                os.close(database)
-            return
-        current = self._fd
-        if (
-            current is None
-            or self._inode != (identity.st_dev, identity.st_ino)
-            or self._pid != os.getpid()
-        ):
-            current = self._reopen()
-        _sync(current)
+            if mine:
+                raise WalReplacedError(
+                    errno.ESTALE, "the write-ahead log was deleted while the ledger had it open"
+                ) from None
+            return None
+        if not mine:
+            return self._reopen()
+        if self._inode != (identity.st_dev, identity.st_ino):
+            raise WalReplacedError(
+                errno.ESTALE, "the write-ahead log was replaced while the ledger had it open"
+            )
+        return self._fd
 
     def _reopen(self) -> int:
         """Open the WAL (again: it was replaced, or this is a forked child)."""

@@ -37,7 +37,7 @@ from contextlib import contextmanager, suppress
 
 from payhooks.storage.errors import StorageUnavailableError
 from payhooks.storage.sqlite.errors import translate_errors
-from payhooks.storage.sqlite.wal_sync import WalSync
+from payhooks.storage.sqlite.wal_sync import WalReplacedError, WalSync
 from payhooks.storage.sqlite.write_lock import WriteLock
 from sqlite_utils import Database
 
@@ -71,11 +71,13 @@ class Writer:
     :param db: the ledger's database (its connection is written through).
     :param busy_timeout_ms: the longest a write waits for the locks, both together.
     :param write_lock: the file's flock queue, or None for SQLite's busy handler alone.
-    :param wal_sync: syncs the log after each durable commit, or None when SQLite's own
-        ``synchronous`` setting is all there is.
+    :param wal_sync: watches the log after each commit (and syncs it, with ``sync_commits``),
+        or None when there is no log of the ledger's own to watch.
+    :param sync_commits: sync the log after each durable commit (the ledger's ``FULL``);
+        otherwise SQLite's own ``synchronous`` setting is all there is.
     """
 
-    __slots__ = ("_busy_timeout_ms", "_conn", "_db", "wal_sync", "write_lock")
+    __slots__ = ("_busy_timeout_ms", "_conn", "_db", "sync_commits", "wal_sync", "write_lock")
 
     def __init__(
         self,
@@ -84,14 +86,17 @@ class Writer:
         busy_timeout_ms: int,
         write_lock: WriteLock | None,
         wal_sync: WalSync | None,
+        sync_commits: bool = True,
     ) -> None:
         self._db = db
         self._conn = db.conn
         self._busy_timeout_ms = busy_timeout_ms
         #: The lock writers take before SQLite's (None: SQLite's busy handler alone).
         self.write_lock = write_lock
-        #: Syncs the WAL after each commit, outside the locks (None: SQLite syncs, or not).
+        #: Watches the WAL after each commit, and syncs it outside the locks when
+        #: :attr:`sync_commits` (None: SQLite syncs, or not, and nobody watches).
         self.wal_sync = wal_sync
+        self.sync_commits = sync_commits
 
     @contextmanager
     def write(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
@@ -124,8 +129,8 @@ class Writer:
             finally:
                 if self.write_lock is not None:
                     self.write_lock.release()
-        if self.wal_sync is not None and durable:
-            self._sync_committed(self.wal_sync)
+        if self.wal_sync is not None:
+            self._after_commit(self.wal_sync, sync=durable and self.sync_commits)
 
     def _take_write_lock(self) -> float | None:
         """Take the file's :class:`WriteLock` before SQLite's lock, so a waiting writer wakes
@@ -155,11 +160,21 @@ class Writer:
         finally:
             conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
 
-    def _sync_committed(self, wal_sync: WalSync) -> None:
-        """Put the commit on disk before the write returns (``FULL``), once both locks are
-        released, so that the next writer commits meanwhile."""
+    def _after_commit(self, wal_sync: WalSync, *, sync: bool) -> None:
+        """Check that the commit went to the log at the path, and with ``sync`` put it on disk
+        before the write returns (``FULL``), once both locks are released, so that the next
+        writer commits meanwhile."""
         try:
-            wal_sync.sync()
+            if sync:
+                wal_sync.sync()
+            else:
+                wal_sync.check()
+        except WalReplacedError as err:
+            raise StorageUnavailableError(
+                f"The ledger's write-ahead log {wal_sync.path} was deleted or replaced while "
+                "open: a crash would lose every write since. Restart the process, and restore "
+                "the log if it can be found."
+            ) from err
         except OSError as err:
             raise StorageUnavailableError(
                 f"The write was committed but could not be synced to disk ({err.strerror})."

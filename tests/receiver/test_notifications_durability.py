@@ -3,7 +3,7 @@ NORMAL only when asked for, anything else refused at start."""
 
 from __future__ import annotations
 
-import os
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +13,12 @@ from payhooks.receiver import PayHooks
 from payhooks.receiver.demo import create_app
 from payhooks.receiver.state import receiver_state
 from payhooks.storage import Ledger
+from payhooks.storage.sqlite import wal_sync
 from sqlite_utils import Database
 
-from tests.support.app import TEST_SECRET, AppFactory
+from tests.support.app import TEST_SECRET, AppFactory, BodyFactory, SignFunction
+
+NOTIFY = "/payhooks/notifications"
 
 # What `PRAGMA synchronous` reads back.
 _PRAGMA_VALUES = {"NORMAL": 1, "FULL": 2}
@@ -30,16 +33,24 @@ def _pragma(ledger: Ledger) -> int:
 
 
 def _syncs_every_commit(ledger: Ledger) -> bool:
-    """Whether the only open ledger's commits reach the disk before its writes return:
-    SQLite's own FULL, or NORMAL with the ledger syncing the WAL itself
-    (``payhooks.storage.sqlite.wal_sync``) through a descriptor of its own, beside SQLite's."""
+    """Whether the ledger's commits reach the disk before its writes return: SQLite's own
+    FULL, or NORMAL with the ledger syncing the WAL itself (``payhooks.storage.sqlite.wal_sync``)
+    after a write: a write is made and the syncs it causes are counted at the system call."""
     if _pragma(ledger) == _PRAGMA_VALUES["FULL"]:
         return True
-    wal = os.path.realpath(_database_path(ledger) + "-wal")
-    opened = [
-        fd for fd in os.listdir("/proc/self/fd") if os.path.realpath(f"/proc/self/fd/{fd}") == wal
-    ]
-    return len(opened) == 2
+    synced: list[int] = []
+    original = wal_sync._sync
+
+    def counting(fd: int) -> None:
+        synced.append(fd)
+        original(fd)
+
+    wal_sync._sync = counting
+    try:
+        ledger.record_delivery(dedupe_key=f"msg_{uuid.uuid4()}", body=b"{}", headers={})
+    finally:
+        wal_sync._sync = original
+    return bool(synced)
 
 
 def _database_path(ledger: Ledger) -> str:
@@ -132,3 +143,24 @@ def test_any_other_setting_stops_init_app_naming_the_key(tmp_path: Path, asked: 
 
     with pytest.raises(ValueError, match="PAYHOOKS_SQLITE_SYNCHRONOUS"):
         PayHooks(app)
+
+
+@pytest.mark.parametrize("synchronous", ["FULL", "NORMAL"])
+def test_a_deleted_write_ahead_log_is_answered_503_not_acknowledged(
+    make_app: AppFactory,
+    database: Path,
+    make_body: BodyFactory,
+    sign: SignFunction,
+    synchronous: str,
+) -> None:
+    """SQLite would go on writing to the deleted log, and a crash would lose every delivery
+    acknowledged since: the receiver refuses to acknowledge instead, so the service retries."""
+    client = make_app(PAYHOOKS_SQLITE_SYNCHRONOUS=synchronous).test_client()
+    first, second = make_body(transaction_id="ll-1"), make_body(transaction_id="ll-2")
+    assert client.post(NOTIFY, data=first, headers=sign(first)).status_code == 200
+    Path(f"{database}-wal").unlink()
+
+    refused = client.post(NOTIFY, data=second, headers=sign(second))
+
+    assert refused.status_code == 503
+    assert refused.get_json()["error"]["code"] == "storage_unavailable"

@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
-from payhooks.storage import Ledger
-from payhooks.storage.sqlite import WalSync, wal_sync
+from payhooks.storage import Ledger, StorageUnavailableError
+from payhooks.storage.sqlite import WalReplacedError, WalSync, wal_sync
 
 pytestmark = pytest.mark.skipif(
     not Path("/proc/self/fd").is_dir(), reason="reads the open descriptors from /proc"
@@ -28,7 +28,12 @@ def _descriptors_of(path: Path) -> list[str]:
     return targets
 
 
-def test_the_sync_follows_a_log_that_was_replaced(tmp_path: Path) -> None:
+@pytest.mark.parametrize("replace", [True, False], ids=["replaced", "deleted"])
+def test_a_log_deleted_or_replaced_after_it_was_opened_is_refused(
+    tmp_path: Path, replace: bool
+) -> None:
+    """SQLite keeps writing to the log it opened; one gone from the path would be lost in a
+    crash. (It used to be followed silently: issue 13, a deleted -wal went unnoticed.)"""
     database = tmp_path / "ledger.db"
     wal = tmp_path / "ledger.db-wal"
     database.write_bytes(b"")
@@ -36,15 +41,32 @@ def test_the_sync_follows_a_log_that_was_replaced(tmp_path: Path) -> None:
     sync = WalSync(database)
     sync.sync()
     wal.unlink()
-    wal.write_bytes(b"second log")
-
-    sync.sync()
+    if replace:
+        wal.write_bytes(b"second log")
 
     try:
-        assert _descriptors_of(wal) == [str(wal)]
+        with pytest.raises(WalReplacedError):
+            sync.sync()
+        with pytest.raises(WalReplacedError):
+            sync.check()
     finally:
         sync.close()
     assert _descriptors_of(wal) == []
+
+
+@pytest.mark.parametrize("synchronous", ["FULL", "NORMAL"])
+def test_a_ledger_whose_log_was_deleted_refuses_the_next_write(
+    tmp_path: Path, synchronous: str
+) -> None:
+    with Ledger(tmp_path / "ledger.db", synchronous=synchronous) as ledger:
+        ledger.expect_transaction("order-1", 2500, "CNY")
+        (tmp_path / "ledger.db-wal").unlink()
+
+        with pytest.raises(StorageUnavailableError) as refused:
+            ledger.expect_transaction("order-2", 2500, "CNY")
+
+    assert "write-ahead log" in refused.value.message
+    assert "was deleted or replaced" in refused.value.message
 
 
 def test_without_a_log_the_database_itself_is_synced(tmp_path: Path) -> None:
