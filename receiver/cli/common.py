@@ -94,7 +94,7 @@ def settings(ctx: click.Context | None = None) -> ReceiverSettings:
     commands need none); the commands that sign or verify ask for them. Computed once per
     invocation.
 
-    :raises click.ClickException: a setting that cannot be read or used, in one sentence.
+    :raises BadUsage: a setting that cannot be read or used, in one sentence (exit 2).
     """
     ctx = ctx or click.get_current_context()
     root = ctx.find_root()
@@ -110,7 +110,7 @@ def settings(ctx: click.Context | None = None) -> ReceiverSettings:
             found = config_from_env(os.environ)
         loaded = load_settings(found, require_keys=False)
     except ValueError as err:
-        raise click.ClickException(f"The configuration cannot be used: {err}.") from err
+        raise BadUsage(f"The configuration cannot be used: {err}.") from err
     root.meta["payhooks.settings"] = loaded
     return loaded
 
@@ -304,10 +304,11 @@ def verifier_for(
 def _blame(err: ValueError, key_fault: str) -> click.ClickException:
     """Name what is really at fault when building a signer or verifier fails: the key (the
     schemes' errors about keys start with ``key``/``keys[...]``), else the configured
-    ``PAYHOOKS_SIGNATURE_OPTIONS``, as :func:`payhooks.receiver.settings.load_settings` does."""
+    ``PAYHOOKS_SIGNATURE_OPTIONS``, as :func:`payhooks.receiver.settings.load_settings` does.
+    Either is bad usage (exit 2): nothing was tried."""
     if str(err).startswith("key"):
-        return click.ClickException(f"{key_fault}: {err}.")
-    return click.ClickException(
+        return BadUsage(f"{key_fault}: {err}.")
+    return BadUsage(
         f"The configuration cannot be used: PAYHOOKS_SIGNATURE_OPTIONS: {err}."
     )
 

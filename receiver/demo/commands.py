@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import click
-from payhooks.receiver.cli.common import SIGNING_KEY_ENV
+from payhooks.receiver.cli.common import SIGNING_KEY_ENV, BadUsage
 
 __all__ = ["demo_command", "serve_command"]
 
@@ -74,7 +74,7 @@ def serve_command(host: str, port: int) -> None:
         with _quiet("payhooks"):
             app = create_app()
     except ValueError as err:
-        raise click.ClickException(f"The configuration cannot be used: {err}") from err
+        raise BadUsage(f"The configuration cannot be used: {err}") from err
     # Listen first: a key printed for a server that then fails to start (a busy port) would be
     # a key for nothing, left in the terminal's scrollback.
     listening = _listen(host, port)

@@ -325,7 +325,7 @@ def test_reprocess_with_a_bad_status_map_fails_in_one_sentence(tmp_path: Path) -
         env={"PAYHOOKS_STATUS_MAP": "[1, 2]"},
     )
 
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a setting that cannot be used is bad usage
     assert "PAYHOOKS_STATUS_MAP" in result.stderr
     assert "Traceback" not in result.output
 
@@ -450,7 +450,7 @@ def test_a_busy_timeout_that_is_not_positive_is_one_sentence_naming_the_setting(
         ["reconcile", "--database", str(database)], env={"PAYHOOKS_BUSY_TIMEOUT_MS": value}
     )
 
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output
     assert result.stderr == (
         "Error: The configuration cannot be used: PAYHOOKS_BUSY_TIMEOUT_MS must be a positive "
         f"integer, got {value}.\n"

@@ -176,7 +176,7 @@ def test_sign_with_a_key_of_the_wrong_kind_fails_without_echoing_it(body: Path) 
 
     result = run(["sign", str(body), "--scheme", "standard-webhooks-ed25519", "--secret", key])
 
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "cannot be used with standard-webhooks-ed25519" in result.stderr
     assert key not in result.output
 
@@ -317,7 +317,7 @@ def test_verify_with_an_unreadable_headers_file_is_bad_usage(body: Path, tmp_pat
 def test_scheme_from_the_environment_is_checked(body: Path) -> None:
     result = run(["sign", str(body), "--secret", "s"], env={"PAYHOOKS_SIGNATURE_SCHEME": "rot13"})
 
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "PAYHOOKS_SIGNATURE_SCHEME 'rot13' is not a known scheme" in result.stderr
 
 
@@ -362,7 +362,7 @@ def test_a_bad_signature_option_is_blamed_on_the_options_never_the_key(
         },
     )
 
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output
     assert result.stderr.startswith(
         "Error: The configuration cannot be used: PAYHOOKS_SIGNATURE_OPTIONS: hash_algorithm: "
     )

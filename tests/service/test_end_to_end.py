@@ -43,8 +43,16 @@ def _receiver_and_sandbox(
     key_config = (
         "PAYHOOKS_SECRETS" if SCHEMES[scheme].key_kind == "secret" else "PAYHOOKS_PUBLIC_KEYS"
     )
+    # Under sorted-fields-hmac the receiver must be told the providers' names: its signed
+    # string cannot show where a status ends and a provider's name begins
+    # (docs/signature-security.md).
+    options = {"providers": ["stripe", "adyen"]} if scheme == "sorted-fields-hmac" else {}
     receiver = serve(
-        make_app(PAYHOOKS_SIGNATURE_SCHEME=scheme, **{key_config: [pair.verifying_key]})
+        make_app(
+            PAYHOOKS_SIGNATURE_SCHEME=scheme,
+            PAYHOOKS_SIGNATURE_OPTIONS=options,
+            **{key_config: [pair.verifying_key]},
+        )
     )
     return start_sandbox(
         scheme=scheme,

@@ -118,7 +118,7 @@ def test_serve_with_a_bad_setting_fails_in_one_sentence(tmp_path: Path) -> None:
         check=False,
     )
 
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert done.stderr.startswith(
         "Error: The configuration cannot be used: PAYHOOKS_SIGNATURE_SCHEME"
     )
@@ -136,7 +136,7 @@ def test_serve_with_a_secret_too_short_fails_at_start_naming_the_key(tmp_path: P
         check=False,
     )
 
-    assert done.returncode == 1  # as every setting that cannot be used
+    assert done.returncode == 2  # bad usage, as every setting that cannot be used
     assert done.stderr.startswith(
         "Error: The configuration cannot be used: PAYHOOKS_SECRETS: keys[0]: the secret is 1 byte"
     )
