@@ -13,7 +13,8 @@ Each candidate setup is started on loopback with the demo app
   --keep-alive 5``;
 - ``nginx``: the nginx site ``docs/deployment.md`` recommends (read from the page, so what
   is measured is what is documented), buffering every request whole, in front of gunicorn's
-  4 sync workers on another loopback port.
+  4 sync workers on another loopback port;
+- ``nginx-gthread``: the same nginx in front of 4 gthread workers x 8 threads.
 
 and measured twice:
 
@@ -31,7 +32,7 @@ and measured twice:
 Run by hand; it prints figures and never fails on them (``tests/system/test_bench_smoke.py``
 runs it in a tiny size to keep it working)::
 
-    python -m bench.slowloris                     # about 6 minutes
+    python -m bench.slowloris                     # about 12 minutes
     python -m bench.slowloris --tiny              # a smoke run, under a minute
     python -m bench.slowloris --setups today,nginx --slow 4,16,64
 
@@ -72,6 +73,9 @@ class Setup:
     threads: int | None = None
     extra_args: tuple[str, ...] = ()
     behind_nginx: bool = False
+    #: nginx reaches gunicorn over a unix socket rather than loopback TCP.
+    unix_socket: bool = False
+    nginx_workers: str = "auto"
 
 
 SETUPS: dict[str, Setup] = {
@@ -86,6 +90,28 @@ SETUPS: dict[str, Setup] = {
             extra_args=("--timeout", "30", "--graceful-timeout", "30", "--keep-alive", "5"),
         ),
         Setup("nginx", "nginx (docs/deployment.md) -> gunicorn 4 sync workers", behind_nginx=True),
+        Setup(
+            "nginx-gthread",
+            "nginx (docs/deployment.md) -> gunicorn 4 gthread workers x 8 threads",
+            worker_class="gthread",
+            threads=8,
+            behind_nginx=True,
+        ),
+        # Variants, for --setups: over a unix socket; with one nginx worker.
+        Setup(
+            "nginx-unix",
+            "nginx -> gunicorn 4 sync workers, over a unix socket",
+            behind_nginx=True,
+            unix_socket=True,
+        ),
+        Setup(
+            "nginx1-gthread",
+            "nginx, 1 worker process -> gunicorn 4 gthread workers x 8 threads",
+            worker_class="gthread",
+            threads=8,
+            behind_nginx=True,
+            nginx_workers="1",
+        ),
     )
 }
 
@@ -96,6 +122,8 @@ class Running:
 
     def __init__(self, setup: Setup, env: dict[str, str], folder: Path) -> None:
         self.setup = setup
+        self.socket = folder / "gunicorn.sock"
+        unix_bind = ("--bind", f"unix:{self.socket}") if setup.unix_socket else ()
         self.gunicorn = GunicornServer(
             DEMO_APP,
             env=env,
@@ -103,17 +131,28 @@ class Running:
             workers=4,
             worker_class=setup.worker_class,
             threads=setup.threads,
-            extra_args=setup.extra_args,
+            extra_args=(*setup.extra_args, *unix_bind),
         )
         self.nginx: NginxServer | None = None
         self._folder = folder
 
     def start(self) -> Running:
+        if self.setup.unix_socket:
+            # nginx's workers run as an unprivileged user: let it reach the socket.
+            self.socket.parent.chmod(0o711)
+            self.socket.parent.parent.chmod(0o711)
         try:
             self.gunicorn.start()
             if self.setup.behind_nginx:
+                upstream = (
+                    f"unix:{self.socket}"
+                    if self.setup.unix_socket
+                    else f"127.0.0.1:{self.gunicorn.port}"
+                )
                 self.nginx = NginxServer.documented(
-                    upstream_port=self.gunicorn.port, prefix=self._folder / "nginx"
+                    upstream=upstream,
+                    prefix=self._folder / "nginx",
+                    worker_processes=self.setup.nginx_workers,
                 ).start()
         except BaseException:
             self.stop()
@@ -179,8 +218,7 @@ class SlowFigures:
 def ratios(figures: dict[str, Figures], name: str) -> list[float]:
     """``name``'s rate over the baseline's, round by round."""
     return [
-        mine / base
-        for mine, base in zip(figures[name].rates, figures[BASELINE].rates, strict=True)
+        mine / base for mine, base in zip(figures[name].rates, figures[BASELINE].rates, strict=True)
     ]
 
 
@@ -197,7 +235,7 @@ def rotated(items: Sequence[str], by: int) -> list[str]:
 
 
 def measure(args: argparse.Namespace, names: list[str]) -> None:
-    slow_sizes: list[int] = args.slow
+    slow_sizes: list[int] = args.slow if args.slow_rounds > 0 else []  # 0: throughput only
     probes_per_phase = max(1, round(args.probe_rate * args.probe_seconds))
     phases = args.slow_rounds * len(slow_sizes)
     with tempfile.TemporaryDirectory() as temporary:
@@ -262,18 +300,24 @@ def measure(args: argparse.Namespace, names: list[str]) -> None:
                     phase += 1
             for size in slow_sizes:
                 for name in names:
-                    print(f"{name:<8} {size:>3} slow: {slow[name, size].line()}")
+                    print(f"{name:<13} {size:>3} slow: {slow[name, size].line()}")
         finally:
             for server in running.values():
                 server.stop()
 
     print("summary, one line per setup:")
     for name in names:
-        parts = [f"throughput {ratio_text(ratios(figures, name))}"]
-        parts += [
-            f"{size} slow: {slow[name, size].pooled().summary()}" for size in slow_sizes
-        ]
+        parts = [f"throughput {ratio_text(ratios(figures, name))}{answered(figures[name])}"]
+        parts += [f"{size} slow: {slow[name, size].pooled().summary()}" for size in slow_sizes]
         print(f"setup {name} ({SETUPS[name].title}): " + "; ".join(parts))
+
+
+def answered(figures: Figures) -> str:
+    """Empty when every notification was answered 200; else a warning with the statuses (a
+    setup that answers 502 quickly is not fast, it is broken)."""
+    if set(figures.statuses) == {200}:
+        return ""
+    return f" (NOT ALL ANSWERED 200: {dict(figures.statuses)})"
 
 
 def throughput_line(figures: dict[str, Figures], name: str) -> str:
@@ -283,8 +327,8 @@ def throughput_line(figures: dict[str, Figures], name: str) -> str:
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000
     rounds = " ".join(f"{rate:.0f}" for rate in mine.rates)
     return (
-        f"{name:<8} {mine.rate:6.0f} req/s (rounds {rounds})  {ratio_text(ratios(figures, name))}"
-        f"  p50 {p50:5.2f} ms  p99 {p99:6.2f} ms  {dict(mine.statuses)}"
+        f"{name:<13} {mine.rate:6.0f} req/s (rounds {rounds})  {ratio_text(ratios(figures, name))}"
+        f"  p50 {p50:5.2f} ms  p99 {p99:6.2f} ms  {dict(mine.statuses)}{answered(mine)}"
     )
 
 
@@ -311,7 +355,11 @@ def slow_phase(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--setups", default=",".join(SETUPS), help="comma-separated")
+    parser.add_argument(
+        "--setups",
+        default="today,gthread,nginx,nginx-gthread",
+        help=f"comma-separated, of: {', '.join(SETUPS)}",
+    )
     parser.add_argument("--rounds", type=int, default=7, help="throughput rounds")
     parser.add_argument("--count", type=int, default=1500, help="notifications per setup, round")
     parser.add_argument("--warmup", type=int, default=200)
@@ -320,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--slow",
         type=lambda text: [int(size) for size in text.split(",")],
-        default=[4, 16],
+        default=[4, 16, 64],
         help="slow connection counts, comma-separated",
     )
     parser.add_argument("--slow-rounds", type=int, default=2)

@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+import pytest
+
 from tests.support.docs_walk import ROOT, read_blocks
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "find_nginx",
     "free_port",
     "nginx_missing_reason",
+    "require_nginx",
 ]
 
 DEPLOYMENT_PAGE = ROOT / "docs" / "deployment.md"
@@ -70,6 +73,17 @@ def nginx_missing_reason() -> str | None:
     return None
 
 
+def require_nginx() -> None:
+    """Skip the calling test where nginx is missing, with the command that installs it; but
+    fail it in CI (``CI=true``), which installs nginx and must run every deployment test."""
+    reason = nginx_missing_reason()
+    if reason is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI must run this test: {reason}")
+    pytest.skip(reason)
+
+
 def free_port() -> int:
     """A loopback port nothing listens on right now (the kernel's pick)."""
     with socket.socket() as sock:
@@ -89,14 +103,15 @@ def documented_site() -> str:
     return blocks[0].text
 
 
-def loopback_site(site: str, *, listen_port: int, upstream_port: int) -> str:
-    """``site`` listening on ``127.0.0.1:listen_port`` and proxying to ``upstream_port``.
+def loopback_site(site: str, *, listen_port: int, upstream: str) -> str:
+    """``site`` listening on ``127.0.0.1:listen_port`` and proxying to ``upstream`` (an
+    address in nginx's syntax: ``127.0.0.1:PORT``, or ``unix:PATH`` to compare a socket).
 
     Exactly one ``listen 80;`` and one ``server 127.0.0.1:8000;`` are expected: a documented
     configuration that no longer has them must fail here, not be half rewritten.
     """
     site, listens = _LISTEN.subn(rf"\g<1>listen 127.0.0.1:{listen_port};", site)
-    site, upstreams = _UPSTREAM.subn(rf"\g<1>127.0.0.1:{upstream_port}\g<2>", site)
+    site, upstreams = _UPSTREAM.subn(rf"\g<1>{upstream}\g<2>", site)
     if (listens, upstreams) != (1, 1):
         raise NginxError(
             f"expected one 'listen 80;' and one 'server 127.0.0.1:8000;' in the site, "
@@ -105,16 +120,16 @@ def loopback_site(site: str, *, listen_port: int, upstream_port: int) -> str:
     return site
 
 
-def _main_config(prefix: Path, site_path: Path) -> str:
+def _main_config(prefix: Path, site_path: Path, worker_processes: str) -> str:
     """The main ``nginx.conf`` around the site: what a distribution's own file provides
-    (``worker_processes auto``, the ``http`` block that includes the site), with every path
-    in ``prefix`` and no access log (the bench would measure the disk)."""
+    (``worker_processes auto`` in Debian's, the ``http`` block that includes the site), with
+    every path in ``prefix`` and no access log (the bench would measure the disk)."""
     temp = "\n".join(
         f"    {kind}_temp_path {prefix / (kind + '_temp')};"
         for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
     )
     return f"""daemon off;
-worker_processes auto;
+worker_processes {worker_processes};
 pid {prefix / "nginx.pid"};
 error_log {prefix / "error.log"} warn;
 events {{
@@ -136,9 +151,12 @@ class NginxServer:
         (:func:`loopback_site`).
     :param port: the port the site listens on.
     :param prefix: an empty private folder for the configuration, logs and temporary files.
+    :param worker_processes: nginx's ``worker_processes`` (``auto``: one per CPU).
     """
 
-    def __init__(self, site: str, *, port: int, prefix: Path) -> None:
+    def __init__(
+        self, site: str, *, port: int, prefix: Path, worker_processes: str = "auto"
+    ) -> None:
         binary = find_nginx()
         if binary is None:
             raise NginxError(nginx_missing_reason() or "nginx not found")
@@ -148,17 +166,20 @@ class NginxServer:
         site_path = prefix / SITE_FILE
         site_path.write_text(site, encoding="utf-8")
         self.config = prefix / "nginx.conf"
-        self.config.write_text(_main_config(prefix, site_path), encoding="utf-8")
+        self.config.write_text(_main_config(prefix, site_path, worker_processes), encoding="utf-8")
         self._command = [binary, "-p", str(prefix), "-c", str(self.config), "-e", "stderr"]
         self._process: subprocess.Popen[bytes] | None = None
         self._log = prefix / "nginx.stderr"
 
     @classmethod
-    def documented(cls, *, upstream_port: int, prefix: Path) -> NginxServer:
-        """The configuration from ``docs/deployment.md``, in front of ``upstream_port``."""
+    def documented(
+        cls, *, upstream: str, prefix: Path, worker_processes: str = "auto"
+    ) -> NginxServer:
+        """The configuration from ``docs/deployment.md``, in front of ``upstream``
+        (``127.0.0.1:PORT`` or ``unix:PATH``)."""
         port = free_port()
-        site = loopback_site(documented_site(), listen_port=port, upstream_port=upstream_port)
-        return cls(site, port=port, prefix=prefix)
+        site = loopback_site(documented_site(), listen_port=port, upstream=upstream)
+        return cls(site, port=port, prefix=prefix, worker_processes=worker_processes)
 
     def start(self, *, timeout: float = 15.0) -> NginxServer:
         """Check the configuration (``nginx -t``), start nginx and wait until it listens;
