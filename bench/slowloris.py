@@ -14,7 +14,9 @@ Each candidate setup is started on loopback with the demo app
 - ``nginx``: the nginx site ``docs/deployment.md`` recommends (read from the page, so what
   is measured is what is documented), buffering every request whole, in front of gunicorn's
   4 sync workers on another loopback port;
-- ``nginx-gthread``: the same nginx in front of 4 gthread workers x 8 threads.
+- ``nginx-gthread``: the same nginx in front of 4 gthread workers x 8 threads;
+- and, with ``--setups``, variants of ``nginx``: ``nginx-unix`` (gunicorn on a unix socket)
+  and ``nginx1-gthread`` (one nginx worker process).
 
 and measured twice:
 
@@ -32,12 +34,13 @@ and measured twice:
 Run by hand; it prints figures and never fails on them (``tests/system/test_bench_smoke.py``
 runs it in a tiny size to keep it working)::
 
-    python -m bench.slowloris                     # about 12 minutes
+    python -m bench.slowloris                     # about 12 minutes on 2 CPUs
     python -m bench.slowloris --tiny              # a smoke run, under a minute
     python -m bench.slowloris --setups today,nginx --slow 4,16,64
 
-It needs nginx for the ``nginx`` setup (``apt-get install -y nginx``); without it that setup
-is reported as skipped. Every server it starts it stops, on error too.
+It needs nginx for the setups behind it (``apt-get install -y nginx``); without it they are
+reported as skipped. A setup that answers anything but 200 is flagged: its speed means
+nothing. Every server it starts it stops, on error too.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -52,10 +56,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 
-from payhooks.verify import generate_keypair
+from payhooks.verify import generate_keypair, get_signer
 
-from bench.receive import DEMO_APP, Figures, Job, prepare, run_clients
+from bench.receive import DEMO_APP, Figures, Job, notification, register, run_clients
 from tests.support.gunicorn_server import GunicornServer
 from tests.support.nginx_server import NginxServer, nginx_missing_reason
 from tests.support.slow_clients import ProbeResult, Slowloris, SlowStats, probe
@@ -171,6 +176,22 @@ class Running:
             self.gunicorn.stop()
 
 
+def sign(first: int, count: int, signing_key: str) -> list[Job]:
+    """Notifications ``first`` to ``first + count - 1`` (``bench/receive.py``'s), signed."""
+    signer = get_signer("standard-webhooks", signing_key)
+    jobs = []
+    for number in range(first, first + count):
+        body = notification(number)
+        jobs.append((body, {**signer.sign(body), "Content-Type": "application/json"}))
+    return jobs
+
+
+def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM ends the bench as Ctrl-C does, through every ``finally`` that stops a server
+    (by default it would end the process at once and leave them running)."""
+    raise SystemExit(128 + signum)
+
+
 def wait_until_answering(port: int, *, timeout: float = 45.0) -> float:
     """Wait until ``GET /`` is answered within a second (after a slowloris, sync workers may
     still be held or restarting); how long that took."""
@@ -242,18 +263,19 @@ def measure(args: argparse.Namespace, names: list[str]) -> None:
         folder = Path(temporary)
         keys = generate_keypair("standard-webhooks")
         databases = {name: folder / f"{name}.db" for name in names}
-        print(f"registering payments and signing notifications ({os.cpu_count()} CPUs) ...")
+        print(f"registering payments ({os.cpu_count()} CPUs) ...")
+        total = args.warmup + args.rounds * args.count + phases * probes_per_phase
+        for database in databases.values():
+            register(database, 0, total)
         first = 0
 
         def jobs(count: int) -> list[Job]:
+            """The next ``count`` notifications, signed now: a signature's timestamp is only
+            accepted for minutes, and registering takes minutes on a busy machine."""
             nonlocal first
-            made = prepare(list(databases.values()), first, count, keys.signing_key)
+            made = sign(first, count, keys.signing_key)
             first += count
             return made
-
-        warmup = jobs(args.warmup)
-        throughput_rounds = [jobs(args.count) for _ in range(args.rounds)]
-        slow_jobs = [jobs(probes_per_phase) for _ in range(phases)]
 
         running: dict[str, Running] = {}
         try:
@@ -267,6 +289,7 @@ def measure(args: argparse.Namespace, names: list[str]) -> None:
                     "SECRET_KEY": "bench",
                 }
                 running[name] = Running(setup, env, folder_of).start()
+            warmup = jobs(args.warmup)
             for name in names:
                 run_clients(running[name].port, warmup, args.client_processes, args.connections)
 
@@ -276,7 +299,8 @@ def measure(args: argparse.Namespace, names: list[str]) -> None:
                 f"{args.connections} connections"
             )
             figures = {name: Figures(name) for name in names}
-            for index, round_jobs in enumerate(throughput_rounds):
+            for index in range(args.rounds):
+                round_jobs = jobs(args.count)
                 for name in rotated(names, index):
                     result = run_clients(
                         running[name].port, round_jobs, args.client_processes, args.connections
@@ -292,12 +316,11 @@ def measure(args: argparse.Namespace, names: list[str]) -> None:
                 f"notifications at {args.probe_rate:g}/s, each given {args.late:g} s"
             )
             slow = {(name, size): SlowFigures() for name in names for size in slow_sizes}
-            phase = 0
             for index in range(args.slow_rounds):
                 for size in slow_sizes:
+                    phase_jobs = jobs(probes_per_phase)
                     for name in rotated(names, index):
-                        slow_phase(slow[name, size], running[name], size, slow_jobs[phase], args)
-                    phase += 1
+                        slow_phase(slow[name, size], running[name], size, phase_jobs, args)
             for size in slow_sizes:
                 for name in names:
                     print(f"{name:<13} {size:>3} slow: {slow[name, size].line()}")
@@ -393,6 +416,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in [name for name in names if SETUPS[name].behind_nginx]:
             print(f"setup {name} ({SETUPS[name].title}): skipped, {missing}")
             names.remove(name)
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
     measure(args, names)
     return 0
 

@@ -122,8 +122,9 @@ def loopback_site(site: str, *, listen_port: int, upstream: str) -> str:
 
 def _main_config(prefix: Path, site_path: Path, worker_processes: str) -> str:
     """The main ``nginx.conf`` around the site: what a distribution's own file provides
-    (``worker_processes auto`` in Debian's, the ``http`` block that includes the site), with
-    every path in ``prefix`` and no access log (the bench would measure the disk)."""
+    (Debian's: ``worker_processes auto``, 768 connections each, the ``http`` block that
+    includes the site), with every path in ``prefix`` and no access log (the bench would
+    measure the disk)."""
     temp = "\n".join(
         f"    {kind}_temp_path {prefix / (kind + '_temp')};"
         for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
@@ -133,7 +134,7 @@ worker_processes {worker_processes};
 pid {prefix / "nginx.pid"};
 error_log {prefix / "error.log"} warn;
 events {{
-    worker_connections 1024;
+    worker_connections 768;
 }}
 http {{
     access_log off;
