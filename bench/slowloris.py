@@ -309,12 +309,13 @@ def measure(args: argparse.Namespace, names: list[str]) -> None:
             for name in names:
                 print(throughput_line(figures, name))
 
-            print(
-                f"slow clients: {', '.join(map(str, slow_sizes))} slow connections (half "
-                f"headers, half body, a byte every {args.interval:g} s), "
-                f"{args.slow_rounds} alternating rounds; meanwhile {probes_per_phase} "
-                f"notifications at {args.probe_rate:g}/s, each given {args.late:g} s"
-            )
+            if slow_sizes:
+                print(
+                    f"slow clients: {', '.join(map(str, slow_sizes))} slow connections (half "
+                    f"headers, half body, a byte every {args.interval:g} s), "
+                    f"{args.slow_rounds} alternating rounds; meanwhile {probes_per_phase} "
+                    f"notifications at {args.probe_rate:g}/s, each given {args.late:g} s"
+                )
             slow = {(name, size): SlowFigures() for name in names for size in slow_sizes}
             for index in range(args.slow_rounds):
                 for size in slow_sizes:
