@@ -190,8 +190,12 @@ def run_clients(port: int, jobs: Sequence[Job], processes: int, connections: int
     results = context.Queue()
     shares = [list(jobs[index::processes]) for index in range(processes)]
     threads = max(1, connections // processes)
+    # Daemons: a bench stopped mid-round (Ctrl-C, SIGTERM) must not wait at exit for clients
+    # still parked at the gate.
     workers = [
-        context.Process(target=_client_process, args=(port, share, threads, start, results))
+        context.Process(
+            target=_client_process, args=(port, share, threads, start, results), daemon=True
+        )
         for share in shares
     ]
     for worker in workers:

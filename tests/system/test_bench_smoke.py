@@ -3,7 +3,9 @@
 They are run by hand for their figures, which belong to the machine and are never asserted
 here. What is asserted is what would make a figure meaningless if it broke: each bench runs to
 the end against the current code (they import the ledger's and the verifier's internals, which
-change), and ``bench.receive`` still finds every notification stored in every app it measured.
+change), ``bench.receive`` still finds every notification stored in every app it measured, and
+``bench.slowloris`` still starts every setup it compares (the recommended one runs nginx) and
+reports each one.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.gunicorn_server import HAS_PROC
+from tests.support.nginx_server import require_nginx
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -93,3 +96,16 @@ def test_the_hostile_bench_prints_one_worst_ratio_per_scheme() -> None:
     summary = output.split("worst hostile request / typical valid delivery, per scheme")[-1]
     for scheme in SCHEMES:
         assert re.search(rf"^\s+{scheme}\s+[\d.]+x\s+\(", summary, re.MULTILINE), output
+
+
+def test_the_slowloris_bench_prints_a_line_per_setup() -> None:
+    require_nginx()  # the recommended setup runs nginx in front
+
+    output = _run("-m", "bench.slowloris", "--tiny", timeout=300)
+
+    for setup in ("today", "gthread", "nginx", "nginx-gthread"):
+        assert re.search(
+            rf"^setup {setup} \(.*\): throughput [\d.]+x today's .*; 2 slow: p50 .* of 5$",
+            output,
+            re.MULTILINE,
+        ), output

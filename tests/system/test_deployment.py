@@ -1,0 +1,175 @@
+"""The recommended production setup keeps answering while slow clients hold connections open.
+
+Issue 13.3: gunicorn's sync workers with nothing in front were held for 31 s at a time by 4
+slow connections. ``docs/deployment.md`` now recommends nginx in front, buffering each request
+whole, and gunicorn's sync workers behind it on loopback. Here that setup runs on loopback (the
+nginx site read from the page itself, by :class:`tests.support.nginx_server.NginxServer`, and
+gunicorn as the page runs it, with the demo app), twice as many slow connections as workers are
+held open (bounded: :class:`tests.support.slow_clients.Slowloris`), and ordinary signed
+notifications must still complete within a few seconds. This is a behaviour, not a benchmark:
+``bench/slowloris.py`` has the figures.
+
+The same slowloris against gunicorn alone must stall it, or the first test proves nothing.
+
+nginx must be installed (CI installs it in ``.ci/run``): where it is missing the tests fail
+when ``CI=true`` and are skipped, with the command that installs it, otherwise.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from payhooks.verify import generate_keypair
+
+from bench.receive import DEMO_APP, prepare
+from tests.support.gunicorn_server import GunicornServer
+from tests.support.nginx_server import NginxServer, require_nginx
+from tests.support.slow_clients import Slowloris, probe
+
+WORKERS = 4
+#: A notification that takes longer than this is stalled, not slow.
+LATE = 5.0
+
+
+@pytest.fixture
+def nginx_installed() -> None:
+    require_nginx()
+
+
+class Deployment:
+    """The demo app under gunicorn's sync workers, optionally behind the documented nginx."""
+
+    def __init__(self, folder: Path, *, behind_nginx: bool) -> None:
+        self.keys = generate_keypair("standard-webhooks")
+        self.database = folder / "payhooks.db"
+        self.next_number = 0
+        self.gunicorn = GunicornServer(
+            DEMO_APP,
+            env={
+                "PAYHOOKS_DATABASE": str(self.database),
+                "PAYHOOKS_SECRETS": self.keys.verifying_key,
+                "SECRET_KEY": "deployment-test",
+            },
+            cwd=folder,
+            workers=WORKERS,
+        )
+        self.nginx: NginxServer | None = None
+        self._behind_nginx = behind_nginx
+        self._folder = folder
+
+    def start(self) -> Deployment:
+        self.gunicorn.start()
+        if self._behind_nginx:
+            self.nginx = NginxServer.documented(
+                upstream=f"127.0.0.1:{self.gunicorn.port}", prefix=self._folder / "nginx"
+            ).start()
+        return self
+
+    @property
+    def port(self) -> int:
+        return self.nginx.port if self.nginx is not None else self.gunicorn.port
+
+    def jobs(self, count: int) -> list[tuple[bytes, dict[str, str]]]:
+        """``count`` new signed notifications, each for a payment registered first."""
+        made = prepare([self.database], self.next_number, count, self.keys.signing_key)
+        self.next_number += count
+        return made
+
+    def stop(self) -> None:
+        try:
+            if self.nginx is not None:
+                self.nginx.stop()
+        finally:
+            self.gunicorn.stop()
+
+
+def _deployment(folder: Path, *, behind_nginx: bool) -> Iterator[Deployment]:
+    deployment = Deployment(folder, behind_nginx=behind_nginx)
+    try:
+        yield deployment.start()
+    finally:
+        deployment.stop()
+
+
+@pytest.fixture
+def recommended(nginx_installed: None, tmp_path: Path) -> Iterator[Deployment]:
+    yield from _deployment(tmp_path, behind_nginx=True)
+
+
+@pytest.fixture
+def gunicorn_alone(tmp_path: Path) -> Iterator[Deployment]:
+    yield from _deployment(tmp_path, behind_nginx=False)
+
+
+def test_notifications_complete_while_slow_clients_hold_connections(
+    recommended: Deployment,
+) -> None:
+    jobs = recommended.jobs(12)
+    slow_connections = 2 * WORKERS
+
+    with Slowloris(recommended.port, slow_connections, interval=0.5, duration=30) as slowloris:
+        opened = slowloris.wait_until_open()
+        result = probe(recommended.port, jobs, rate=4, timeout=LATE)
+        still_held = slowloris.open_now
+
+    assert opened
+    assert still_held == slow_connections, slowloris.stats  # they were held throughout
+    assert result.late == 0, result.summary()
+    assert result.statuses == {200: len(jobs)}, result.statuses
+
+
+def test_the_same_slow_clients_stall_gunicorn_alone(gunicorn_alone: Deployment) -> None:
+    jobs = gunicorn_alone.jobs(6)
+
+    with Slowloris(gunicorn_alone.port, WORKERS, interval=0.5, duration=30) as slowloris:
+        assert slowloris.wait_until_open()
+        result = probe(gunicorn_alone.port, jobs, rate=4, timeout=2.0)
+
+    assert result.late > 0, result.summary()
+
+
+def _index(port: int, headers: dict[str, str]) -> dict[str, str]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", "/", headers=headers)
+        response = conn.getresponse()
+        assert response.status == 200
+        answer: dict[str, str] = json.loads(response.read())
+        return answer
+    finally:
+        conn.close()
+
+
+def test_the_app_sees_the_host_the_client_asked_for_and_nginx_s_scheme(
+    recommended: Deployment,
+) -> None:
+    # Return URLs are built from the Host and the scheme the app sees; nginx passes the host
+    # on and replaces whatever X-Forwarded-Proto a client sends with its own scheme.
+    answer = _index(recommended.port, {"Host": "shop.example", "X-Forwarded-Proto": "https"})
+
+    assert answer["notifications"] == "http://shop.example/payhooks/notifications"
+
+
+def test_a_body_over_the_receivers_cap_still_gets_the_receivers_own_answer(
+    recommended: Deployment,
+) -> None:
+    # nginx holds bodies up to twice the receiver's 64 KiB cap, so the service gets the
+    # receiver's error code for one just over it, not nginx's page.
+    body = b"{" + b" " * 70_000 + b"}"
+    conn = http.client.HTTPConnection("127.0.0.1", recommended.port, timeout=10)
+    try:
+        conn.request(
+            "POST", "/payhooks/notifications", body=body,
+            headers={"Content-Type": "application/json"},
+        )  # fmt: skip
+        response = conn.getresponse()
+        answer = json.loads(response.read())
+    finally:
+        conn.close()
+
+    assert response.status == 413
+    assert answer["error"]["code"] == "payload_too_large"
