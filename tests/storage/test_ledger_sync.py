@@ -19,6 +19,7 @@ from payhooks.storage import (
     ReconciliationState,
     SyncStatus,
 )
+
 from tests.support.factories import FixedClock, make_outcome, record
 
 R = ReconciliationState
@@ -137,9 +138,7 @@ def test_an_interrupted_sync_says_nothing_is_missing(ledger: Ledger, clock: Fixe
     assert ledger.state("old-1") is R.PENDING
 
 
-@pytest.mark.parametrize(
-    ("certain", "expected"), [(True, R.NOT_CREATED), (False, R.PENDING)]
-)
+@pytest.mark.parametrize(("certain", "expected"), [(True, R.NOT_CREATED), (False, R.PENDING)])
 def test_a_failed_creation_is_not_created_only_when_certain(
     ledger: Ledger, certain: bool, expected: ReconciliationState
 ) -> None:
