@@ -19,8 +19,10 @@ And per expected payment: ``missing_at_service``, no transaction at the service,
 registered before the latest *complete* sync's ``expected_before`` (its start minus the
 configured age): only a sync that read the whole list can tell that something is absent.
 
-The statements are plain SQL (``INSERT ... ON CONFLICT ... DO UPDATE``, ``CASE``, ``EXISTS``)
-that PostgreSQL runs too, but for its ``%s`` placeholders.
+The queries and writes are plain SQL (``INSERT ... ON CONFLICT ... DO UPDATE``,
+``RETURNING``, ``CASE``, ``EXISTS``) that PostgreSQL runs too, but for its ``%s`` placeholders.
+Of the tables' DDL only ``sync_runs.id INTEGER PRIMARY KEY`` is SQLite's own (PostgreSQL's
+schema would say ``GENERATED ALWAYS AS IDENTITY``).
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ TABLE_SQL: Final = """
         first_seen_at TEXT NOT NULL,
         last_seen_at TEXT NOT NULL,
         sync_run INTEGER NOT NULL REFERENCES sync_runs (id)
-    ) WITHOUT ROWID"""
+    )"""
 
 #: The reconciliation looks a payment's listed transactions up by identifier.
 TABLE_INDEX_SQL: Final = (
@@ -193,13 +195,12 @@ def to_values(
 
 def begin_run(conn: sqlite3.Connection, started_at: str, expected_before: str) -> int:
     """A new run, ``running``; its id."""
-    cursor = conn.execute(
+    run_id: int = conn.execute(
         "INSERT INTO sync_runs (started_at, expected_before, status, updated_at) "
-        "VALUES (?, ?, 'running', ?)",
+        "VALUES (?, ?, 'running', ?) RETURNING id",
         (started_at, expected_before, started_at),
-    )
-    assert cursor.lastrowid is not None
-    return cursor.lastrowid
+    ).fetchone()[0]
+    return run_id
 
 
 def record_page(

@@ -154,7 +154,8 @@ def sync_transactions(
                 pages += 1
                 if progress is not None:
                     progress(SyncProgress(run.id, run.pages + pages, run.items + items, resumed))
-    except (ServiceError, StorageError, KeyboardInterrupt) as err:
+    except (ServiceError, StorageError, ValueError, KeyboardInterrupt) as err:
+        # ValueError: an item the ledger refuses (an identifier of 200 characters or more).
         reason = "interrupted" if isinstance(err, KeyboardInterrupt) else str(err)
         try:
             stopped = ledger.end_sync(run.id, error=reason)
