@@ -22,6 +22,12 @@ docs/configuration.md):
 - ``PAYHOOKS_RETURN_REDIRECT`` (None): a merchant page to send returning customers to with a
   303, as a template with ``{external_identifier}`` and ``{state}``; without it the return
   handler renders ``payhooks/return.html``.
+- ``PAYHOOKS_SERVICE_URL``, ``PAYHOOKS_SERVICE_TOKEN``, ``PAYHOOKS_MERCHANT_ACCOUNT_ID`` (None):
+  where ``payhooks sync`` reads the service's transaction list, and as whom.
+- ``PAYHOOKS_SYNC_STATUS_MAP``: the list's status strings and the states they mean; the
+  interface shows only ``processing``, so the rest is an assumption the merchant can correct.
+- ``PAYHOOKS_SYNC_MAX_AGE`` (one day, in seconds): how long an expected payment may be absent
+  from the service's list before a complete sync calls it ``missing_at_service``.
 """
 
 from __future__ import annotations
@@ -61,6 +67,22 @@ CONFIG_DEFAULTS: Mapping[str, Any] = {
     "PAYHOOKS_SQLITE_SYNCHRONOUS": "FULL",
     "PAYHOOKS_RETURN_MAX_AGE": 7 * 24 * 3600,
     "PAYHOOKS_RETURN_REDIRECT": None,
+    "PAYHOOKS_SERVICE_URL": None,
+    "PAYHOOKS_SERVICE_TOKEN": None,
+    "PAYHOOKS_MERCHANT_ACCOUNT_ID": None,
+    # payhooks.service.sync.DEFAULT_SYNC_STATUS_MAP, written out: the receiver must load
+    # without the service extra (httpx); a test keeps the two equal.
+    "PAYHOOKS_SYNC_STATUS_MAP": {
+        "processing": "pending",
+        "succeeded": "succeeded",
+        "failed": "failed",
+        "cancelled": "cancelled",
+        "refund_pending": "refund_pending",
+        "partially_refunded": "partially_refunded",
+        "refunded": "refunded",
+        "charged_back": "charged_back",
+    },
+    "PAYHOOKS_SYNC_MAX_AGE": 24 * 3600,
 }
 
 #: The key names, in table order.
@@ -140,6 +162,11 @@ ENV_PARSERS: Mapping[str, Callable[[str], Any]] = {
     "PAYHOOKS_SQLITE_SYNCHRONOUS": str,
     "PAYHOOKS_RETURN_MAX_AGE": int,
     "PAYHOOKS_RETURN_REDIRECT": _optional_text,
+    "PAYHOOKS_SERVICE_URL": _optional_text,
+    "PAYHOOKS_SERVICE_TOKEN": _optional_text,
+    "PAYHOOKS_MERCHANT_ACCOUNT_ID": _optional_text,
+    "PAYHOOKS_SYNC_STATUS_MAP": _json_object,
+    "PAYHOOKS_SYNC_MAX_AGE": int,
 }
 
 

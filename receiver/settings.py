@@ -59,6 +59,14 @@ class ReceiverSettings:
     return_max_age: int
     #: ``PAYHOOKS_RETURN_REDIRECT``, checked: a template for the return handler's 303, or None.
     return_redirect: str | None
+    #: Where and as whom ``payhooks sync`` lists the service's transactions (None: not set).
+    service_url: str | None = None
+    service_token: str | None = field(default=None, repr=False)
+    merchant_account_id: str | None = None
+    #: ``PAYHOOKS_SYNC_STATUS_MAP``, checked: the list's status strings and their states.
+    sync_status_map: Mapping[str, PaymentState] = field(default_factory=dict)
+    #: ``PAYHOOKS_SYNC_MAX_AGE`` in seconds.
+    sync_max_age: int = 24 * 3600
     #: The verifier built from the keys while checking them (None when there were none).
     verifier: Verifier | None = field(default=None, compare=False, repr=False)
 
@@ -156,8 +164,40 @@ def load_settings(config: Mapping[str, Any], *, require_keys: bool = True) -> Re
         synchronous=_synchronous(merged),
         return_max_age=_positive_int(merged, "PAYHOOKS_RETURN_MAX_AGE"),
         return_redirect=check_redirect_template(merged["PAYHOOKS_RETURN_REDIRECT"]),
+        service_url=_optional_string(merged, "PAYHOOKS_SERVICE_URL"),
+        service_token=_optional_string(merged, "PAYHOOKS_SERVICE_TOKEN"),
+        merchant_account_id=_optional_string(merged, "PAYHOOKS_MERCHANT_ACCOUNT_ID"),
+        sync_status_map=_sync_status_map(merged["PAYHOOKS_SYNC_STATUS_MAP"]),
+        sync_max_age=_positive_int(merged, "PAYHOOKS_SYNC_MAX_AGE"),
         verifier=verifier,
     )
+
+
+def _optional_string(config: Mapping[str, Any], key: str) -> str | None:
+    value = config[key]
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{key} must be a string")
+    return value or None
+
+
+def _sync_status_map(value: Any) -> Mapping[str, PaymentState]:
+    """The list's status strings to states; ``unknown`` is what a missing string becomes, so
+    no string may be mapped to it (the same rule as :func:`payhooks.service.sync.check_status_map`,
+    which the receiver cannot import without the service extra)."""
+    if not isinstance(value, Mapping) or not value:
+        raise ValueError(
+            "PAYHOOKS_SYNC_STATUS_MAP must be a non-empty mapping of strings to states"
+        )
+    checked: dict[str, PaymentState] = {}
+    for status, state in value.items():
+        known = isinstance(state, str) and state in set(PaymentState) - {PaymentState.UNKNOWN}
+        if not isinstance(status, str) or not status or not known:
+            raise ValueError(
+                f"PAYHOOKS_SYNC_STATUS_MAP: {status!r} must map to a payhooks state other than "
+                f"unknown, not {state!r}"
+            )
+        checked[status] = PaymentState(state)
+    return MappingProxyType(checked)
 
 
 def _verifier(

@@ -37,6 +37,7 @@ __all__ = [
     "payment_failed",
     "payment_mismatch",
     "payment_succeeded",
+    "sync_drift",
 ]
 
 _signals = Namespace()
@@ -58,3 +59,11 @@ payment_failed = _signals.signal("payment-failed")
 #: ``duplicate_payment``, ``unexpected`` (no such payment expected) or ``unknown_status`` (a status
 #: code nobody can read).
 payment_mismatch = _signals.signal("payment-mismatch")
+
+#: Sent by ``flask payhooks sync`` (in the merchant's app, after the sync is committed) when
+#: the service's transaction list and the ledger differ: the signal to alert a person on. Not
+#: about one outcome, so its keyword arguments are its own: ``report``, the
+#: :class:`payhooks.service.sync.SyncReport`, and ``drift``, how many drift rows of each
+#: :class:`payhooks.storage.DriftKind` (stream them with ``Ledger.sync_drift()``). Sent once per
+#: sync that finds drift, again by the next sync while the drift lasts.
+sync_drift = _signals.signal("sync-drift")

@@ -48,6 +48,14 @@ from payhooks.storage.rows import (
     SummaryRow,
 )
 from payhooks.storage.sqlite import SCHEMA_VERSION
+from payhooks.storage.sync_rows import (
+    CreationFailure,
+    DriftKind,
+    DriftRow,
+    ListedTransaction,
+    SyncRun,
+    SyncStatus,
+)
 
 __all__ = [
     "DEFAULT_MAX_REJECTED",
@@ -61,10 +69,14 @@ __all__ = [
     "STATE_RANK",
     "SYNCHRONOUS_MODES",
     "ConflictError",
+    "CreationFailure",
     "Delivery",
     "DeliveryStatus",
+    "DriftKind",
+    "DriftRow",
     "Flow",
     "Ledger",
+    "ListedTransaction",
     "Outcome",
     "OwedSignal",
     "PaymentKind",
@@ -77,6 +89,8 @@ __all__ = [
     "StorageError",
     "StorageUnavailableError",
     "SummaryRow",
+    "SyncRun",
+    "SyncStatus",
     "UnknownCurrencyError",
     "UnknownDeliveryError",
     "from_minor_units",

@@ -96,6 +96,8 @@ def from_minor_units(amount_minor: int, currency: str) -> Decimal:
     try:
         times_minor_unit = _TIMES_MINOR_UNIT[currency]
     except KeyError:
+        if amount_minor == 0:  # nothing, in any currency (a listed-only row's ``XXX`` totals)
+            return Decimal(0)
         raise UnknownCurrencyError(currency) from None
     amount: Decimal = times_minor_unit(amount_minor)
     return amount

@@ -38,6 +38,7 @@ from payhooks.storage.checks import (
     payment_values,
 )
 from payhooks.storage.errors import ConflictError, UnknownDeliveryError
+from payhooks.storage.ledger_sync import SyncRecords
 from payhooks.storage.records import Outcome, ReconciliationState
 from payhooks.storage.rows import (
     Delivery,
@@ -58,13 +59,13 @@ __all__ = ["DEFAULT_MAX_REJECTED", "DEFAULT_MAX_RETURNS", "SYNCHRONOUS_MODES", "
 #: How many rejected deliveries are kept by default; older ones are pruned.
 DEFAULT_MAX_REJECTED: Final = 10_000
 
-#: How many customer returns are kept per ``external_identifier`` by default; older ones are
-#: pruned.
+#: How many customer returns are kept per ``external_identifier`` by default (older: pruned).
 DEFAULT_MAX_RETURNS: Final = 50
 
 
-class Ledger:
-    """The ledger (docs/reconciliation.md, docs/deployment.md), on SQLite.
+class Ledger(SyncRecords):
+    """The ledger (docs/reconciliation.md, docs/deployment.md), on SQLite. The service's side
+    (creation failures, the sync's records) is :class:`~payhooks.storage.ledger_sync.SyncRecords`.
 
     :param path_or_database: a file path (opened and owned: :meth:`close` closes it), or a
         ``sqlite_utils.Database`` the caller owns and closes. When that database is already
@@ -320,9 +321,8 @@ class Ledger:
         The table keeps the newest ``max_rejected`` rows; older ones are deleted in the same
         transaction. Returns the new row's id.
 
-        Committed but, under ``FULL``, not synced before it returns (the next synced write
-        takes it to disk with its own): it is a diagnostic trace that acknowledges nothing, and
-        anyone without a key can send these, so each must not cost a sync to disk.
+        Not synced under ``FULL`` (the next synced write takes it to disk): a trace that
+        acknowledges nothing, which anyone without a key can cause, must not cost a sync.
         """
         at = self._now(received_at, "received_at")
         with self._write(durable=False) as conn:

@@ -70,6 +70,10 @@ from typing import Any
 from payhooks.storage.currencies import from_minor_units
 from payhooks.storage.records import STATE_RANK, PaymentState, ReconciliationState
 from payhooks.storage.rows import PaymentKind, ReconciliationRow, SummaryRow
+from payhooks.storage.service_transactions import (
+    DRIFT_KIND_SQL,
+    LATEST_COMPLETE_THRESHOLD_SQL,
+)
 from payhooks.storage.times import to_text
 
 __all__ = [
@@ -102,29 +106,52 @@ def _expected_arm(identifiers: str, transactions: str) -> str:
         FROM {transactions} AS x
         WHERE x.external_identifier = p.external_identifier
           AND x.period_currency <> p.currency"""
+    # The drift the service's list shows for this payment's transactions (payhooks sync):
+    # the most urgent kind, or NULL when the list agrees or was never read. (``p`` is the
+    # outer payment here, so the drift is never ``unexpected``.)
+    listed_drift = f"""(
+        SELECT MIN(CASE {DRIFT_KIND_SQL}
+            WHEN 'missed_notification' THEN 1 WHEN 'unknown_status' THEN 2
+            WHEN 'status_differs' THEN 3 END)
+        FROM service_transactions AS s
+        LEFT JOIN {transactions} AS t
+            ON t.external_identifier = s.external_identifier
+            AND t.transaction_id = s.transaction_id
+        WHERE s.external_identifier = p.external_identifier)"""  # noqa: S608
+    not_listed = """NOT EXISTS (SELECT 1 FROM service_transactions AS s
+            WHERE s.external_identifier = p.external_identifier)"""
     state = f"""
     CASE
+        WHEN i.periods > 0 AND p.kind = '{PaymentKind.TRANSACTION}' AND i.periods > 1
+            THEN '{_R.DUPLICATE_PAYMENT}'
+        WHEN i.periods > 0 AND {_OTHER_CURRENCY_PAID} THEN '{_R.CURRENCY_MISMATCH}'
+        WHEN i.periods > 0 AND p.kind = '{PaymentKind.TRANSACTION}'
+            AND i.period_total <> p.amount_minor THEN '{_R.AMOUNT_MISMATCH}'
+        WHEN i.periods > 0 AND p.kind = '{PaymentKind.SUBSCRIPTION}' AND (
+            i.first_period_amount <> p.amount_minor
+            OR i.later_amount_min <> p.plan_amount_minor
+            OR i.later_amount_max <> p.plan_amount_minor
+        ) THEN '{_R.AMOUNT_MISMATCH}'
+    ELSE CASE {listed_drift}
+        WHEN 1 THEN '{_R.MISSED_NOTIFICATION}'
+        WHEN 2 THEN '{_R.UNKNOWN_STATUS}'
+        WHEN 3 THEN '{_R.STATUS_DIFFERS}'
+    ELSE CASE
         WHEN i.periods IS NULL OR i.periods = 0 THEN
             CASE
                 WHEN i.latest_state = '{PaymentState.UNKNOWN}' THEN '{_R.UNKNOWN_STATUS}'
                 WHEN i.lifecycle_state = '{PaymentState.FAILED}' THEN '{_R.FAILED}'
                 WHEN i.lifecycle_state = '{PaymentState.CANCELLED}' THEN '{_R.CANCELLED}'
+                WHEN i.external_identifier IS NOT NULL OR NOT {not_listed} THEN '{_R.PENDING}'
+                WHEN p.creation = 'refused' THEN '{_R.NOT_CREATED}'
+                WHEN p.created_at < {LATEST_COMPLETE_THRESHOLD_SQL}
+                    THEN '{_R.MISSING_AT_SERVICE}'
                 ELSE '{_R.PENDING}'
             END
-        WHEN p.kind = '{PaymentKind.TRANSACTION}' AND i.periods > 1
-            THEN '{_R.DUPLICATE_PAYMENT}'
-        WHEN {_OTHER_CURRENCY_PAID} THEN '{_R.CURRENCY_MISMATCH}'
-        WHEN p.kind = '{PaymentKind.TRANSACTION}' AND i.period_total <> p.amount_minor
-            THEN '{_R.AMOUNT_MISMATCH}'
-        WHEN p.kind = '{PaymentKind.SUBSCRIPTION}' AND (
-            i.first_period_amount <> p.amount_minor
-            OR i.later_amount_min <> p.plan_amount_minor
-            OR i.later_amount_max <> p.plan_amount_minor
-        ) THEN '{_R.AMOUNT_MISMATCH}'
         WHEN i.latest_state = '{PaymentState.UNKNOWN}' THEN '{_R.UNKNOWN_STATUS}'
         WHEN i.top_rank = {_SUCCEEDED} THEN '{_R.PAID}'
         ELSE i.lifecycle_state
-    END"""
+    END END END"""
     return f"""
 SELECT
     p.external_identifier AS external_identifier,
@@ -174,6 +201,32 @@ FROM {identifiers} AS i
 WHERE NOT i.expected"""  # noqa: S608
 
 
+def _listed_only_arm(identifiers: str) -> str:
+    """Identifiers only the service's list names (``payhooks sync``): no payment, no outcome.
+    ``unexpected`` too; ``currency`` is the list's when it gave a known one, else ``XXX``
+    (ISO 4217's "no currency"), and nothing counts as received: the list is not signed."""
+    return f"""
+SELECT
+    s.external_identifier AS external_identifier,
+    NULL AS kind,
+    '{_R.UNEXPECTED}' AS state,
+    COALESCE(MIN(s.currency), 'XXX') AS currency,
+    NULL AS expected_amount_minor,
+    NULL AS received_currency,
+    NULL AS received_amount_minor,
+    MIN(s.first_seen_at) AS opened_at,
+    NULL AS lifecycle_state,
+    0 AS periods_paid,
+    '[]' AS transaction_ids,
+    0 AS unknown_outcomes,
+    NULL AS last_outcome_at
+FROM service_transactions AS s
+WHERE NOT EXISTS (SELECT 1 FROM payments AS p WHERE p.external_identifier = s.external_identifier)
+  AND NOT EXISTS (SELECT 1 FROM {identifiers} AS i
+                  WHERE i.external_identifier = s.external_identifier)
+GROUP BY s.external_identifier"""  # noqa: S608
+
+
 def reconciliation_view_sql(
     name: str = "reconciliation",
     identifiers: str = "identifiers",
@@ -187,6 +240,7 @@ def reconciliation_view_sql(
     return (
         f"CREATE VIEW {name} AS{_expected_arm(identifiers, transactions)}"
         f"\nUNION ALL{_unexpected_arm(identifiers)}"
+        f"\nUNION ALL{_listed_only_arm(identifiers)}"
     )
 
 

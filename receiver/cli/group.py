@@ -16,6 +16,7 @@ from payhooks.receiver.cli.delivery_commands import reprocess, signals
 from payhooks.receiver.cli.ledger_commands import expect, reconcile
 from payhooks.receiver.cli.replay_command import replay
 from payhooks.receiver.cli.signing_commands import keygen, sign, verify_command
+from payhooks.receiver.cli.sync_command import sync
 
 __all__ = ["IN_APP_COMMANDS", "payhooks_group"]
 
@@ -28,6 +29,7 @@ IN_APP_COMMANDS: tuple[click.Command, ...] = (
     keygen,
     expect,
     reconcile,
+    sync,
     reprocess,
     signals,
 )

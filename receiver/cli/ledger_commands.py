@@ -231,7 +231,8 @@ def _expect_csv(path: Path, database: Path | None) -> None:
     is_flag=True,
     help=(
         "Exit 1 when any row is amount_mismatch, currency_mismatch, duplicate_payment, "
-        "unexpected or unknown_status."
+        "unexpected, unknown_status, or drift payhooks sync found: missed_notification, "
+        "status_differs, missing_at_service."
     ),
 )
 @database_option

@@ -252,16 +252,29 @@ class ServiceClient:
                 error_code=err.service_code or err.code,
                 error=err.message,
             )
+            self._mark_failed(external_identifier, err, certain=state is CreationState.REFUSED)
             raise
         except ServiceError as err:
             self.creations.finish(
                 attempt, CreationState.UNCERTAIN, error_code=err.code, error=err.message
             )
+            self._mark_failed(external_identifier, err, certain=False)
             raise
         self.creations.finish(
             attempt, CreationState.CREATED, service_id=getattr(answer, "id", None), http_status=200
         )
+        if self._ledger is not None and self._ledger.creation_failure(external_identifier):
+            self._ledger.mark_creation_succeeded(external_identifier)  # a retry made it
         return answer
+
+    def _mark_failed(self, external_identifier: str, err: ServiceError, *, certain: bool) -> None:
+        """Tell the ledger too, so the reconciliation shows it (``not_created`` when certain)
+        rather than a payment forever ``pending``; the error raised is still ``err``."""
+        if self._ledger is not None:
+            code = getattr(err, "service_code", None) or err.code
+            self._ledger.mark_creation_failed(
+                external_identifier, reason=f"{code}: {err.message}", certain=certain
+            )
 
     # -- lists -----------------------------------------------------------------------------
 

@@ -193,6 +193,7 @@ class Sandbox:
                 transaction.cancel_url = body["payment_method"]["cancel_url"]
         with self._lock:
             self._transactions[transaction.id] = transaction
+            self._pager.add("transactions", transaction)
             answer = transaction.to_wire()
         if outcome is not None:
             self.settle(transaction.id, outcome)
@@ -249,6 +250,7 @@ class Sandbox:
             subscription.status = _SUBSCRIPTION_STATUS[outcome]
         with self._lock:
             self._transactions[transaction.id] = transaction
+            self._pager.add("transactions", transaction)
             self._subscriptions[subscription.id] = subscription
             self._buyer_from(merchant, body["customer"], now)
             answer = subscription.to_wire()
@@ -319,6 +321,7 @@ class Sandbox:
         )
         with self._lock:
             self._buyers[buyer.id] = buyer
+            self._pager.add("buyers", buyer)
         return buyer.to_wire()
 
     # -- lists -----------------------------------------------------------------------------
@@ -328,11 +331,7 @@ class Sandbox:
     ) -> dict[str, Any]:
         """One page of ``buyers`` or ``transactions`` of ``merchant``, oldest first."""
         with self._lock:
-            source: Iterable[Any] = (
-                self._buyers.values() if resource == "buyers" else self._transactions.values()
-            )
-            rows = [row.to_wire() for row in source if row.merchant == merchant]
-        return self._pager.page(rows, resource, merchant, limit=limit, cursor=cursor)
+            return self._pager.page(resource, merchant, limit=limit, cursor=cursor)
 
     # -- settlement ------------------------------------------------------------------------
 
@@ -389,6 +388,7 @@ class Sandbox:
                 subscription_id=subscription.id,
             )
             self._transactions[period.id] = period
+            self._pager.add("transactions", period)
             subscription.current_period_start = subscription.current_period_end
             subscription.current_period_end = next_period(
                 subscription.current_period_start, plan.get("interval")

@@ -8,7 +8,6 @@ earlier run of the sandbox is refused with ``invalid_cursor``.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
 from typing import Any
 
 from itsdangerous import BadSignature, URLSafeSerializer
@@ -24,22 +23,24 @@ class Pager:
     def __init__(self, settings: SandboxSettings) -> None:
         self._settings = settings
         self._cursors = URLSafeSerializer(secrets.token_urlsafe(16), salt="sandbox-cursor")
+        # (resource, merchant) -> its rows, oldest first: a page slices one list and turns
+        # only its own rows into JSON, so a page costs the same at 10**6 rows as at 10.
+        self._lists: dict[tuple[str, str], list[Any]] = {}
+
+    def add(self, resource: str, row: Any) -> None:
+        """Append ``row`` (with ``merchant`` and ``to_wire()``) to its merchant's list."""
+        self._lists.setdefault((resource, row.merchant), []).append(row)
 
     def page(
-        self,
-        rows: Sequence[dict[str, Any]],
-        resource: str,
-        merchant: str,
-        *,
-        limit: str | None,
-        cursor: str | None,
+        self, resource: str, merchant: str, *, limit: str | None, cursor: str | None
     ) -> dict[str, Any]:
-        """The page envelope of ``rows`` (the whole list) that ``cursor`` designates."""
+        """The page envelope of ``merchant``'s ``resource`` list that ``cursor`` designates."""
         size = self._limit(limit)
         offset = 0 if cursor is None else self._offset(cursor, resource, merchant)
         after = offset + size
+        rows = self._lists.get((resource, merchant), [])
         return {
-            "items": list(rows[offset:after]),
+            "items": [row.to_wire() for row in rows[offset:after]],
             "limit": size,
             "next_cursor": self._cursor(resource, merchant, after) if after < len(rows) else None,
             "previous_cursor": self._cursor(resource, merchant, max(0, offset - size))

@@ -38,6 +38,12 @@ from payhooks.storage.rollup import (
     transactions_view_sql,
 )
 from payhooks.storage.rows import PaymentKind, ReturnKind
+from payhooks.storage.service_transactions import (
+    DRIFT_VIEW_SQL,
+    RUNS_TABLE_SQL,
+    TABLE_INDEX_SQL,
+    TABLE_SQL,
+)
 from sqlite_utils import Database, Migrations
 
 __all__ = [
@@ -275,6 +281,22 @@ def _owed_signals(db: Database) -> None:
     db.execute(OWED_SIGNALS_INDEX_SQL)
 
 
+@_migration("0006_service_transactions")
+def _service_transactions(db: Database) -> None:
+    """What ``payhooks sync`` reads from the service's transaction list (``sync_runs``,
+    ``service_transactions``: :mod:`payhooks.storage.service_transactions`), and
+    ``payments.creation``: ``refused`` or ``uncertain`` when creating it at the service failed
+    (``Ledger.mark_creation_failed``), with why and when."""
+    db.execute(RUNS_TABLE_SQL)
+    db.execute(TABLE_SQL)
+    db.execute(TABLE_INDEX_SQL)
+    db.execute(
+        "ALTER TABLE payments ADD COLUMN creation TEXT CHECK (creation IN ('refused', 'uncertain'))"
+    )
+    db.execute("ALTER TABLE payments ADD COLUMN creation_error TEXT")
+    db.execute("ALTER TABLE payments ADD COLUMN creation_failed_at TEXT")
+
+
 #: The schema version this code writes: the number of migrations it knows.
 SCHEMA_VERSION = len(_MIGRATION_NAMES)
 
@@ -307,6 +329,7 @@ VIEWS = {
     "transactions_from_outcomes": transactions_view_sql(),
     "identifiers_from_transactions": identifiers_view_sql(),
     "reconciliation": RECONCILIATION_VIEW_SQL,
+    "sync_drift": DRIFT_VIEW_SQL,
 }
 TRIGGERS = ROLLUP_TRIGGERS
 

@@ -32,6 +32,7 @@ def _imports(folder: Path) -> list[tuple[str, str]]:
         (SERVICE, ("payhooks.receiver",)),
         (SERVICE / "client", ("flask", "werkzeug", "payhooks.service.sandbox")),
         (SERVICE / "interface", ("flask", "werkzeug", "httpx", "payhooks.service.client")),
+        (SERVICE / "sync", ("flask", "werkzeug", "payhooks.service.sandbox")),
     ],
 )
 def test_a_folder_imports_nothing_above_it(folder: Path, forbidden: tuple[str, ...]) -> None:

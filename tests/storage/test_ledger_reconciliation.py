@@ -653,9 +653,10 @@ def test_summary_of_an_empty_ledger_is_empty(ledger: Ledger) -> None:
 
 
 def table_steps(ledger: Ledger, sql: str, params: tuple[Any, ...] = ()) -> list[str]:
-    """The plan's steps that read a table or index (payments p, identifiers i, transactions x)."""
+    """The plan's steps that read a table or index (payments p, identifiers i, transactions x
+    and t, outcomes o, the service's listed transactions s, sync runs r)."""
     steps = [row[3] for row in ledger.database.conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
-    return [s for s in steps if re.match(r"(SCAN|SEARCH) (p|i|x|o)\b", s)]
+    return [s for s in steps if re.match(r"(SCAN|SEARCH) (p|i|x|o|s|t|r)\b", s)]
 
 
 def test_one_payments_state_is_found_by_index_searches_only(ledger: Ledger) -> None:
@@ -665,9 +666,20 @@ def test_one_payments_state_is_found_by_index_searches_only(ledger: Ledger) -> N
     assert steps == [
         "SEARCH p USING PRIMARY KEY (external_identifier=?)",
         "SEARCH i USING PRIMARY KEY (external_identifier=?) LEFT-JOIN",
+        # What the service's list says of it (payhooks sync): its listed transactions, each
+        # against its rolled-up outcomes; whether it is listed at all.
+        "SEARCH s USING INDEX service_transactions_identifier (external_identifier=?)",
+        "SEARCH t USING PRIMARY KEY (external_identifier=? AND transaction_id=?) LEFT-JOIN",
+        "SEARCH s USING COVERING INDEX service_transactions_identifier (external_identifier=?)",
+        # The latest complete sync: once per query, over the few rows of sync_runs.
+        "SCAN r",
         # Only for periods paid in several currencies: that identifier's transactions.
         "SEARCH x USING PRIMARY KEY (external_identifier=?)",
         "SEARCH x USING PRIMARY KEY (external_identifier=?)",
+        "SEARCH i USING PRIMARY KEY (external_identifier=?)",
+        # Listed only by the service: neither expected nor notified.
+        "SEARCH s USING INDEX service_transactions_identifier (external_identifier=?)",
+        "SEARCH p USING PRIMARY KEY (external_identifier=?)",
         "SEARCH i USING PRIMARY KEY (external_identifier=?)",
     ]
 
@@ -676,12 +688,19 @@ def test_the_full_report_reads_each_table_once_in_order_and_never_sorts(ledger: 
     sql = "SELECT * FROM reconciliation"
     steps = table_steps(ledger, sql)
     # Payments once in key order, each joined to its identifier's row by key; the unexpected
-    # identifiers by their partial index. No outcome is read.
+    # identifiers by their partial index, then the identifiers only the service lists, in
+    # index order. No outcome is read.
     assert [s for s in steps if s.startswith("SCAN")] == [
         "SCAN p",
+        "SCAN r",
         "SCAN i USING INDEX identifiers_unexpected",
+        "SCAN s USING INDEX service_transactions_identifier",
     ]
-    assert all("PRIMARY KEY" in s for s in steps if s.startswith("SEARCH"))
+    assert all(
+        "PRIMARY KEY" in s or "INDEX service_transactions_identifier" in s
+        for s in steps
+        if s.startswith("SEARCH")
+    )
     all_steps = [row[3] for row in ledger.database.conn.execute("EXPLAIN QUERY PLAN " + sql)]
     assert not [s for s in all_steps if "TEMP B-TREE" in s], all_steps
 

@@ -171,6 +171,14 @@ def version_3_file(path: Path) -> None:
     for name in TRIGGERS:
         db.execute(f"DROP TRIGGER {name}")
     for statement in (
+        # migration 0006, after the rollups (the views that read its columns first)
+        "DROP VIEW sync_drift",
+        "DROP VIEW reconciliation",
+        "DROP TABLE service_transactions",
+        "DROP TABLE sync_runs",
+        "ALTER TABLE payments DROP COLUMN creation",
+        "ALTER TABLE payments DROP COLUMN creation_error",
+        "ALTER TABLE payments DROP COLUMN creation_failed_at",
         "DROP VIEW identifiers_from_transactions",
         "DROP VIEW transactions_from_outcomes",
         "DROP TABLE identifiers",

@@ -29,8 +29,10 @@ def test_a_new_file_gets_every_table_and_the_view(tmp_path: Path) -> None:
         assert sorted(db.view_names()) == [
             "identifiers_from_transactions",
             "reconciliation",
+            "sync_drift",
             "transactions_from_outcomes",
         ]
+        assert {"service_transactions", "sync_runs"} <= set(db.table_names())
         assert ledger.schema_version == SCHEMA_VERSION
 
 
@@ -51,6 +53,7 @@ def test_applied_migrations_are_recorded_by_name(tmp_path: Path) -> None:
             "0003_reconciliation_reads_the_latest_outcome",
             "0004_rollup_tables",
             "0005_owed_signals",
+            "0006_service_transactions",
         ]
         assert MIGRATIONS.pending(ledger.database) == []
 

@@ -109,3 +109,21 @@ def test_the_slowloris_bench_prints_a_line_per_setup() -> None:
             output,
             re.MULTILINE,
         ), output
+
+
+def test_the_sync_bench_finds_every_transaction_a_missed_notification(tmp_path: Path) -> None:
+    output = _run(
+        "-m",
+        "bench.sync",
+        "--n",
+        "300",
+        "--trace",
+        "--database",
+        str(tmp_path / "s.db"),
+        timeout=120,
+    )
+
+    assert "N = 300 transactions" in output
+    assert re.search(r"^sync\s+[\d.]+ s\s+[\d,]+ transactions/s\s+3 pages$", output, re.MULTILINE)
+    assert re.search(r"^peak RSS\s+[\d.]+ MiB", output, re.MULTILINE)
+    assert "'missed_notification'>: 300}" in output

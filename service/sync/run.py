@@ -1,0 +1,183 @@
+"""One sync: page through ``GET /v4/transactions`` into the ledger, then count the drift.
+
+Why it is shaped so:
+
+- **Bounded memory.** One page is held at a time: it is mapped, written with the cursor after
+  it in one ledger transaction, and dropped. The drift is computed by SQL afterwards and
+  streamed (:meth:`payhooks.storage.Ledger.sync_drift`), never collected. What grows with the
+  list is the client's set of cursors already seen (its loop guard): one short string a page.
+- **Safe to repeat, and resumable.** Items are upserted by the service's id, so a page read
+  twice changes nothing. The run's cursor moves in the transaction that stores the page, so a
+  run stopped by an error or Ctrl-C keeps every page it recorded, and the next sync goes on
+  from the cursor, passed back exactly as the service gave it. A run that completed is not
+  resumed: the list has no "changed since" filter, so only a pass from the first page sees a
+  status that changed on an old transaction.
+- **It never settles.** The list is not signed like a notification: what it says is stored
+  beside the outcomes and only compared. A missed notification is flagged for a person, or
+  the ``resend`` hook asks the service to send it again (the sandbox has such a resend; the
+  interface shows none), and the notification, verified, settles it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from payhooks.service.client import ServiceClient, Transaction
+from payhooks.service.errors import ServiceError
+from payhooks.service.sync.status_map import DEFAULT_SYNC_STATUS_MAP, check_status_map, state_for
+from payhooks.storage import (
+    DriftKind,
+    DriftRow,
+    Ledger,
+    ListedTransaction,
+    PaymentState,
+    StorageError,
+    SyncRun,
+)
+
+__all__ = [
+    "DEFAULT_MAX_AGE",
+    "SyncInterruptedError",
+    "SyncProgress",
+    "SyncReport",
+    "sync_transactions",
+]
+
+#: How long an expected payment may be absent from the service's list before a complete sync
+#: calls it ``missing_at_service`` (``PAYHOOKS_SYNC_MAX_AGE``).
+DEFAULT_MAX_AGE = timedelta(hours=24)
+
+
+@dataclass(frozen=True, slots=True)
+class SyncProgress:
+    """Where a running sync is, after each page (what a terminal shows)."""
+
+    run_id: int
+    pages: int
+    items: int
+    resumed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SyncReport:
+    """What one call of :func:`sync_transactions` did and found."""
+
+    run: SyncRun
+    #: Pages and items read by this call (a resumed run's earlier pages are in ``run``).
+    pages: int
+    items: int
+    resumed: bool
+    #: Status strings the map did not know, with how many items carried each (this call).
+    unknown_statuses: Mapping[str, int]
+    #: Drift rows in the ledger after the sync, by kind.
+    drift: Mapping[DriftKind, int]
+    #: Transactions whose notification the ``resend`` hook asked the service to send again.
+    resent: tuple[str, ...] = field(default=())
+
+    @property
+    def has_drift(self) -> bool:
+        return any(self.drift.values())
+
+
+class SyncInterruptedError(ServiceError):
+    """The sync stopped on an error; the pages recorded before it are kept, and the next sync
+    resumes from the last one. ``report`` says how far it got; the cause is chained."""
+
+    code = "sync_interrupted"
+
+    def __init__(self, message: str, report: SyncReport) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+def _listed(item: Transaction, status_map: Mapping[str, PaymentState]) -> ListedTransaction:
+    """An item of the list (assumed to be section 2.3's object, plus the sandbox's ``amount``
+    and ``currency`` when present) as the ledger stores it."""
+    currency = item.extra.get("currency")
+    amount = item.extra.get("amount")
+    return ListedTransaction(
+        transaction_id=item.id,
+        external_identifier=item.external_identifier,
+        status=item.status,
+        state=state_for(status_map, item.status),
+        currency=currency if isinstance(currency, str) else None,
+        amount_minor=amount if type(amount) is int else None,
+    )
+
+
+def sync_transactions(
+    client: ServiceClient,
+    ledger: Ledger,
+    *,
+    status_map: Mapping[str, PaymentState | str] | None = None,
+    max_age: timedelta = DEFAULT_MAX_AGE,
+    limit: int | None = None,
+    resume: bool = True,
+    progress: Callable[[SyncProgress], None] | None = None,
+    resend: Callable[[DriftRow], bool] | None = None,
+) -> SyncReport:
+    """Read the service's transaction list into ``ledger`` and report the drift.
+
+    :param status_map: the service's status strings and the states they mean
+        (:data:`~payhooks.service.sync.DEFAULT_SYNC_STATUS_MAP` by default).
+    :param max_age: an expected payment older than this that the complete list lacks is
+        ``missing_at_service``.
+    :param limit: the page size asked for (the service's default when None).
+    :param resume: go on from where an unfinished sync stopped (True), or start over.
+    :param progress: called after each page recorded.
+    :param resend: called for each missed notification once the list is read; True when it
+        asked the service to send the notification again.
+    :raises SyncInterruptedError: the service or the ledger failed part way; what was recorded
+        stays, and the run is ``interrupted`` with the reason.
+    :raises ValueError: a bad ``status_map`` or ``max_age`` (before anything is asked).
+    """
+    mapping = check_status_map(DEFAULT_SYNC_STATUS_MAP if status_map is None else status_map)
+    run = ledger.begin_sync(max_age=max_age, resume=resume)
+    resumed = run.pages > 0
+    pages = items = 0
+    unknown: Counter[str] = Counter()
+
+    def report(
+        current: SyncRun, drift: Mapping[DriftKind, int], resent: tuple[str, ...] = ()
+    ) -> SyncReport:
+        return SyncReport(current, pages, items, resumed, dict(unknown), drift, resent)
+
+    try:
+        if not (resumed and run.next_cursor is None):  # else: read to its end already
+            for page in client.transaction_pages(limit=limit, cursor=run.next_cursor):
+                listed = [_listed(item, mapping) for item in page.items]
+                unknown.update(i.status for i in listed if i.state is PaymentState.UNKNOWN)
+                items += ledger.record_service_page(run.id, listed, page.next_cursor)
+                pages += 1
+                if progress is not None:
+                    progress(SyncProgress(run.id, run.pages + pages, run.items + items, resumed))
+    except (ServiceError, StorageError, ValueError, KeyboardInterrupt) as err:
+        # ValueError: an item the ledger refuses (an identifier of 200 characters or more).
+        reason = "interrupted" if isinstance(err, KeyboardInterrupt) else str(err)
+        try:
+            stopped = ledger.end_sync(run.id, error=reason)
+        except StorageError:
+            stopped = run
+        if isinstance(err, KeyboardInterrupt):
+            raise
+        raise SyncInterruptedError(
+            f"The sync stopped after {stopped.pages} page(s) ({reason}); "
+            "what it recorded is kept, and the next sync resumes there.",
+            report(stopped, {}),
+        ) from err
+    finished = ledger.end_sync(run.id)
+    drift: Counter[DriftKind] = Counter()
+    resent: list[str] = []
+    for row in ledger.sync_drift():
+        drift[row.kind] += 1
+        if (
+            resend is not None
+            and row.kind is DriftKind.MISSED_NOTIFICATION
+            and row.transaction_id is not None
+            and resend(row)
+        ):
+            resent.append(row.transaction_id)
+    return report(finished, dict(drift), tuple(resent))

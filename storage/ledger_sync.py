@@ -1,0 +1,204 @@
+"""The ledger's methods for the service's side: creation failures and the sync's records.
+
+A mixin of :class:`payhooks.storage.Ledger` (its one public face), kept in a module of its own
+because it is one concern: what the service itself says, as opposed to what notifications
+say. Nothing here records an outcome or settles a payment; the ``reconciliation`` view compares
+(:mod:`payhooks.storage.service_transactions`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager
+from datetime import timedelta
+from typing import Any
+
+import payhooks.storage.service_transactions as service_transactions
+from payhooks.storage.currencies import MINOR_UNIT_EXPONENTS
+from payhooks.storage.records import PaymentState
+from payhooks.storage.sqlite.engine import SQLiteEngine
+from payhooks.storage.sync_rows import (
+    CreationFailure,
+    DriftKind,
+    DriftRow,
+    ListedTransaction,
+    SyncRun,
+    SyncStatus,
+)
+from payhooks.storage.times import Clock, from_text, to_text
+
+__all__ = ["SyncRecords"]
+
+_MAX_STATUS_LENGTH = 200
+_MAX_ERROR_LENGTH = 1000
+
+_MARK_FAILED = (
+    "UPDATE payments SET creation = ?, creation_error = ?, creation_failed_at = ? "
+    "WHERE external_identifier = ?"
+)
+_MARK_SUCCEEDED = (
+    "UPDATE payments SET creation = NULL, creation_error = NULL, creation_failed_at = NULL "
+    "WHERE external_identifier = ?"
+)
+_SELECT_FAILURE = (
+    "SELECT creation, creation_error, creation_failed_at FROM payments "
+    "WHERE external_identifier = ? AND creation IS NOT NULL"
+)
+
+
+def _run(row: tuple[Any, ...] | None) -> SyncRun | None:
+    if row is None:
+        return None
+    ident, started, before, status, cursor, pages, items, error, updated, finished = row
+    return SyncRun(
+        id=ident,
+        started_at=from_text(started),
+        expected_before=from_text(before),
+        status=SyncStatus(status),
+        next_cursor=cursor,
+        pages=pages,
+        items=items,
+        error=error,
+        updated_at=from_text(updated),
+        finished_at=None if finished is None else from_text(finished),
+    )
+
+
+def _drift(values: tuple[Any, ...]) -> DriftRow:
+    kind, identifier, transaction_id, status, service_state, ledger_state, seen_at = values
+    return DriftRow(
+        kind=DriftKind(kind),
+        external_identifier=identifier,
+        transaction_id=transaction_id,
+        service_status=status,
+        service_state=None if service_state is None else PaymentState(service_state),
+        ledger_state=None if ledger_state is None else PaymentState(ledger_state),
+        seen_at=None if seen_at is None else from_text(seen_at),
+    )
+
+
+def _values(item: ListedTransaction) -> tuple[Any, ...]:
+    """An item checked and ready to store: text within bounds, a currency the ledger knows."""
+    for name in ("transaction_id", "external_identifier", "status"):
+        value = getattr(item, name)
+        if not isinstance(value, str) or not value or len(value) > _MAX_STATUS_LENGTH:
+            raise ValueError(f"{name} must be a string of 1 to {_MAX_STATUS_LENGTH} characters")
+    state = PaymentState(item.state)
+    currency = item.currency if item.currency in MINOR_UNIT_EXPONENTS else None
+    amount = item.amount_minor if type(item.amount_minor) is int else None
+    return service_transactions.to_values(
+        item.transaction_id, item.external_identifier, item.status, state, currency, amount
+    )
+
+
+class SyncRecords:
+    """Creation failures and sync runs; mixed into :class:`~payhooks.storage.Ledger`."""
+
+    _engine: SQLiteEngine
+    _clock: Clock
+    _write: Callable[..., AbstractContextManager[Any]]
+    _read: Callable[[], AbstractContextManager[Any]]
+
+    # -- creation failures -----------------------------------------------------------------
+
+    def mark_creation_failed(self, external_identifier: str, *, reason: str, certain: bool) -> bool:
+        """Record that creating this expected payment at the service failed.
+
+        ``certain`` (the service refused it, a 4xx) makes it ``not_created`` in the
+        reconciliation, until an outcome or the service's list says otherwise; uncertain (no
+        usable answer, a 5xx: it may exist) leaves it ``pending`` until a sync or an outcome
+        decides. Marking again replaces the mark.
+
+        :returns: True when marked; False when no payment has this identifier.
+        """
+        if not isinstance(reason, str) or not reason:
+            raise ValueError("reason must be a non-empty string")
+        at = to_text(self._clock(), argument="clock()")
+        creation = "refused" if certain else "uncertain"
+        with self._write() as conn:
+            cursor = conn.execute(
+                _MARK_FAILED, (creation, reason[:_MAX_ERROR_LENGTH], at, external_identifier)
+            )
+            return bool(cursor.rowcount)
+
+    def mark_creation_succeeded(self, external_identifier: str) -> bool:
+        """Clear a creation failure (a retry created it). True when a payment was found."""
+        with self._write() as conn:
+            return bool(conn.execute(_MARK_SUCCEEDED, (external_identifier,)).rowcount)
+
+    def creation_failure(self, external_identifier: str) -> CreationFailure | None:
+        """The creation failure marked on this payment, or None."""
+        with self._read() as conn:
+            row = conn.execute(_SELECT_FAILURE, (external_identifier,)).fetchone()
+        if row is None:
+            return None
+        return CreationFailure(external_identifier, row[0] == "refused", row[1], from_text(row[2]))
+
+    # -- sync runs ---------------------------------------------------------------------------
+
+    def begin_sync(self, *, max_age: timedelta, resume: bool = True) -> SyncRun:
+        """Start a sync, or go on with the last one when it did not complete.
+
+        :param max_age: how long an expected payment may go unseen at the service before a
+            complete sync calls it ``missing_at_service``.
+        :param resume: False starts from the list's first page even after an interruption.
+        """
+        if not isinstance(max_age, timedelta) or max_age < timedelta(0):
+            raise ValueError("max_age must be a timedelta of zero or more")
+        now = self._clock()
+        with self._write() as conn:
+            last = _run(service_transactions.latest_run(conn))
+            if resume and last is not None and last.status is not SyncStatus.COMPLETE:
+                conn.execute(
+                    "UPDATE sync_runs SET status = 'running', error = NULL, finished_at = NULL "
+                    "WHERE id = ?",
+                    (last.id,),
+                )
+                run_id = last.id
+            else:
+                if last is not None and last.status is not SyncStatus.COMPLETE:
+                    service_transactions.end_run(
+                        conn, last.id, "interrupted", "abandoned", to_text(now)
+                    )
+                run_id = service_transactions.begin_run(
+                    conn, to_text(now), to_text(now - max_age, argument="max_age")
+                )
+            found = _run(service_transactions.latest_run(conn))
+        assert found is not None
+        assert found.id == run_id
+        return found
+
+    def record_service_page(
+        self, run_id: int, items: Iterable[ListedTransaction], next_cursor: str | None
+    ) -> int:
+        """Store one page of the list and the cursor after it, in one transaction; how many
+        items. Seeing a transaction again updates it: repeating a page changes nothing else."""
+        values = [_values(item) for item in items]
+        at = to_text(self._clock(), argument="clock()")
+        with self._write() as conn:
+            return service_transactions.record_page(conn, run_id, values, next_cursor, at)
+
+    def end_sync(self, run_id: int, *, error: str | None = None) -> SyncRun:
+        """Mark a run ``complete``, or ``interrupted`` with ``error`` (what was recorded stays,
+        and the next :meth:`begin_sync` goes on from its cursor)."""
+        status = "complete" if error is None else "interrupted"
+        at = to_text(self._clock(), argument="clock()")
+        with self._write() as conn:
+            service_transactions.end_run(
+                conn, run_id, status, None if error is None else error[:_MAX_ERROR_LENGTH], at
+            )
+            found = _run(service_transactions.latest_run(conn))
+        assert found is not None
+        return found
+
+    def last_sync(self) -> SyncRun | None:
+        """The newest sync run, or None before the first."""
+        with self._read() as conn:
+            return _run(service_transactions.latest_run(conn))
+
+    def sync_drift(self) -> Iterator[DriftRow]:
+        """Stream the ``sync_drift`` view: every disagreement between the service's list and
+        the ledger, as of now (a notification that arrived since removes its row)."""
+        with self._read() as conn:
+            cursor = service_transactions.select_drift(conn)
+        return self._engine.stream(cursor, _drift)

@@ -1,0 +1,93 @@
+"""What the ledger takes from, and gives back about, the service's transaction list.
+
+Kept apart from :mod:`payhooks.storage.rows` because they belong to one concern,
+``payhooks sync`` (:mod:`payhooks.storage.service_transactions` has their SQL).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import NamedTuple
+
+from payhooks.storage.records import PaymentState
+
+__all__ = ["CreationFailure", "DriftKind", "DriftRow", "ListedTransaction", "SyncRun", "SyncStatus"]
+
+
+class ListedTransaction(NamedTuple):
+    """One item of the service's list, as the sync read and mapped it."""
+
+    transaction_id: str
+    external_identifier: str
+    #: The status string exactly as listed.
+    status: str
+    #: What the sync's status map made of it; ``unknown`` when the map lacks the string.
+    state: PaymentState
+    #: An ISO 4217 code when the list gave one the ledger knows, else None.
+    currency: str | None = None
+    amount_minor: int | None = None
+
+
+class DriftKind(StrEnum):
+    """How the service's list and the notifications disagree about one transaction or payment."""
+
+    MISSED_NOTIFICATION = "missed_notification"
+    STATUS_DIFFERS = "status_differs"
+    UNKNOWN_STATUS = "unknown_status"
+    UNEXPECTED = "unexpected"
+    MISSING_AT_SERVICE = "missing_at_service"
+
+
+class DriftRow(NamedTuple):
+    """One row of the ``sync_drift`` view."""
+
+    kind: DriftKind
+    external_identifier: str
+    #: The service's id; None for ``missing_at_service``.
+    transaction_id: str | None
+    #: The status string as listed (None for ``missing_at_service``).
+    service_status: str | None
+    service_state: PaymentState | None
+    #: The state the notifications gave that transaction; None when none arrived.
+    ledger_state: PaymentState | None
+    seen_at: datetime | None
+
+
+class SyncStatus(StrEnum):
+    """Where one sync run stands."""
+
+    RUNNING = "running"
+    INTERRUPTED = "interrupted"
+    COMPLETE = "complete"
+
+
+@dataclass(frozen=True, slots=True)
+class SyncRun:
+    """One sync of the service's list, from the ``sync_runs`` table."""
+
+    id: int
+    started_at: datetime
+    #: Payments registered before this, unseen by a complete run, are ``missing_at_service``.
+    expected_before: datetime
+    status: SyncStatus
+    #: Where a resumed run goes on: the ``next_cursor`` of the last page recorded, exactly as
+    #: the service gave it. None: at the start, or past the last page.
+    next_cursor: str | None
+    pages: int
+    items: int
+    error: str | None
+    updated_at: datetime
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class CreationFailure:
+    """Why an expected payment may not exist at the service (``Ledger.creation_failure``)."""
+
+    external_identifier: str
+    #: True: the service refused it (``refused``); False: no usable answer (``uncertain``).
+    certain: bool
+    reason: str
+    failed_at: datetime

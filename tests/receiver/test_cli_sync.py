@@ -1,0 +1,146 @@
+"""``flask payhooks sync`` in a merchant's app, against the sandbox over HTTP: its settings, its
+exit codes, the ``sync_drift`` signal, and the sandbox's resend."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask import Flask
+from payhooks.receiver import PayHooks, signals
+from payhooks.receiver.config import CONFIG_DEFAULTS
+from payhooks.service.sandbox import NotificationState, SandboxServer, SandboxSettings
+from payhooks.service.sync import DEFAULT_SYNC_STATUS_MAP
+from payhooks.storage import DriftKind, Ledger, ReconciliationState
+
+from tests.support.cli import clean_env
+from tests.support.service import MERCHANT, card_transaction, wire
+
+__all__ = ["clean_env"]
+
+pytestmark = pytest.mark.usefixtures("clean_env")
+
+
+@pytest.fixture
+def sandbox() -> Iterator[SandboxServer]:
+    """Every notification is dropped (logged, never sent): each payment's is missed."""
+    settings = SandboxSettings(
+        notification_url="http://127.0.0.1:9/payhooks/notifications",
+        drop_notifications=True,
+        notify_attempts=1,
+    )
+    with SandboxServer.start(settings) as server:
+        yield server
+
+
+@pytest.fixture
+def app(tmp_path: Path, sandbox: SandboxServer) -> Flask:
+    app = Flask("merchant", instance_path=str(tmp_path / "instance"))
+    app.config.update(
+        PAYHOOKS_DATABASE=str(tmp_path / "merchant.db"),
+        PAYHOOKS_SECRETS=["whsec_" + "A" * 43 + "="],
+        SECRET_KEY="k",
+        PAYHOOKS_SERVICE_URL=sandbox.url,
+        PAYHOOKS_SERVICE_TOKEN=sandbox.issue_token(),
+        PAYHOOKS_MERCHANT_ACCOUNT_ID=MERCHANT,
+    )
+    PayHooks(app)
+    with Ledger(app.config["PAYHOOKS_DATABASE"]) as ledger:
+        ledger.expect_transaction("order-1", 2500, "CNY")
+    return app
+
+
+def paid_at_the_sandbox(sandbox: SandboxServer, reference: str = "order-1") -> str:
+    created = sandbox.sandbox.create_transaction(MERCHANT, wire(card_transaction(reference)))
+    return str(created["id"])
+
+
+def test_drift_is_printed_and_sent_as_a_signal_with_its_counts(
+    app: Flask, sandbox: SandboxServer
+) -> None:
+    transaction_id = paid_at_the_sandbox(sandbox)
+    received: list[dict[str, Any]] = []
+
+    def alert(sender: Flask, **kwargs: Any) -> None:
+        assert sender is app
+        received.append(kwargs)
+
+    with signals.sync_drift.connected_to(alert, sender=app):
+        result = app.test_cli_runner().invoke(args=["payhooks", "sync"])
+
+    assert result.exit_code == 0, result.output
+    assert f"missed_notification  order-1  {transaction_id}  service=succeeded" in result.output
+    assert "Drift: missed_notification 1." in result.output
+    (sent,) = received
+    assert sent["drift"] == {DriftKind.MISSED_NOTIFICATION: 1}
+    assert sent["report"].items == 1
+
+
+def test_an_agreeing_list_sends_nothing_and_fail_on_drift_exits_1_only_on_drift(
+    app: Flask, sandbox: SandboxServer
+) -> None:
+    received: list[object] = []
+    with signals.sync_drift.connected_to(lambda sender, **kw: received.append(kw), sender=app):
+        clean = app.test_cli_runner().invoke(args=["payhooks", "sync", "--fail-on-drift"])
+    assert clean.exit_code == 0, clean.output
+    assert "No drift" in clean.output
+    assert received == []
+    paid_at_the_sandbox(sandbox)
+    drifted = app.test_cli_runner().invoke(args=["payhooks", "sync", "--fail-on-drift"])
+    assert drifted.exit_code == 1
+    assert "differ (1 row(s))" in drifted.output
+
+
+def test_the_sandbox_resends_a_missed_notification_when_asked(
+    app: Flask, sandbox: SandboxServer
+) -> None:
+    paid_at_the_sandbox(sandbox)
+    result = app.test_cli_runner().invoke(args=["payhooks", "sync", "--resend-sandbox"])
+    assert result.exit_code == 0, result.output
+    assert "Asked the sandbox to resend 1 notification(s)." in result.output
+    dropped, resent = sandbox.notifications()
+    assert dropped.state is NotificationState.DROPPED
+    assert resent.resend_of == dropped.id
+
+
+@pytest.mark.parametrize(
+    ("config", "arguments", "message"),
+    [
+        ({"PAYHOOKS_SERVICE_URL": None}, [], "needs --service-url or PAYHOOKS_SERVICE_URL"),
+        ({"PAYHOOKS_SERVICE_TOKEN": None}, [], "needs --token or PAYHOOKS_SERVICE_TOKEN"),
+        ({}, ["--token", "two words"], "cannot use its settings"),
+        ({"PAYHOOKS_SYNC_MAX_AGE": 0}, [], "PAYHOOKS_SYNC_MAX_AGE must be a positive integer"),
+        ({"PAYHOOKS_SYNC_STATUS_MAP": {"x": "paid"}}, [], "PAYHOOKS_SYNC_STATUS_MAP: 'x'"),
+    ],
+)
+def test_bad_settings_are_one_sentence_and_a_stable_exit(
+    app: Flask, config: dict[str, Any], arguments: list[str], message: str
+) -> None:
+    app.config.update(config)
+    result = app.test_cli_runner().invoke(args=["payhooks", "sync", *arguments])
+    assert result.exit_code in (1, 2)
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_a_service_that_fails_part_way_is_exit_1_and_the_next_sync_resumes(
+    app: Flask, sandbox: SandboxServer
+) -> None:
+    for n in range(3):
+        paid_at_the_sandbox(sandbox, f"order-x{n}")
+    sandbox.sandbox.lose_next_answers(3)  # every try of the client's default policy
+    failed = app.test_cli_runner().invoke(args=["payhooks", "sync", "--limit", "1"])
+    assert failed.exit_code == 1
+    assert "the next sync resumes there" in failed.output
+    again = app.test_cli_runner().invoke(args=["payhooks", "sync", "--limit", "1"])
+    assert again.exit_code == 0, again.output
+    with Ledger(app.config["PAYHOOKS_DATABASE"]) as ledger:
+        assert ledger.state("order-x0") is ReconciliationState.UNEXPECTED
+
+
+def test_the_receivers_default_map_is_the_syncs() -> None:
+    assert CONFIG_DEFAULTS["PAYHOOKS_SYNC_STATUS_MAP"] == {
+        k: v.value for k, v in DEFAULT_SYNC_STATUS_MAP.items()
+    }

@@ -1,0 +1,226 @@
+"""The ledger's records of the service's own view: creation failures, sync runs, and the drift
+the reconciliation and the ``sync_drift`` view report from them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from payhooks.storage import (
+    MISMATCH_STATES,
+    DriftKind,
+    Ledger,
+    ListedTransaction,
+    PaymentState,
+    ReconciliationState,
+    SyncStatus,
+)
+
+from tests.support.factories import FixedClock, make_outcome, record
+
+R = ReconciliationState
+S = PaymentState
+AGE = timedelta(hours=1)
+
+
+@pytest.fixture
+def clock() -> FixedClock:
+    return FixedClock()
+
+
+@pytest.fixture
+def ledger(tmp_path: Path, clock: FixedClock) -> Iterator[Ledger]:
+    with Ledger(tmp_path / "ledger.db", clock=clock) as opened:
+        yield opened
+
+
+def listed(state: PaymentState, *, tx: str = "ll-1", ref: str = "order-1") -> ListedTransaction:
+    return ListedTransaction(tx, ref, f"as-listed-{state}", state, "CNY", 2500)
+
+
+def sync(ledger: Ledger, *items: ListedTransaction, max_age: timedelta = AGE) -> None:
+    """One complete sync that lists ``items`` on one page."""
+    run = ledger.begin_sync(max_age=max_age)
+    ledger.record_service_page(run.id, items, None)
+    ledger.end_sync(run.id)
+
+
+@pytest.mark.parametrize(
+    ("notified", "service", "expected"),
+    [
+        (None, S.PENDING, R.PENDING),  # under way at both ends
+        (None, S.SUCCEEDED, R.MISSED_NOTIFICATION),
+        (None, S.FAILED, R.MISSED_NOTIFICATION),
+        (S.SUCCEEDED, S.SUCCEEDED, R.PAID),
+        (S.SUCCEEDED, S.REFUNDED, R.MISSED_NOTIFICATION),  # the refund's notification
+        (S.SUCCEEDED, S.PENDING, R.STATUS_DIFFERS),
+        (S.FAILED, S.CANCELLED, R.STATUS_DIFFERS),
+        (S.FAILED, S.FAILED, R.FAILED),
+        (None, S.UNKNOWN, R.UNKNOWN_STATUS),
+        (S.SUCCEEDED, S.UNKNOWN, R.UNKNOWN_STATUS),
+    ],
+)
+def test_the_listed_state_against_the_notified_one_decides_the_drift(
+    ledger: Ledger,
+    notified: PaymentState | None,
+    service: PaymentState,
+    expected: ReconciliationState,
+) -> None:
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    if notified is not None:
+        record(ledger, make_outcome(state=notified))
+    sync(ledger, listed(service))
+    assert ledger.state("order-1") is expected
+    drift = [row.kind for row in ledger.sync_drift()]
+    agrees = expected not in MISMATCH_STATES
+    assert (drift == []) is agrees
+
+
+def test_a_notification_that_arrives_later_resolves_the_drift(ledger: Ledger) -> None:
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    sync(ledger, listed(S.SUCCEEDED))
+    assert [(d.kind, d.service_state, d.ledger_state) for d in ledger.sync_drift()] == [
+        (DriftKind.MISSED_NOTIFICATION, S.SUCCEEDED, None)
+    ]
+    record(ledger, make_outcome())
+    assert ledger.state("order-1") is R.PAID
+    assert list(ledger.sync_drift()) == []
+
+
+def test_money_problems_come_before_drift(ledger: Ledger) -> None:
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    record(ledger, make_outcome(amount_minor=100))
+    sync(ledger, listed(S.REFUNDED))
+    assert ledger.state("order-1") is R.AMOUNT_MISMATCH
+
+
+def test_a_transaction_only_the_list_names_is_unexpected_with_no_money_received(
+    ledger: Ledger,
+) -> None:
+    sync(ledger, listed(S.SUCCEEDED, ref="nobody-1"))
+    row = ledger.row("nobody-1")
+    assert row is not None
+    assert (row.state, row.kind, row.currency, row.received_amount_minor) == (
+        R.UNEXPECTED,
+        None,
+        "CNY",
+        None,
+    )
+    assert [d.kind for d in ledger.sync_drift()] == [DriftKind.UNEXPECTED]
+    assert {(s.state, s.count) for s in ledger.summary()} == {(R.UNEXPECTED, 1)}
+
+
+def test_an_old_payment_missing_from_a_complete_list_is_missing_at_service(
+    ledger: Ledger, clock: FixedClock
+) -> None:
+    ledger.expect_transaction("old-1", 2500, "CNY")
+    clock.advance(30 * 60)
+    ledger.expect_transaction("young-1", 2500, "CNY")
+    clock.advance(45 * 60)  # old-1 is 75 minutes old, young-1 45
+    sync(ledger)
+    assert ledger.state("old-1") is R.MISSING_AT_SERVICE
+    assert ledger.state("young-1") is R.PENDING
+    assert [(d.kind, d.external_identifier) for d in ledger.sync_drift()] == [
+        (DriftKind.MISSING_AT_SERVICE, "old-1")
+    ]
+
+
+def test_an_interrupted_sync_says_nothing_is_missing(ledger: Ledger, clock: FixedClock) -> None:
+    ledger.expect_transaction("old-1", 2500, "CNY")
+    clock.advance(2 * 3600)
+    run = ledger.begin_sync(max_age=AGE)
+    ledger.record_service_page(run.id, [], "cursor-2")
+    ledger.end_sync(run.id, error="the service went away")
+    assert ledger.state("old-1") is R.PENDING
+
+
+@pytest.mark.parametrize(("certain", "expected"), [(True, R.NOT_CREATED), (False, R.PENDING)])
+def test_a_failed_creation_is_not_created_only_when_certain(
+    ledger: Ledger, certain: bool, expected: ReconciliationState
+) -> None:
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    assert ledger.mark_creation_failed("order-1", reason="400 invalid_request", certain=certain)
+    assert ledger.state("order-1") is expected
+    failure = ledger.creation_failure("order-1")
+    assert failure is not None
+    assert (failure.certain, failure.reason) == (certain, "400 invalid_request")
+    assert R.NOT_CREATED not in MISMATCH_STATES
+
+
+def test_an_outcome_or_a_listing_overrides_a_refused_creation(ledger: Ledger) -> None:
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    ledger.expect_transaction("order-2", 2500, "CNY")
+    for ref in ("order-1", "order-2"):
+        ledger.mark_creation_failed(ref, reason="refused", certain=True)
+    record(ledger, make_outcome())
+    sync(ledger, listed(S.PENDING, tx="ll-2", ref="order-2"))
+    assert (ledger.state("order-1"), ledger.state("order-2")) == (R.PAID, R.PENDING)
+
+
+def test_marking_an_unknown_payment_says_so_and_success_clears_the_mark(ledger: Ledger) -> None:
+    assert not ledger.mark_creation_failed("nobody", reason="x", certain=True)
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    ledger.mark_creation_failed("order-1", reason="x", certain=True)
+    assert ledger.mark_creation_succeeded("order-1")
+    assert ledger.creation_failure("order-1") is None
+    assert ledger.state("order-1") is R.PENDING
+
+
+def test_an_unfinished_run_is_resumed_from_its_cursor_unless_told_not_to(ledger: Ledger) -> None:
+    first = ledger.begin_sync(max_age=AGE)
+    ledger.record_service_page(first.id, [listed(S.PENDING)], "opaque/cursor+2==")
+    ledger.end_sync(first.id, error="timeout")
+    resumed = ledger.begin_sync(max_age=AGE)
+    assert (resumed.id, resumed.next_cursor, resumed.status) == (
+        first.id,
+        "opaque/cursor+2==",
+        SyncStatus.RUNNING,
+    )
+    fresh = ledger.begin_sync(max_age=AGE, resume=False)
+    assert (fresh.id, fresh.next_cursor, fresh.pages) == (first.id + 1, None, 0)
+    last = ledger.last_sync()
+    assert last is not None
+    assert last.id == fresh.id
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    pages=st.lists(
+        st.lists(
+            st.tuples(
+                st.sampled_from(["ll-1", "ll-2", "ll-3"]),
+                st.sampled_from(list(PaymentState)),
+            ),
+            max_size=3,
+        ),
+        max_size=4,
+    )
+)
+def test_repeating_pages_keeps_one_row_per_transaction_with_its_latest_listing(
+    tmp_path_factory: pytest.TempPathFactory, pages: list[list[tuple[str, PaymentState]]]
+) -> None:
+    path = tmp_path_factory.mktemp("sync") / "ledger.db"
+    with Ledger(path, clock=FixedClock()) as ledger:
+        run = ledger.begin_sync(max_age=AGE)
+        for page in pages + pages:  # every page twice: a resumed sync reads one again
+            ledger.record_service_page(run.id, [listed(s, tx=tx) for tx, s in page], None)
+        stored = dict(
+            ledger.database.conn.execute("SELECT transaction_id, state FROM service_transactions")
+        )
+    latest: dict[str, str] = {}
+    for page in pages:
+        for tx, state in page:
+            latest[tx] = state.value
+    assert stored == latest
+
+
+def test_bad_items_and_ages_are_refused_with_value_error(ledger: Ledger) -> None:
+    run = ledger.begin_sync(max_age=AGE)
+    with pytest.raises(ValueError, match="external_identifier"):
+        ledger.record_service_page(run.id, [ListedTransaction("ll-1", "", "x", S.PENDING)], None)
+    with pytest.raises(ValueError, match="max_age"):
+        ledger.begin_sync(max_age=timedelta(seconds=-1))
