@@ -63,10 +63,12 @@ def test_the_receive_bench_finds_every_notification_stored_in_every_app() -> Non
         "-m",
         "bench.receive",
         "--rounds",
-        "1",
+        "2",
         "--count",
-        "40",
+        "20",
         "--warmup",
+        "10",
+        "--wal-count",
         "10",
         "--workers",
         "2",
@@ -75,19 +77,34 @@ def test_the_receive_bench_finds_every_notification_stored_in_every_app() -> Non
         timeout=300,
     )
 
+    share = RATIO.replace("x", "%")
     for mode in ("FULL", "NORMAL"):
         assert re.search(
-            rf"^  durable floor, {mode}: \d+% of the floor's throughput; stored: 50 of 50 bodies$",
+            rf"^  durable floor, {mode}: {share} of the floor's throughput; "
+            r"stored: 60 of 60 bodies$",
             output,
             re.MULTILINE,
         ), output
         assert re.search(
-            rf"^  {mode}: \d+% of the floor's throughput .*stored: 50 of 50 deliveries "
-            r"processed, 50 outcomes \(all\)$",
+            rf"^  {mode}: {share} of the floor's throughput .*stored: 60 of 60 deliveries "
+            r"processed, 60 outcomes \(all\)$",
             output,
             re.MULTILINE,
         ), output
     assert "{200: 40}" in output
+    # Last: WAL pages per delivery for each app with a file, server CPU per request for every
+    # app, then the receiver's share of its durable floor per setting.
+    per_app, shares = output.split("per app: WAL pages per delivery")[-1].split(
+        "the receiver's share of its durable floor's throughput"
+    )
+    for app in ("durable floor, FULL", "receiver, synchronous=FULL", "durable floor, NORMAL"):
+        assert re.search(
+            rf"^  {app} +[\d.]+ WAL pages/delivery +\d+ us server CPU/request", per_app, re.M
+        ), output
+    assert re.search(r"^  floor \(bare Flask route\) +\d+ us server CPU/request", per_app, re.M)
+    for mode in ("FULL", "NORMAL"):
+        assert re.search(rf"^  {mode} +{share}$", shares, re.MULTILINE), output
+    assert shares.strip().splitlines()[-1].startswith("  NORMAL"), output
 
 
 def test_the_hostile_bench_prints_one_worst_ratio_per_scheme() -> None:
