@@ -8,8 +8,8 @@ round (none is always first, when a cache is cold, or last); compares them *with
 where they met the same machine; and reports the median of those per-round ratios with their
 spread (the lowest and highest), which says how far to trust the median.
 
-``bench.hostile`` interleaves even finer (request by request inside a round) and only takes
-:class:`Ratios` from here.
+``bench.hostile`` interleaves even finer, request by request inside each round (in the
+rotated :func:`order`), and takes its ratios from here too.
 """
 
 from __future__ import annotations

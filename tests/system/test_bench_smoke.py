@@ -50,11 +50,20 @@ def test_the_verify_bench_compares_payhooks_with_the_package_and_the_floor() -> 
 
 def test_the_reconcile_bench_reports_every_payment(tmp_path: Path) -> None:
     output = _run(
-        "-m", "bench.reconcile", "--n", "500", "--database", str(tmp_path / "r.db"), timeout=120
+        "-m",
+        "bench.reconcile",
+        "--n",
+        "500",
+        "--rounds",
+        "2",
+        "--database",
+        str(tmp_path / "r.db"),
+        timeout=120,
     )
 
     assert "N = 500 payments" in output
-    assert re.search(r"^report\s+[\d.]+ s\s+[\d.]+x floor", output, re.MULTILINE)
+    assert re.search(r"^report\s+[\d.]+ s\s+[\d.]+ us per payment", output, re.MULTILINE)
+    assert re.search(rf"report / floor: +{RATIO}$", output.strip().splitlines()[-1]), output
 
 
 @pytest.mark.skipif(not HAS_PROC, reason="bench.receive reads gunicorn's CPU time from /proc")
