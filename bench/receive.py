@@ -22,7 +22,9 @@ last acknowledged deliveries to a power loss), so the price of each is measured 
 
 Every app runs once per round, in an order rotated from round to round (:mod:`bench.rounds`),
 and the apps are compared within each round: the shares printed are the medians of the
-per-round ratios, with their spread (lowest and highest).
+per-round ratios, with their spread (lowest and highest). Rounds are short (six of a thousand
+requests per app by default, rather than three of two thousand): on a shared machine the load
+changes within seconds, and the shorter the round, the more alike its apps' conditions.
 
 Per app, two figures that explain the throughput rather than measure it:
 
@@ -53,7 +55,7 @@ Making it fair on a small machine (this one has 2 cores, shared by client and se
 Run by hand; it prints figures and never fails on them (CI runs it only in a tiny size, in
 ``tests/system/test_bench_smoke.py``, to keep it working)::
 
-    python -m bench.receive                       # 4 sync workers, 8 connections, 3 x 2000 each
+    python -m bench.receive                       # 4 sync workers, 8 connections, 6 x 1000 each
     python -m bench.receive --worker-class gthread --threads 4
     python -m bench.receive --profile             # also: where the time goes, in process
 
@@ -524,8 +526,8 @@ def in_process(count: int, profile: bool) -> tuple[float, pstats.Stats | None]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--count", type=int, default=2000, help="requests per app and round")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--count", type=int, default=1000, help="requests per app and round")
+    parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--warmup", type=int, default=300)
     parser.add_argument(
         "--wal-count", type=int, default=300, help="deliveries per app for its WAL pages"
