@@ -13,8 +13,9 @@ client, the ledger on a file with its default durable commits) gets:
   Java way), as many members as are parsed, nesting to the limit, one huge string. None is
   signed, so every one is refused (and kept as a rejection, as the receiver does).
 
-Contenders alternate request by request within each round, so drift (a warming cache, another
-process) touches them alike. Per round, the per-request time of each hostile input is divided by
+Contenders alternate request by request within each round, in an order rotated from round to
+round (:mod:`bench.rounds`), so drift (a warming cache, another process) touches them
+alike. Per round, the per-request time of each hostile input is divided by
 the typical one; the median of those ratios over the rounds is printed with their spread (the
 lowest and highest). Goal: the worst hostile input within 10x of the typical delivery, for every
 scheme; that figure is printed last.
@@ -29,7 +30,6 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -40,6 +40,8 @@ from flask import Flask
 from flask.testing import FlaskClient
 from payhooks.receiver import PayHooks
 from payhooks.verify import SCHEMES, generate_keypair, get_signer
+
+from bench.rounds import Ratios, order, ratios
 
 NOTIFY = "/payhooks/notifications"
 BODY_CAP = 65536
@@ -142,7 +144,7 @@ def make_client(
 
 def measure(
     scheme: str, rounds: int, count: int, folder: Path, synchronous: str = "FULL"
-) -> dict[str, list[float]]:
+) -> dict[str, Ratios]:
     """Per round, each hostile input's per-request time over the typical one's."""
     client, sign = make_client(scheme, folder, synchronous)
     numbers = iter(range(1, 10**9))
@@ -156,21 +158,19 @@ def measure(
         status = client.post(NOTIFY, data=body, headers=headers).status_code
         assert status in (401, 413), (scheme, status)
     assert client.post(NOTIFY, data=(r := typical())[0], headers=r[1]).status_code == 200
-    ratios: dict[str, list[float]] = {name: [] for name in hostile}
-    for _ in range(rounds):
-        spent = dict.fromkeys(["typical", *hostile], 0.0)
+    spent: dict[str, list[float]] = {name: [] for name in ["typical", *hostile]}
+    for round_index in range(rounds):
+        took = dict.fromkeys(spent, 0.0)
+        contenders = order(list(spent), round_index)
         for _ in range(count):
-            body, headers = typical()
-            start = time.perf_counter()
-            client.post(NOTIFY, data=body, headers=headers)
-            spent["typical"] += time.perf_counter() - start
-            for name, (body, headers) in hostile.items():
+            for name in contenders:
+                body, headers = typical() if name == "typical" else hostile[name]
                 start = time.perf_counter()
                 client.post(NOTIFY, data=body, headers=headers)
-                spent[name] += time.perf_counter() - start
-        for name in hostile:
-            ratios[name].append(spent[name] / spent["typical"])
-    return ratios
+                took[name] += time.perf_counter() - start
+        for name, seconds in took.items():
+            spent[name].append(seconds)
+    return {name: ratios(spent, name, "typical") for name in hostile}
 
 
 def main() -> None:
@@ -186,25 +186,21 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    worst: dict[str, tuple[str, float]] = {}
+    worst: dict[str, tuple[str, Ratios]] = {}
     with tempfile.TemporaryDirectory() as folder:
         for scheme in SCHEME_NAMES:
-            ratios = measure(scheme, args.rounds, args.count, Path(folder), args.synchronous)
+            measured = measure(scheme, args.rounds, args.count, Path(folder), args.synchronous)
             print(
                 f"{scheme} ({args.rounds} rounds x {args.count} requests per contender, "
                 f"ledger synchronous={args.synchronous})"
             )
-            for name, values in ratios.items():
-                median = statistics.median(values)
-                print(
-                    f"  {name:<12} {median:6.2f}x typical  (spread {min(values):.2f}x-"
-                    f"{max(values):.2f}x)"
-                )
-                if scheme not in worst or median > worst[scheme][1]:
-                    worst[scheme] = (name, median)
+            for name, ratio in measured.items():
+                print(f"  {name:<12} {ratio.text()} of typical")
+                if scheme not in worst or ratio.median > worst[scheme][1].median:
+                    worst[scheme] = (name, ratio)
     print("worst hostile request / typical valid delivery, per scheme (goal <= 10x):")
-    for scheme, (name, median) in worst.items():
-        print(f"  {scheme:<26} {median:6.2f}x  ({name})")
+    for scheme, (name, ratio) in worst.items():
+        print(f"  {scheme:<26} {ratio.text()}  ({name})")
 
 
 if __name__ == "__main__":

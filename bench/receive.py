@@ -20,6 +20,27 @@ default), each on its own gunicorn and ledger file, in the same alternating roun
 (the default, every commit synced to disk) and ``NORMAL`` (synced at checkpoints; loses the
 last acknowledged deliveries to a power loss), so the price of each is measured side by side.
 
+Every app runs once per round, in an order rotated from round to round (:mod:`bench.rounds`),
+and the apps are compared within each round: the shares printed are the medians of the
+per-round ratios, with their spread (lowest and highest). Rounds are short (six of a thousand
+requests per app by default, rather than three of two thousand): on a shared machine the load
+changes within seconds, and the shorter the round, the more alike its apps' conditions.
+
+Per app, two figures that explain the throughput rather than measure it:
+
+- *WAL pages per delivery*: how many pages each delivery adds to SQLite's write-ahead log, by
+  SQLite's own count (the log frames ``PRAGMA wal_checkpoint`` reports), over ``--wal-count``
+  deliveries sent to each app after the timed rounds, with the log held from being
+  checkpointed meanwhile (:func:`wal_pages` says how and why apart from the rounds). Every
+  page is written to the log and later copied into the database, so it is the write volume.
+- *Server CPU per request*: the user and system CPU time of gunicorn's master and workers
+  over each round (``/proc/<pid>/stat``), divided by the round's requests; the median of the
+  rounds, with their spread.
+
+It prints last, per durability setting, the receiver's share of its durable floor's throughput
+(the median of the per-round ratios, with their spread), after the WAL pages per delivery and
+the server CPU per request of each app.
+
 Making it fair on a small machine (this one has 2 cores, shared by client and server):
 
 - Requests are built and signed before the clock starts; the client only sends.
@@ -34,7 +55,7 @@ Making it fair on a small machine (this one has 2 cores, shared by client and se
 Run by hand; it prints figures and never fails on them (CI runs it only in a tiny size, in
 ``tests/system/test_bench_smoke.py``, to keep it working)::
 
-    python -m bench.receive                       # 4 sync workers, 8 connections, 3000 each
+    python -m bench.receive                       # 4 sync workers, 8 connections, 6 x 1000 each
     python -m bench.receive --worker-class gthread --threads 4
     python -m bench.receive --profile             # also: where the time goes, in process
 
@@ -58,8 +79,9 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from multiprocessing.synchronize import Event
 from pathlib import Path
 from typing import Any
@@ -70,6 +92,7 @@ from payhooks.storage import Ledger
 from payhooks.verify import generate_keypair, get_signer
 
 from bench.floor_app import FLOOR_SUFFIX, prepare_durable_floor
+from bench.rounds import alternate, ratios
 from tests.support.gunicorn_server import HAS_PROC, GunicornServer
 
 #: The receiver under test, in gunicorn's syntax.
@@ -233,23 +256,25 @@ def server_cpu_seconds(server: GunicornServer) -> float:
 
 @dataclass
 class Figures:
-    """One app's figures over every round: the median rate, pooled latencies, CPU per request."""
+    """One app's figures, round by round: rate, server and client CPU per request; and its
+    pooled latencies and statuses."""
 
     name: str
     rates: list[float] = field(default_factory=list)
+    server_cpu: list[float] = field(default_factory=list)
+    client_cpu: list[float] = field(default_factory=list)
     latencies: list[float] = field(default_factory=list)
-    requests: int = 0
-    client_cpu: float = 0.0
-    server_cpu: float = 0.0
     statuses: Counter[int] = field(default_factory=Counter)
 
-    def add(self, result: ClientResult, requests: int, server_cpu: float) -> None:
-        self.rates.append(requests / (result.finished - result.started))
+    def add(self, result: ClientResult, requests: int, server_cpu: float) -> float:
+        """Record one round; return its rate."""
+        rate = requests / (result.finished - result.started)
+        self.rates.append(rate)
+        self.server_cpu.append(server_cpu / requests)
+        self.client_cpu.append(result.cpu_seconds / requests)
         self.latencies.extend(result.latencies)
-        self.requests += requests
-        self.client_cpu += result.cpu_seconds
-        self.server_cpu += server_cpu
         self.statuses.update(result.statuses)
+        return rate
 
     @property
     def rate(self) -> float:
@@ -257,7 +282,8 @@ class Figures:
 
     @property
     def server_cpu_us(self) -> float:
-        return self.server_cpu / self.requests * 1e6
+        """Server CPU per request, the median of the rounds, in microseconds."""
+        return statistics.median(self.server_cpu) * 1e6
 
     def line(self) -> str:
         ordered = sorted(self.latencies)
@@ -267,9 +293,14 @@ class Figures:
         return (
             f"{self.name:<29} {self.rate:5.0f} req/s (rounds {rounds})  p50 {p50:5.2f} ms  "
             f"p99 {p99:6.2f} ms  server CPU {self.server_cpu_us:5.0f} us/req  "
-            f"client CPU {self.client_cpu / self.requests * 1e6:4.0f} us/req  "
+            f"client CPU {statistics.median(self.client_cpu) * 1e6:4.0f} us/req  "
             f"{dict(self.statuses)}"
         )
+
+    def cpu_text(self) -> str:
+        """Server CPU per request: the median of the rounds with their spread."""
+        low, high = min(self.server_cpu) * 1e6, max(self.server_cpu) * 1e6
+        return f"{self.server_cpu_us:5.0f} us server CPU/request (spread {low:.0f}-{high:.0f})"
 
 
 def start_server(
@@ -287,10 +318,45 @@ def start_server(
 
 def measure_round(
     figures: Figures, server: GunicornServer, jobs: Sequence[Job], args: argparse.Namespace
-) -> None:
+) -> float:
+    """Send one round's jobs to ``server``; record and return its rate."""
     cpu_before = server_cpu_seconds(server)
     result = run_clients(server.port, jobs, args.client_processes, args.connections)
-    figures.add(result, len(jobs), server_cpu_seconds(server) - cpu_before)
+    return figures.add(result, len(jobs), server_cpu_seconds(server) - cpu_before)
+
+
+def wal_pages(database: Path, send: Callable[[], object]) -> int:
+    """How many pages (WAL frames) the writes that ``send()`` causes add to ``database``'s
+    write-ahead log, by SQLite's own count.
+
+    Between rounds, with the servers idle: a ``TRUNCATE`` checkpoint empties the log, then a
+    read transaction is held open here while ``send()`` runs. A reader that began on an empty
+    log reads the database file itself, so no checkpoint can copy the log back (and let it
+    start over) until it ends: every frame written meanwhile stays in the log, and the log
+    frames ``PRAGMA wal_checkpoint`` reports afterwards are exactly the pages written. (In
+    the timed rounds the log is checkpointed and restarted every thousand pages, as it is in
+    production, which is why this count is taken apart from them.)
+    """
+    pin = sqlite3.connect(database, isolation_level=None, timeout=30)
+    probe = sqlite3.connect(database, isolation_level=None, timeout=30)
+    try:
+        for _ in range(100):
+            busy, log, _ = pin.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if not busy and log == 0:
+                break
+            time.sleep(0.05)
+        else:
+            raise RuntimeError(f"{database}: the write-ahead log could not be emptied")
+        pin.execute("BEGIN")
+        pin.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()  # the read starts here
+        send()
+        # A PASSIVE checkpoint cannot pass the reader: it only reports the log's frames.
+        _, frames, _ = probe.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        pin.execute("COMMIT")
+    finally:
+        pin.close()
+        probe.close()
+    return int(frames)
 
 
 def check_stored(database: Path) -> tuple[int, int]:
@@ -317,23 +383,22 @@ def floor_stored(database: Path) -> int:
 
 
 def over_gunicorn(args: argparse.Namespace) -> None:
-    """The floor and the pipeline (once per durability setting, each on its own gunicorn and
-    ledger file), measured in alternating rounds."""
+    """The floor, and per durability setting the durable floor and the pipeline (each on its
+    own gunicorn and file), measured in alternating rounds; then each file's WAL pages per
+    delivery."""
     modes: list[str] = args.synchronous
     with tempfile.TemporaryDirectory() as folder:
         directory = Path(folder)
         databases = {mode: directory / f"bench-{mode.lower()}.db" for mode in modes}
         keys = generate_keypair("standard-webhooks")
-        warmup = prepare(list(databases.values()), 0, args.warmup, keys.signing_key)
-        rounds = [
-            prepare(
-                list(databases.values()),
-                args.warmup + index * args.count,
-                args.count,
-                keys.signing_key,
-            )
-            for index in range(args.rounds)
-        ]
+        files = list(databases.values())
+        warmup = prepare(files, 0, args.warmup, keys.signing_key)
+        first = args.warmup
+        rounds = []
+        for _ in range(args.rounds):
+            rounds.append(prepare(files, first, args.count, keys.signing_key))
+            first += args.count
+        counted = prepare(files, first, args.wal_count, keys.signing_key)
         config = f"{args.workers} {args.worker_class} workers" + (
             f" x {args.threads} threads" if args.threads else ""
         )
@@ -343,37 +408,58 @@ def over_gunicorn(args: argparse.Namespace) -> None:
             f"{args.count} requests per app, after {args.warmup}; {os.cpu_count()} CPUs"
         )
         # bench/ is not installed and gunicorn runs in `directory`: tell it where bench is.
-        servers = {
-            "floor": start_server(
+        servers: dict[str, GunicornServer] = {}
+        figures = {"floor": Figures("floor (bare Flask route)")}
+        stored_in: dict[str, Path] = {}  # each app's file, for its WAL pages
+        try:
+            servers["floor"] = start_server(
                 "bench.floor_app:create_app()", {"PYTHONPATH": str(REPO)}, directory, args
             )
-        }
-        figures = {"floor": Figures("floor (bare Flask route)")}
-        for mode, database in databases.items():
-            env = {
-                "PAYHOOKS_DATABASE": str(database),
-                "PAYHOOKS_SECRETS": keys.verifying_key,
-                "PAYHOOKS_SQLITE_SYNCHRONOUS": mode,
-                "SECRET_KEY": "bench",
-            }
-            durable = f"durable-{mode}"
-            prepare_durable_floor(str(database))
-            servers[durable] = start_server(
-                "bench.floor_app:create_durable_app()",
-                {**env, "PYTHONPATH": str(REPO)},
-                directory,
-                args,
-            )
-            figures[durable] = Figures(f"durable floor, {mode}")
-            servers[mode] = start_server(DEMO_APP, env, directory, args)
-            figures[mode] = Figures(f"receiver, synchronous={mode}")
-        try:
+            for mode, database in databases.items():
+                env = {
+                    "PAYHOOKS_DATABASE": str(database),
+                    "PAYHOOKS_SECRETS": keys.verifying_key,
+                    "PAYHOOKS_SQLITE_SYNCHRONOUS": mode,
+                    "SECRET_KEY": "bench",
+                }
+                durable = f"durable-{mode}"
+                prepare_durable_floor(str(database))
+                servers[durable] = start_server(
+                    "bench.floor_app:create_durable_app()",
+                    {**env, "PYTHONPATH": str(REPO)},
+                    directory,
+                    args,
+                )
+                figures[durable] = Figures(f"durable floor, {mode}")
+                stored_in[durable] = Path(f"{database}{FLOOR_SUFFIX}")
+                servers[mode] = start_server(DEMO_APP, env, directory, args)
+                figures[mode] = Figures(f"receiver, synchronous={mode}")
+                stored_in[mode] = database
             for server in servers.values():
                 run_clients(server.port, warmup, args.client_processes, args.connections)
-            # Alternate, so that a machine that speeds up or slows down meanwhile affects all.
-            for jobs in rounds:
-                for name, server in servers.items():
-                    measure_round(figures[name], server, jobs, args)
+            # Round by round, every app in a rotated order: a machine that speeds up or slows
+            # down meanwhile touches them all, and the ratios are taken within each round.
+            rates = alternate(
+                list(servers),
+                args.rounds,
+                lambda name, index: measure_round(
+                    figures[name], servers[name], rounds[index], args
+                ),
+            )
+            pages = {
+                name: wal_pages(
+                    database,
+                    partial(
+                        run_clients,
+                        servers[name].port,
+                        counted,
+                        args.client_processes,
+                        args.connections,
+                    ),
+                )
+                / len(counted)
+                for name, database in stored_in.items()
+            }
         finally:
             for server in servers.values():
                 server.stop()
@@ -382,24 +468,34 @@ def over_gunicorn(args: argparse.Namespace) -> None:
 
     floor = figures["floor"]
     print(floor.line())
-    total = args.warmup + args.rounds * args.count
+    total = args.warmup + args.rounds * args.count + args.wal_count
     for mode in modes:
-        pipeline, durable_floor = figures[mode], figures[f"durable-{mode}"]
+        durable_name = f"durable-{mode}"
+        pipeline, durable_floor = figures[mode], figures[durable_name]
         processed, outcomes = stored[mode]
         durable = "all" if processed == outcomes == total else "NOT ALL"
         print(durable_floor.line())
         print(
-            f"  durable floor, {mode}: {durable_floor.rate / floor.rate:.0%} of the floor's "
-            f"throughput; stored: {floor_rows[mode]} of {total} bodies"
+            f"  durable floor, {mode}: {ratios(rates, durable_name, 'floor').text('%')} of the "
+            f"floor's throughput; stored: {floor_rows[mode]} of {total} bodies"
         )
         print(pipeline.line())
         print(
-            f"  {mode}: {pipeline.rate / floor.rate:.0%} of the floor's throughput (goal: 60%); "
-            f"{pipeline.rate / durable_floor.rate:.0%} of the durable floor's; "
-            f"by server CPU per request: {floor.server_cpu_us / pipeline.server_cpu_us:.0%}; "
-            f"stored: {processed} of {total} deliveries processed, {outcomes} outcomes "
-            f"({durable})"
+            f"  {mode}: {ratios(rates, mode, 'floor').text('%')} of the floor's throughput "
+            f"(goal: 60%); by server CPU per request: "
+            f"{floor.server_cpu_us / pipeline.server_cpu_us:.0%}; stored: {processed} of "
+            f"{total} deliveries processed, {outcomes} outcomes ({durable})"
         )
+    print(
+        f"per app: WAL pages per delivery (SQLite's log frames over {len(counted)} deliveries "
+        f"after the rounds) and server CPU per request (gunicorn's processes, median of rounds):"
+    )
+    for name, app in figures.items():
+        page_text = f"{pages[name]:5.2f} WAL pages/delivery" if name in pages else " " * 23
+        print(f"  {app.name:<29} {page_text}  {app.cpu_text()}")
+    print("the receiver's share of its durable floor's throughput (median of per-round ratios):")
+    for mode in modes:
+        print(f"  {mode:<7} {ratios(rates, mode, f'durable-{mode}').text('%')}")
 
 
 # -- in process, and the profile ----------------------------------------------------------------
@@ -434,9 +530,12 @@ def in_process(count: int, profile: bool) -> tuple[float, pstats.Stats | None]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--count", type=int, default=2000, help="requests per app and round")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--count", type=int, default=1000, help="requests per app and round")
+    parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--warmup", type=int, default=300)
+    parser.add_argument(
+        "--wal-count", type=int, default=300, help="deliveries per app for its WAL pages"
+    )
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--worker-class", default="sync")
     parser.add_argument("--threads", type=int, default=None, help="gthread threads per worker")

@@ -57,9 +57,9 @@ DEFAULT_MAX_MEMBERS = 256
 
 SortedFieldsForm = Literal["rsa", "hmac"]
 
-# A JSON string token (escapes included), a bracket or a colon. Unrolled so it runs in linear
-# time.
-_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}:]')
+# A JSON string token, escapes included. Unrolled so it runs in linear time.
+_STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_BRACKETS = re.compile(r"[\[\]{}]")
 
 
 class JsonNumber(str):
@@ -169,22 +169,22 @@ def _check_structure(text: str, max_depth: int, max_members: int) -> None:
     """Refuse nesting beyond ``max_depth`` and more than ``max_members`` members (a colon
     outside strings is one member) with a scan that never recurses.
 
-    Strings are matched whole, so brackets and colons inside them do not count. On malformed
-    input the scan can only over-count, which refuses a body the parser would refuse anyway.
+    Strings are matched whole and cut out first, so brackets and colons inside them do not
+    count; what is left is counted in C (the colons) and walked in Python only bracket by
+    bracket, a handful in a notification. (Walking every token in Python, strings included,
+    took as long as parsing the body.) On malformed input the scan can only over-count, which
+    refuses a body the parser would refuse anyway.
     """
+    skeleton = _STRINGS.sub("", text)
+    if skeleton.count(":") > max_members:
+        raise ValueError(f"the body has more than {max_members} members")
     depth = 0
-    members = 0
-    for match in _TOKENS.finditer(text):
-        lexeme = match.group()
-        if lexeme == ":":
-            members += 1
-            if members > max_members:
-                raise ValueError(f"the body has more than {max_members} members")
-        elif lexeme in "[{":
+    for bracket in _BRACKETS.findall(skeleton):
+        if bracket in "[{":
             depth += 1
             if depth > max_depth:
                 raise ValueError(f"the body nests deeper than {max_depth} levels")
-        elif lexeme in "]}":
+        else:
             depth -= 1
 
 
@@ -204,8 +204,17 @@ def _java_order(key: str) -> bytes:
     return key.encode("utf-16-be", "surrogatepass")
 
 
+def _sorted_keys(node: dict[str, Any]) -> list[str]:
+    """The keys in Java's order. Plain ``str`` order is code point order, which differs from
+    UTF-16 code unit order only for characters above U+FFFF: ASCII keys (every notification's)
+    are sorted without a key function, the rest through :func:`_java_order`."""
+    if "".join(node).isascii():
+        return sorted(node)
+    return sorted(node, key=_java_order)
+
+
 def _walk(node: dict[str, Any], parts: list[str], separator: str) -> None:
-    for key in sorted(node, key=_java_order):
+    for key in _sorted_keys(node):
         value = node[key]
         if value is None:
             continue

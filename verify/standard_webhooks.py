@@ -81,6 +81,14 @@ MAX_SIGNATURE_HEADER_LENGTH = 2048
 #: key, two while it rotates; a header with more is refused unread, not tried entry by entry.
 MAX_SIGNATURE_ENTRIES = 4
 
+# Module globals: one lookup fewer per call than ``binascii.a2b_base64`` on the hot path.
+_a2b_base64 = binascii.a2b_base64
+_compare_digest = hmac.compare_digest
+_fromtimestamp = datetime.fromtimestamp
+#: Builds the result without the named tuple's Python-level ``__new__`` (what its ``_make``
+#: does): a tenth of the cost of a verification beside a bare ``hmac.digest``.
+_delivery = tuple.__new__
+
 
 def _headers_ignoring_case(headers: Mapping[str, str]) -> tuple[str, str, str]:
     """The three headers looked up case-insensitively; ``missing_signature`` for an absent one.
@@ -158,13 +166,18 @@ def _signatures(signature_header: str, version: str, size: int) -> list[bytes]:
 
 
 def _signed_content(msg_id: str, timestamp_text: str, body: bytes) -> bytes:
+    """What a sender signs (the verifier builds the same bytes in line)."""
     try:
         prefix = f"{msg_id}.{timestamp_text}.".encode()
     except UnicodeEncodeError as err:
-        raise MalformedSignatureError(
-            f"the {ID_HEADER} header is not encodable text", header=ID_HEADER
-        ) from err
+        raise _unencodable_id() from err
     return prefix + body
+
+
+def _unencodable_id() -> MalformedSignatureError:
+    return MalformedSignatureError(
+        f"the {ID_HEADER} header is not encodable text", header=ID_HEADER
+    )
 
 
 def _no_match() -> InvalidSignatureError:
@@ -184,7 +197,10 @@ class _StandardWebhooksVerifier(Verifier):
     _signature_size: ClassVar[int]
 
     def verify(self, headers: Mapping[str, str], body: bytes) -> VerifiedDelivery:
-        # The hot path of every delivery: kept flat, the slow cases in helpers.
+        # The hot path of every delivery, kept flat: each helper call here costs a few percent
+        # of a verification (bench.verify measures it against a bare hmac.digest), so the
+        # usual case (the three headers under their lower-case names, one entry of this
+        # scheme's version) is handled in line and everything else in the helpers.
         get = headers.get
         msg_id = get(ID_HEADER)
         timestamp_text = get(TIMESTAMP_HEADER)
@@ -201,8 +217,26 @@ class _StandardWebhooksVerifier(Verifier):
                 header=TIMESTAMP_HEADER,
             )
         seconds = int(timestamp_text)
-        signatures = _signatures(signature_header, self._version, self._signature_size)
-        content = _signed_content(msg_id, timestamp_text, body)
+        entry_version, _, value = signature_header.partition(",")
+        signatures: Sequence[bytes]
+        if (
+            entry_version == self._version
+            and value
+            and " " not in value
+            and len(signature_header) <= MAX_SIGNATURE_HEADER_LENGTH
+        ):
+            # One entry, of this version: exactly what _signatures makes of it, without the call.
+            try:
+                signature = _a2b_base64(value, strict_mode=True)
+            except (binascii.Error, ValueError):
+                signature = b""
+            signatures = (signature,) if len(signature) == self._signature_size else ()
+        else:
+            signatures = _signatures(signature_header, self._version, self._signature_size)
+        try:
+            content = f"{msg_id}.{timestamp_text}.".encode() + body
+        except UnicodeEncodeError as err:
+            raise _unencodable_id() from err
         if not (signatures and self._matches(content, signatures)):
             raise _no_match()
         tolerance = self._tolerance
@@ -212,10 +246,10 @@ class _StandardWebhooksVerifier(Verifier):
                 raise tolerance_error(
                     seconds, now=now, tolerance_seconds=tolerance, header=TIMESTAMP_HEADER
                 )
-        return VerifiedDelivery(self.scheme, msg_id, datetime.fromtimestamp(seconds, UTC))
+        return _delivery(VerifiedDelivery, (self.scheme, msg_id, _fromtimestamp(seconds, UTC)))
 
     @abstractmethod
-    def _matches(self, content: bytes, signatures: list[bytes]) -> bool:
+    def _matches(self, content: bytes, signatures: Sequence[bytes]) -> bool:
         """Whether any configured key made any of ``signatures`` over ``content``."""
 
 
@@ -239,11 +273,11 @@ class StandardWebhooksVerifier(_StandardWebhooksVerifier):
             key_count=len(self._keys), tolerance_seconds=tolerance_seconds, clock=clock
         )
 
-    def _matches(self, content: bytes, signatures: list[bytes]) -> bool:
+    def _matches(self, content: bytes, signatures: Sequence[bytes]) -> bool:
         for key in self._keys:
             mac = key.digest(content)
             for signature in signatures:
-                if hmac.compare_digest(mac, signature):
+                if _compare_digest(mac, signature):
                     return True
         return False
 
@@ -267,7 +301,7 @@ class StandardWebhooksEd25519Verifier(_StandardWebhooksVerifier):
             key_count=len(self._keys), tolerance_seconds=tolerance_seconds, clock=clock
         )
 
-    def _matches(self, content: bytes, signatures: list[bytes]) -> bool:
+    def _matches(self, content: bytes, signatures: Sequence[bytes]) -> bool:
         for key in self._keys:
             for signature in signatures:
                 try:

@@ -22,6 +22,8 @@ from tests.support.gunicorn_server import HAS_PROC
 from tests.support.nginx_server import require_nginx
 
 REPO = Path(__file__).resolve().parents[2]
+#: How bench.rounds prints a ratio: the median of the per-round ratios, then their spread.
+RATIO = r"[\d.]+x \(spread [\d.]+x-[\d.]+x over \d+ rounds?\)"
 
 
 def _run(*arguments: str, timeout: float) -> str:
@@ -39,20 +41,32 @@ def _run(*arguments: str, timeout: float) -> str:
 
 
 def test_the_verify_bench_compares_payhooks_with_the_package_and_the_floor() -> None:
-    output = _run("bench/verify.py", "--seconds", "0.1", timeout=120)
+    output = _run("-m", "bench.verify", "--rounds", "2", "--seconds", "0.05", timeout=120)
 
     for contender in ("payhooks", "standardwebhooks", "floor"):
         assert re.search(rf"^\s+{contender}\s+[\d,]+ verifications/s", output, re.MULTILINE)
-    assert "payhooks / standardwebhooks:" in output
+    # The goals' figures, last: medians of per-round ratios with their spread.
+    *_, vs_package, vs_floor = output.strip().splitlines()
+    assert re.search(rf"payhooks speed / standardwebhooks speed: {RATIO}", vs_package), output
+    assert re.search(rf"payhooks time / floor time: +{RATIO}", vs_floor), output
 
 
 def test_the_reconcile_bench_reports_every_payment(tmp_path: Path) -> None:
     output = _run(
-        "-m", "bench.reconcile", "--n", "500", "--database", str(tmp_path / "r.db"), timeout=120
+        "-m",
+        "bench.reconcile",
+        "--n",
+        "500",
+        "--rounds",
+        "2",
+        "--database",
+        str(tmp_path / "r.db"),
+        timeout=120,
     )
 
     assert "N = 500 payments" in output
-    assert re.search(r"^report\s+[\d.]+ s\s+[\d.]+x floor", output, re.MULTILINE)
+    assert re.search(r"^report\s+[\d.]+ s\s+[\d.]+ us per payment", output, re.MULTILINE)
+    assert re.search(rf"report / floor: +{RATIO}$", output.strip().splitlines()[-1]), output
 
 
 @pytest.mark.skipif(not HAS_PROC, reason="bench.receive reads gunicorn's CPU time from /proc")
@@ -61,10 +75,12 @@ def test_the_receive_bench_finds_every_notification_stored_in_every_app() -> Non
         "-m",
         "bench.receive",
         "--rounds",
-        "1",
+        "2",
         "--count",
-        "40",
+        "20",
         "--warmup",
+        "10",
+        "--wal-count",
         "10",
         "--workers",
         "2",
@@ -73,19 +89,34 @@ def test_the_receive_bench_finds_every_notification_stored_in_every_app() -> Non
         timeout=300,
     )
 
+    share = RATIO.replace("x", "%")
     for mode in ("FULL", "NORMAL"):
         assert re.search(
-            rf"^  durable floor, {mode}: \d+% of the floor's throughput; stored: 50 of 50 bodies$",
+            rf"^  durable floor, {mode}: {share} of the floor's throughput; "
+            r"stored: 60 of 60 bodies$",
             output,
             re.MULTILINE,
         ), output
         assert re.search(
-            rf"^  {mode}: \d+% of the floor's throughput .*stored: 50 of 50 deliveries "
-            r"processed, 50 outcomes \(all\)$",
+            rf"^  {mode}: {share} of the floor's throughput .*stored: 60 of 60 deliveries "
+            r"processed, 60 outcomes \(all\)$",
             output,
             re.MULTILINE,
         ), output
     assert "{200: 40}" in output
+    # Last: WAL pages per delivery for each app with a file, server CPU per request for every
+    # app, then the receiver's share of its durable floor per setting.
+    per_app, shares = output.split("per app: WAL pages per delivery")[-1].split(
+        "the receiver's share of its durable floor's throughput"
+    )
+    for app in ("durable floor, FULL", "receiver, synchronous=FULL", "durable floor, NORMAL"):
+        assert re.search(
+            rf"^  {app} +[\d.]+ WAL pages/delivery +\d+ us server CPU/request", per_app, re.M
+        ), output
+    assert re.search(r"^  floor \(bare Flask route\) +\d+ us server CPU/request", per_app, re.M)
+    for mode in ("FULL", "NORMAL"):
+        assert re.search(rf"^  {mode} +{share}$", shares, re.MULTILINE), output
+    assert shares.strip().splitlines()[-1].startswith("  NORMAL"), output
 
 
 def test_the_hostile_bench_prints_one_worst_ratio_per_scheme() -> None:

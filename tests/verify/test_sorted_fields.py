@@ -196,6 +196,19 @@ def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
     assert sorted_fields_string(body, max_depth=1).startswith("a=[[[[")
 
 
+def test_colons_and_escaped_quotes_inside_strings_do_not_count_as_members() -> None:
+    body = json.dumps({"a": ':":' * 20, "b": "{:}"}).encode()
+    assert sorted_fields_string(body, max_members=2) == "a=" + ':":' * 20 + "&b={:}"
+
+
+def test_each_object_is_ordered_by_code_unit_whatever_its_neighbours_hold() -> None:
+    # An ASCII-keyed object beside one whose keys need UTF-16 order: each is sorted its way.
+    body = json.dumps(
+        {"b": "1", "a": {"\uff5e": "2", "\U0001f600": "3"}, "c": {"y": "4", "x": "5"}}
+    ).encode()
+    assert sorted_fields_string(body, form="hmac") == "\U0001f6003\uff5e2b1x5y4"
+
+
 def test_unknown_form_is_refused() -> None:
     with pytest.raises(ValueError, match="form"):
         sorted_fields_string(b"{}", form="xml")  # type: ignore[arg-type]
