@@ -11,10 +11,9 @@ first when longer than the 64-byte block, padded with zeros to the block, XORed 
 for the inner state and ``0x5c`` for the outer, each state hashed once here. Per message only
 a copy of the inner state is fed the message, and the outer hash is one ``sha256`` over the
 outer block and that digest (cheaper, for 96 bytes, than copying a second state): nothing of
-the key is recomputed. It is
-byte-for-byte ``hmac.digest(key, message, "sha256")`` for every key length, which
-``tests/verify/test_keyed_hash.py`` checks against the standard library. Comparison stays
-with ``hmac.compare_digest``, in the callers.
+the key is recomputed. It is byte-for-byte ``hmac.digest(key, message, "sha256")`` for every
+key length, which ``tests/verify/test_keyed_hash.py`` checks against the standard library.
+Comparison stays with ``hmac.compare_digest``, in the callers.
 """
 
 from __future__ import annotations
