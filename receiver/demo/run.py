@@ -31,6 +31,7 @@ from flask import Flask
 from payhooks.receiver.cli.reports import Totals, write_report, write_totals
 from payhooks.receiver.cli.sender import Connection, Payload, ReplayResult, send_signed
 from payhooks.receiver.demo.app import create_app
+from payhooks.receiver.demo.sandbox_flow import run_sandbox_act
 from payhooks.receiver.state import STATE_KEY, receiver_state
 from payhooks.receiver.web.returns import return_url
 from payhooks.storage import Ledger
@@ -270,6 +271,12 @@ def run_demo(echo: Callable[[str], None] = print) -> DemoResult:
             echo("")
             echo("Customers returning (the query string never settles a payment):")
             _returns(app, port, echo, result)
+            echo("")
+            echo("Through the local sandbox of the service (the client, its hosted page):")
+            lines, problems = run_sandbox_act(app, port, ledger, url, secret, _get_json)
+            for line in lines:
+                echo(line)
+            result.problems.extend(problems)
             echo("")
             echo("Reconciliation:")
             report = io.StringIO()

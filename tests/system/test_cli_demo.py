@@ -59,6 +59,10 @@ def test_demo_runs_the_whole_flow_and_exits_0(tmp_path: Path) -> None:
     assert table["order-1003"][2:6] == ["amount_mismatch", "CNY", "120.00", "110.00"]
     assert table["order-1004"][2] == "pending"
     assert table["sub-2001"][2:7] == ["paid", "CNY", "20.00", "20.00", "2"]
+    # Through the sandbox: the client created them, the sandbox notified the receiver.
+    assert table["order-3001"][2:6] == ["paid", "CNY", "42.00", "42.00"]
+    assert table["order-3002"][2:6] == ["paid", "CNY", "199.00", "199.00"]
+    assert re.search(r"order-3002 customer back at /payhooks/return/order-3002 -> 200 paid", out)
     assert out.rstrip().endswith("the receiver has stopped and its temporary ledger is gone.")
     assert "Traceback" not in done.stderr
     assert list(tmp_path.iterdir()) == []  # nothing left behind in the working directory

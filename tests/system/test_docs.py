@@ -42,7 +42,10 @@ from tests.support.docs_walk import (
     walks,
 )
 
-FIRST_COMMAND = "python3 -m venv .venv && . .venv/bin/activate && pip install -e . && payhooks demo"
+FIRST_COMMAND = (
+    "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[service]' "
+    "&& payhooks demo"
+)
 SECOND_COMMAND = (
     "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' "
     "--config-settings editable_mode=strict && ruff check . && mypy && pytest"
