@@ -101,11 +101,16 @@ class ServiceClient:
         self._ledger = ledger
         #: What became of every creation this client attempted.
         self.creations = creations or CreationLog()
+        # An in-memory log made here is this client's to close; a caller's log is the caller's.
+        self._owns_creations = creations is None
         self._wallet_codes = frozenset(wallet_channel_codes)
 
     def close(self) -> None:
-        """Close the HTTP connections the client opened (not the ledger, not the log)."""
+        """Close the HTTP connections the client opened, and the creation log it made itself
+        (not the ledger, not a log the caller passed in)."""
         self._transport.close()
+        if self._owns_creations:
+            self.creations.close()
 
     def __enter__(self) -> ServiceClient:
         return self

@@ -9,6 +9,7 @@ import os
 import signal
 import threading
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -140,13 +141,13 @@ def test_without_a_usable_lock_file_sqlite_alone_serializes_writers(path: Path) 
 @pytest.mark.parametrize(
     "opened",
     [
-        lambda path: Ledger(path, write_lock=False),
-        lambda path: Ledger(Database(memory=True)),
+        lambda path, memory: Ledger(path, write_lock=False),
+        lambda path, memory: Ledger(memory),
     ],
     ids=["switched-off", "in-memory"],
 )
 def test_no_lock_file_when_switched_off_or_in_memory(path: Path, opened: Any) -> None:
-    with opened(path) as ledger:
+    with closing(Database(memory=True)) as memory, opened(path, memory) as ledger:
         _write(ledger, "msg_1")
 
     assert not (path.parent / "ledger.db.lock").exists()

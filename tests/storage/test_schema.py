@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -68,7 +69,8 @@ def test_an_empty_existing_file_is_migrated(tmp_path: Path) -> None:
 
 def test_a_file_with_the_merchants_own_tables_keeps_them(tmp_path: Path) -> None:
     path = tmp_path / "app.db"
-    Database(path).table("orders").insert({"id": 1, "total": 2500}, pk="id")
+    with closing(Database(path)) as merchants:
+        merchants.table("orders").insert({"id": 1, "total": 2500}, pk="id")
     with Ledger(path) as ledger:
         assert ledger.database["orders"].count == 1
         assert "payments" in ledger.database.table_names()

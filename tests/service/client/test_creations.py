@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import closing
 from pathlib import Path
 
 from payhooks.service.client import CreationLog, CreationState
@@ -26,10 +27,10 @@ def test_attempts_are_kept_in_the_file_across_logs(tmp_path: Path) -> None:
 
 
 def test_times_are_aware() -> None:
-    log = CreationLog()
-    attempt = log.begin("sub-1", "subscription", "key-1")
-    log.finish(attempt, CreationState.CREATED, service_id="s-1")
-    (row,) = log.attempts()
+    with closing(CreationLog()) as log:
+        attempt = log.begin("sub-1", "subscription", "key-1")
+        log.finish(attempt, CreationState.CREATED, service_id="s-1")
+        (row,) = log.attempts()
     assert row.started_at.utcoffset() is not None
     assert row.finished_at is not None
     assert row.finished_at.utcoffset() is not None
