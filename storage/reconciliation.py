@@ -62,7 +62,6 @@ pushed down into both arms as primary-key searches.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -70,6 +69,7 @@ from typing import Any
 from payhooks.storage.currencies import from_minor_units
 from payhooks.storage.records import STATE_RANK, PaymentState, ReconciliationState
 from payhooks.storage.rows import PaymentKind, ReconciliationRow, SummaryRow
+from payhooks.storage.sql import Connection, Cursor
 from payhooks.storage.times import to_text
 
 __all__ = [
@@ -287,12 +287,12 @@ def to_row(values: tuple[Any, ...]) -> ReconciliationRow:
 
 
 def select_rows(
-    conn: sqlite3.Connection,
+    conn: Connection,
     *,
     state: ReconciliationState | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
-) -> sqlite3.Cursor:
+) -> Cursor:
     """A cursor over the view's rows (tuples for :func:`to_row`), optionally filtered.
 
     ``since`` (inclusive) and ``until`` (exclusive) compare with ``opened_at``: when the payment
@@ -316,7 +316,7 @@ def select_rows(
     return conn.execute(sql, params)
 
 
-def row_for(conn: sqlite3.Connection, external_identifier: str) -> ReconciliationRow | None:
+def row_for(conn: Connection, external_identifier: str) -> ReconciliationRow | None:
     """The view's row for one identifier (index searches in both arms), or None."""
     values = conn.execute(
         _SELECT_ROWS + " WHERE external_identifier = ?", (external_identifier,)
@@ -324,7 +324,7 @@ def row_for(conn: sqlite3.Connection, external_identifier: str) -> Reconciliatio
     return None if values is None else to_row(values)
 
 
-def state_for(conn: sqlite3.Connection, external_identifier: str) -> ReconciliationState | None:
+def state_for(conn: Connection, external_identifier: str) -> ReconciliationState | None:
     """Only the state of one identifier, or None when neither a payment nor an outcome names it."""
     found = conn.execute(
         "SELECT state FROM reconciliation WHERE external_identifier = ?", (external_identifier,)
@@ -344,7 +344,7 @@ GROUP BY currency, state
 ORDER BY currency, state"""
 
 
-def summary(conn: sqlite3.Connection) -> list[SummaryRow]:
+def summary(conn: Connection) -> list[SummaryRow]:
     """Counts and totals per currency and state, grouped in SQL (a few dozen rows at most)."""
     return [
         SummaryRow(

@@ -41,9 +41,11 @@ from payhooks.storage.rows import PaymentKind, ReturnKind
 from sqlite_utils import Database, Migrations
 
 __all__ = [
+    "INITIAL_SCHEMA",
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "TRIGGERS",
+    "V2_DELIVERY_STATUSES",
     "VIEWS",
     "create_views",
     "migrate",
@@ -81,12 +83,13 @@ _V1_DELIVERY_STATUSES = (
     "invalid_payload",
     "processing_error",
 )
-_V2_DELIVERY_STATUSES = (*_V1_DELIVERY_STATUSES, "conflicting_outcome")
+V2_DELIVERY_STATUSES = (*_V1_DELIVERY_STATUSES, "conflicting_outcome")
 
 
 _DELIVERIES_STATUS_INDEX = "CREATE INDEX deliveries_status ON deliveries (status, id)"
 
-_INITIAL_SCHEMA = (
+#: The first schema's statements; PostgreSQL's migration 0001 runs them in its own spelling.
+INITIAL_SCHEMA = (
     f"""
     CREATE TABLE payments (
         external_identifier TEXT NOT NULL PRIMARY KEY
@@ -172,7 +175,7 @@ _INITIAL_SCHEMA = (
 @_migration("0001_initial_schema")
 def _initial_schema(db: Database) -> None:
     """Every table and index of the first schema (the view: see :func:`create_views`)."""
-    for statement in _INITIAL_SCHEMA:
+    for statement in INITIAL_SCHEMA:
         db.execute(statement)
 
 
@@ -188,7 +191,7 @@ _DELIVERIES_V2 = f"""
         body BLOB NOT NULL,
         body_sha256 TEXT NOT NULL CHECK (length(body_sha256) = 64),
         status TEXT NOT NULL DEFAULT 'received'
-            CHECK (status IN ({_quoted(_V2_DELIVERY_STATUSES)})),
+            CHECK (status IN ({_quoted(V2_DELIVERY_STATUSES)})),
         error TEXT,
         attempts INTEGER NOT NULL DEFAULT 1,
         outcome_id INTEGER REFERENCES outcomes (id),
