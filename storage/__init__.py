@@ -1,7 +1,8 @@
 """The ledger: expected payments, deliveries, outcomes, returns and reconciliation.
 
-:class:`Ledger` is the one public face; the engine behind it (today SQLite, in
-:mod:`payhooks.storage.sqlite`) is its business. No Flask, no receiver, no verify.
+:class:`Ledger` is the one public face; the engine behind it (SQLite, in
+:mod:`payhooks.storage.sqlite`, or PostgreSQL for a ``postgresql://`` URL, in
+:mod:`payhooks.storage.postgresql`) is its business. No Flask, no receiver, no verify.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from payhooks.storage.ledger import (
     Ledger,
 )
 from payhooks.storage.limits import MAX_AMOUNT_MINOR
+from payhooks.storage.migrations import migrate
 from payhooks.storage.records import (
     DEFAULT_STATUS_MAP,
     MISMATCH_STATES,
@@ -48,6 +50,7 @@ from payhooks.storage.rows import (
     SummaryRow,
 )
 from payhooks.storage.sqlite import SCHEMA_VERSION
+from payhooks.storage.targets import is_postgres_url
 
 __all__ = [
     "DEFAULT_MAX_REJECTED",
@@ -80,6 +83,8 @@ __all__ = [
     "UnknownCurrencyError",
     "UnknownDeliveryError",
     "from_minor_units",
+    "is_postgres_url",
+    "migrate",
     "minor_unit_exponent",
     "to_minor_units",
 ]

@@ -4,7 +4,8 @@ A delivery is stored once per ``dedupe_key``: a repeat with the same bytes count
 the stored row, a repeat with other bytes (a ``webhook-id`` reused for another notification) is
 stored under a key derived from its body. Both are decided by ``INSERT ... ON CONFLICT ... DO
 UPDATE ... WHERE``, never by reading first. The statements are plain SQL that PostgreSQL runs as
-well, but for its ``%s`` placeholders (and ``chr(10)`` for ``char(10)``).
+well (the target's columns qualified in the upsert, which PostgreSQL requires), but for the
+spellings :mod:`payhooks.storage.postgresql.dialect` turns: ``%s``, ``chr(10)``.
 """
 
 from __future__ import annotations
@@ -64,12 +65,12 @@ _UPSERT = """
     )
     VALUES (?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (dedupe_key) DO UPDATE
-        SET attempts = attempts + 1, updated_at = excluded.updated_at
-        WHERE body_sha256 = excluded.body_sha256
+        SET attempts = deliveries.attempts + 1, updated_at = excluded.updated_at
+        WHERE deliveries.body_sha256 = excluded.body_sha256
     RETURNING id, attempts"""
 # The same, when the dedupe key names what was signed rather than the bytes: other bytes under
 # it are the same delivery laid out differently, so they count as an attempt too.
-_UPSERT_BY_CONTENT = _UPSERT.replace("WHERE body_sha256 = excluded.body_sha256", "")
+_UPSERT_BY_CONTENT = _UPSERT.replace("WHERE deliveries.body_sha256 = excluded.body_sha256", "")
 _SELECT = f"SELECT {_COLUMNS} FROM deliveries WHERE id = ?"  # noqa: S608
 _SELECT_ALL = f"SELECT {_COLUMNS} FROM deliveries ORDER BY id"  # noqa: S608
 _SELECT_STATUS = f"SELECT {_COLUMNS} FROM deliveries WHERE status = ? ORDER BY id"  # noqa: S608

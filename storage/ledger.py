@@ -242,8 +242,8 @@ class Ledger:
         :raises StorageError: even the derived key is taken by other bytes (only a sender
             that chooses such ids can cause it); nothing is stored.
         """
-        if not isinstance(dedupe_key, str) or not dedupe_key:
-            raise ValueError("dedupe_key must be a non-empty string")
+        if not isinstance(dedupe_key, str) or not dedupe_key or "\x00" in dedupe_key:
+            raise ValueError("dedupe_key must be a non-empty string without NUL")
         if not isinstance(body, bytes | bytearray | memoryview):
             raise ValueError("body must be bytes")
         now = self._clock()

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from payhooks.storage.errors import StorageUnavailableError
 from payhooks.storage.postgresql.connection import PostgresConnection
+from payhooks.storage.postgresql.dialect import to_postgres
 from payhooks.storage.postgresql.errors import translate_errors
 from payhooks.storage.postgresql.pools import pool_for
 from payhooks.storage.postgresql.schema import SCHEMA_VERSION, schema_version
@@ -89,19 +90,32 @@ class PostgresEngine:
         convert: Callable[[tuple[Any, ...]], _T],
     ) -> Iterator[_T]:
         """Yield converted rows of ``query(conn)`` (a table module's select, which calls
-        ``conn.execute``) from a server-side cursor, :data:`STREAM_BATCH_ROWS` at a time, so
-        memory stays flat; the connection is held until the caller stops. Inside a
-        transaction of this thread, its connection (and the rows fetched at once)."""
+        ``conn.execute`` once) from a server-side cursor, :data:`STREAM_BATCH_ROWS` at a time,
+        so memory stays flat; the connection is held until the caller stops.
+
+        The query is built now (so bad arguments raise here, as on SQLite) and run on the
+        first row asked for. Inside a transaction of this thread, on its connection.
+        """
+        recorder = _Recorder()
+        query(recorder)
+        return self._rows(recorder.sql, recorder.params, convert)
+
+    def _rows(
+        self, sql: str, params: tuple[Any, ...], convert: Callable[[tuple[Any, ...]], _T]
+    ) -> Iterator[_T]:
         with translate_errors():
             if self.writer.current() is not None:
                 with self.read() as conn:
-                    rows = query(conn).fetchall()
+                    rows = conn.execute(sql, params).fetchall()
                 yield from map(convert, rows)
                 return
-            with self._pool.connection() as conn, conn.transaction():
-                cursor = conn.cursor(name=f"payhooks_stream_{next(_cursor_names)}")
+            with (
+                self._pool.connection() as conn,
+                conn.transaction(),
+                conn.cursor(name=f"payhooks_stream_{next(_cursor_names)}") as cursor,
+            ):
                 cursor.itersize = STREAM_BATCH_ROWS
-                query(_NamedCursorConnection(cursor))
+                cursor.execute(to_postgres(sql), params)
                 for values in cursor:
                     yield convert(values)
 
@@ -109,15 +123,14 @@ class PostgresEngine:
         """Nothing of its own to close: the pool is the process's (:mod:`.pools`)."""
 
 
-class _NamedCursorConnection(PostgresConnection):
-    """Runs the one ``execute`` of a stream's query on a server-side cursor."""
+class _Recorder:
+    """Takes the one statement a stream's query runs, to be run when the rows are read."""
 
-    __slots__ = ("cursor",)
+    __slots__ = ("params", "sql")
 
-    def __init__(self, cursor: Any) -> None:
-        self.cursor = cursor
+    def __init__(self) -> None:
+        self.sql = ""
+        self.params: tuple[Any, ...] = ()
 
-    def execute(self, sql: str, params: Any = ()) -> Any:
-        from payhooks.storage.postgresql.dialect import to_postgres
-
-        return self.cursor.execute(to_postgres(sql), tuple(params))
+    def execute(self, sql: str, params: Any = ()) -> None:
+        self.sql, self.params = sql, tuple(params)

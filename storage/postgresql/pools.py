@@ -73,10 +73,11 @@ def pool_for(url: str, *, busy_timeout_ms: int) -> ConnectionPool[Any]:
         return pool
 
 
-def close_pools() -> None:
-    """Close this process's pools (tests, and a process that is done with the ledger)."""
+def close_pools(url: str | None = None) -> None:
+    """Close this process's pools, or only those of ``url`` (a process done with a database,
+    and tests, which drop theirs)."""
     with _lock:
-        pools = [pool for (pid, *_), pool in _pools.items() if pid == os.getpid()]
-        _pools.clear()
+        keys = [key for key in _pools if url is None or key[1] == url]
+        pools = [_pools.pop(key) for key in keys]
     for pool in pools:
         pool.close()

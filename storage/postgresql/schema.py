@@ -110,7 +110,7 @@ def to_postgres_view(sql: str) -> str:
     ``LEAST``/``GREATEST``, the ``expected`` flag as an integer, sums as ``BIGINT``."""
     for old, new in _VIEW_RULES:
         sql = sql.replace(old, new)
-    sql = _EXISTS.sub(r"CAST(EXISTS (\1) AS BIGINT) AS expected", sql)
+    sql = _EXISTS.sub(r"CAST(CAST(EXISTS (\1) AS INTEGER) AS BIGINT) AS expected", sql)
     return cast_sums(sql)
 
 
