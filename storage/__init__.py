@@ -50,7 +50,7 @@ from payhooks.storage.rows import (
     SummaryRow,
 )
 from payhooks.storage.sqlite import SCHEMA_VERSION
-from payhooks.storage.targets import is_postgres_url
+from payhooks.storage.targets import is_postgres_url, redacted
 
 __all__ = [
     "DEFAULT_MAX_REJECTED",
@@ -86,5 +86,6 @@ __all__ = [
     "is_postgres_url",
     "migrate",
     "minor_unit_exponent",
+    "redacted",
     "to_minor_units",
 ]

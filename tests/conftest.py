@@ -240,7 +240,7 @@ def db_rows(database: Path | str) -> Callable[..., list[dict[str, Any]]]:
             from psycopg.rows import dict_row
 
             with psycopg.connect(database, autocommit=True, row_factory=dict_row) as pg:
-                return list(pg.execute(sql.replace("?", "%s"), params))  # type: ignore[arg-type]
+                return list(pg.execute(sql.replace("?", "%s"), params))  # type: ignore[arg-type,unused-ignore]
         conn = sqlite3.connect(database)
         try:
             conn.row_factory = sqlite3.Row

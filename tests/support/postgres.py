@@ -102,7 +102,7 @@ class PostgresServer:
         import psycopg
 
         with psycopg.connect(self.admin_url, autocommit=True) as conn:
-            conn.execute(sql)  # type: ignore[arg-type]
+            conn.execute(sql)  # type: ignore[arg-type,unused-ignore]
 
     def create_database(self, template: str | None = None) -> str:
         """A new, empty database (or a copy of ``template``); its URL."""
