@@ -128,10 +128,8 @@ def _copy(source: Database, conn: psycopg.Connection[Any]) -> None:
                     "UPDATE deliveries SET outcome_id = %s WHERE id = %s", outcome_links
                 )
         for table in _WITH_IDS:
-            conn.execute(
-                f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
-                f"COALESCE((SELECT MAX(id) FROM {table}), 0) + 1, false)"  # noqa: S608
-            )
+            sql = f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), COALESCE((SELECT MAX(id) FROM {table}), 0) + 1, false)"  # noqa: E501, S608 - constants
+            conn.execute(sql)
         for statement in rebuild_sql():
             conn.execute(statement)
         conn.execute("ALTER TABLE outcomes ENABLE TRIGGER USER")
