@@ -286,6 +286,13 @@ def to_row(values: tuple[Any, ...]) -> ReconciliationRow:
     )
 
 
+# SQLite's plan walks each arm's index in order, so its rows come sorted without a sort (tests
+# pin the plan). PostgreSQL's planner promises no order for a UNION ALL without ORDER BY, so
+# its connection (``unordered_union``) asks for it: expected payments first, then unexpected
+# ones (the only rows without a kind), each by identifier.
+_IN_ORDER = " ORDER BY kind IS NULL, external_identifier"
+
+
 def select_rows(
     conn: Connection,
     *,
@@ -313,6 +320,8 @@ def select_rows(
     sql = _SELECT_ROWS
     if conditions:
         sql += " WHERE " + " AND ".join(conditions)
+    if getattr(conn, "unordered_union", False):
+        sql += _IN_ORDER
     return conn.execute(sql, params)
 
 

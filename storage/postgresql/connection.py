@@ -26,6 +26,10 @@ class PostgresConnection:
 
     __slots__ = ("conn",)
 
+    #: PostgreSQL gives a ``UNION ALL`` no order unless asked
+    #: (:func:`payhooks.storage.reconciliation.select_rows` reads this).
+    unordered_union = True
+
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         #: The psycopg connection: for tools and tests that need PostgreSQL's own calls.
         self.conn = conn

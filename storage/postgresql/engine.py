@@ -128,6 +128,8 @@ class _Recorder:
 
     __slots__ = ("params", "sql")
 
+    unordered_union = True  # as PostgresConnection
+
     def __init__(self) -> None:
         self.sql = ""
         self.params: tuple[Any, ...] = ()

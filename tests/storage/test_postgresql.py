@@ -11,17 +11,22 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import tempfile
 import threading
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from payhooks.storage import (
     SCHEMA_VERSION,
     DeliveryStatus,
     Ledger,
+    PaymentState,
     ReconciliationState,
     StorageError,
     StorageUnavailableError,
@@ -32,7 +37,7 @@ from payhooks.storage.postgresql import migrate as migrate_to
 
 from tests.support.cli import run
 from tests.support.engines import tables
-from tests.support.factories import make_outcome, record
+from tests.support.factories import T0, FixedClock, make_outcome, record
 from tests.support.postgres import PostgresServer
 
 
@@ -282,3 +287,86 @@ def test_copy_ledger_refuses_a_database_that_holds_a_ledger(
 
     assert result.exit_code == 1
     assert "already holds a ledger" in result.output
+
+
+# -- the same reconciliation on both engines -----------------------------------------------------
+
+_CODES = {
+    "WP": PaymentState.PENDING,
+    "PS": PaymentState.SUCCEEDED,
+    "PF": PaymentState.FAILED,
+    "RS": PaymentState.REFUNDED,
+    "CB": PaymentState.CHARGED_BACK,
+    "ZZ": PaymentState.UNKNOWN,
+}
+_outcome_op = st.tuples(
+    st.just("outcome"),
+    st.sampled_from(["a", "b", "c"]),
+    st.sampled_from(["t1", "t2", "t3"]),
+    st.sampled_from(sorted(_CODES)),
+    st.sampled_from([999, 1999]),
+    st.sampled_from(["EUR", "USD"]),
+    st.integers(0, 3),
+)
+_expect_op = st.tuples(
+    st.just("expect"), st.sampled_from(["a", "b", "c"]), st.booleans(), st.sampled_from(["EUR"])
+)
+_ROLLUP_SQL = (
+    ("SELECT * FROM transactions ORDER BY 1, 2", "SELECT * FROM transactions_from_outcomes "
+     "ORDER BY 1, 2"),
+    ("SELECT * FROM identifiers ORDER BY 1", "SELECT * FROM identifiers_from_transactions "
+     "ORDER BY 1"),
+)  # fmt: skip
+
+
+def _apply(ledger: Ledger, ops: list[tuple[Any, ...]]) -> None:
+    for n, op in enumerate(ops):
+        if op[0] == "outcome":
+            _, identifier, txn, code, amount, currency, minute = op
+            record(
+                ledger,
+                make_outcome(
+                    external_identifier=identifier,
+                    transaction_id=f"{identifier}-{txn}",
+                    payment_status=code,
+                    state=_CODES[code],
+                    amount_minor=amount,
+                    currency=currency,
+                    paid_at=T0 + timedelta(minutes=minute),
+                ),
+                dedupe_key=f"op-{n}",
+            )
+        else:
+            _, identifier, subscription, currency = op
+            if subscription:
+                ledger.expect_subscription(identifier, 999, currency, 1999)
+            else:
+                ledger.expect_transaction(identifier, 1999, currency)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    ops=st.lists(st.one_of(_outcome_op, _outcome_op, _expect_op), max_size=12).filter(
+        lambda ops: len({op[1] for op in ops if op[0] == "expect"})
+        == len([op for op in ops if op[0] == "expect"])
+    )
+)
+def test_both_engines_reconcile_the_same_writes_alike(
+    ops: list[tuple[Any, ...]], postgres_url: str
+) -> None:
+    with Ledger(postgres_url, clock=FixedClock()) as pg:
+        tables(pg).execute(
+            "TRUNCATE owed_signals, outcomes, deliveries, payments, transactions, identifiers "
+            "RESTART IDENTITY"
+        )
+        with tempfile.TemporaryDirectory() as folder, Ledger(
+            Path(folder) / "l.db", clock=FixedClock()
+        ) as lite:
+            _apply(lite, ops)
+            _apply(pg, ops)
+            assert list(pg.reconcile()) == list(lite.reconcile())
+            assert pg.summary() == lite.summary()
+            for stored, computed in _ROLLUP_SQL:
+                assert tables(pg).execute(stored).rows == tables(pg).execute(computed).rows
