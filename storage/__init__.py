@@ -28,7 +28,7 @@ from payhooks.storage.ledger import (
     Ledger,
 )
 from payhooks.storage.limits import MAX_AMOUNT_MINOR
-from payhooks.storage.migrations import migrate
+from payhooks.storage.migrations import CopyReport, copy_ledger, migrate
 from payhooks.storage.records import (
     DEFAULT_STATUS_MAP,
     MISMATCH_STATES,
@@ -64,6 +64,7 @@ __all__ = [
     "STATE_RANK",
     "SYNCHRONOUS_MODES",
     "ConflictError",
+    "CopyReport",
     "Delivery",
     "DeliveryStatus",
     "Flow",
@@ -82,6 +83,7 @@ __all__ = [
     "SummaryRow",
     "UnknownCurrencyError",
     "UnknownDeliveryError",
+    "copy_ledger",
     "from_minor_units",
     "is_postgres_url",
     "migrate",

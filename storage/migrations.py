@@ -1,4 +1,5 @@
-"""Migrating a ledger, on either engine: what ``payhooks migrate`` runs.
+"""Migrating a ledger, on either engine, and moving one to PostgreSQL: what ``payhooks
+migrate`` and ``payhooks copy-ledger`` run.
 
 A SQLite file is migrated whenever a ledger opens it (the one host that opens it does it under
 SQLite's write lock). A PostgreSQL database is migrated only by :func:`migrate`, a deploy step:
@@ -12,10 +13,24 @@ from __future__ import annotations
 
 import os
 
+from payhooks.storage.rows import CopyReport
 from payhooks.storage.targets import is_postgres_url, redacted
 from payhooks.storage.times import system_clock, to_text
 
-__all__ = ["migrate"]
+__all__ = ["CopyReport", "copy_ledger", "migrate"]
+
+
+def copy_ledger(sqlite_path: str | os.PathLike[str], url: str) -> CopyReport:
+    """Copy the SQLite ledger at ``sqlite_path`` into the empty PostgreSQL database at ``url``
+    and check the copy (:mod:`payhooks.storage.postgresql.copy`; needs the ``postgres`` extra).
+
+    :raises StorageError: the file or the server cannot be used, or the database already
+        holds a ledger's rows; nothing is copied.
+    :raises ImportError: psycopg is not installed.
+    """
+    from payhooks.storage.postgresql.copy import copy_ledger as copy
+
+    return copy(sqlite_path, url)
 
 
 def migrate(target: str | os.PathLike[str], *, connect_timeout_s: int = 10) -> tuple[int, int]:

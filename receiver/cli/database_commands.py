@@ -18,6 +18,7 @@ from payhooks.receiver.cli.common import (
     shown,
 )
 from payhooks.storage import StorageError, is_postgres_url, migrate, redacted
+from payhooks.storage import copy_ledger as copy
 
 __all__ = ["copy_ledger", "migrate_command"]
 
@@ -58,13 +59,11 @@ def copy_ledger(sqlite_path: Path, postgres_url: str) -> None:
     if not is_postgres_url(postgres_url):
         raise click.BadParameter("must be a postgresql:// URL", param_hint="POSTGRES_URL")
     try:
-        from payhooks.storage.postgresql.copy import copy_ledger as copy
+        report = copy(sqlite_path, postgres_url)
     except ImportError as err:
         raise click.ClickException(
             "PostgreSQL needs the postgres extra: pip install 'payhooks[postgres]'."
         ) from err
-    try:
-        report = copy(sqlite_path, postgres_url)
     except StorageError as err:
         raise click.ClickException(err.message) from err
     for table, (before, after) in report.counts.items():

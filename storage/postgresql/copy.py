@@ -17,36 +17,24 @@ a person to look at.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 from payhooks.storage.errors import StorageError
 from payhooks.storage.ledger import Ledger
 from payhooks.storage.postgresql.errors import translate_errors
+from payhooks.storage.postgresql.schema import migrate
 from payhooks.storage.rollup import rebuild_sql
+from payhooks.storage.rows import CopyReport
+from payhooks.storage.times import system_clock, to_text
 from sqlite_utils import Database
 
-__all__ = ["TABLES", "CopyReport", "copy_ledger"]
+__all__ = ["TABLES", "copy_ledger"]
 
 #: The tables copied, in an order their references allow; then the rollup tables, refilled.
 TABLES = ("payments", "deliveries", "outcomes", "owed_signals", "returns", "rejected_deliveries")
 _ROLLUPS = ("transactions", "identifiers")
 _WITH_IDS = ("deliveries", "outcomes", "owed_signals", "returns", "rejected_deliveries")
-
-
-@dataclass
-class CopyReport:
-    """What was copied and what the check found."""
-
-    #: table -> (rows in SQLite, rows in PostgreSQL), rollup tables included.
-    counts: dict[str, tuple[int, int]] = field(default_factory=dict)
-    #: One sentence per difference found; empty when the copy checks out.
-    problems: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
 
 
 def _columns(db: Database, table: str) -> list[str]:
@@ -65,16 +53,14 @@ def copy_ledger(sqlite_path: str | os.PathLike[str], url: str) -> CopyReport:
     :raises StorageError: the file or the server cannot be used, or the database already
         holds a ledger's rows; nothing is copied.
     """
-    from payhooks.storage.migrations import migrate
-
     if not os.path.exists(sqlite_path):
         raise StorageError(f"There is no SQLite ledger at {os.fspath(sqlite_path)}.")
     Ledger(sqlite_path).close()  # brings the file to the current schema
-    migrate(url)
     source = Database(os.fspath(sqlite_path), execute_plugins=False)
     report = CopyReport()
     try:
         with translate_errors(), psycopg.connect(url, autocommit=True) as conn:
+            migrate(conn, now=to_text(system_clock()))
             _copy(source, conn)
             for table in (*TABLES, *_ROLLUPS):
                 report.counts[table] = (source[table].count, _count_pg(conn, table))
