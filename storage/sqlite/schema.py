@@ -14,7 +14,8 @@ tools read them directly. Times are UTC ISO 8601 text (:mod:`payhooks.storage.ti
 
 The statements are SQLite's (``WITHOUT ROWID``, rebuilding a table to change a ``CHECK``), and
 so is ``sqlite_utils.Migrations``. PostgreSQL's schema, with the same table, column and view
-names, would be a module of its own in a ``storage/postgresql/`` package beside this one.
+names and the same migrations by name, is :mod:`payhooks.storage.postgresql.schema`: a new
+migration here is one function there too.
 """
 
 from __future__ import annotations
