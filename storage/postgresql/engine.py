@@ -28,6 +28,7 @@ from payhooks.storage.postgresql.pools import pool_for
 from payhooks.storage.postgresql.schema import SCHEMA_VERSION, schema_version
 from payhooks.storage.postgresql.writer import Writer
 from payhooks.storage.targets import redacted
+from psycopg_pool import ConnectionPool
 
 __all__ = ["STREAM_BATCH_ROWS", "PostgresEngine"]
 
@@ -49,12 +50,12 @@ class PostgresEngine:
     :param synchronous: ``"FULL"`` or ``"NORMAL"``, already checked by the ledger.
     """
 
-    __slots__ = ("_pool", "name", "schema_version", "writer")
+    __slots__ = ("_busy_timeout_ms", "_url", "name", "schema_version", "writer")
 
     def __init__(self, url: str, *, busy_timeout_ms: int, synchronous: str) -> None:
         #: The URL without its password: for ``repr``.
         self.name = redacted(url)
-        self._pool = pool_for(url, busy_timeout_ms=busy_timeout_ms)
+        self._url, self._busy_timeout_ms = url, busy_timeout_ms
         #: Makes every write: :meth:`Writer.write`.
         self.writer = Writer(self._pool, synchronous=synchronous)
         with self.read() as conn:
@@ -66,6 +67,11 @@ class PostgresEngine:
             )
         #: How many schema migrations the database has.
         self.schema_version = version
+
+    def _pool(self) -> ConnectionPool[Any]:
+        """The calling process's pool (:func:`~.pools.pool_for`: a dictionary lookup by process
+        id, so a ledger carried across ``fork()`` opens the child's own)."""
+        return pool_for(self._url, busy_timeout_ms=self._busy_timeout_ms)
 
     @property
     def database(self) -> Any:
@@ -81,7 +87,7 @@ class PostgresEngine:
             if open_conn is not None:
                 yield PostgresConnection(open_conn)
                 return
-            with self._pool.connection() as conn:
+            with self._pool().connection() as conn:
                 yield PostgresConnection(conn)
 
     def stream(
@@ -110,7 +116,7 @@ class PostgresEngine:
                 yield from map(convert, rows)
                 return
             with (
-                self._pool.connection() as conn,
+                self._pool().connection() as conn,
                 conn.transaction(),
                 conn.cursor(name=f"payhooks_stream_{next(_cursor_names)}") as cursor,
             ):

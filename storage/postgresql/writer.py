@@ -22,7 +22,7 @@ raises. Every ``psycopg`` error is raised as a :class:`~payhooks.storage.Storage
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -37,13 +37,14 @@ __all__ = ["Writer"]
 class Writer:
     """Makes one ledger's writes; see the module docstring.
 
-    :param pool: the process's pool for the database.
+    :param pool: returns the calling process's pool for the database (looked up on each write,
+        so a ledger carried across ``fork()`` uses the child's pool, never the parent's).
     :param synchronous: ``"FULL"`` or ``"NORMAL"``.
     """
 
     __slots__ = ("_local", "_pool", "synchronous")
 
-    def __init__(self, pool: ConnectionPool[Any], *, synchronous: str) -> None:
+    def __init__(self, pool: Callable[[], ConnectionPool[Any]], *, synchronous: str) -> None:
         self._pool = pool
         self.synchronous = synchronous
         self._local = threading.local()
@@ -67,7 +68,7 @@ class Writer:
                 with open_conn.transaction():  # nested: a savepoint
                     yield PostgresConnection(open_conn)
                 return
-            with self._pool.connection() as conn:
+            with self._pool().connection() as conn:
                 self._local.conn = conn
                 try:
                     with conn.transaction():

@@ -176,7 +176,7 @@ def test_an_unknown_delivery_is_refused_and_the_transaction_goes_on(postgres_url
 # -- processes -----------------------------------------------------------------------------------
 
 
-def test_a_forked_child_opens_its_own_pool_and_the_parent_keeps_working(
+def test_a_forked_child_uses_its_own_pool_and_the_parent_keeps_working(
     postgres_url: str,
 ) -> None:
     with Ledger(postgres_url) as ledger:
@@ -184,8 +184,11 @@ def test_a_forked_child_opens_its_own_pool_and_the_parent_keeps_working(
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child reports through its exit status
             try:
+                # The parent's ledger, carried across the fork, and a new one: both use the
+                # child's own pool, never the parent's connections.
+                ledger.expect_transaction("child-1", 100, "CNY")
                 with Ledger(postgres_url) as child:
-                    child.expect_transaction("child-1", 100, "CNY")
+                    child.expect_transaction("child-2", 100, "CNY")
                     status = 0 if child.state("parent-1") is not None else 1
             except BaseException:
                 status = 2
@@ -194,6 +197,7 @@ def test_a_forked_child_opens_its_own_pool_and_the_parent_keeps_working(
         assert os.waitstatus_to_exitcode(status) == 0
         ledger.expect_transaction("parent-2", 100, "CNY")
         assert ledger.state("child-1") is ReconciliationState.PENDING
+        assert ledger.state("child-2") is ReconciliationState.PENDING
 
 
 def _writer(url: str, index: int, report: str) -> None:
