@@ -344,7 +344,11 @@ def to_row(values: tuple[Any, ...]) -> ReconciliationRow:
 # pin the plan). PostgreSQL's planner promises no order for a UNION ALL without ORDER BY, so
 # its connection (``unordered_union``) asks for it: expected payments first, then unexpected
 # ones (the only rows without a kind), each by identifier.
-_IN_ORDER = " ORDER BY kind IS NULL, external_identifier"
+# SQLite's order, asked for: the view's arms in turn (identifiers only the service lists have
+# no transaction ids), each by identifier.
+_IN_ORDER = (
+    " ORDER BY kind IS NULL, (kind IS NULL AND transaction_ids = '[]'), external_identifier"
+)
 
 
 def select_rows(
@@ -358,7 +362,8 @@ def select_rows(
 
     ``since`` (inclusive) and ``until`` (exclusive) compare with ``opened_at``: when the payment
     was registered, or for an unexpected one its earliest ``paid_at``. Rows come expected
-    payments first, then unexpected ones, each sorted by ``external_identifier``.
+    payments first, then unexpected ones with outcomes, then identifiers only the service's
+    list names, each sorted by ``external_identifier``.
     """
     conditions: list[str] = []
     params: list[str] = []

@@ -32,9 +32,25 @@ from sqlite_utils import Database
 __all__ = ["TABLES", "copy_ledger"]
 
 #: The tables copied, in an order their references allow; then the rollup tables, refilled.
-TABLES = ("payments", "deliveries", "outcomes", "owed_signals", "returns", "rejected_deliveries")
+TABLES = (
+    "payments",
+    "deliveries",
+    "outcomes",
+    "owed_signals",
+    "returns",
+    "rejected_deliveries",
+    "sync_runs",
+    "service_transactions",
+)
 _ROLLUPS = ("transactions", "identifiers")
-_WITH_IDS = ("deliveries", "outcomes", "owed_signals", "returns", "rejected_deliveries")
+_WITH_IDS = (
+    "deliveries",
+    "outcomes",
+    "owed_signals",
+    "returns",
+    "rejected_deliveries",
+    "sync_runs",
+)
 
 
 def _columns(db: Database, table: str) -> list[str]:

@@ -36,6 +36,9 @@ from payhooks.storage.rollup import (
     ROLLUP_TRIGGERS,
     TRANSACTIONS_TABLE_SQL,
 )
+from payhooks.storage.service_transactions import RUNS_TABLE_SQL as SYNC_RUNS_TABLE_SQL
+from payhooks.storage.service_transactions import TABLE_INDEX_SQL as SERVICE_INDEX_SQL
+from payhooks.storage.service_transactions import TABLE_SQL as SERVICE_TABLE_SQL
 from payhooks.storage.sqlite.schema import INITIAL_SCHEMA, V2_DELIVERY_STATUSES, VIEWS
 
 __all__ = [
@@ -205,6 +208,20 @@ def _owed_signals(conn: Connection) -> None:
     """``owed_signals`` (:mod:`payhooks.storage.owed_signals`)."""
     conn.execute(to_postgres_ddl(OWED_SIGNALS_TABLE_SQL))
     conn.execute(OWED_SIGNALS_INDEX_SQL)
+
+
+@_migration("0006_service_transactions")
+def _service_transactions(conn: Connection) -> None:
+    """``sync_runs`` and ``service_transactions`` (:mod:`payhooks.storage.service_transactions`),
+    and ``payments.creation`` with why and when it failed (``Ledger.mark_creation_failed``)."""
+    for statement in (SYNC_RUNS_TABLE_SQL, SERVICE_TABLE_SQL, SERVICE_INDEX_SQL):
+        conn.execute(to_postgres_ddl(statement))
+    conn.execute(
+        'ALTER TABLE payments ADD COLUMN creation TEXT COLLATE "C" '
+        "CHECK (creation IN ('refused', 'uncertain')), "
+        'ADD COLUMN creation_error TEXT COLLATE "C", '
+        'ADD COLUMN creation_failed_at TEXT COLLATE "C"'
+    )
 
 
 #: The schema version this code writes: the number of migrations it knows.

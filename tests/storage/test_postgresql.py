@@ -26,6 +26,7 @@ from payhooks.storage import (
     SCHEMA_VERSION,
     DeliveryStatus,
     Ledger,
+    ListedTransaction,
     PaymentState,
     ReconciliationState,
     StorageError,
@@ -258,6 +259,17 @@ def _sqlite_ledger(path: Path) -> None:
         )
         ledger.record_return("order-1", "return", "Authorised")
         ledger.record_rejected(reason="bad_signature", body=b"\x00forged", remote_addr="10.0.0.1")
+        # The sync's records: a creation failure, a complete run and an interrupted one.
+        ledger.expect_transaction("order-2", 100, "CNY")
+        ledger.mark_creation_failed("order-2", reason="400 refused", certain=True)
+        run = ledger.begin_sync(max_age=timedelta(0))
+        ledger.record_service_page(
+            run.id,
+            [ListedTransaction("ll-7", "listed-only", "PS", PaymentState.SUCCEEDED, "CNY", 5)],
+            "cursor-1",
+        )
+        ledger.end_sync(run.id)
+        ledger.end_sync(ledger.begin_sync(max_age=timedelta(0), resume=False).id, error="cut")
 
 
 def test_copy_ledger_copies_every_table_and_checks_the_copy(
@@ -274,6 +286,11 @@ def test_copy_ledger_copies_every_table_and_checks_the_copy(
         assert list(new.deliveries()) == list(old.deliveries())
         assert list(new.reconcile()) == list(old.reconcile())
         assert new.owed_signals() == old.owed_signals()
+        assert new.creation_failure("order-2") == old.creation_failure("order-2")
+        assert new.last_sync() == old.last_sync()
+        assert list(new.sync_drift()) == list(old.sync_drift())
+        # A new sync run continues after the copied ids.
+        assert new.begin_sync(max_age=timedelta(0), resume=False).id == 3
         # New rows continue after the copied ids.
         last = max(delivery.id for delivery in old.deliveries())
         assert new.record_delivery(dedupe_key="next", body=b"", headers={}).id == last + 1
