@@ -77,6 +77,13 @@ def test_an_unmigrated_database_is_refused_until_payhooks_migrate(empty_url: str
         assert ledger.engine == "postgresql"
 
 
+def test_postgresql_has_sqlites_migrations_by_name_in_order() -> None:
+    from payhooks.storage.postgresql import MIGRATIONS as POSTGRES_MIGRATIONS
+    from payhooks.storage.sqlite.schema import _MIGRATION_NAMES
+
+    assert [name for name, _ in POSTGRES_MIGRATIONS] == _MIGRATION_NAMES
+
+
 @pytest.mark.parametrize("version", range(1, SCHEMA_VERSION))
 def test_every_earlier_version_migrates_and_keeps_its_rows(empty_url: str, version: int) -> None:
     with psycopg.connect(empty_url, autocommit=True) as conn:
