@@ -58,6 +58,7 @@ Run by hand; it prints figures and never fails on them (CI runs it only in a tin
     python -m bench.receive                       # 4 sync workers, 8 connections, 6 x 1000 each
     python -m bench.receive --worker-class gthread --threads 4
     python -m bench.receive --profile             # also: where the time goes, in process
+    python -m bench.receive --postgres postgresql://...  # also: the receiver on PostgreSQL
 
 To see a worker from outside while the bench runs: ``py-spy top --pid <worker pid>`` or
 ``py-spy record -o profile.svg --pid <worker pid>`` (``pip install py-spy``).
@@ -88,7 +89,7 @@ from typing import Any
 
 from flask import Flask
 from payhooks.receiver import PayHooks
-from payhooks.storage import Ledger
+from payhooks.storage import Ledger, migrate
 from payhooks.verify import generate_keypair, get_signer
 
 from bench.floor_app import FLOOR_SUFFIX, prepare_durable_floor
@@ -126,14 +127,20 @@ def notification(number: int) -> bytes:
     ).encode()
 
 
-def register(database: Path, first: int, count: int) -> None:
+#: The name of the PostgreSQL run among the durability settings.
+POSTGRES = "postgresql"
+
+
+def register(database: Path | str, first: int, count: int) -> None:
     """Register ``count`` expected payments, ``order-<first>`` onwards."""
     with Ledger(database) as ledger:
         for number in range(first, first + count):
             ledger.expect_transaction(f"order-{number}", 2500, "CNY")
 
 
-def prepare(databases: Sequence[Path], first: int, count: int, signing_key: str) -> list[Job]:
+def prepare(
+    databases: Sequence[Path | str], first: int, count: int, signing_key: str
+) -> list[Job]:
     """Register ``count`` expected payments in each database and sign one notification for
     each payment."""
     for database in databases:
@@ -359,9 +366,19 @@ def wal_pages(database: Path, send: Callable[[], object]) -> int:
     return int(frames)
 
 
-def check_stored(database: Path) -> tuple[int, int]:
+def check_stored(database: Path | str) -> tuple[int, int]:
     """How many deliveries are processed and how many outcomes the file holds, read with a
     fresh connection after the server stopped: what is there is what was committed."""
+    if isinstance(database, str):  # PostgreSQL
+        import psycopg
+
+        with psycopg.connect(database) as pg:
+            found = pg.execute(
+                "SELECT (SELECT COUNT(*) FROM deliveries WHERE status = 'processed'), "
+                "(SELECT COUNT(*) FROM outcomes)"
+            ).fetchone()
+        assert found is not None
+        return int(found[0]), int(found[1])
     conn = sqlite3.connect(database)
     try:
         processed = conn.execute(
@@ -389,7 +406,14 @@ def over_gunicorn(args: argparse.Namespace) -> None:
     modes: list[str] = args.synchronous
     with tempfile.TemporaryDirectory() as folder:
         directory = Path(folder)
-        databases = {mode: directory / f"bench-{mode.lower()}.db" for mode in modes}
+        databases: dict[str, Path | str] = {
+            mode: directory / f"bench-{mode.lower()}.db" for mode in modes
+        }
+        if args.postgres:  # the same pipeline on PostgreSQL (FULL), beside SQLite's
+            migrate(args.postgres)
+            if check_stored(args.postgres) != (0, 0):
+                raise SystemExit("--postgres: give an empty database; this one holds deliveries")
+            databases[POSTGRES] = args.postgres
         keys = generate_keypair("standard-webhooks")
         files = list(databases.values())
         warmup = prepare(files, 0, args.warmup, keys.signing_key)
@@ -419,9 +443,14 @@ def over_gunicorn(args: argparse.Namespace) -> None:
                 env = {
                     "PAYHOOKS_DATABASE": str(database),
                     "PAYHOOKS_SECRETS": keys.verifying_key,
-                    "PAYHOOKS_SQLITE_SYNCHRONOUS": mode,
+                    "PAYHOOKS_SQLITE_SYNCHRONOUS": "FULL" if mode == POSTGRES else mode,
                     "SECRET_KEY": "bench",
                 }
+                if mode == POSTGRES:  # no durable floor nor WAL of its own: SQLite's stand for it
+                    servers[mode] = start_server(DEMO_APP, env, directory, args)
+                    figures[mode] = Figures("receiver, PostgreSQL (FULL)")
+                    continue
+                assert isinstance(database, Path)
                 durable = f"durable-{mode}"
                 prepare_durable_floor(str(database))
                 servers[durable] = start_server(
@@ -464,7 +493,11 @@ def over_gunicorn(args: argparse.Namespace) -> None:
             for server in servers.values():
                 server.stop()
         stored = {mode: check_stored(database) for mode, database in databases.items()}
-        floor_rows = {mode: floor_stored(database) for mode, database in databases.items()}
+        floor_rows = {
+            mode: floor_stored(database)
+            for mode, database in databases.items()
+            if isinstance(database, Path)
+        }
 
     floor = figures["floor"]
     print(floor.line())
@@ -496,6 +529,13 @@ def over_gunicorn(args: argparse.Namespace) -> None:
     print("the receiver's share of its durable floor's throughput (median of per-round ratios):")
     for mode in modes:
         print(f"  {mode:<7} {ratios(rates, mode, f'durable-{mode}').text('%')}")
+    if POSTGRES in stored:
+        pipeline, (processed, outcomes) = figures[POSTGRES], stored[POSTGRES]
+        print(pipeline.line())
+        print(
+            f"  PostgreSQL: {ratios(rates, POSTGRES, 'floor').text('%')} of the floor's "
+            f"throughput; stored: {processed} of {total} deliveries processed, {outcomes} outcomes"
+        )
 
 
 # -- in process, and the profile ----------------------------------------------------------------
@@ -548,6 +588,12 @@ def main(argv: list[str] | None = None) -> int:
         type=lambda text: [mode.strip().upper() for mode in text.split(",")],
         default=["FULL", "NORMAL"],
         help="PAYHOOKS_SQLITE_SYNCHRONOUS settings to measure, comma-separated",
+    )
+    parser.add_argument(
+        "--postgres",
+        metavar="URL",
+        default=None,
+        help="also measure the receiver on this empty PostgreSQL database (migrated first)",
     )
     args = parser.parse_args(argv)
     if not HAS_PROC:

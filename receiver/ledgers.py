@@ -24,7 +24,7 @@ import threading
 import weakref
 from pathlib import Path
 
-from payhooks.storage import Ledger, StorageError
+from payhooks.storage import Ledger, StorageError, is_postgres_url, redacted
 
 __all__ = ["LedgerPool"]
 
@@ -66,7 +66,9 @@ class _ThreadLedger:
 class LedgerPool:
     """Hands each thread its own ledger on one database file.
 
-    :param path: the SQLite file.
+    :param path: the SQLite file, or a ``postgresql://`` URL: then each thread's ledger is
+        light, and borrows connections from its process's one pool
+        (:mod:`payhooks.storage.postgresql.pools`), so threads do not multiply connections.
     :param busy_timeout_ms: how long a write waits on a lock before the ledger gives up with
         :class:`payhooks.storage.StorageUnavailableError`.
     :param synchronous: each ledger's ``synchronous`` option (``"FULL"`` or ``"NORMAL"``).
@@ -75,8 +77,8 @@ class LedgerPool:
     def __init__(
         self, path: str | Path, *, busy_timeout_ms: int, synchronous: str = "FULL"
     ) -> None:
-        #: The database file this pool opens.
-        self.path = Path(path)
+        #: The database file (or URL) this pool opens.
+        self.path: str | Path = path if is_postgres_url(path) else Path(path)
         self.busy_timeout_ms = busy_timeout_ms
         self.synchronous = synchronous
         self._local = threading.local()
@@ -108,4 +110,5 @@ class LedgerPool:
         self._local.holder = None
 
     def __repr__(self) -> str:
-        return f"<LedgerPool {str(self.path)!r}>"
+        shown = redacted(self.path) if isinstance(self.path, str) else str(self.path)
+        return f"<LedgerPool {shown!r}>"

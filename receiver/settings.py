@@ -146,7 +146,7 @@ def load_settings(config: Mapping[str, Any], *, require_keys: bool = True) -> Re
         and not isinstance(database, str | bytes)
         and not hasattr(database, "__fspath__")
     ):
-        raise ValueError("PAYHOOKS_DATABASE must be a path")
+        raise ValueError("PAYHOOKS_DATABASE must be a path or a postgresql:// URL")
 
     return ReceiverSettings(
         database=None if database is None else str(database),

@@ -16,7 +16,7 @@ from typing import Any
 from flask import Flask, current_app
 from payhooks.receiver.ledgers import LedgerPool
 from payhooks.receiver.settings import load_settings
-from payhooks.storage import Ledger, PaymentState
+from payhooks.storage import Ledger, PaymentState, is_postgres_url
 from payhooks.verify import Verifier
 
 __all__ = ["STATE_KEY", "ReceiverState", "build_state", "receiver_state"]
@@ -72,7 +72,7 @@ def build_state(config: Mapping[str, Any]) -> ReceiverState:
     return ReceiverState(
         verifier=settings.verifier,
         ledgers=LedgerPool(
-            Path(settings.database),
+            settings.database if is_postgres_url(settings.database) else Path(settings.database),
             busy_timeout_ms=settings.busy_timeout_ms,
             synchronous=settings.synchronous,
         ),

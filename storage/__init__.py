@@ -1,7 +1,8 @@
 """The ledger: expected payments, deliveries, outcomes, returns and reconciliation.
 
-:class:`Ledger` is the one public face; the engine behind it (today SQLite, in
-:mod:`payhooks.storage.sqlite`) is its business. No Flask, no receiver, no verify.
+:class:`Ledger` is the one public face; the engine behind it (SQLite, in
+:mod:`payhooks.storage.sqlite`, or PostgreSQL for a ``postgresql://`` URL, in
+:mod:`payhooks.storage.postgresql`) is its business. No Flask, no receiver, no verify.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from payhooks.storage.ledger import (
     Ledger,
 )
 from payhooks.storage.limits import MAX_AMOUNT_MINOR
+from payhooks.storage.migrations import CopyReport, copy_ledger, migrate
 from payhooks.storage.records import (
     DEFAULT_STATUS_MAP,
     MISMATCH_STATES,
@@ -56,6 +58,7 @@ from payhooks.storage.sync_rows import (
     SyncRun,
     SyncStatus,
 )
+from payhooks.storage.targets import is_postgres_url, redacted
 
 __all__ = [
     "DEFAULT_MAX_REJECTED",
@@ -69,6 +72,7 @@ __all__ = [
     "STATE_RANK",
     "SYNCHRONOUS_MODES",
     "ConflictError",
+    "CopyReport",
     "CreationFailure",
     "Delivery",
     "DeliveryStatus",
@@ -93,7 +97,11 @@ __all__ = [
     "SyncStatus",
     "UnknownCurrencyError",
     "UnknownDeliveryError",
+    "copy_ledger",
     "from_minor_units",
+    "is_postgres_url",
+    "migrate",
     "minor_unit_exponent",
+    "redacted",
     "to_minor_units",
 ]

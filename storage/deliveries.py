@@ -4,14 +4,14 @@ A delivery is stored once per ``dedupe_key``: a repeat with the same bytes count
 the stored row, a repeat with other bytes (a ``webhook-id`` reused for another notification) is
 stored under a key derived from its body. Both are decided by ``INSERT ... ON CONFLICT ... DO
 UPDATE ... WHERE``, never by reading first. The statements are plain SQL that PostgreSQL runs as
-well, but for its ``%s`` placeholders (and ``chr(10)`` for ``char(10)``).
+well (the target's columns qualified in the upsert, which PostgreSQL requires), but for the
+spellings :mod:`payhooks.storage.postgresql.dialect` turns: ``%s``, ``chr(10)``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -19,6 +19,7 @@ from typing import Any
 from payhooks.storage.encoding import to_json
 from payhooks.storage.errors import StorageError
 from payhooks.storage.rows import FINISHED_DELIVERY_STATUSES, Delivery, DeliveryStatus
+from payhooks.storage.sql import Connection, Cursor
 from payhooks.storage.times import from_text, to_text
 
 __all__ = [
@@ -64,12 +65,12 @@ _UPSERT = """
     )
     VALUES (?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (dedupe_key) DO UPDATE
-        SET attempts = attempts + 1, updated_at = excluded.updated_at
-        WHERE body_sha256 = excluded.body_sha256
+        SET attempts = deliveries.attempts + 1, updated_at = excluded.updated_at
+        WHERE deliveries.body_sha256 = excluded.body_sha256
     RETURNING id, attempts"""
 # The same, when the dedupe key names what was signed rather than the bytes: other bytes under
 # it are the same delivery laid out differently, so they count as an attempt too.
-_UPSERT_BY_CONTENT = _UPSERT.replace("WHERE body_sha256 = excluded.body_sha256", "")
+_UPSERT_BY_CONTENT = _UPSERT.replace("WHERE deliveries.body_sha256 = excluded.body_sha256", "")
 _SELECT = f"SELECT {_COLUMNS} FROM deliveries WHERE id = ?"  # noqa: S608
 _SELECT_ALL = f"SELECT {_COLUMNS} FROM deliveries ORDER BY id"  # noqa: S608
 _SELECT_STATUS = f"SELECT {_COLUMNS} FROM deliveries WHERE status = ? ORDER BY id"  # noqa: S608
@@ -130,7 +131,7 @@ def to_values(
 
 
 def insert(
-    conn: sqlite3.Connection,
+    conn: Connection,
     dedupe_key: str,
     digest: str,
     row: tuple[Any, ...],
@@ -202,7 +203,7 @@ def new_delivery(
 
 
 def mark(
-    conn: sqlite3.Connection, delivery_id: int, status: str, error: str | None, updated_at: str
+    conn: Connection, delivery_id: int, status: str, error: str | None, updated_at: str
 ) -> bool:
     """Set an error status unless the delivery already finished; False when nothing changed
     (finished, or no such delivery: see :func:`exists`)."""
@@ -210,7 +211,7 @@ def mark(
 
 
 def mark_recorded(
-    conn: sqlite3.Connection,
+    conn: Connection,
     delivery_id: int,
     status: str,
     error: str | None,
@@ -225,27 +226,27 @@ def mark_recorded(
 
 
 def note_signal_error(
-    conn: sqlite3.Connection, delivery_id: int, error: str, updated_at: str
+    conn: Connection, delivery_id: int, error: str, updated_at: str
 ) -> bool:
     """Append what a signal receiver raised, one failure per line; False when there is no such
     delivery."""
     return bool(conn.execute(_NOTE_SIGNAL_ERROR, (error, error, updated_at, delivery_id)).rowcount)
 
 
-def exists(conn: sqlite3.Connection, delivery_id: int) -> bool:
+def exists(conn: Connection, delivery_id: int) -> bool:
     """Whether a delivery with this id is stored."""
     return (
         conn.execute("SELECT 1 FROM deliveries WHERE id = ?", (delivery_id,)).fetchone() is not None
     )
 
 
-def select(conn: sqlite3.Connection, delivery_id: int) -> Delivery | None:
+def select(conn: Connection, delivery_id: int) -> Delivery | None:
     """The stored delivery with this id, or None."""
     values = conn.execute(_SELECT, (delivery_id,)).fetchone()
     return None if values is None else to_delivery(values)
 
 
-def select_all(conn: sqlite3.Connection, status: str | None) -> sqlite3.Cursor:
+def select_all(conn: Connection, status: str | None) -> Cursor:
     """A cursor over the deliveries in the order they arrived (rows for :func:`to_delivery`),
     optionally only those with ``status``."""
     if status is None:

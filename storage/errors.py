@@ -5,8 +5,8 @@ tell that apart from a bug. So no engine's exception leaves the ledger bare: eve
 turned into a :class:`StorageError`, and the ones that mean "try again later" (locked past the
 busy timeout, a read-only file, a full disk, an I/O failure) into
 :class:`StorageUnavailableError`. Each engine translates its own driver's errors
-(:mod:`payhooks.storage.sqlite.errors`; PostgreSQL's would sit beside it), so this module
-imports no driver.
+(:mod:`payhooks.storage.sqlite.errors`, :mod:`payhooks.storage.postgresql.errors`), so this
+module imports no driver.
 """
 
 from __future__ import annotations

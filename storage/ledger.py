@@ -2,16 +2,11 @@
 
 :class:`Ledger` checks arguments (:mod:`~payhooks.storage.checks`), makes values ready before
 any lock is taken, and delegates: the engine opens the database and makes every write (the
-write protocol is :mod:`payhooks.storage.sqlite.writer`), and each table's SQL lives with the
-functions for that table, which take a connection (:mod:`~payhooks.storage.payments`,
-:mod:`~payhooks.storage.deliveries`, :mod:`~payhooks.storage.outcomes`,
-:mod:`~payhooks.storage.returns`, :mod:`~payhooks.storage.rejected_deliveries`,
-:mod:`~payhooks.storage.reconciliation`). Idempotency comes from unique keys with ``ON
-CONFLICT``, never from read-then-write.
-
-The engine is chosen in :meth:`Ledger.__init__`, today always SQLite. PostgreSQL (a
-``postgresql://`` URL, psycopg 3) would be a second engine class in ``storage/postgresql/``
-with the same members, chosen there by the argument's form; nothing else here would change.
+write protocol: :mod:`payhooks.storage.sqlite.writer`, :mod:`payhooks.storage.postgresql.writer`),
+and each table's SQL lives with the functions for that table, which take either engine's
+connection (:mod:`~payhooks.storage.payments` and its siblings). Idempotency comes from unique
+keys with ``ON CONFLICT``, never from read-then-write. The engine is chosen in
+:meth:`Ledger.__init__`, by the form of its first argument; nothing else here knows which.
 """
 
 from __future__ import annotations
@@ -20,7 +15,7 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Final
+from typing import Any
 
 import payhooks.storage.deliveries as deliveries
 import payhooks.storage.outcomes as outcomes
@@ -39,6 +34,7 @@ from payhooks.storage.checks import (
 )
 from payhooks.storage.errors import ConflictError, UnknownDeliveryError
 from payhooks.storage.ledger_sync import SyncRecords
+from payhooks.storage.limits import DEFAULT_MAX_REJECTED, DEFAULT_MAX_RETURNS
 from payhooks.storage.records import Outcome, ReconciliationState
 from payhooks.storage.rows import (
     Delivery,
@@ -51,25 +47,21 @@ from payhooks.storage.rows import (
     SummaryRow,
 )
 from payhooks.storage.sqlite.engine import SQLiteEngine
+from payhooks.storage.targets import is_postgres_url
 from payhooks.storage.times import Clock, system_clock, to_text
 from sqlite_utils import Database
 
 __all__ = ["DEFAULT_MAX_REJECTED", "DEFAULT_MAX_RETURNS", "SYNCHRONOUS_MODES", "Ledger"]
 
-#: How many rejected deliveries are kept by default; older ones are pruned.
-DEFAULT_MAX_REJECTED: Final = 10_000
-
-#: How many customer returns are kept per ``external_identifier`` by default (older: pruned).
-DEFAULT_MAX_RETURNS: Final = 50
-
 
 class Ledger(SyncRecords):
-    """The ledger (docs/reconciliation.md, docs/deployment.md), on SQLite. The service's side
-    (creation failures, the sync's records) is :class:`~payhooks.storage.ledger_sync.SyncRecords`.
+    """The ledger (docs/reconciliation.md, docs/deployment.md), on SQLite or PostgreSQL; the
+    service's side (creation failures, the sync's records) is in :class:`SyncRecords`.
 
     :param path_or_database: a file path (opened and owned: :meth:`close` closes it), or a
-        ``sqlite_utils.Database`` the caller owns and closes. When that database is already
-        inside a transaction, the ledger's writes join it as savepoints.
+        ``sqlite_utils.Database`` the caller owns and closes (when it is already inside a
+        transaction, the ledger's writes join it as savepoints), or a ``postgresql://`` URL
+        (docs/postgresql.md: the process's pool, no migration on open).
     :param busy_timeout_ms: how long a write waits for another writer's lock before it gives
         up with :class:`~payhooks.storage.StorageUnavailableError`.
     :param max_rejected: how many rejected deliveries to keep (the newest); bounds the table
@@ -85,8 +77,9 @@ class Ledger(SyncRecords):
         (``<file>.lock``) before each write, so a waiting writer wakes as soon as the other
         commits; without it (or without ``fcntl``, or in memory) SQLite's busy handler alone.
 
-    Opening migrates the file forward when it is behind (:mod:`payhooks.storage.sqlite.schema`).
-    Every ``sqlite3`` error is raised as a :class:`~payhooks.storage.StorageError`. A ledger
+    Opening migrates a SQLite file forward when it is behind; a PostgreSQL database behind is
+    refused with :class:`~payhooks.storage.StorageUnavailableError` until ``payhooks migrate``.
+    Every driver error is raised as a :class:`~payhooks.storage.StorageError`. A SQLite ledger
     holds one connection: use one per thread. Several processes may open one file at once.
     """
 
@@ -107,15 +100,19 @@ class Ledger(SyncRecords):
         self._max_rejected = max_rejected
         self._max_returns = max_returns
         self._clock: Clock = clock or system_clock
-        # The one place an engine is chosen (a postgresql:// URL would choose the other).
-        self._engine = SQLiteEngine(
-            path_or_database,
-            busy_timeout_ms=busy_timeout_ms,
-            synchronous=sync_mode,
-            write_lock=write_lock,
-        )
-        #: How many schema migrations the file has (the code's
-        #: :data:`payhooks.storage.SCHEMA_VERSION` once open).
+        # The one place an engine is chosen. psycopg is an optional extra: imported only here.
+        if is_postgres_url(path_or_database):
+            from payhooks.storage.postgresql.engine import PostgresEngine
+
+            self._engine: SQLiteEngine | PostgresEngine = PostgresEngine(
+                str(path_or_database), busy_timeout_ms=busy_timeout_ms, synchronous=sync_mode
+            )
+        else:
+            self._engine = SQLiteEngine(
+                path_or_database, busy_timeout_ms=busy_timeout_ms, synchronous=sync_mode,
+                write_lock=write_lock,
+            )
+        #: How many schema migrations the database has (:data:`~payhooks.storage.SCHEMA_VERSION`).
         self.schema_version: int = self._engine.schema_version
         # Every write: a transaction, or a savepoint of the open one (the write protocol).
         self._write = self._engine.writer.write
@@ -125,14 +122,19 @@ class Ledger(SyncRecords):
 
     @property
     def database(self) -> Database:
-        """The underlying ``sqlite_utils.Database``: for reading, and for tools and tests.
+        """SQLite's ``sqlite_utils.Database``, for reading, tools and tests (writes through it
+        bypass the ledger's checks); an ``AttributeError`` on PostgreSQL."""
+        database: Database = self._engine.database
+        return database
 
-        Writes made through it bypass the ledger's checks.
-        """
-        return self._engine.database
+    @property
+    def engine(self) -> str:
+        """``"sqlite"`` or ``"postgresql"``."""
+        return "sqlite" if isinstance(self._engine, SQLiteEngine) else "postgresql"
 
     def close(self) -> None:
-        """Close the connection if the ledger opened it. Safe to call twice."""
+        """Close the connection if the ledger opened it (never a PostgreSQL pool, which is the
+        process's). Safe to call twice."""
         self._engine.close()
 
     def __enter__(self) -> Ledger:
@@ -242,8 +244,8 @@ class Ledger(SyncRecords):
         :raises StorageError: even the derived key is taken by other bytes (only a sender
             that chooses such ids can cause it); nothing is stored.
         """
-        if not isinstance(dedupe_key, str) or not dedupe_key:
-            raise ValueError("dedupe_key must be a non-empty string")
+        if not isinstance(dedupe_key, str) or not dedupe_key or "\x00" in dedupe_key:
+            raise ValueError("dedupe_key must be a non-empty string without NUL")
         if not isinstance(body, bytes | bytearray | memoryview):
             raise ValueError("body must be bytes")
         now = self._clock()
@@ -294,19 +296,17 @@ class Ledger(SyncRecords):
             return deliveries.select(conn, delivery_id)
 
     def outcome_identifier(self, outcome_id: int) -> str | None:
-        """The ``external_identifier`` of the stored outcome ``outcome_id`` (a delivery's
-        ``outcome_id``), or None when there is none: the payment a finished delivery's
-        redelivery is answered about, without parsing its body again."""
+        """The ``external_identifier`` of the stored outcome ``outcome_id``, or None: the payment
+        a finished delivery's redelivery is answered about, without parsing its body again."""
         with self._read() as conn:
             return outcomes.identifier(conn, outcome_id)
 
     def deliveries(self, status: DeliveryStatus | str | None = None) -> Iterator[Delivery]:
-        """Stored deliveries in the order they arrived, optionally only those with ``status``
-        (what ``payhooks reprocess`` walks). Streams from a cursor."""
+        """Stored deliveries as they arrived, or those with ``status``; streamed (reprocess)."""
         wanted = None if status is None else enum_member(DeliveryStatus, status, "status").value
-        with self._read() as conn:
-            cursor = deliveries.select_all(conn, wanted)
-        return self._engine.stream(cursor, deliveries.to_delivery)
+        return self._engine.stream(
+            lambda conn: deliveries.select_all(conn, wanted), deliveries.to_delivery
+        )
 
     def record_rejected(
         self,
@@ -316,13 +316,12 @@ class Ledger(SyncRecords):
         remote_addr: str | None,
         received_at: datetime | None = None,
     ) -> int:
-        """Keep a trace of a delivery that failed verification: its first 4 KiB and why.
+        """Keep a trace of a delivery that failed verification: its first 4 KiB and why; the
+        newest ``max_rejected`` are kept (older ones deleted in the same transaction). Returns
+        the new row's id.
 
-        The table keeps the newest ``max_rejected`` rows; older ones are deleted in the same
-        transaction. Returns the new row's id.
-
-        Not synced under ``FULL`` (the next synced write takes it to disk): a trace that
-        acknowledges nothing, which anyone without a key can cause, must not cost a sync.
+        Committed but not synced (the next synced write takes it to disk): a trace that
+        acknowledges nothing, which anyone without a key can send, must not cost a sync.
         """
         at = self._now(received_at, "received_at")
         with self._write(durable=False) as conn:
@@ -383,7 +382,7 @@ class Ledger(SyncRecords):
 
     def mark_signals_sent(self, outcome_id: int) -> int:
         """Mark an outcome's owed signals sent once their receivers ran; how many were owed.
-        Not synced under ``FULL``: a mark lost to a power cut means one more sending, not none."""
+        Not synced: a mark lost to a power cut means one more sending, not none."""
         at = self._now(None, "clock()")
         with self._write(durable=False) as conn:
             return owed_signals.mark_sent(conn, outcome_id, at)
@@ -440,9 +439,10 @@ class Ledger(SyncRecords):
         unexpected ones), so memory stays flat however many there are.
         """
         wanted = None if state is None else enum_member(ReconciliationState, state, "state")
-        with self._read() as conn:
-            cursor = reconciliation.select_rows(conn, state=wanted, since=since, until=until)
-        return self._engine.stream(cursor, reconciliation.to_row)
+        return self._engine.stream(
+            lambda conn: reconciliation.select_rows(conn, state=wanted, since=since, until=until),
+            reconciliation.to_row,
+        )
 
     def summary(self) -> list[SummaryRow]:
         """Counts and Decimal totals per currency and state, grouped in SQL."""

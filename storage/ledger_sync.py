@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import payhooks.storage.service_transactions as service_transactions
 from payhooks.storage.currencies import MINOR_UNIT_EXPONENTS
@@ -26,6 +26,9 @@ from payhooks.storage.sync_rows import (
     SyncStatus,
 )
 from payhooks.storage.times import Clock, from_text, to_text
+
+if TYPE_CHECKING:
+    from payhooks.storage.postgresql.engine import PostgresEngine
 
 __all__ = ["SyncRecords"]
 
@@ -94,7 +97,7 @@ def _values(item: ListedTransaction) -> tuple[Any, ...]:
 class SyncRecords:
     """Creation failures and sync runs; mixed into :class:`~payhooks.storage.Ledger`."""
 
-    _engine: SQLiteEngine
+    _engine: SQLiteEngine | PostgresEngine
     _clock: Clock
     _write: Callable[..., AbstractContextManager[Any]]
     _read: Callable[[], AbstractContextManager[Any]]
@@ -199,6 +202,4 @@ class SyncRecords:
     def sync_drift(self) -> Iterator[DriftRow]:
         """Stream the ``sync_drift`` view: every disagreement between the service's list and
         the ledger, as of now (a notification that arrived since removes its row)."""
-        with self._read() as conn:
-            cursor = service_transactions.select_drift(conn)
-        return self._engine.stream(cursor, _drift)
+        return self._engine.stream(service_transactions.select_drift, _drift)

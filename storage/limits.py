@@ -1,4 +1,5 @@
-"""The largest amount the ledger stores, so that its sums stay exact.
+"""The ledger's bounds: the largest amount it stores (so that its sums stay exact), and how
+many rejected deliveries and returns it keeps by default.
 
 SQLite adds ``INTEGER`` columns in 64-bit integers and raises on overflow, and a report that
 cannot be computed is no report at all. Bounding each amount keeps every sum the reconciliation
@@ -10,8 +11,15 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["MAX_AMOUNT_MINOR"]
+__all__ = ["DEFAULT_MAX_REJECTED", "DEFAULT_MAX_RETURNS", "MAX_AMOUNT_MINOR"]
 
 #: 10**15 minor units: ten trillion in a two-decimal currency (a real payment in IDR or VND is
 #: far below it), while over 9,000 amounts at the bound still add up within 2**63 - 1.
 MAX_AMOUNT_MINOR: Final = 10**15
+
+#: How many rejected deliveries a ledger keeps by default; older ones are pruned.
+DEFAULT_MAX_REJECTED: Final = 10_000
+
+#: How many customer returns a ledger keeps per ``external_identifier`` by default; older ones
+#: are pruned.
+DEFAULT_MAX_RETURNS: Final = 50

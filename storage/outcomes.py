@@ -4,14 +4,13 @@
 Recording an outcome is one unit: insert it (``ON CONFLICT DO NOTHING``), and when one was
 stored before, compare the two; then point the delivery at the outcome that stands
 (:func:`payhooks.storage.deliveries.mark_recorded`) and read the payment's reconciliation state.
-The statements are plain SQL that PostgreSQL runs as well, but for its ``%s`` placeholders; the
-one engine-specific step is telling a missing delivery (a foreign-key violation) from other
-integrity errors, in :func:`insert`.
+The statements are plain SQL that PostgreSQL runs as well (its ``%s`` placeholders are
+:mod:`payhooks.storage.postgresql.dialect`'s); the one engine-specific step is telling a missing
+delivery (a foreign-key violation) from other integrity errors, in :func:`_insert`.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -21,6 +20,7 @@ from payhooks.storage.errors import UnknownDeliveryError
 from payhooks.storage.reconciliation import state_for
 from payhooks.storage.records import STATE_RANK, Outcome, ReconciliationState
 from payhooks.storage.rows import DeliveryStatus
+from payhooks.storage.sql import Connection
 from payhooks.storage.times import to_text
 
 __all__ = ["COMPARED_FIELDS", "conflict", "identifier", "record", "to_values"]
@@ -97,19 +97,28 @@ def conflict(outcome: Outcome, first_delivery: int, stored: Mapping[str, Any]) -
     )
 
 
-def _insert(conn: sqlite3.Connection, values: tuple[Any, ...]) -> int | None:
+def _is_foreign_key_violation(err: Exception) -> bool:
+    """Whether ``err`` is a foreign-key violation: SQLite's extended result name, PostgreSQL's
+    SQLSTATE 23503 (psycopg's ``sqlstate``). Read by attribute, so no driver is imported."""
+    return (
+        getattr(err, "sqlite_errorname", "") == "SQLITE_CONSTRAINT_FOREIGNKEY"
+        or getattr(err, "sqlstate", "") == "23503"
+    )
+
+
+def _insert(conn: Connection, values: tuple[Any, ...]) -> int | None:
     """The new outcome's id, or None when one was stored for its transaction and status."""
     try:
         inserted = conn.execute(_INSERT, values).fetchone()
-    except sqlite3.IntegrityError as err:
-        if getattr(err, "sqlite_errorname", "") == "SQLITE_CONSTRAINT_FOREIGNKEY":
+    except Exception as err:
+        if _is_foreign_key_violation(err):
             raise UnknownDeliveryError(values[0]) from err
         raise
     return None if inserted is None else int(inserted[0])
 
 
 def record(
-    conn: sqlite3.Connection, outcome: Outcome, values: tuple[Any, ...], now: str
+    conn: Connection, outcome: Outcome, values: tuple[Any, ...], now: str
 ) -> tuple[int, bool, DeliveryStatus, ReconciliationState | None]:
     """Record ``outcome`` (``values`` from :func:`to_values`) and mark its delivery, inside the
     caller's write transaction.
@@ -148,7 +157,7 @@ def record(
     return outcome_id, is_new, status, state_for(conn, external_identifier)
 
 
-def identifier(conn: sqlite3.Connection, outcome_id: int) -> str | None:
+def identifier(conn: Connection, outcome_id: int) -> str | None:
     """The ``external_identifier`` of the stored outcome ``outcome_id``, or None."""
     row = conn.execute(
         "SELECT external_identifier FROM outcomes WHERE id = ?", (outcome_id,)

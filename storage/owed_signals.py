@@ -10,10 +10,10 @@ means one more sending, never a lost one.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable
 
 from payhooks.storage.rows import OwedSignal
+from payhooks.storage.sql import Connection
 
 __all__ = ["TABLE_SQL", "UNSENT_INDEX_SQL", "mark_sent", "owe", "unsent"]
 
@@ -42,7 +42,7 @@ _INSERT = (
 
 
 def owe(
-    conn: sqlite3.Connection,
+    conn: Connection,
     outcome_id: int,
     delivery_id: int,
     signals: Iterable[str],
@@ -56,7 +56,7 @@ def owe(
     )
 
 
-def unsent(conn: sqlite3.Connection, delivery_id: int | None) -> list[OwedSignal]:
+def unsent(conn: Connection, delivery_id: int | None) -> list[OwedSignal]:
     """The signals still owed, oldest first: for one delivery, or all of them."""
     where = "sent_at IS NULL" + ("" if delivery_id is None else " AND delivery_id = ?")
     params = () if delivery_id is None else (delivery_id,)
@@ -67,10 +67,11 @@ def unsent(conn: sqlite3.Connection, delivery_id: int | None) -> list[OwedSignal
     return [OwedSignal(*row) for row in rows]
 
 
-def mark_sent(conn: sqlite3.Connection, outcome_id: int, sent_at: str) -> int:
+def mark_sent(conn: Connection, outcome_id: int, sent_at: str) -> int:
     """Mark an outcome's owed signals sent; how many were still owed."""
     cursor = conn.execute(
         "UPDATE owed_signals SET sent_at = ? WHERE outcome_id = ? AND sent_at IS NULL",
         (sent_at, outcome_id),
     )
-    return cursor.rowcount
+    count: int = cursor.rowcount
+    return count

@@ -8,8 +8,9 @@ PostgreSQL runs as well, but for its ``%s`` placeholders.
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any, Final
+
+from payhooks.storage.sql import Connection
 
 __all__ = ["FIELDS", "differing", "insert"]
 
@@ -31,7 +32,7 @@ _SELECT = f"SELECT {', '.join(FIELDS)} FROM payments WHERE external_identifier =
 
 
 def insert(
-    conn: sqlite3.Connection,
+    conn: Connection,
     external_identifier: str,
     created_at: str,
     values: tuple[Any, ...],

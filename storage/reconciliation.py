@@ -62,7 +62,6 @@ pushed down into both arms as primary-key searches.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -74,6 +73,7 @@ from payhooks.storage.service_transactions import (
     DRIFT_KIND_SQL,
     LATEST_COMPLETE_THRESHOLD_SQL,
 )
+from payhooks.storage.sql import Connection, Cursor
 from payhooks.storage.times import to_text
 
 __all__ = [
@@ -340,18 +340,30 @@ def to_row(values: tuple[Any, ...]) -> ReconciliationRow:
     )
 
 
+# SQLite's plan walks each arm's index in order, so its rows come sorted without a sort (tests
+# pin the plan). PostgreSQL's planner promises no order for a UNION ALL without ORDER BY, so
+# its connection (``unordered_union``) asks for it: expected payments first, then unexpected
+# ones (the only rows without a kind), each by identifier.
+# SQLite's order, asked for: the view's arms in turn (identifiers only the service lists have
+# no transaction ids), each by identifier.
+_IN_ORDER = (
+    " ORDER BY kind IS NULL, (kind IS NULL AND transaction_ids = '[]'), external_identifier"
+)
+
+
 def select_rows(
-    conn: sqlite3.Connection,
+    conn: Connection,
     *,
     state: ReconciliationState | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
-) -> sqlite3.Cursor:
+) -> Cursor:
     """A cursor over the view's rows (tuples for :func:`to_row`), optionally filtered.
 
     ``since`` (inclusive) and ``until`` (exclusive) compare with ``opened_at``: when the payment
     was registered, or for an unexpected one its earliest ``paid_at``. Rows come expected
-    payments first, then unexpected ones, each sorted by ``external_identifier``.
+    payments first, then unexpected ones with outcomes, then identifiers only the service's
+    list names, each sorted by ``external_identifier``.
     """
     conditions: list[str] = []
     params: list[str] = []
@@ -367,10 +379,12 @@ def select_rows(
     sql = _SELECT_ROWS
     if conditions:
         sql += " WHERE " + " AND ".join(conditions)
+    if getattr(conn, "unordered_union", False):
+        sql += _IN_ORDER
     return conn.execute(sql, params)
 
 
-def row_for(conn: sqlite3.Connection, external_identifier: str) -> ReconciliationRow | None:
+def row_for(conn: Connection, external_identifier: str) -> ReconciliationRow | None:
     """The view's row for one identifier (index searches in both arms), or None."""
     values = conn.execute(
         _SELECT_ROWS + " WHERE external_identifier = ?", (external_identifier,)
@@ -378,7 +392,7 @@ def row_for(conn: sqlite3.Connection, external_identifier: str) -> Reconciliatio
     return None if values is None else to_row(values)
 
 
-def state_for(conn: sqlite3.Connection, external_identifier: str) -> ReconciliationState | None:
+def state_for(conn: Connection, external_identifier: str) -> ReconciliationState | None:
     """Only the state of one identifier, or None when neither a payment nor an outcome names it."""
     found = conn.execute(
         "SELECT state FROM reconciliation WHERE external_identifier = ?", (external_identifier,)
@@ -398,7 +412,7 @@ GROUP BY currency, state
 ORDER BY currency, state"""
 
 
-def summary(conn: sqlite3.Connection) -> list[SummaryRow]:
+def summary(conn: Connection) -> list[SummaryRow]:
     """Counts and totals per currency and state, grouped in SQL (a few dozen rows at most)."""
     return [
         SummaryRow(

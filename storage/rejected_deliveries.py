@@ -6,8 +6,9 @@ same transaction as each insert) and only the start of each body.
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Final
+
+from payhooks.storage.sql import Connection
 
 __all__ = ["REJECTED_BODY_BYTES", "insert"]
 
@@ -22,7 +23,7 @@ _PRUNE = "DELETE FROM rejected_deliveries WHERE id <= ?"
 
 
 def insert(
-    conn: sqlite3.Connection,
+    conn: Connection,
     received_at: str,
     remote_addr: str | None,
     reason: str,

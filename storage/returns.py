@@ -6,7 +6,7 @@ the identifier's oldest visits in the same transaction.
 
 from __future__ import annotations
 
-import sqlite3
+from payhooks.storage.sql import Connection
 
 __all__ = ["insert"]
 
@@ -25,7 +25,7 @@ _PRUNE = """
 
 
 def insert(
-    conn: sqlite3.Connection,
+    conn: Connection,
     external_identifier: str,
     returned_at: str,
     kind: str,

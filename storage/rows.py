@@ -19,6 +19,7 @@ from payhooks.storage.records import PaymentState, ReconciliationState
 
 __all__ = [
     "FINISHED_DELIVERY_STATUSES",
+    "CopyReport",
     "Delivery",
     "DeliveryStatus",
     "OwedSignal",
@@ -221,3 +222,18 @@ class SummaryRow:
     expected_total: Decimal
     #: ``received_amount_minor`` in major units of ``currency``.
     received_total: Decimal
+
+
+@dataclass
+class CopyReport:
+    """What :func:`copy_ledger` copied and what its check found."""
+
+    #: table -> (rows in SQLite, rows in PostgreSQL), the rollup tables included.
+    counts: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: One sentence per difference found; empty when the copy checks out.
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Whether the copy checks out."""
+        return not self.problems

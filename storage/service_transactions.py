@@ -20,18 +20,18 @@ registered before the latest *complete* sync's ``expected_before`` (its start mi
 configured age): only a sync that read the whole list can tell that something is absent.
 
 The queries and writes are plain SQL (``INSERT ... ON CONFLICT ... DO UPDATE``,
-``RETURNING``, ``CASE``, ``EXISTS``) that PostgreSQL runs too, but for its ``%s`` placeholders.
-Of the tables' DDL only ``sync_runs.id INTEGER PRIMARY KEY`` is SQLite's own (PostgreSQL's
-schema would say ``GENERATED ALWAYS AS IDENTITY``).
+``RETURNING``, ``CASE``, ``EXISTS``) that both engines run, PostgreSQL through its dialect
+(:mod:`payhooks.storage.postgresql.dialect`); the tables' DDL and the view are turned into
+PostgreSQL's spelling by its schema, as the other tables' are.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable
 from typing import Any, Final
 
 from payhooks.storage.records import STATE_RANK, PaymentState
+from payhooks.storage.sql import Connection, Cursor
 
 __all__ = [
     "DRIFT_KIND_SQL",
@@ -193,7 +193,7 @@ def to_values(
     )
 
 
-def begin_run(conn: sqlite3.Connection, started_at: str, expected_before: str) -> int:
+def begin_run(conn: Connection, started_at: str, expected_before: str) -> int:
     """A new run, ``running``; its id."""
     run_id: int = conn.execute(
         "INSERT INTO sync_runs (started_at, expected_before, status, updated_at) "
@@ -204,7 +204,7 @@ def begin_run(conn: sqlite3.Connection, started_at: str, expected_before: str) -
 
 
 def record_page(
-    conn: sqlite3.Connection,
+    conn: Connection,
     run_id: int,
     items: Iterable[tuple[Any, ...]],
     next_cursor: str | None,
@@ -223,7 +223,7 @@ def record_page(
     return len(rows)
 
 
-def end_run(conn: sqlite3.Connection, run_id: int, status: str, error: str | None, at: str) -> None:
+def end_run(conn: Connection, run_id: int, status: str, error: str | None, at: str) -> None:
     """Mark a run ``complete`` or ``interrupted`` (with why)."""
     conn.execute(
         "UPDATE sync_runs SET status = ?, error = ?, updated_at = ?, finished_at = ? WHERE id = ?",
@@ -231,7 +231,7 @@ def end_run(conn: sqlite3.Connection, run_id: int, status: str, error: str | Non
     )
 
 
-def latest_run(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
+def latest_run(conn: Connection) -> tuple[Any, ...] | None:
     """The newest run's row (:data:`_RUN_COLUMNS` order), or None before the first."""
     row: tuple[Any, ...] | None = conn.execute(
         f"SELECT {_RUN_COLUMNS} FROM sync_runs ORDER BY id DESC LIMIT 1"  # noqa: S608
@@ -239,6 +239,13 @@ def latest_run(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
     return row
 
 
-def select_drift(conn: sqlite3.Connection) -> sqlite3.Cursor:
-    """A cursor over ``sync_drift`` (:data:`DRIFT_COLUMNS`), streamed by the caller."""
-    return conn.execute(f"SELECT {', '.join(DRIFT_COLUMNS)} FROM sync_drift")  # noqa: S608
+def select_drift(conn: Connection) -> Cursor:
+    """A cursor over ``sync_drift`` (:data:`DRIFT_COLUMNS`), streamed by the caller: listed
+    transactions first, then missing payments (on PostgreSQL, whose ``UNION ALL`` has no order
+    unless asked, each by identifier too)."""
+    sql = f"SELECT {', '.join(DRIFT_COLUMNS)} FROM sync_drift"  # noqa: S608
+    if getattr(conn, "unordered_union", False):
+        sql += (
+            " ORDER BY kind = 'missing_at_service', external_identifier, transaction_id"
+        )
+    return conn.execute(sql)

@@ -8,6 +8,7 @@ real sockets, real headers and a real chunked or oversized body, not the test cl
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -26,6 +27,68 @@ from werkzeug.serving import BaseWSGIServer, make_server
 
 from tests.support.app import FORM_MEMBERS, TEST_SECRET, AppFactory, BodyFactory, SignFunction
 from tests.support.live_server import LiveServer
+from tests.support.postgres import INSTALL_COMMAND, PostgresServer, find_bin_dir
+
+ENGINES = ("sqlite", "postgresql")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test that uses the ``database`` (so ``ledger``, ``app``...) runs on each engine,
+    unless marked ``sqlite_only`` (WAL sync, the write lock, pragmas, the file itself)."""
+    if "engine" in metafunc.fixturenames:
+        only_sqlite = metafunc.definition.get_closest_marker("sqlite_only") is not None
+        metafunc.parametrize("engine", ENGINES[:1] if only_sqlite else ENGINES)
+
+
+def _postgres_unavailable(reason: str) -> None:
+    """In CI the PostgreSQL tests must run: fail. A developer without the server: skip, with
+    the one command that installs it."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason}; CI must run the PostgreSQL tests", pytrace=False)
+    pytest.skip(f"{reason}; install it with: {INSTALL_COMMAND}")
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[tuple[PostgresServer, str]]:
+    """A real PostgreSQL server for the session, and a template database already migrated
+    (each test copies it); stopped after, also when start-up fails."""
+    try:
+        from payhooks.storage import migrate
+        from payhooks.storage.postgresql import close_pools
+    except ImportError as err:
+        _postgres_unavailable(f"psycopg is not installed ({err})")
+    bin_dir = find_bin_dir()
+    if bin_dir is None:
+        _postgres_unavailable("PostgreSQL's binaries (pg_ctl) are not installed")
+        raise AssertionError("unreachable")
+    server = PostgresServer(bin_dir)
+    try:
+        server.start()
+        template_url = server.create_database()
+        migrate(template_url)
+        close_pools()
+    except Exception as err:
+        server.stop()
+        _postgres_unavailable(f"PostgreSQL could not start: {err}")
+    try:
+        yield server, template_url.rsplit("/", 1)[1]
+    finally:
+        close_pools()
+        server.stop()
+
+
+@pytest.fixture
+def postgres_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh, migrated PostgreSQL database for this test; dropped after."""
+    from payhooks.storage.postgresql import close_pools
+
+    server, template = request.getfixturevalue("postgres_server")
+    url = server.create_database(template)
+    try:
+        yield url
+    finally:
+        close_pools(url)
+        server.drop_database(url)
 
 
 @pytest.fixture
@@ -34,12 +97,17 @@ def secret() -> str:
 
 
 @pytest.fixture
-def database(tmp_path: Path) -> Path:
+def database(engine: str, tmp_path: Path, request: pytest.FixtureRequest) -> Path | str:
+    """The ledger's target on the test's engine: a SQLite file's path, or a fresh PostgreSQL
+    database's URL."""
+    if engine == "postgresql":
+        url: str = request.getfixturevalue("postgres_url")
+        return url
     return tmp_path / "payhooks.db"
 
 
 @pytest.fixture
-def make_app(tmp_path: Path, database: Path, secret: str) -> AppFactory:
+def make_app(tmp_path: Path, database: Path | str, secret: str) -> AppFactory:
     """Build an app with the receiver mounted; keyword arguments are config overrides."""
 
     def factory(**config: Any) -> Flask:
@@ -68,7 +136,7 @@ def client(app: Flask) -> FlaskClient:
 
 
 @pytest.fixture
-def ledger(database: Path) -> Iterator[Ledger]:
+def ledger(database: Path | str) -> Iterator[Ledger]:
     """The test's own ledger on the app's database: register payments, read states."""
     with Ledger(database) as opened:
         yield opened
@@ -162,10 +230,17 @@ def live_server(app: Flask, serve: Callable[[Flask], LiveServer]) -> LiveServer:
 
 
 @pytest.fixture
-def db_rows(database: Path) -> Callable[..., list[dict[str, Any]]]:
-    """Query the SQLite file directly, as finance tools do: ``db_rows("SELECT ...")``."""
+def db_rows(database: Path | str) -> Callable[..., list[dict[str, Any]]]:
+    """Query the database directly, as finance tools do: ``db_rows("SELECT ... ?", value)``
+    (``?`` placeholders on either engine)."""
 
     def query(sql: str, *params: Any) -> list[dict[str, Any]]:
+        if isinstance(database, str):
+            import psycopg
+            from psycopg.rows import dict_row
+
+            with psycopg.connect(database, autocommit=True, row_factory=dict_row) as pg:
+                return list(pg.execute(sql.replace("?", "%s"), params))  # type: ignore[arg-type,unused-ignore]
         conn = sqlite3.connect(database)
         try:
             conn.row_factory = sqlite3.Row

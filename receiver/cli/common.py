@@ -29,7 +29,14 @@ from flask import Flask, current_app
 from flask.cli import ScriptInfo
 from payhooks.receiver.config import KEY_CONFIG, config_from_env
 from payhooks.receiver.settings import ReceiverSettings, load_settings
-from payhooks.storage import MAX_AMOUNT_MINOR, Ledger, StorageError, minor_unit_exponent
+from payhooks.storage import (
+    MAX_AMOUNT_MINOR,
+    Ledger,
+    StorageError,
+    is_postgres_url,
+    minor_unit_exponent,
+    redacted,
+)
 from payhooks.verify import DEFAULT_SCHEME, SCHEMES, Signer, Verifier, get_signer, get_verifier
 from sqlite_utils import Database
 
@@ -48,6 +55,7 @@ __all__ = [
     "resolve_scheme",
     "scheme_option",
     "settings",
+    "shown",
     "signer_for",
     "verifier_for",
 ]
@@ -118,26 +126,46 @@ def settings(ctx: click.Context | None = None) -> ReceiverSettings:
 # -- the ledger --------------------------------------------------------------------------------
 
 
+class DatabaseTarget(click.ParamType):  # type: ignore[type-arg,unused-ignore]
+    """A ledger file's path, or a ``postgresql://`` URL kept as written (a path type would
+    fold its ``//``)."""
+
+    name = "PATH_OR_URL"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, Path) or is_postgres_url(value):
+            return value
+        return Path(value)
+
+
 def database_option(function: Callable[_P, _R]) -> Callable[_P, _R]:
-    """``--database PATH`` for the commands that read or write the ledger."""
+    """``--database PATH_OR_URL`` for the commands that read or write the ledger."""
     return click.option(
         "--database",
-        type=click.Path(dir_okay=False, path_type=Path),
+        type=DatabaseTarget(),
         default=None,
         help=(
-            "The ledger file. Default: the app's PAYHOOKS_DATABASE under `flask payhooks`, "
+            "The ledger: a SQLite file or a postgresql:// URL. Default: the app's "
+            "PAYHOOKS_DATABASE under `flask payhooks`, "
             f"else $PAYHOOKS_DATABASE, else ./{DEFAULT_DATABASE}."
         ),
     )(function)
 
 
-def resolve_database(database: Path | None) -> Path:
+def resolve_database(database: Path | str | None) -> Path | str:
     """``--database``, else the app's or the environment's ``PAYHOOKS_DATABASE``, else
-    ``./payhooks.db``."""
+    ``./payhooks.db``; a ``postgresql://`` URL stays a string."""
     if database is not None:
         return database
     configured = settings().database
+    if configured and is_postgres_url(configured):
+        return configured
     return Path(configured) if configured else Path(DEFAULT_DATABASE)
+
+
+def shown(target: Path | str) -> str:
+    """How a message names the ledger: the path, or the URL without its password."""
+    return redacted(target) if isinstance(target, str) else str(target)
 
 
 def fail_on_storage_errors(function: Callable[_P, _R]) -> Callable[_P, _R]:
@@ -160,8 +188,8 @@ class BadUsage(click.ClickException):
     exit_code = 2
 
 
-def _check_exists(path: Path) -> None:
-    if not path.exists():
+def _check_exists(path: Path | str) -> None:
+    if isinstance(path, Path) and not path.exists():
         raise BadUsage(f"There is no ledger at {path}: pass --database or set PAYHOOKS_DATABASE.")
 
 
@@ -170,7 +198,7 @@ def _busy_timeout_ms() -> int:
 
 
 @contextmanager
-def ledger_for(database: Path | None, *, must_exist: bool = True) -> Iterator[Ledger]:
+def ledger_for(database: Path | str | None, *, must_exist: bool = True) -> Iterator[Ledger]:
     """Open the ledger the options and settings name; closed on the way out.
 
     :param must_exist: refuse a missing file (:class:`BadUsage`, exit 2) rather than create an
@@ -182,20 +210,27 @@ def ledger_for(database: Path | None, *, must_exist: bool = True) -> Iterator[Le
     try:
         ledger = Ledger(path, busy_timeout_ms=_busy_timeout_ms())
     except StorageError as err:
-        raise click.ClickException(f"Cannot open the ledger at {path}: {err.message}") from err
+        raise click.ClickException(
+            f"Cannot open the ledger at {shown(path)}: {err.message}"
+        ) from err
     with ledger:
         yield ledger
 
 
 @contextmanager
-def ledger_transaction(database: Path | None) -> Iterator[Ledger]:
+def ledger_transaction(database: Path | str | None) -> Iterator[Ledger]:
     """A ledger whose every write inside the block is one transaction: all or nothing.
 
-    The ledger joins a transaction its caller opened on a database the caller owns (its writes
-    become savepoints), so the block's writes commit together at the end or, if anything
-    raises, not at all.
+    On SQLite the ledger joins a transaction its caller opened on a database the caller owns
+    (its writes become savepoints); on PostgreSQL the block is the ledger's own
+    :meth:`~payhooks.storage.Ledger.transaction`. Either way the block's writes commit
+    together at the end or, if anything raises, not at all.
     """
     path = resolve_database(database)
+    if isinstance(path, str):
+        with ledger_for(path) as ledger, ledger.transaction():
+            yield ledger
+        return
     try:
         db = Database(os.fspath(path), execute_plugins=False)
     except sqlite3.Error as err:

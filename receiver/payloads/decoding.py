@@ -126,7 +126,12 @@ def _may_need_walk(text: str) -> bool:
     ``\\uD800`` to ``\\uDFFF``; this test also matches ``\\uD000`` to ``\\uD7FF`` and valid
     pairs, which only costs the walk.
     """
-    return text.count("{") + text.count("[") > MAX_DEPTH or "\\ud" in text or "\\uD" in text
+    return (
+        text.count("{") + text.count("[") > MAX_DEPTH
+        or "\\ud" in text
+        or "\\uD" in text
+        or "\\u0000" in text
+    )
 
 
 def plain_json(value: Any, path: tuple[str, ...] = (), depth: int = 0) -> Any:
@@ -134,8 +139,9 @@ def plain_json(value: Any, path: tuple[str, ...] = (), depth: int = 0) -> Any:
 
     Decoded bodies already are; a mapping handed in by a caller may hold floats (kept as the
     Decimal of their shortest repr, which is what their JSON text said), tuples, or things that
-    are not JSON at all. Strings must be encodable as UTF-8: an escaped lone surrogate
-    (``"\\ud800"``) is valid JSON syntax but cannot be stored as text.
+    are not JSON at all. Strings must be encodable as UTF-8 and free of NUL: an escaped lone
+    surrogate (``"\\ud800"``) or NUL (``"\\u0000"``) is valid JSON syntax but cannot be stored
+    as text (NUL: not on PostgreSQL, and the ledger answers the same on both engines).
 
     :raises InvalidPayloadError: naming the offending member's path.
     """
@@ -171,6 +177,8 @@ def _float_to_decimal(value: float, path: tuple[str, ...]) -> Decimal:
 
 
 def _check_text(text: str, path: tuple[str, ...]) -> None:
+    if "\x00" in text:  # the JSON escape \u0000: PostgreSQL's text cannot hold it
+        raise InvalidPayloadError.at(path, "Text with a NUL character.")
     if text.isascii():
         return
     try:

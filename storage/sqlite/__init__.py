@@ -9,8 +9,8 @@ Modules here import the engine-neutral ones of :mod:`payhooks.storage` (errors, 
 modules' SQL), never the other way round; only :class:`payhooks.storage.Ledger` chooses this
 engine.
 
-PostgreSQL (psycopg 3) goes in a ``storage/postgresql/`` package beside this one, with the
-same shape: an engine with ``read()``, ``stream()``, ``writer.write()``, ``schema_version`` and
+PostgreSQL (psycopg 3) is :mod:`payhooks.storage.postgresql`, beside this one, with the same
+shape: an engine with ``read()``, ``stream()``, ``writer.write()``, ``schema_version`` and
 ``close()``, its own schema and migrations, its own error translation, and no lock file.
 """
 

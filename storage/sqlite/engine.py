@@ -6,8 +6,8 @@ its commits durable, migrating on open, turning ``sqlite3`` errors into the ledg
 read. Writes go through :class:`~payhooks.storage.sqlite.writer.Writer`, the write protocol.
 
 :class:`~payhooks.storage.Ledger` opens one :class:`SQLiteEngine` for a path or a
-``sqlite_utils.Database``. A PostgreSQL engine (``storage/postgresql/engine.py``, psycopg 3,
-for a ``postgresql://`` URL) would offer the same few members: ``read()``, ``stream()``,
+``sqlite_utils.Database``. The PostgreSQL engine (:mod:`payhooks.storage.postgresql.engine`,
+for a ``postgresql://`` URL) offers the same few members: ``read()``, ``stream()``,
 ``writer.write()``, ``schema_version``, ``close()``; the table modules take either's
 connection.
 """
@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
 
+from payhooks.storage.sql import Connection, Cursor
 from payhooks.storage.sqlite.errors import from_sqlite_error, translate_errors
 from payhooks.storage.sqlite.schema import migrate
 from payhooks.storage.sqlite.wal_sync import WalSync
@@ -175,10 +176,19 @@ class SQLiteEngine:
             raise from_sqlite_error(err) from err
 
     def stream(
-        self, cursor: sqlite3.Cursor, convert: Callable[[tuple[Any, ...]], _T]
+        self,
+        query: Callable[[Connection], Cursor],
+        convert: Callable[[tuple[Any, ...]], _T],
     ) -> Iterator[_T]:
-        """Yield converted rows straight from ``cursor``: never more than one row in memory;
-        the cursor is closed when the caller stops early too."""
+        """Run ``query(conn)`` (a table module's select) now, and yield its rows converted,
+        straight from the cursor: never more than one row in memory; the cursor is closed when
+        the caller stops early too."""
+        with self.read() as conn:
+            cursor = query(conn)
+        return self._rows(cursor, convert)
+
+    @staticmethod
+    def _rows(cursor: Cursor, convert: Callable[[tuple[Any, ...]], _T]) -> Iterator[_T]:
         try:
             with translate_errors():
                 for values in cursor:

@@ -14,7 +14,8 @@ tools read them directly. Times are UTC ISO 8601 text (:mod:`payhooks.storage.ti
 
 The statements are SQLite's (``WITHOUT ROWID``, rebuilding a table to change a ``CHECK``), and
 so is ``sqlite_utils.Migrations``. PostgreSQL's schema, with the same table, column and view
-names, would be a module of its own in a ``storage/postgresql/`` package beside this one.
+names and the same migrations by name, is :mod:`payhooks.storage.postgresql.schema`: a new
+migration here is one function there too.
 """
 
 from __future__ import annotations
@@ -47,9 +48,11 @@ from payhooks.storage.service_transactions import (
 from sqlite_utils import Database, Migrations
 
 __all__ = [
+    "INITIAL_SCHEMA",
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "TRIGGERS",
+    "V2_DELIVERY_STATUSES",
     "VIEWS",
     "create_views",
     "migrate",
@@ -87,12 +90,13 @@ _V1_DELIVERY_STATUSES = (
     "invalid_payload",
     "processing_error",
 )
-_V2_DELIVERY_STATUSES = (*_V1_DELIVERY_STATUSES, "conflicting_outcome")
+V2_DELIVERY_STATUSES = (*_V1_DELIVERY_STATUSES, "conflicting_outcome")
 
 
 _DELIVERIES_STATUS_INDEX = "CREATE INDEX deliveries_status ON deliveries (status, id)"
 
-_INITIAL_SCHEMA = (
+#: The first schema's statements; PostgreSQL's migration 0001 runs them in its own spelling.
+INITIAL_SCHEMA = (
     f"""
     CREATE TABLE payments (
         external_identifier TEXT NOT NULL PRIMARY KEY
@@ -178,7 +182,7 @@ _INITIAL_SCHEMA = (
 @_migration("0001_initial_schema")
 def _initial_schema(db: Database) -> None:
     """Every table and index of the first schema (the view: see :func:`create_views`)."""
-    for statement in _INITIAL_SCHEMA:
+    for statement in INITIAL_SCHEMA:
         db.execute(statement)
 
 
@@ -194,7 +198,7 @@ _DELIVERIES_V2 = f"""
         body BLOB NOT NULL,
         body_sha256 TEXT NOT NULL CHECK (length(body_sha256) = 64),
         status TEXT NOT NULL DEFAULT 'received'
-            CHECK (status IN ({_quoted(_V2_DELIVERY_STATUSES)})),
+            CHECK (status IN ({_quoted(V2_DELIVERY_STATUSES)})),
         error TEXT,
         attempts INTEGER NOT NULL DEFAULT 1,
         outcome_id INTEGER REFERENCES outcomes (id),

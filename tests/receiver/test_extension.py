@@ -429,6 +429,7 @@ needs_proc = pytest.mark.skipif(
 )
 
 
+@pytest.mark.sqlite_only  # reads or locks the SQLite file itself
 @needs_proc
 def test_each_threads_ledger_is_closed_when_the_thread_ends(app: Flask, database: Path) -> None:
     state = receiver_state(app)

@@ -558,6 +558,7 @@ def test_a_body_the_server_cannot_read_is_a_400_not_a_500(
 # -- bounds -----------------------------------------------------------------------------------
 
 
+@pytest.mark.sqlite_only  # reads or locks the SQLite file itself
 def test_rejected_deliveries_keep_only_the_newest_within_the_bound(
     make_app: AppFactory, db_rows: Rows, database: Path
 ) -> None:

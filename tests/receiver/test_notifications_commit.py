@@ -45,6 +45,7 @@ class BrokenZone(tzinfo):
         return "broken"
 
 
+@pytest.mark.sqlite_only  # reads or locks the SQLite file itself
 def test_signal_receivers_see_the_delivery_and_its_outcome_committed(
     app: Flask,
     client: FlaskClient,
@@ -121,6 +122,7 @@ def _fill_the_disk_on_outcomes(app: Flask, ledger: Ledger) -> Callable[[], None]
     return undo
 
 
+@pytest.mark.sqlite_only  # reads or locks the SQLite file itself
 def test_a_ledger_that_fails_mid_write_answers_503_and_keeps_nothing_half_written(
     app: Flask,
     client: FlaskClient,

@@ -27,6 +27,9 @@ needs_proc = pytest.mark.skipif(
     not Path("/proc/self/fd").is_dir(), reason="reads the open descriptors from /proc"
 )
 
+# How SQLite syncs its write-ahead log: SQLite's alone.
+pytestmark = pytest.mark.sqlite_only
+
 
 def _pragma(ledger: Ledger) -> int:
     return int(ledger.database.conn.execute("PRAGMA synchronous").fetchone()[0])

@@ -271,6 +271,7 @@ def test_the_ledger_view_wins_over_the_query_string(
     assert (view.state, view.confirmed) == expected
 
 
+@pytest.mark.sqlite_only  # reads or locks the SQLite file itself
 def test_a_locked_ledger_answers_a_json_503(
     make_app: AppFactory, ledger: Ledger, database: Path
 ) -> None:

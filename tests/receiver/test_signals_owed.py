@@ -69,6 +69,7 @@ def owed_delivery(
     return body, headers
 
 
+@pytest.mark.sqlite_only  # reads or locks the SQLite file itself
 def test_a_new_outcome_owes_its_signals_and_marks_them_sent_once_they_ran(
     client: FlaskClient,
     ledger: Ledger,

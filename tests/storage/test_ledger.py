@@ -23,6 +23,7 @@ from payhooks.storage import (
 )
 from payhooks.storage.currencies import UnknownCurrencyError
 
+from tests.support.engines import tables
 from tests.support.factories import T0, FixedClock, make_outcome, record
 
 
@@ -32,13 +33,13 @@ def clock() -> FixedClock:
 
 
 @pytest.fixture
-def ledger(tmp_path: Path, clock: FixedClock) -> Iterator[Ledger]:
-    with Ledger(tmp_path / "ledger.db", clock=clock) as opened:
+def ledger(database: Path | str, clock: FixedClock) -> Iterator[Ledger]:
+    with Ledger(database, clock=clock) as opened:
         yield opened
 
 
 def count(ledger: Ledger, table: str) -> int:
-    (rows,) = ledger.database.conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()  # noqa: S608
+    (rows,) = tables(ledger).execute(f"SELECT COUNT(*) FROM {table}").fetchone()  # noqa: S608
     return int(rows)
 
 
@@ -53,7 +54,7 @@ def test_a_new_payment_is_registered_once_and_again_is_a_no_op(ledger: Ledger) -
 
 def test_a_subscription_is_registered_with_its_plan_amount(ledger: Ledger) -> None:
     assert ledger.expect_subscription("sub-1", 999, "USD", 1999, metadata={"plan": "pro"})
-    stored = ledger.database.conn.execute(
+    stored = tables(ledger).execute(
         "SELECT kind, amount_minor, plan_amount_minor, metadata FROM payments"
     ).fetchone()
     assert stored == ("subscription", 999, 1999, '{"plan":"pro"}')
@@ -310,7 +311,7 @@ def test_an_outcome_is_recorded_and_reconciled_in_one_call(ledger: Ledger) -> No
     assert recorded.is_new
     assert recorded.reconciliation is ReconciliationState.PAID
     assert recorded.delivery_status is DeliveryStatus.PROCESSED
-    stored = ledger.database.conn.execute(
+    stored = tables(ledger).execute(
         "SELECT transaction_id, external_identifier, flow, payment_status, state, amount, "
         "currency, amount_minor, paid_at, extra FROM outcomes"
     ).fetchone()
@@ -331,7 +332,7 @@ def test_an_outcome_is_recorded_and_reconciled_in_one_call(ledger: Ledger) -> No
 def test_paid_at_is_stored_in_utc(ledger: Ledger) -> None:
     shanghai = timezone(timedelta(hours=8))
     record(ledger, make_outcome(paid_at=datetime(2026, 11, 21, 20, 0, tzinfo=shanghai)))
-    (paid_at,) = ledger.database.conn.execute("SELECT paid_at FROM outcomes").fetchone()
+    (paid_at,) = tables(ledger).execute("SELECT paid_at FROM outcomes").fetchone()
     assert paid_at == "2026-11-21T12:00:00+00:00"
 
 
@@ -443,7 +444,7 @@ def test_an_outcome_over_the_amount_bound_stores_nothing(ledger: Ledger) -> None
 
 def test_extra_members_are_kept_as_json(ledger: Ledger) -> None:
     record(ledger, make_outcome(extra={"note": "hi", "fee": Decimal("0.10")}))
-    (extra,) = ledger.database.conn.execute("SELECT extra FROM outcomes").fetchone()
+    (extra,) = tables(ledger).execute("SELECT extra FROM outcomes").fetchone()
     assert extra == '{"fee":"0.10","note":"hi"}'
 
 
@@ -453,7 +454,7 @@ def test_extra_members_are_kept_as_json(ledger: Ledger) -> None:
 def test_a_rejected_delivery_keeps_the_first_4_kib_and_its_size(ledger: Ledger) -> None:
     body = b"x" * 10_000
     ledger.record_rejected(reason="invalid_signature", body=body, remote_addr="127.0.0.1")
-    stored = ledger.database.conn.execute(
+    stored = tables(ledger).execute(
         "SELECT reason, remote_addr, length(body), body_size FROM rejected_deliveries"
     ).fetchone()
     assert stored == ("invalid_signature", "127.0.0.1", 4096, 10_000)
@@ -468,7 +469,7 @@ def test_rejected_deliveries_stay_bounded_keeping_the_newest(
         ]
         kept = [
             row[0]
-            for row in ledger.database.conn.execute(
+            for row in tables(ledger).execute(
                 "SELECT reason FROM rejected_deliveries ORDER BY id"
             )
         ]
@@ -480,13 +481,12 @@ def test_the_default_bound_on_rejected_deliveries_is_ten_thousand(ledger: Ledger
     from payhooks.storage import DEFAULT_MAX_REJECTED
 
     assert DEFAULT_MAX_REJECTED == 10_000
-    conn = ledger.database.conn
+    conn = tables(ledger)
     conn.executemany(
         "INSERT INTO rejected_deliveries (received_at, reason, body, body_size) "
-        "VALUES ('2026-01-01T00:00:00+00:00', 'old', x'', 0)",
-        [()] * 10_000,
+        "VALUES ('2026-01-01T00:00:00+00:00', 'old', ?, 0)",
+        [(b"",)] * 10_000,
     )
-    conn.commit()
     ledger.record_rejected(reason="new", body=b"", remote_addr=None)
     assert count(ledger, "rejected_deliveries") == 10_000
     (oldest,) = conn.execute("SELECT MIN(id) FROM rejected_deliveries").fetchone()
@@ -504,7 +504,7 @@ def test_returns_are_recorded_and_never_settle_a_payment(ledger: Ledger) -> None
     ledger.record_return("order-1", "return", "Authorised")
     ledger.record_return("order-1", "cancel", None)
     assert ledger.state("order-1") is ReconciliationState.PENDING
-    rows = ledger.database.conn.execute(
+    rows = tables(ledger).execute(
         "SELECT external_identifier, kind, result_code, returned_at FROM returns ORDER BY id"
     ).fetchall()
     assert rows == [
@@ -529,7 +529,7 @@ def test_returns_keep_only_the_newest_visits_of_each_identifier(
             clock.advance(1)
             ids.append(ledger.record_return("order-1", "return", f"visit-{n}"))
         ledger.record_return("order-2", "cancel", None)
-        kept = ledger.database.conn.execute(
+        kept = tables(ledger).execute(
             "SELECT external_identifier, result_code FROM returns ORDER BY id"
         ).fetchall()
     assert kept == [
@@ -549,7 +549,7 @@ def test_a_visit_dated_before_the_newest_ones_is_the_one_pruned(
             clock.advance(60)
             ledger.record_return("order-1", "return", f"visit-{n}")
         ledger.record_return("order-1", "return", "late", returned_at=T0)
-        kept = [row[0] for row in ledger.database.conn.execute("SELECT result_code FROM returns")]
+        kept = [row[0] for row in tables(ledger).execute("SELECT result_code FROM returns")]
     assert sorted(kept) == ["visit-0", "visit-1"]
 
 

@@ -29,8 +29,8 @@ aware_times = st.datetimes(
 
 
 @pytest.fixture
-def ledger(tmp_path: Path) -> Iterator[Ledger]:
-    with Ledger(tmp_path / "ledger.db", synchronous="NORMAL") as opened:
+def ledger(database: Path | str) -> Iterator[Ledger]:
+    with Ledger(database, synchronous="NORMAL") as opened:
         yield opened
 
 
@@ -41,7 +41,7 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
     headers=st.dictionaries(header_names, header_values, max_size=5),
     body=st.binary(max_size=300),
     received_at=st.none() | aware_times,
-    key=st.text(min_size=1, max_size=30),
+    key=st.text(st.characters(exclude_characters="\x00"), min_size=1, max_size=30),
 )
 def test_a_new_delivery_handed_back_is_the_one_stored(
     ledger: Ledger,

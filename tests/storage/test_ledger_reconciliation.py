@@ -25,6 +25,7 @@ from payhooks.storage import (
 )
 from sqlite_utils import Database
 
+from tests.support.engines import tables
 from tests.support.factories import T0, FixedClock, make_outcome, record
 
 R = ReconciliationState
@@ -62,8 +63,8 @@ def clock() -> FixedClock:
 
 
 @pytest.fixture
-def ledger(tmp_path: Path, clock: FixedClock) -> Iterator[Ledger]:
-    with Ledger(tmp_path / "ledger.db", clock=clock) as opened:
+def ledger(database: Path | str, clock: FixedClock) -> Iterator[Ledger]:
+    with Ledger(database, clock=clock) as opened:
         yield opened
 
 
@@ -655,10 +656,11 @@ def test_summary_of_an_empty_ledger_is_empty(ledger: Ledger) -> None:
 def table_steps(ledger: Ledger, sql: str, params: tuple[Any, ...] = ()) -> list[str]:
     """The plan's steps that read a table or index (payments p, identifiers i, transactions x
     and t, outcomes o, the service's listed transactions s, sync runs r)."""
-    steps = [row[3] for row in ledger.database.conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
+    steps = [row[3] for row in tables(ledger).execute("EXPLAIN QUERY PLAN " + sql, params)]
     return [s for s in steps if re.match(r"(SCAN|SEARCH) (p|i|x|o|s|t|r)\b", s)]
 
 
+@pytest.mark.sqlite_only  # SQLite's query plans
 def test_one_payments_state_is_found_by_index_searches_only(ledger: Ledger) -> None:
     steps = table_steps(
         ledger, "SELECT state FROM reconciliation WHERE external_identifier = ?", ("x",)
@@ -684,6 +686,7 @@ def test_one_payments_state_is_found_by_index_searches_only(ledger: Ledger) -> N
     ]
 
 
+@pytest.mark.sqlite_only  # SQLite's query plans
 def test_the_full_report_reads_each_table_once_in_order_and_never_sorts(ledger: Ledger) -> None:
     sql = "SELECT * FROM reconciliation"
     steps = table_steps(ledger, sql)
@@ -701,10 +704,11 @@ def test_the_full_report_reads_each_table_once_in_order_and_never_sorts(ledger: 
         for s in steps
         if s.startswith("SEARCH")
     )
-    all_steps = [row[3] for row in ledger.database.conn.execute("EXPLAIN QUERY PLAN " + sql)]
+    all_steps = [row[3] for row in tables(ledger).execute("EXPLAIN QUERY PLAN " + sql)]
     assert not [s for s in all_steps if "TEMP B-TREE" in s], all_steps
 
 
+@pytest.mark.sqlite_only  # SQLite's query plans
 def test_the_rollups_are_kept_by_index_ranges_of_one_transaction_and_identifier(
     ledger: Ledger,
 ) -> None:
@@ -720,7 +724,7 @@ def test_the_rollups_are_kept_by_index_ranges_of_one_transaction_and_identifier(
     ]
     steps = [
         row[3]
-        for row in ledger.database.conn.execute(
+        for row in tables(ledger).execute(
             "EXPLAIN QUERY PLAN SELECT * FROM identifiers_from_transactions "
             "WHERE external_identifier = ?",
             ("a",),

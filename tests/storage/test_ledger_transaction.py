@@ -6,6 +6,7 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from payhooks.storage import DeliveryStatus, Ledger, StorageError, StorageUnavailableError
 from sqlite_utils import Database
@@ -14,19 +15,25 @@ from tests.support.factories import make_outcome
 
 
 @pytest.fixture
-def path(tmp_path: Path) -> Path:
-    return tmp_path / "ledger.db"
+def path(database: Path | str) -> Path | str:
+    """The ledger's file, or on PostgreSQL its URL."""
+    return database
 
 
 @pytest.fixture
-def ledger(path: Path) -> Iterator[Ledger]:
+def ledger(path: Path | str) -> Iterator[Ledger]:
     with Ledger(path) as opened:
         opened.expect_transaction("order-1", 2500, "CNY")
         yield opened
 
 
-def _count(path: Path, table: str) -> int:
+def _count(path: Path | str, table: str) -> int:
     """Rows of ``table`` as another connection sees them: only what is committed."""
+    if isinstance(path, str):
+        with psycopg.connect(path) as pg:
+            sql = f"SELECT COUNT(*) FROM {table}"  # noqa: S608 - a test's table name
+            row = pg.execute(sql).fetchone()  # type: ignore[arg-type,unused-ignore]
+            return int(row[0]) if row else 0
     conn = sqlite3.connect(path)
     try:
         return int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])  # noqa: S608
@@ -35,7 +42,7 @@ def _count(path: Path, table: str) -> int:
 
 
 def test_writes_inside_a_transaction_are_committed_together_at_its_end(
-    ledger: Ledger, path: Path
+    ledger: Ledger, path: Path | str
 ) -> None:
     with ledger.transaction():
         delivery = ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
@@ -62,7 +69,9 @@ def _store_then_abandon(ledger: Ledger, dedupe_key: str, *, with_outcome: bool =
         raise ChangedMind
 
 
-def test_an_exception_leaving_the_block_rolls_every_write_back(ledger: Ledger, path: Path) -> None:
+def test_an_exception_leaving_the_block_rolls_every_write_back(
+    ledger: Ledger, path: Path | str
+) -> None:
     with pytest.raises(ChangedMind):
         _store_then_abandon(ledger, "msg_1", with_outcome=True)
 
@@ -70,6 +79,7 @@ def test_an_exception_leaving_the_block_rolls_every_write_back(ledger: Ledger, p
     assert ledger.state("order-1") == "pending"
 
 
+@pytest.mark.sqlite_only  # SQLite's trigger syntax, write lock, or Database
 def test_a_write_that_fails_inside_is_undone_alone(ledger: Ledger, path: Path) -> None:
     # The outcome is inserted, then marking its delivery fails: the savepoint takes the
     # outcome back, and the delivery stored before it in the block is kept.
@@ -89,6 +99,7 @@ def test_a_write_that_fails_inside_is_undone_alone(ledger: Ledger, path: Path) -
     assert stored.status is DeliveryStatus.PROCESSING_ERROR
 
 
+@pytest.mark.sqlite_only  # SQLite's trigger syntax, write lock, or Database
 def test_a_transaction_holds_the_write_lock_until_it_ends(ledger: Ledger, path: Path) -> None:
     with Ledger(path, busy_timeout_ms=30) as other:
         with ledger.transaction():
@@ -98,6 +109,7 @@ def test_a_transaction_holds_the_write_lock_until_it_ends(ledger: Ledger, path: 
         assert other.record_delivery(dedupe_key="msg_2", body=b"{}", headers={}).is_new
 
 
+@pytest.mark.sqlite_only  # SQLite's trigger syntax, write lock, or Database
 def test_inside_the_callers_own_transaction_it_is_a_savepoint_of_it(path: Path) -> None:
     db = Database(path)
     try:
@@ -113,7 +125,7 @@ def test_inside_the_callers_own_transaction_it_is_a_savepoint_of_it(path: Path) 
         db.close()
 
 
-def test_transactions_nest(ledger: Ledger, path: Path) -> None:
+def test_transactions_nest(ledger: Ledger, path: Path | str) -> None:
     with ledger.transaction():
         ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
         with pytest.raises(ChangedMind):

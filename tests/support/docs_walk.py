@@ -205,9 +205,19 @@ class Server:
     def output(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
-    def exports(self) -> dict[str, str]:
-        """The ``export NAME=value`` lines the server printed for the reader to run."""
-        return dict(_EXPORT.findall(self.output()))
+    def exports(self, *, timeout: float = 30.0) -> dict[str, str]:
+        """The ``export NAME=value`` lines the server printed for the reader to run.
+
+        A server listens before it prints (``payhooks serve``), so on a loaded machine the
+        lines can come after the port is open: wait until as many are there as the block shows.
+        """
+        wanted = len(re.findall(r"\bexport [A-Z_]", self.block.text))
+        deadline = time.monotonic() + timeout
+        found = dict(_EXPORT.findall(self.output()))
+        while len(found) < wanted and time.monotonic() < deadline:
+            time.sleep(0.05)
+            found = dict(_EXPORT.findall(self.output()))
+        return found
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"

@@ -324,6 +324,7 @@ def test_a_raising_signal_receiver_still_gets_200_and_the_delivery_keeps_the_err
     assert "payment-succeeded" in caplog.text
 
 
+@pytest.mark.sqlite_only  # locks or breaks the SQLite file itself
 def test_a_locked_database_answers_503_and_the_same_delivery_succeeds_when_sent_again(
     make_app: AppFactory,
     serve: Callable[[Flask], LiveServer],
@@ -378,6 +379,7 @@ def test_a_delivery_stored_before_a_failure_is_finished_by_the_retry(
     assert [row["status"] for row in db_rows("SELECT status FROM deliveries")] == ["processed"]
 
 
+@pytest.mark.sqlite_only  # locks or breaks the SQLite file itself
 def test_a_failure_after_the_delivery_is_stored_answers_503_and_the_retry_finishes_it(
     live_server: LiveServer,
     ledger: Ledger,

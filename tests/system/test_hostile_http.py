@@ -19,7 +19,9 @@ import socket
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
 from flask import Flask
 from hypothesis import HealthCheck, given, settings
@@ -41,7 +43,7 @@ _STATUS = re.compile(rb"^HTTP/1\.[01] (\d{3})", re.MULTILINE)
 class Target:
     """A receiver listening on a loopback port, and its database file."""
 
-    def __init__(self, name: str, port: int, database: Path) -> None:
+    def __init__(self, name: str, port: int, database: Path | str) -> None:
         self.name = name
         self.port = port
         self.database = database
@@ -67,21 +69,22 @@ class Target:
                 received.append(chunk)
         return b"".join(received)
 
-    def deliveries(self) -> int:
+    def _rows(self, sql: str) -> list[tuple[Any, ...]]:
+        """Rows of ``sql`` from the receiver's ledger, a SQLite file or a PostgreSQL URL."""
+        if isinstance(self.database, str):
+            with psycopg.connect(self.database) as pg:
+                return pg.execute(sql).fetchall()  # type: ignore[arg-type,unused-ignore]
         conn = sqlite3.connect(self.database)
         try:
-            return int(conn.execute("SELECT COUNT(*) FROM deliveries").fetchone()[0])
+            return conn.execute(sql).fetchall()
         finally:
             conn.close()
 
+    def deliveries(self) -> int:
+        return int(self._rows("SELECT COUNT(*) FROM deliveries")[0][0])
+
     def stored_bodies(self) -> list[bytes]:
-        conn = sqlite3.connect(self.database)
-        try:
-            return [
-                bytes(row[0]) for row in conn.execute("SELECT body FROM deliveries ORDER BY id")
-            ]
-        finally:
-            conn.close()
+        return [bytes(row[0]) for row in self._rows("SELECT body FROM deliveries ORDER BY id")]
 
     def assert_still_serving(self) -> None:
         """One normal signed delivery gets 200 and is stored."""
@@ -162,7 +165,7 @@ def target(
     request: pytest.FixtureRequest,
     app: Flask,
     serve: Callable[[Flask], LiveServer],
-    database: Path,
+    database: Path | str,
 ) -> Target:
     if request.param == "gunicorn":
         found: Target = request.getfixturevalue("gunicorn_target")

@@ -1,0 +1,138 @@
+"""Moving a SQLite ledger to PostgreSQL, and checking the copy: ``payhooks copy-ledger``.
+
+The copy is one PostgreSQL transaction into a migrated, empty database: every table's rows
+with their ids (the bodies byte for byte, as ``bytea``), through ``COPY``; the identity
+sequences moved past the highest id; ``deliveries.outcome_id`` set once the outcomes it names
+exist (the two tables refer to each other). The rollup tables are derived
+(:mod:`payhooks.storage.rollup`): the rollup triggers are off while outcomes are copied, and
+the tables are refilled from the outcomes at the end, by PostgreSQL's own SQL, so the check
+below also compares the two engines' reconciliation rules on real data.
+
+The check, after the commit: the row count of every table equal on both, every body's SHA-256
+equal to the one stored with it, and the reconciliation summary (counts and totals per
+currency and state) equal on both. A failed check is reported, not hidden; the copy stays for
+a person to look at.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import psycopg
+from payhooks.storage.errors import StorageError
+from payhooks.storage.ledger import Ledger
+from payhooks.storage.postgresql.errors import translate_errors
+from payhooks.storage.postgresql.schema import migrate
+from payhooks.storage.rollup import rebuild_sql
+from payhooks.storage.rows import CopyReport
+from payhooks.storage.times import system_clock, to_text
+from sqlite_utils import Database
+
+__all__ = ["TABLES", "copy_ledger"]
+
+#: The tables copied, in an order their references allow; then the rollup tables, refilled.
+TABLES = (
+    "payments",
+    "deliveries",
+    "outcomes",
+    "owed_signals",
+    "returns",
+    "rejected_deliveries",
+    "sync_runs",
+    "service_transactions",
+)
+_ROLLUPS = ("transactions", "identifiers")
+_WITH_IDS = (
+    "deliveries",
+    "outcomes",
+    "owed_signals",
+    "returns",
+    "rejected_deliveries",
+    "sync_runs",
+)
+
+
+def _columns(db: Database, table: str) -> list[str]:
+    return [column.name for column in db[table].columns]
+
+
+def _count_pg(conn: psycopg.Connection[Any], table: str) -> int:
+    row = conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()  # noqa: S608 - constants
+    return int(row[0]) if row else 0
+
+
+def copy_ledger(sqlite_path: str | os.PathLike[str], url: str) -> CopyReport:
+    """Copy the SQLite ledger at ``sqlite_path`` into the PostgreSQL database at ``url``
+    (migrated first, and refused unless empty), then check the copy.
+
+    :raises StorageError: the file or the server cannot be used, or the database already
+        holds a ledger's rows; nothing is copied.
+    """
+    if not os.path.exists(sqlite_path):
+        raise StorageError(f"There is no SQLite ledger at {os.fspath(sqlite_path)}.")
+    Ledger(sqlite_path).close()  # brings the file to the current schema
+    source = Database(os.fspath(sqlite_path), execute_plugins=False)
+    report = CopyReport()
+    try:
+        with translate_errors(), psycopg.connect(url, autocommit=True) as conn:
+            migrate(conn, now=to_text(system_clock()))
+            _copy(source, conn)
+            for table in (*TABLES, *_ROLLUPS):
+                report.counts[table] = (source[table].count, _count_pg(conn, table))
+            bad_bodies = conn.execute(
+                "SELECT COUNT(*) FROM deliveries WHERE encode(sha256(body), 'hex') <> body_sha256"
+            ).fetchone()
+            if bad_bodies and bad_bodies[0]:
+                report.problems.append(
+                    f"{bad_bodies[0]} copied bodies do not match their SHA-256."
+                )
+    finally:
+        source.close()
+    for table, (before, after) in report.counts.items():
+        if before != after:
+            report.problems.append(f"{table} has {before} rows in SQLite and {after} copied.")
+    with Ledger(sqlite_path) as old, Ledger(url) as new:
+        if old.summary() != new.summary():
+            report.problems.append("The reconciliation summary differs between the two.")
+    return report
+
+
+def _copy(source: Database, conn: psycopg.Connection[Any]) -> None:
+    with conn.transaction():
+        for table in TABLES:
+            if _count_pg(conn, table):
+                raise StorageError(
+                    f"The PostgreSQL database already holds a ledger ({table} has rows); "
+                    "copy into an empty one."
+                )
+        conn.execute("ALTER TABLE outcomes DISABLE TRIGGER USER")
+        conn.execute("ALTER TABLE payments DISABLE TRIGGER USER")
+        outcome_links: list[tuple[int, int]] = []
+        for table in TABLES:
+            columns = _columns(source, table)
+            select = f"SELECT {', '.join(columns)} FROM {table}"  # noqa: S608
+            if table == "deliveries":
+                select = select.replace("outcome_id", "NULL AS outcome_id", 1)
+                outcome_links = [
+                    (row[1], row[0])
+                    for row in source.execute(
+                        "SELECT id, outcome_id FROM deliveries WHERE outcome_id IS NOT NULL"
+                    )
+                ]
+            with conn.cursor().copy(
+                f"COPY {table} ({', '.join(columns)}) FROM STDIN"
+            ) as copy:
+                for row in source.execute(select):
+                    copy.write_row(row)
+            if table == "outcomes" and outcome_links:
+                conn.cursor().executemany(
+                    "UPDATE deliveries SET outcome_id = %s WHERE id = %s", outcome_links
+                )
+        for table in _WITH_IDS:
+            sql = f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), COALESCE((SELECT MAX(id) FROM {table}), 0) + 1, false)"  # noqa: E501, S608 - constants
+            conn.execute(sql)
+        for statement in rebuild_sql():
+            conn.execute(statement)
+        conn.execute("ALTER TABLE outcomes ENABLE TRIGGER USER")
+        conn.execute("ALTER TABLE payments ENABLE TRIGGER USER")

@@ -1,0 +1,144 @@
+"""The PostgreSQL engine: a ``postgresql://`` URL, the process's connection pool, reads,
+streams, and the schema check on open.
+
+:class:`~payhooks.storage.Ledger` opens one :class:`PostgresEngine` for a URL; it offers the
+members the SQLite engine does (``read()``, ``stream()``, ``writer.write()``,
+``schema_version``, ``close()``), and the table modules run on either's connection.
+
+Opening does not migrate: it checks the version and, when the database is behind, refuses with
+:class:`~payhooks.storage.StorageUnavailableError` naming ``payhooks migrate``. On SQLite the
+one host that opens the file migrates it; on PostgreSQL several hosts share the database, and
+a schema change is a deploy step run once (by a role that may create tables, which receivers
+need not have), before new code serves: receivers started first answer 503, so the service
+retries rather than losing anything.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from payhooks.storage.errors import StorageUnavailableError
+from payhooks.storage.postgresql.connection import PostgresConnection
+from payhooks.storage.postgresql.dialect import to_postgres
+from payhooks.storage.postgresql.errors import translate_errors
+from payhooks.storage.postgresql.pools import pool_for
+from payhooks.storage.postgresql.schema import SCHEMA_VERSION, schema_version
+from payhooks.storage.postgresql.writer import Writer
+from payhooks.storage.targets import redacted
+from psycopg_pool import ConnectionPool
+
+__all__ = ["STREAM_BATCH_ROWS", "PostgresEngine"]
+
+_T = TypeVar("_T")
+
+#: How many rows a stream fetches from its server-side cursor at a time.
+STREAM_BATCH_ROWS = 2000
+
+_cursor_names = itertools.count(1)
+
+
+class PostgresEngine:
+    """The ledger's view of one PostgreSQL database; see the module docstring.
+
+    :param url: a ``postgresql://`` URL (libpq's form: user, password, host, port, database
+        and parameters such as ``sslmode``).
+    :param busy_timeout_ms: how long a read or write waits for a connection, and a write for a
+        row lock.
+    :param synchronous: ``"FULL"`` or ``"NORMAL"``, already checked by the ledger.
+    """
+
+    __slots__ = ("_busy_timeout_ms", "_url", "name", "schema_version", "writer")
+
+    def __init__(self, url: str, *, busy_timeout_ms: int, synchronous: str) -> None:
+        #: The URL without its password: for ``repr``.
+        self.name = redacted(url)
+        self._url, self._busy_timeout_ms = url, busy_timeout_ms
+        #: Makes every write: :meth:`Writer.write`.
+        self.writer = Writer(self._pool, synchronous=synchronous)
+        with self.read() as conn:
+            version = schema_version(conn.conn)
+        if version < SCHEMA_VERSION:
+            raise StorageUnavailableError(
+                f"The ledger at {self.name} has schema version {version}, and this payhooks "
+                f"needs {SCHEMA_VERSION}: run `payhooks migrate --database URL` first."
+            )
+        #: How many schema migrations the database has.
+        self.schema_version = version
+
+    def _pool(self) -> ConnectionPool[Any]:
+        """The calling process's pool (:func:`~.pools.pool_for`: a dictionary lookup by process
+        id, so a ledger carried across ``fork()`` opens the child's own)."""
+        return pool_for(self._url, busy_timeout_ms=self._busy_timeout_ms)
+
+    @property
+    def database(self) -> Any:
+        """There is no ``sqlite_utils.Database`` on PostgreSQL."""
+        raise AttributeError("a PostgreSQL ledger has no sqlite_utils Database")
+
+    @contextmanager
+    def read(self) -> Iterator[PostgresConnection]:
+        """A connection for reads: the open transaction's on this thread, else one borrowed
+        from the pool (autocommit: each statement reads what is committed)."""
+        open_conn = self.writer.current()
+        with translate_errors():
+            if open_conn is not None:
+                yield PostgresConnection(open_conn)
+                return
+            with self._pool().connection() as conn:
+                yield PostgresConnection(conn)
+
+    def stream(
+        self,
+        query: Callable[[Any], Any],
+        convert: Callable[[tuple[Any, ...]], _T],
+    ) -> Iterator[_T]:
+        """Yield converted rows of ``query(conn)`` (a table module's select, which calls
+        ``conn.execute`` once) from a server-side cursor, :data:`STREAM_BATCH_ROWS` at a time,
+        so memory stays flat; the connection is held until the caller stops.
+
+        The query is built now (so bad arguments raise here, as on SQLite) and run on the
+        first row asked for. Inside a transaction of this thread, on its connection.
+        """
+        recorder = _Recorder()
+        query(recorder)
+        return self._rows(recorder.sql, recorder.params, convert)
+
+    def _rows(
+        self, sql: str, params: tuple[Any, ...], convert: Callable[[tuple[Any, ...]], _T]
+    ) -> Iterator[_T]:
+        with translate_errors():
+            if self.writer.current() is not None:
+                with self.read() as conn:
+                    rows = conn.execute(sql, params).fetchall()
+                yield from map(convert, rows)
+                return
+            with (
+                self._pool().connection() as conn,
+                conn.transaction(),
+                conn.cursor(name=f"payhooks_stream_{next(_cursor_names)}") as cursor,
+            ):
+                cursor.itersize = STREAM_BATCH_ROWS
+                cursor.execute(to_postgres(sql), params)
+                for values in cursor:
+                    yield convert(values)
+
+    def close(self) -> None:
+        """Nothing of its own to close: the pool is the process's (:mod:`.pools`)."""
+
+
+class _Recorder:
+    """Takes the one statement a stream's query runs, to be run when the rows are read."""
+
+    __slots__ = ("params", "sql")
+
+    unordered_union = True  # as PostgresConnection
+
+    def __init__(self) -> None:
+        self.sql = ""
+        self.params: tuple[Any, ...] = ()
+
+    def execute(self, sql: str, params: Any = ()) -> None:
+        self.sql, self.params = sql, tuple(params)

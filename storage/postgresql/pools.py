@@ -1,0 +1,83 @@
+"""One psycopg connection pool per process and database, shared by that process's ledgers.
+
+A receiver keeps one :class:`~payhooks.storage.Ledger` per thread
+(:class:`payhooks.receiver.ledgers.LedgerPool`); on PostgreSQL those ledgers are light, and
+each borrows a connection from the process's one pool for each read or write (or for a whole
+:meth:`~payhooks.storage.Ledger.transaction`). So a process holds at most
+:data:`POOL_MAX_SIZE` connections however many threads it runs, and the server sees
+workers times that, not threads.
+
+A pool must not cross a ``fork()``: its connections' sockets would be shared with the parent,
+and its worker threads do not survive. gunicorn ``--preload`` forks workers from a master
+that may have used the ledger, so pools are kept per process id, as the SQLite engine checks
+its lock file's: a child finds none of its own and opens one. The parent's pool is kept
+referenced in the child, never closed or collected there: closing a connection sends the
+server a goodbye on the socket the parent still uses.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Final
+
+from psycopg_pool import ConnectionPool
+
+__all__ = ["POOL_MAX_SIZE", "pool_for"]
+
+#: The most connections one process opens to one database.
+POOL_MAX_SIZE: Final = 10
+
+_lock = threading.Lock()
+_pools: dict[tuple[int, str, int], ConnectionPool[Any]] = {}
+# Pools inherited across a fork: referenced forever, never closed in the child.
+_inherited: list[ConnectionPool[Any]] = []
+
+
+def _after_fork_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()  # the parent's may have been held by another thread
+    _inherited.extend(_pools.values())
+    _pools.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def pool_for(url: str, *, busy_timeout_ms: int) -> ConnectionPool[Any]:
+    """This process's pool for ``url``, opened on first use.
+
+    Connections are in autocommit (the writer opens each transaction itself), with
+    ``lock_timeout`` set to the busy timeout: a write waiting on another's row lock gives up
+    then, as a SQLite write does. A checkout waits at most the busy timeout too.
+    """
+    key = (os.getpid(), url, busy_timeout_ms)
+    with _lock:
+        pool = _pools.get(key)
+        if pool is None:
+            pool = ConnectionPool(
+                url,
+                min_size=1,
+                max_size=POOL_MAX_SIZE,
+                kwargs={
+                    "autocommit": True,
+                    "options": f"-c lock_timeout={int(busy_timeout_ms)}",
+                },
+                timeout=busy_timeout_ms / 1000,
+                check=ConnectionPool.check_connection,
+                name=f"payhooks-{os.getpid()}",
+                open=False,
+            )
+            pool.open(wait=False)
+            _pools[key] = pool
+        return pool
+
+
+def close_pools(url: str | None = None) -> None:
+    """Close this process's pools, or only those of ``url`` (a process done with a database,
+    and tests, which drop theirs)."""
+    with _lock:
+        keys = [key for key in _pools if url is None or key[1] == url]
+        pools = [_pools.pop(key) for key in keys]
+    for pool in pools:
+        pool.close()

@@ -1,0 +1,400 @@
+"""What is PostgreSQL's alone: migrations (from empty, from every earlier version, several
+hosts at once), refusing an unmigrated database, its errors as the ledger's, the pool across
+``fork()``, several processes on one database, and the copy from SQLite.
+
+Against a real server (the ``postgres_server`` fixture); the shared behaviour of the ledger is
+tested on both engines by the other modules.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import tempfile
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from payhooks.storage import (
+    SCHEMA_VERSION,
+    DeliveryStatus,
+    Ledger,
+    ListedTransaction,
+    PaymentState,
+    ReconciliationState,
+    StorageError,
+    StorageUnavailableError,
+    migrate,
+)
+from payhooks.storage.postgresql import close_pools
+from payhooks.storage.postgresql import migrate as migrate_to
+
+from tests.support.cli import run
+from tests.support.engines import tables
+from tests.support.factories import T0, FixedClock, make_outcome, record
+from tests.support.postgres import PostgresServer
+
+
+@pytest.fixture
+def server(postgres_server: tuple[PostgresServer, str]) -> PostgresServer:
+    return postgres_server[0]
+
+
+@pytest.fixture
+def empty_url(server: PostgresServer) -> Iterator[str]:
+    """A database with nothing in it: no table, no migration."""
+    url = server.create_database()
+    try:
+        yield url
+    finally:
+        close_pools(url)
+        server.drop_database(url)
+
+
+def _migrations(url: str) -> list[str]:
+    with psycopg.connect(url) as conn:
+        return [row[0] for row in conn.execute("SELECT name FROM payhooks_migrations")]
+
+
+# -- migrations ------------------------------------------------------------------------------
+
+
+def test_an_unmigrated_database_is_refused_until_payhooks_migrate(empty_url: str) -> None:
+    with pytest.raises(StorageUnavailableError, match="payhooks migrate"):
+        Ledger(empty_url)
+
+    assert migrate(empty_url) == (0, SCHEMA_VERSION)
+    assert migrate(empty_url) == (SCHEMA_VERSION, SCHEMA_VERSION)
+    with Ledger(empty_url) as ledger:
+        assert ledger.schema_version == SCHEMA_VERSION
+        assert ledger.engine == "postgresql"
+
+
+def test_postgresql_has_sqlites_migrations_by_name_in_order() -> None:
+    from payhooks.storage.postgresql import MIGRATIONS as POSTGRES_MIGRATIONS
+    from payhooks.storage.sqlite.schema import _MIGRATION_NAMES
+
+    assert [name for name, _ in POSTGRES_MIGRATIONS] == _MIGRATION_NAMES
+
+
+@pytest.mark.parametrize("version", range(1, SCHEMA_VERSION))
+def test_every_earlier_version_migrates_and_keeps_its_rows(empty_url: str, version: int) -> None:
+    with psycopg.connect(empty_url, autocommit=True) as conn:
+        assert migrate_to(conn, now="2026-01-01T00:00:00+00:00", target=version) == version
+        sha = ", body_sha256" if version >= 2 else ""
+        digest = ", encode(sha256('\\x00ff'::bytea), 'hex')" if sha else ""
+        sql = (
+            "INSERT INTO deliveries (dedupe_key, received_at, headers, body, status, "  # noqa: S608
+            f"updated_at{sha}) VALUES ('old', '2026-01-01T00:00:00+00:00', '{{}}', "
+            f"'\\x00ff'::bytea, 'received', '2026-01-01T00:00:00+00:00'{digest})"
+        )
+        conn.execute(sql)
+
+    assert migrate(empty_url) == (version, SCHEMA_VERSION)
+
+    with Ledger(empty_url) as ledger:
+        (old,) = list(ledger.deliveries())
+        assert (old.dedupe_key, old.body, old.status) == ("old", b"\x00\xff", "received")
+        ledger.expect_transaction("order-1", 2500, "CNY")
+        recorded = record(ledger, make_outcome())
+        assert recorded.reconciliation is ReconciliationState.PAID
+
+
+def test_several_hosts_migrating_at_once_take_turns(empty_url: str) -> None:
+    results: list[object] = []
+
+    def deploy() -> None:
+        try:
+            results.append(migrate(empty_url)[1])
+        except Exception as err:  # pragma: no cover - what the test would report
+            results.append(err)
+
+    threads = [threading.Thread(target=deploy) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert results == [SCHEMA_VERSION] * 6
+    assert len(_migrations(empty_url)) == SCHEMA_VERSION
+
+
+def test_a_database_migrated_by_a_newer_payhooks_is_refused(postgres_url: str) -> None:
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO payhooks_migrations VALUES ('payhooks', '9999_future', '2030-01-01')"
+        )
+    with pytest.raises(StorageError) as exc_info:
+        Ledger(postgres_url)
+    assert exc_info.value.code == "schema_too_new"
+
+
+def test_payhooks_migrate_migrates_a_url(empty_url: str) -> None:
+    result = run(["migrate", "--database", empty_url])
+    assert result.exit_code == 0, result.output
+    assert f"from version 0 to {SCHEMA_VERSION}" in result.output
+    assert "nothing to do" in run(["migrate", "--database", empty_url]).output
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+
+def test_a_server_that_cannot_be_reached_is_unavailable(server: PostgresServer) -> None:
+    url = f"postgresql://payhooks@127.0.0.1:{server.port}/no_such_database"
+    try:
+        with pytest.raises(StorageUnavailableError):
+            Ledger(url, busy_timeout_ms=300)
+    finally:
+        close_pools(url)
+
+
+def test_a_row_locked_past_the_busy_timeout_is_unavailable(postgres_url: str) -> None:
+    with (
+        psycopg.connect(postgres_url) as other,
+        Ledger(postgres_url, busy_timeout_ms=200) as ledger,
+    ):
+        other.execute(
+            "INSERT INTO payments (external_identifier, kind, amount_minor, currency, created_at)"
+            " VALUES ('order-1', 'transaction', 1, 'CNY', '2026-01-01T00:00:00+00:00')"
+        )  # uncommitted: its key is locked
+        with pytest.raises(StorageUnavailableError) as exc_info:
+            ledger.expect_transaction("order-1", 1, "CNY")
+        assert isinstance(exc_info.value.__cause__, psycopg.errors.LockNotAvailable)
+        other.rollback()
+        assert ledger.expect_transaction("order-1", 1, "CNY") is True
+
+
+def test_an_unknown_delivery_is_refused_and_the_transaction_goes_on(postgres_url: str) -> None:
+    with Ledger(postgres_url) as ledger, ledger.transaction():
+        delivery = ledger.record_delivery(dedupe_key="k", body=b"{}", headers={})
+        with pytest.raises(StorageError, match="no delivery"):
+            ledger.record_outcome(make_outcome(), delivery_id=delivery.id + 99)
+        ledger.record_outcome(make_outcome(), delivery_id=delivery.id)
+    with Ledger(postgres_url) as ledger:
+        assert ledger.delivery(delivery.id).status is DeliveryStatus.PROCESSED  # type: ignore[union-attr]
+
+
+# -- processes -----------------------------------------------------------------------------------
+
+
+def test_a_forked_child_uses_its_own_pool_and_the_parent_keeps_working(
+    postgres_url: str,
+) -> None:
+    with Ledger(postgres_url) as ledger:
+        ledger.expect_transaction("parent-1", 100, "CNY")
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child reports through its exit status
+            try:
+                # The parent's ledger, carried across the fork, and a new one: both use the
+                # child's own pool, never the parent's connections.
+                ledger.expect_transaction("child-1", 100, "CNY")
+                with Ledger(postgres_url) as child:
+                    child.expect_transaction("child-2", 100, "CNY")
+                    status = 0 if child.state("parent-1") is not None else 1
+            except BaseException:
+                status = 2
+            os._exit(status)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        ledger.expect_transaction("parent-2", 100, "CNY")
+        assert ledger.state("child-1") is ReconciliationState.PENDING
+        assert ledger.state("child-2") is ReconciliationState.PENDING
+
+
+def _writer(url: str, index: int, report: str) -> None:
+    """One host: the same notifications as every other, a few of its own."""
+    close_pools()
+    results: dict[str, Any] = {"new": 0}
+    with Ledger(url, busy_timeout_ms=30_000) as ledger:
+        for n in range(30):
+            outcome = make_outcome(external_identifier=f"order-{n}", transaction_id=f"ll-{n}")
+            with ledger.transaction():
+                delivery = ledger.record_delivery(
+                    dedupe_key=f"msg-{n}", body=f"body-{n}".encode(), headers={}
+                )
+                recorded = ledger.record_outcome(outcome, delivery_id=delivery.id)
+            results["new"] += recorded.is_new
+            ledger.expect_transaction(f"order-{n}", 2500, "CNY")
+    Path(report).write_text(json.dumps(results))
+
+
+def test_several_processes_on_one_database_lose_and_double_nothing(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    context = multiprocessing.get_context("spawn")
+    reports = [tmp_path / f"writer-{n}.json" for n in range(4)]
+    processes = [
+        context.Process(target=_writer, args=(postgres_url, n, str(reports[n])))
+        for n in range(4)
+    ]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(120)
+        assert process.exitcode == 0
+
+    assert sum(json.loads(report.read_text())["new"] for report in reports) == 30
+    with Ledger(postgres_url) as ledger:
+        sql = tables(ledger)
+        assert sql.execute("SELECT COUNT(*), SUM(attempts) FROM deliveries").fetchone() == (30, 120)
+        assert sql.execute("SELECT COUNT(*) FROM outcomes").fetchone() == (30,)
+        assert sql.execute("SELECT COUNT(*) FROM identifiers WHERE expected = 1").fetchone() == (
+            30,
+        )
+        assert {row.state for row in ledger.reconcile()} == {ReconciliationState.PAID}
+
+
+# -- copy from SQLite ----------------------------------------------------------------------------
+
+
+def _sqlite_ledger(path: Path) -> None:
+    with Ledger(path) as ledger:
+        ledger.expect_transaction("order-1", 2500, "CNY")
+        ledger.expect_subscription("sub-1", 999, "USD", 1999, metadata={"plan": "pro"})
+        recorded = record(ledger, make_outcome())
+        record(ledger, make_outcome(external_identifier="stranger", transaction_id="ll-9"))
+        ledger.record_delivery(dedupe_key="raw", body=bytes(range(256)), headers={"a": "b"})
+        ledger.owe_signals(
+            recorded.outcome_id, delivery_id=1, signals=["payment-succeeded"], reconciliation="paid"
+        )
+        ledger.record_return("order-1", "return", "Authorised")
+        ledger.record_rejected(reason="bad_signature", body=b"\x00forged", remote_addr="10.0.0.1")
+        # The sync's records: a creation failure, a complete run and an interrupted one.
+        ledger.expect_transaction("order-2", 100, "CNY")
+        ledger.mark_creation_failed("order-2", reason="400 refused", certain=True)
+        run = ledger.begin_sync(max_age=timedelta(0))
+        ledger.record_service_page(
+            run.id,
+            [ListedTransaction("ll-7", "listed-only", "PS", PaymentState.SUCCEEDED, "CNY", 5)],
+            "cursor-1",
+        )
+        ledger.end_sync(run.id)
+        ledger.end_sync(ledger.begin_sync(max_age=timedelta(0), resume=False).id, error="cut")
+
+
+def test_copy_ledger_copies_every_table_and_checks_the_copy(
+    tmp_path: Path, empty_url: str
+) -> None:
+    source = tmp_path / "old.db"
+    _sqlite_ledger(source)
+
+    result = run(["copy-ledger", str(source), empty_url])
+
+    assert result.exit_code == 0, result.output
+    assert "checks out" in result.output
+    with Ledger(source) as old, Ledger(empty_url) as new:
+        assert list(new.deliveries()) == list(old.deliveries())
+        assert list(new.reconcile()) == list(old.reconcile())
+        assert new.owed_signals() == old.owed_signals()
+        assert new.creation_failure("order-2") == old.creation_failure("order-2")
+        assert new.last_sync() == old.last_sync()
+        assert list(new.sync_drift()) == list(old.sync_drift())
+        # A new sync run continues after the copied ids.
+        assert new.begin_sync(max_age=timedelta(0), resume=False).id == 3
+        # New rows continue after the copied ids.
+        last = max(delivery.id for delivery in old.deliveries())
+        assert new.record_delivery(dedupe_key="next", body=b"", headers={}).id == last + 1
+
+
+def test_copy_ledger_refuses_a_database_that_holds_a_ledger(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    source = tmp_path / "old.db"
+    _sqlite_ledger(source)
+    with Ledger(postgres_url) as ledger:
+        ledger.expect_transaction("already-here", 1, "CNY")
+
+    result = run(["copy-ledger", str(source), postgres_url])
+
+    assert result.exit_code == 1
+    assert "already holds a ledger" in result.output
+
+
+# -- the same reconciliation on both engines -----------------------------------------------------
+
+_CODES = {
+    "WP": PaymentState.PENDING,
+    "PS": PaymentState.SUCCEEDED,
+    "PF": PaymentState.FAILED,
+    "RS": PaymentState.REFUNDED,
+    "CB": PaymentState.CHARGED_BACK,
+    "ZZ": PaymentState.UNKNOWN,
+}
+_outcome_op = st.tuples(
+    st.just("outcome"),
+    st.sampled_from(["a", "b", "c"]),
+    st.sampled_from(["t1", "t2", "t3"]),
+    st.sampled_from(sorted(_CODES)),
+    st.sampled_from([999, 1999]),
+    st.sampled_from(["EUR", "USD"]),
+    st.integers(0, 3),
+)
+_expect_op = st.tuples(
+    st.just("expect"), st.sampled_from(["a", "b", "c"]), st.booleans(), st.sampled_from(["EUR"])
+)
+_ROLLUP_SQL = (
+    ("SELECT * FROM transactions ORDER BY 1, 2", "SELECT * FROM transactions_from_outcomes "
+     "ORDER BY 1, 2"),
+    ("SELECT * FROM identifiers ORDER BY 1", "SELECT * FROM identifiers_from_transactions "
+     "ORDER BY 1"),
+)  # fmt: skip
+
+
+def _apply(ledger: Ledger, ops: list[tuple[Any, ...]]) -> None:
+    for n, op in enumerate(ops):
+        if op[0] == "outcome":
+            _, identifier, txn, code, amount, currency, minute = op
+            record(
+                ledger,
+                make_outcome(
+                    external_identifier=identifier,
+                    transaction_id=f"{identifier}-{txn}",
+                    payment_status=code,
+                    state=_CODES[code],
+                    amount_minor=amount,
+                    currency=currency,
+                    paid_at=T0 + timedelta(minutes=minute),
+                ),
+                dedupe_key=f"op-{n}",
+            )
+        else:
+            _, identifier, subscription, currency = op
+            if subscription:
+                ledger.expect_subscription(identifier, 999, currency, 1999)
+            else:
+                ledger.expect_transaction(identifier, 1999, currency)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    ops=st.lists(st.one_of(_outcome_op, _outcome_op, _expect_op), max_size=12).filter(
+        lambda ops: len({op[1] for op in ops if op[0] == "expect"})
+        == len([op for op in ops if op[0] == "expect"])
+    )
+)
+def test_both_engines_reconcile_the_same_writes_alike(
+    ops: list[tuple[Any, ...]], postgres_url: str
+) -> None:
+    with Ledger(postgres_url, clock=FixedClock()) as pg:
+        tables(pg).execute(
+            "TRUNCATE owed_signals, outcomes, deliveries, payments, transactions, identifiers "
+            "RESTART IDENTITY"
+        )
+        with tempfile.TemporaryDirectory() as folder, Ledger(
+            Path(folder) / "l.db", clock=FixedClock()
+        ) as lite:
+            _apply(lite, ops)
+            _apply(pg, ops)
+            assert list(pg.reconcile()) == list(lite.reconcile())
+            assert pg.summary() == lite.summary()
+            for stored, computed in _ROLLUP_SQL:
+                assert tables(pg).execute(stored).rows == tables(pg).execute(computed).rows

@@ -1,0 +1,123 @@
+"""A real PostgreSQL server for the tests, from the distribution's binaries.
+
+:class:`PostgresServer` makes a temporary data directory, ``initdb``s it and starts the server
+on a free loopback port with ``pg_ctl``, as an unprivileged user when the tests run as root
+(PostgreSQL refuses root). It trades durability for speed (``fsync=off``): what is tested is
+the ledger's SQL, transactions and concurrency, not the server's crash safety. :meth:`stop`
+stops it and removes the directory, and is safe to call after a failed start.
+
+Each test gets a database of its own, copied from a template migrated once
+(``CREATE DATABASE ... TEMPLATE``), and dropped after.
+"""
+
+from __future__ import annotations
+
+import glob
+import itertools
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+#: What a developer without the server runs (Debian and Ubuntu).
+INSTALL_COMMAND = "apt-get update && apt-get install -y postgresql"
+
+_names = itertools.count(1)
+
+
+def find_bin_dir() -> Path | None:
+    """The newest ``/usr/lib/postgresql/*/bin`` with ``pg_ctl``, else ``pg_ctl``'s folder on
+    the PATH, else None."""
+    found = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"),
+        key=lambda path: int(Path(path).parent.parent.name or 0),
+    )
+    if found:
+        return Path(found[-1]).parent
+    on_path = shutil.which("pg_ctl")
+    return Path(on_path).parent if on_path else None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class PostgresServer:
+    """One throwaway server; see the module docstring.
+
+    :param bin_dir: the folder of ``initdb`` and ``pg_ctl``.
+    """
+
+    def __init__(self, bin_dir: Path) -> None:
+        self.bin_dir = bin_dir
+        self.root = Path(tempfile.mkdtemp(prefix="payhooks-pg-"))
+        self.data = self.root / "data"
+        self.log = self.root / "server.log"
+        self.port = _free_port()
+        self.started = False
+        # PostgreSQL refuses to run as root: then as the distribution's `postgres` user.
+        self._user: dict[str, Any] = {}
+        if os.geteuid() == 0:
+            self._user = {"user": "postgres", "group": "postgres", "extra_groups": []}
+            shutil.chown(self.root, "postgres", "postgres")
+        self.admin_url = f"postgresql://payhooks@127.0.0.1:{self.port}/postgres"
+
+    def _run(self, *args: str) -> None:
+        result = subprocess.run(
+            [str(self.bin_dir / args[0]), *args[1:]],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=self.root,
+            **self._user,
+        )
+        if result.returncode != 0:
+            log = self.log.read_text() if self.log.exists() else ""
+            raise RuntimeError(f"{args[0]} failed: {result.stderr or result.stdout}\n{log}")
+
+    def start(self) -> None:
+        """initdb and start; raises RuntimeError with the server's words when either fails."""
+        self._run(
+            "initdb", "-D", str(self.data), "-U", "payhooks", "--auth=trust",
+            "-E", "UTF8", "--no-sync",
+        )  # fmt: skip
+        options = (
+            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
+        )
+        self.started = True  # pg_ctl may have started it even when it reports a failure
+        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "start")
+
+    def url(self, database: str) -> str:
+        return f"postgresql://payhooks@127.0.0.1:{self.port}/{database}"
+
+    def execute(self, sql: str) -> None:
+        """Run one statement as the superuser, outside a transaction (CREATE DATABASE...)."""
+        import psycopg
+
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(sql)  # type: ignore[arg-type,unused-ignore]
+
+    def create_database(self, template: str | None = None) -> str:
+        """A new, empty database (or a copy of ``template``); its URL."""
+        name = f"payhooks_{os.getpid()}_{next(_names)}"
+        self.execute(f"CREATE DATABASE {name}" + (f" TEMPLATE {template}" if template else ""))
+        return self.url(name)
+
+    def drop_database(self, url: str) -> None:
+        name = url.rsplit("/", 1)[1]
+        self.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+    def stop(self) -> None:
+        """Stop the server (if it started) and remove its directory."""
+        try:
+            if self.started:
+                self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
