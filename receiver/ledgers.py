@@ -10,10 +10,11 @@ its own for as long as it lives, and a thread that finds a ledger opened by anot
 Servers that start a thread per connection (werkzeug's threaded development server, gunicorn's
 ``gthread`` workers with short-lived threads) would otherwise leave one open connection behind
 per finished thread, closed only whenever the garbage collector gets to it. Each thread's ledger
-is held by a small object in the pool's :class:`threading.local`; Python drops a thread's local
-storage as the thread ends, in that thread, and a :func:`weakref.finalize` on the holder then
-closes the ledger right there, on the thread that opened it (SQLite connections refuse to be
-closed from another).
+is held by a small object in the pool's :class:`threading.local`, and a :func:`weakref.finalize`
+on the holder closes the ledger when the holder goes: as its thread ends, or when the pool itself
+is collected. That may happen on another thread (a collection runs on whichever thread triggers
+it), so the pool opens its SQLite ledgers with ``check_same_thread=False``: each ledger is still
+used by its own thread alone, and only closing may happen elsewhere, once nothing holds it.
 """
 
 from __future__ import annotations
@@ -31,15 +32,13 @@ __all__ = ["LedgerPool"]
 logger = logging.getLogger("payhooks")
 
 
-def _close_ledger(ledger: Ledger, pid: int, thread_id: int) -> None:
-    """Close ``ledger`` if this is the process and thread that opened it.
+def _close_ledger(ledger: Ledger, pid: int) -> None:
+    """Close ``ledger`` if this is the process that opened it, on whichever thread.
 
     In a forked child the ledger is the parent's: closing it could checkpoint or remove WAL
-    files the parent still uses, so it is left alone. On another thread (the pool itself being
-    collected while the owner still runs) SQLite would refuse; the connection then closes when
-    the last reference to it goes.
+    files the parent still uses, so it is left alone (its connection goes with the process).
     """
-    if os.getpid() != pid or threading.get_ident() != thread_id:
+    if os.getpid() != pid:
         return
     try:
         ledger.close()
@@ -55,7 +54,7 @@ class _ThreadLedger:
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
         self.pid = os.getpid()
-        finalizer = weakref.finalize(self, _close_ledger, ledger, self.pid, threading.get_ident())
+        finalizer = weakref.finalize(self, _close_ledger, ledger, self.pid)
         # At interpreter exit the threads' connections go with the process; running the
         # finalizers then would only race the threads still using them.
         finalizer.atexit = False
@@ -94,7 +93,12 @@ class LedgerPool:
                 return holder.ledger
             self._inherited.append(holder)
         holder = _ThreadLedger(
-            Ledger(self.path, busy_timeout_ms=self.busy_timeout_ms, synchronous=self.synchronous)
+            Ledger(
+                self.path,
+                busy_timeout_ms=self.busy_timeout_ms,
+                synchronous=self.synchronous,
+                check_same_thread=False,
+            )
         )
         self._local.holder = holder
         return holder.ledger

@@ -1,12 +1,10 @@
 """The ledger: expected payments, deliveries, outcomes and returns, behind one face.
 
-:class:`Ledger` checks arguments (:mod:`~payhooks.storage.checks`), makes values ready before
-any lock is taken, and delegates: the engine opens the database and makes every write (the
-write protocol: :mod:`payhooks.storage.sqlite.writer`, :mod:`payhooks.storage.postgresql.writer`),
-and each table's SQL lives with the functions for that table, which take either engine's
-connection (:mod:`~payhooks.storage.payments` and its siblings). Idempotency comes from unique
-keys with ``ON CONFLICT``, never from read-then-write. The engine is chosen in
-:meth:`Ledger.__init__`, by the form of its first argument; nothing else here knows which.
+:class:`Ledger` checks arguments (:mod:`~payhooks.storage.checks`), makes values ready before any
+lock is taken, and delegates: the engine (chosen in :meth:`Ledger.__init__` by the form of its
+first argument) opens the database and makes every write (:mod:`payhooks.storage.sqlite.writer`,
+:mod:`payhooks.storage.postgresql.writer`); each table's SQL, for either engine's connection,
+lives with that table's functions. Idempotency comes from unique keys, never read-then-write.
 """
 
 from __future__ import annotations
@@ -76,6 +74,7 @@ class Ledger(SyncRecords):
     :param write_lock: take the file's :class:`~payhooks.storage.sqlite.WriteLock`
         (``<file>.lock``) before each write, so a waiting writer wakes as soon as the other
         commits; without it (or without ``fcntl``, or in memory) SQLite's busy handler alone.
+    :param check_same_thread: ``sqlite3``'s guard; False lets another thread close the file.
 
     Opening migrates a SQLite file forward when it is behind; a PostgreSQL database behind is
     refused with :class:`~payhooks.storage.StorageUnavailableError` until ``payhooks migrate``.
@@ -93,6 +92,7 @@ class Ledger(SyncRecords):
         clock: Clock | None = None,
         synchronous: str = "FULL",
         write_lock: bool = True,
+        check_same_thread: bool = True,
     ) -> None:
         sync_mode = check_options(busy_timeout_ms, max_rejected, max_returns, synchronous)
         #: ``"FULL"`` or ``"NORMAL"``: how durable each write is when it returns.
@@ -110,7 +110,7 @@ class Ledger(SyncRecords):
         else:
             self._engine = SQLiteEngine(
                 path_or_database, busy_timeout_ms=busy_timeout_ms, synchronous=sync_mode,
-                write_lock=write_lock,
+                write_lock=write_lock, check_same_thread=check_same_thread,
             )
         #: How many schema migrations the database has (:data:`~payhooks.storage.SCHEMA_VERSION`).
         self.schema_version: int = self._engine.schema_version

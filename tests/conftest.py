@@ -110,9 +110,8 @@ def database(engine: str, tmp_path: Path, request: pytest.FixtureRequest) -> Pat
 def make_app(tmp_path: Path, database: Path | str, secret: str) -> Iterator[AppFactory]:
     """Build an app with the receiver mounted; keyword arguments are config overrides.
 
-    After the test, each app's ledger for this thread is closed here, not left to the garbage
-    collector: a collection can run on another thread (a server's), where SQLite cannot close
-    the connection, and Python 3.13 then warns that it was never closed."""
+    After the test, each app's ledger for this thread is closed here rather than whenever a
+    garbage collection reaches the app, so a test's files are closed when it ends."""
     made: list[Flask] = []
 
     def factory(**config: Any) -> Flask:

@@ -100,6 +100,8 @@ class SQLiteEngine:
     :param synchronous: ``"FULL"`` or ``"NORMAL"``, already checked by the ledger.
     :param write_lock: whether writes queue on the file's
         :class:`~payhooks.storage.sqlite.write_lock.WriteLock`.
+    :param check_same_thread: ``sqlite3``'s guard for a file opened here; False lets another
+        thread close it.
 
     A connection this engine opened is closed again when setting it up or migrating fails.
     """
@@ -121,6 +123,7 @@ class SQLiteEngine:
         busy_timeout_ms: int,
         synchronous: str,
         write_lock: bool,
+        check_same_thread: bool = True,
     ) -> None:
         owns = not isinstance(path_or_database, Database)
         #: The path opened, or ``"<database>"`` for a caller's database: for ``repr``.
@@ -130,7 +133,8 @@ class SQLiteEngine:
                 db = path_or_database
             else:
                 self.name = os.fspath(path_or_database)
-                db = Database(self.name, execute_plugins=False)
+                conn = sqlite3.connect(self.name, check_same_thread=check_same_thread)
+                db = Database(conn, execute_plugins=False)
             try:
                 configure(db, busy_timeout_ms=busy_timeout_ms)
                 file = _database_file(db)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import threading
@@ -23,6 +24,7 @@ from payhooks.receiver.config import (
     split_key_setting,
 )
 from payhooks.receiver.demo import DEMO_SIGNING_KEY, create_app
+from payhooks.receiver.ledgers import LedgerPool
 from payhooks.storage import DEFAULT_STATUS_MAP, Ledger
 from payhooks.verify import SCHEMES, generate_keypair, get_signer
 
@@ -451,6 +453,35 @@ def test_each_threads_ledger_is_closed_when_the_thread_ends(app: Flask, database
     assert answers == [None] * 8
     assert len({id(ledger) for ledger in opened}) == 8
     assert _open_files(database) == 0
+
+
+@pytest.mark.sqlite_only  # reads the SQLite file's open descriptors
+@needs_proc
+def test_a_pool_collected_on_another_thread_still_closes_each_threads_ledger(
+    database: Path,
+) -> None:
+    # A garbage collection runs on whichever thread triggers it: here the pool goes on the
+    # main thread while the thread that opened its ledger is still alive, so the ledger must
+    # be closable from another thread (Python 3.13 warns of a connection freed unclosed).
+    pools = [LedgerPool(database, busy_timeout_ms=1000)]
+    opened, done = threading.Event(), threading.Event()
+
+    def work() -> None:
+        pools[0].get().state("order-1")
+        opened.set()
+        done.wait(10)
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    opened.wait(10)
+    try:
+        assert _open_files(database) > 0
+        pools.clear()
+        gc.collect()
+        assert _open_files(database) == 0
+    finally:
+        done.set()
+        thread.join()
 
 
 @needs_proc
