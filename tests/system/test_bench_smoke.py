@@ -70,6 +70,22 @@ def test_the_reconcile_bench_reports_every_payment(tmp_path: Path) -> None:
     assert re.search(rf"report / floor: +{RATIO}$", output.strip().splitlines()[-1]), output
 
 
+def test_the_reconcile_bench_on_postgresql_reports_every_payment(postgres_url: str) -> None:
+    # The suite's database is migrated and empty: the bench fills it by COPY.
+    output = _run(
+        "-m", "bench.reconcile", "--n", "500", "--rounds", "2", "--postgres", postgres_url,
+        timeout=120,
+    )  # fmt: skip
+
+    assert "N = 500 payments, 500 outcomes on PostgreSQL" in output
+    # The same rows as on SQLite's ledger: 500 payments and the unexpected identifiers.
+    assert re.search(r"^rows: report 515, floor 500, summary \d+$", output, re.MULTILINE), output
+    assert re.search(r"peak RSS \d+ MB", output), output
+    *_, summary, report = output.strip().splitlines()
+    assert re.search(rf"summary / floor: {RATIO}$", summary), output
+    assert re.search(rf"report / floor: +{RATIO}$", report), output
+
+
 #: bench.receive in a tiny size: 10 + 2 x 20 + 10 = 60 notifications per app.
 TINY_RECEIVE = (
     "-m",
