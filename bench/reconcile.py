@@ -17,10 +17,24 @@ round by round in the child, the order rotated each round (:mod:`bench.rounds`).
 phase's median CPU time, the per-row cost (compare two N for linearity), the child's peak RSS
 (``ru_maxrss``: SQLite's page cache included), and last the ratios to the floor: the medians of
 the per-round ratios with their spread, the report's (the figure to keep down) at the very
-end. Run::
+end.
+
+With ``--postgres URL`` (an empty database) or ``--start-postgres`` (a throwaway server,
+stopped after) the same ledger is built in PostgreSQL instead (``COPY``, the rollup triggers
+dropped and :func:`payhooks.storage.postgresql.create_views` refilling the rollup tables once,
+then ``VACUUM (ANALYZE)``) and measured the same way, against the same floor: ``FLOOR_SQL``
+streamed through a server-side cursor fetching
+:data:`~payhooks.storage.postgresql.engine.STREAM_BATCH_ROWS` rows at a time, as the ledger's
+``reconcile()`` streams its rows (fetching a million rows at once would put them all in the
+client's memory, which no report may do). On PostgreSQL most of a phase's work is the server's,
+in another process, so a phase's cost is the CPU time of the measuring process *plus* that of
+the server's processes (read from ``/proc``, when the server runs on this machine; the wall
+clock otherwise, and the output says which). The peak RSS is the measuring process's alone: the
+client's memory while it streams. Run::
 
     python -m bench.reconcile            # N = 100,000
     python -m bench.reconcile --n 1000000
+    python -m bench.reconcile --n 1000000 --postgres postgresql://...   # or --start-postgres
 """
 
 from __future__ import annotations
@@ -28,6 +42,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -37,12 +52,14 @@ import time
 import tracemalloc
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from payhooks.storage import STATE_RANK, Ledger, PaymentState
+from payhooks.storage import STATE_RANK, Ledger, PaymentState, migrate
 from payhooks.storage.sqlite import TRIGGERS, create_views
 
+from bench.postgres import add_arguments, postgres_database, settings
 from bench.rounds import alternate, ratios
 
 CURRENCIES = ("CNY", "USD", "JPY", "KWD")
@@ -55,7 +72,8 @@ GROUP BY p.external_identifier"""
 
 # The floor, with only a count leaving SQLite.
 FLOOR_SQL_ONLY = (
-    f"SELECT COUNT(*), MAX(n) FROM ({FLOOR_SQL.replace('COUNT(o.id)', 'COUNT(o.id) AS n')})"  # noqa: S608
+    "SELECT COUNT(*), MAX(n) "  # noqa: S608 - constants only
+    f"FROM ({FLOOR_SQL.replace('COUNT(o.id)', 'COUNT(o.id) AS n')}) AS floor"
 )
 
 # Every column of the view computed, only a count leaves SQLite.
@@ -152,22 +170,150 @@ def build(path: Path, n: int) -> float:
     return time.perf_counter() - started
 
 
+PAYMENT_COLUMNS = (
+    "external_identifier, kind, amount_minor, currency, plan_amount_minor, created_at"
+)
+DELIVERY_COLUMNS = "id, dedupe_key, received_at, headers, body, body_sha256, status, updated_at"
+OUTCOME_COLUMNS = (
+    "delivery_id, transaction_id, external_identifier, flow, payment_status, state, "
+    "state_rank, amount, currency, amount_minor, paid_at, recorded_at"
+)
+
+
+def build_postgres(url: str, n: int) -> float:
+    """Fill the empty database at ``url`` with the same N payments, deliveries and outcomes as
+    :func:`build` (migrated first); return seconds taken.
+
+    ``COPY`` in one transaction, with the rollup triggers dropped (they would recompute a
+    transaction and an identifier per outcome) and :func:`create_views` of PostgreSQL's schema
+    then recreating them and refilling the rollup tables once, as a migration does; then
+    ``VACUUM (ANALYZE)``, so the planner knows the tables' sizes as it would in production.
+    """
+    import psycopg
+    from payhooks.storage.postgresql import create_views as create_postgres_views
+    from payhooks.storage.rollup import ROLLUP_TRIGGERS
+
+    started = time.perf_counter()
+    migrate(url)
+    with psycopg.connect(url, autocommit=True) as conn:
+        found = conn.execute("SELECT COUNT(*) FROM payments").fetchone()
+        if found is None or found[0]:
+            raise SystemExit("--postgres: give an empty database; this one holds payments")
+        with conn.transaction():
+            for name in ROLLUP_TRIGGERS:
+                table = "outcomes" if name.startswith("outcomes") else "payments"
+                conn.execute(f"DROP TRIGGER IF EXISTS {name} ON {table}")  # type: ignore[arg-type,unused-ignore]
+            with conn.cursor() as cursor:
+                for table, columns, rows in (
+                    ("payments", PAYMENT_COLUMNS, (_payment(i) for i in range(n))),
+                    ("deliveries", DELIVERY_COLUMNS, _deliveries(n)),
+                    ("outcomes", OUTCOME_COLUMNS, (_outcome(j, n) for j in range(n))),
+                ):
+                    statement = f"COPY {table} ({columns}) FROM STDIN"
+                    with cursor.copy(statement) as copy:  # type: ignore[arg-type,unused-ignore]
+                        for row in rows:
+                            copy.write_row(row)
+            create_postgres_views(conn)
+        # VACUUM too: autovacuum would otherwise visit the new tables during the rounds, and
+        # its CPU land on a phase; a ledger this size has long been vacuumed in production.
+        conn.execute("VACUUM (ANALYZE)")
+    return time.perf_counter() - started
+
+
 def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def measure(path: Path, rounds: int) -> dict[str, Any]:
-    """The timed phases, in alternating rounds; runs in the child process."""
+def _postgres_pids(postmaster: int) -> list[int]:
+    """The server's processes: the postmaster and its children (backends, parallel workers,
+    the WAL writer...)."""
+    pids = [postmaster]
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                stat = Path(entry.path, "stat").read_text()
+            except OSError:
+                continue
+            if int(stat[stat.rfind(")") + 2 :].split()[1]) == postmaster:  # ppid
+                pids.append(int(entry.name))
+    return pids
+
+
+class _ServerClock:
+    """CPU seconds spent by a PostgreSQL server running on this machine, from ``/proc``: its
+    processes' user and system time, and the postmaster's reaped children's (a parallel
+    worker that exited counts there), so every phase is charged the server's work it caused.
+    """
+
+    def __init__(self, postmaster: int) -> None:
+        self.postmaster = postmaster
+        self._ticks = os.sysconf("SC_CLK_TCK")
+
+    @classmethod
+    def find(cls, conn: Any) -> _ServerClock | None:
+        """The clock of ``conn``'s server when it runs here (its backend is a process of this
+        machine named postgres), else None."""
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+        backend = Path(f"/proc/{row[0]}")
+        try:
+            if backend.joinpath("comm").read_text().strip() != "postgres":
+                return None
+            stat = backend.joinpath("stat").read_text()
+        except OSError:
+            return None
+        return cls(int(stat[stat.rfind(")") + 2 :].split()[1]))
+
+    def seconds(self) -> float:
+        total = 0
+        for pid in _postgres_pids(self.postmaster):
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rfind(")") + 2 :].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+            if pid == self.postmaster:
+                total += int(fields[13]) + int(fields[14])  # cutime, cstime: reaped children
+        return total / self._ticks
+
+
+def measure(target: Path | str, rounds: int) -> dict[str, Any]:
+    """The timed phases, in alternating rounds; runs in the child process. ``target`` is the
+    SQLite file or the PostgreSQL URL."""
     results: dict[str, Any] = {}
-    with Ledger(path) as ledger:
+    with Ledger(target) as ledger:
         results["open_rss_mb"] = _rss_mb()
-        conn = ledger.database.conn
-        for _ in conn.execute(FLOOR_SQL):  # warm the OS cache for every phase alike
-            pass
         counted: dict[str, int] = {}
+        server: _ServerClock | None = None
+        if isinstance(target, str):  # PostgreSQL: the floor streams, as reconcile() does
+            import psycopg
+            from payhooks.storage.postgresql.engine import STREAM_BATCH_ROWS
+
+            pg = psycopg.connect(target, autocommit=True)
+            server = _ServerClock.find(pg)
+
+            def stream_floor() -> int:
+                with pg.transaction(), pg.cursor(name="bench_floor") as cursor:
+                    cursor.itersize = STREAM_BATCH_ROWS
+                    cursor.execute(FLOOR_SQL)  # type: ignore[arg-type,unused-ignore]
+                    return sum(1 for _ in cursor)
+
+            def sql_only(sql: str) -> None:
+                pg.execute(sql).fetchall()  # type: ignore[arg-type,unused-ignore]
+
+        else:
+            conn = ledger.database.conn
+
+            def stream_floor() -> int:
+                return sum(1 for _ in conn.execute(FLOOR_SQL))
+
+            def sql_only(sql: str) -> None:
+                conn.execute(sql).fetchall()
+
+        stream_floor()  # warm the caches for every phase alike
 
         def floor() -> None:
-            counted["floor"] = sum(1 for _ in conn.execute(FLOOR_SQL))
+            counted["floor"] = stream_floor()
 
         def report() -> None:
             rows = 0
@@ -180,28 +326,36 @@ def measure(path: Path, rounds: int) -> dict[str, Any]:
         def summary() -> None:
             counted["summary"] = len(ledger.summary())
 
-        # Where the report's time goes: the view computed by SQLite alone, no Python rows.
-        def view_sql() -> None:
-            conn.execute(VIEW_ONLY_SQL).fetchall()
-
-        def floor_sql() -> None:
-            conn.execute(FLOOR_SQL_ONLY).fetchall()
-
         phases: dict[str, Callable[[], None]] = {
             "floor": floor,
             "report": report,
             "summary": summary,
-            "view_sql": view_sql,
-            "floor_sql": floor_sql,
+            # Where the report's time goes: the view computed by the database alone, no rows
+            # leaving it.
+            "view_sql": partial(sql_only, VIEW_ONLY_SQL),
+            "floor_sql": partial(sql_only, FLOOR_SQL_ONLY),
         }
 
+        def cpu() -> float:
+            return time.process_time() + (server.seconds() if server is not None else 0.0)
+
+        # CPU time, not the wall clock: the data is in the caches (warmed above), so every
+        # phase is CPU-bound, and on a shared machine the scheduler's pauses would otherwise
+        # land on whichever phase was running. On PostgreSQL, the server's CPU too; on a
+        # remote server, which /proc cannot see, the wall clock.
+        clock = time.perf_counter if isinstance(target, str) and server is None else cpu
+        results["clock"] = (
+            "wall clock (the server is not on this machine)"
+            if clock is time.perf_counter
+            else "CPU time of this process and the server's"
+            if server is not None
+            else "CPU time"
+        )
+
         def timed(name: str, _: int) -> float:
-            # CPU time, not the wall clock: the file is in the OS cache (warmed above), so
-            # every phase is CPU-bound, and on a shared machine the scheduler's pauses would
-            # otherwise land on whichever phase was running.
-            started = time.process_time()
+            started = clock()
             phases[name]()
-            return time.process_time() - started
+            return clock() - started
 
         results["seconds"] = alternate(list(phases), rounds, timed)
         results["peak_rss_mb"] = _rss_mb()
@@ -212,6 +366,8 @@ def measure(path: Path, rounds: int) -> dict[str, Any]:
             row.received_amount  # noqa: B018
         results["report_heap_peak_kb"] = tracemalloc.get_traced_memory()[1] / 2**10
         tracemalloc.stop()
+        if isinstance(target, str):
+            pg.close()
 
     results["floor_rows"] = counted["floor"]
     results["report_rows"] = counted["report"]
@@ -224,19 +380,34 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n", type=int, default=100_000, help="payments and outcomes")
     parser.add_argument("--rounds", type=int, default=7, help="alternating rounds")
     parser.add_argument("--database", type=Path, help="keep the ledger here (default: temp)")
-    parser.add_argument("--measure-only", type=Path, help=argparse.SUPPRESS)
+    add_arguments(parser, "measure the report (instead of on SQLite)")
+    parser.add_argument("--measure-only", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     if args.measure_only is not None:
-        print(json.dumps(measure(args.measure_only, args.rounds)))
+        target: Path | str = args.measure_only
+        if not args.measure_only.startswith("postgresql://"):
+            target = Path(args.measure_only)
+        print(json.dumps(measure(target, args.rounds)))
         return
 
-    with tempfile.TemporaryDirectory() as tmp:
-        path = args.database or Path(tmp) / "bench.db"
-        if path.exists():
-            sys.exit(f"{path} exists; choose a new path")
-        build_s = build(path, args.n)
-        size_mb = path.stat().st_size / 2**20
+    with tempfile.TemporaryDirectory() as tmp, postgres_database(args) as postgres:
+        if postgres is not None:
+            target = postgres
+            build_s = build_postgres(postgres, args.n)
+            where = settings(postgres)
+            import psycopg
+
+            with psycopg.connect(postgres) as pg:
+                found = pg.execute("SELECT pg_database_size(current_database())").fetchone()
+            size_mb = (found[0] if found else 0) / 2**20
+        else:
+            path = args.database or Path(tmp) / "bench.db"
+            if path.exists():
+                sys.exit(f"{path} exists; choose a new path")
+            target, where = path, "SQLite"
+            build_s = build(path, args.n)
+            size_mb = path.stat().st_size / 2**20
         child = subprocess.run(
             [
                 sys.executable,
@@ -245,24 +416,24 @@ def main(argv: list[str] | None = None) -> None:
                 "--rounds",
                 str(args.rounds),
                 "--measure-only",
-                str(path),
+                str(target),
             ],
-            check=True,
+            check=False,
             capture_output=True,
             text=True,
         )
+        if child.returncode != 0:
+            sys.exit(f"the measuring process failed:\n{child.stderr}")
         r = json.loads(child.stdout)
 
     n = args.n
     seconds: dict[str, list[float]] = r["seconds"]
     median = {name: statistics.median(values) for name, values in seconds.items()}
     print(
-        f"N = {n:,} payments, {n:,} outcomes; built in {build_s:.1f} s, file {size_mb:.0f} MB; "
-        f"{args.rounds} alternating rounds"
+        f"N = {n:,} payments, {n:,} outcomes on {where}; built in {build_s:.1f} s, "
+        f"{size_mb:.0f} MB; {args.rounds} alternating rounds, timed by {r['clock']}"
     )
-    print(
-        f"floor   (bare SQL per-payment aggregate): {median['floor']:7.2f} s CPU (median of rounds)"
-    )
+    print(f"floor   (bare SQL per-payment aggregate): {median['floor']:7.2f} s (median of rounds)")
     for phase in ("report", "summary"):
         print(f"{phase:7} {median[phase]:37.2f} s  {median[phase] / n * 1e6:6.2f} us per payment")
     print(

@@ -398,3 +398,38 @@ def test_both_engines_reconcile_the_same_writes_alike(
             assert pg.summary() == lite.summary()
             for stored, computed in _ROLLUP_SQL:
                 assert tables(pg).execute(stored).rows == tables(pg).execute(computed).rows
+
+
+# -- streaming --------------------------------------------------------------------------------
+
+
+def test_reconcile_streams_from_a_server_side_cursor_a_batch_at_a_time(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A report over a million payments must not hold them all in the client's memory (the
+    goal measured by ``bench.reconcile --postgres``: under 200 MB while streaming 10^6 rows).
+    So after its first row, ``reconcile()`` has fetched one batch from a cursor the server
+    holds, not the whole result: seen from another session, its connection sits in an open
+    transaction whose last statement is a ``FETCH`` of one batch."""
+    from payhooks.storage.postgresql import engine
+
+    monkeypatch.setattr(engine, "STREAM_BATCH_ROWS", 2)
+    with Ledger(postgres_url) as ledger:
+        for number in range(5):
+            ledger.expect_transaction(f"order-{number}", 2500, "CNY")
+        rows = ledger.reconcile()
+        first = next(rows)
+        with psycopg.connect(postgres_url) as probe:
+            found = probe.execute(
+                "SELECT state, query FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                "AND query LIKE 'FETCH%'"
+            ).fetchall()
+        rest = list(rows)
+
+    assert [(state, query.split(" FROM ")[0]) for state, query in found] == [
+        ("idle in transaction", "FETCH FORWARD 2")
+    ]
+    assert [first.external_identifier, *(row.external_identifier for row in rest)] == [
+        f"order-{number}" for number in range(5)
+    ]

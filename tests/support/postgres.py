@@ -3,7 +3,9 @@
 :class:`PostgresServer` makes a temporary data directory, ``initdb``s it and starts the server
 on a free loopback port with ``pg_ctl``, as an unprivileged user when the tests run as root
 (PostgreSQL refuses root). It trades durability for speed (``fsync=off``): what is tested is
-the ledger's SQL, transactions and concurrency, not the server's crash safety. :meth:`stop`
+the ledger's SQL, transactions and concurrency, not the server's crash safety. The benches
+(:mod:`bench.postgres`) start it with ``durable=True`` instead: PostgreSQL's own defaults
+(``fsync``, ``synchronous_commit``), because what they time is a durable commit. :meth:`stop`
 stops it and removes the directory, and is safe to call after a failed start.
 
 Each test gets a database of its own, copied from a template migrated once
@@ -52,10 +54,13 @@ class PostgresServer:
     """One throwaway server; see the module docstring.
 
     :param bin_dir: the folder of ``initdb`` and ``pg_ctl``.
+    :param durable: keep PostgreSQL's durable defaults (a bench timing commits); the tests'
+        server runs with ``fsync=off`` and ``synchronous_commit=off``.
     """
 
-    def __init__(self, bin_dir: Path) -> None:
+    def __init__(self, bin_dir: Path, *, durable: bool = False) -> None:
         self.bin_dir = bin_dir
+        self.durable = durable
         self.root = Path(tempfile.mkdtemp(prefix="payhooks-pg-"))
         self.data = self.root / "data"
         self.log = self.root / "server.log"
@@ -87,10 +92,10 @@ class PostgresServer:
             "initdb", "-D", str(self.data), "-U", "payhooks", "--auth=trust",
             "-E", "UTF8", "--no-sync",
         )  # fmt: skip
-        options = (
-            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
-            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
-        )
+        options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 "
+        if not self.durable:
+            options += "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+        options += "-c max_connections=300"
         self.started = True  # pg_ctl may have started it even when it reports a failure
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "start")
 

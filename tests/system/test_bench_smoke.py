@@ -3,7 +3,8 @@
 They are run by hand for their figures, which belong to the machine and are never asserted
 here. What is asserted is what would make a figure meaningless if it broke: each bench runs to
 the end against the current code (they import the ledger's and the verifier's internals, which
-change), ``bench.receive`` still finds every notification stored in every app it measured, and
+change), ``bench.receive`` still finds every notification stored in every app it measured (on
+PostgreSQL too, the receiver and its own durable floor, on the suite's server), and
 ``bench.slowloris`` still starts every setup it compares (the recommended one runs nginx) and
 reports each one.
 """
@@ -69,25 +70,44 @@ def test_the_reconcile_bench_reports_every_payment(tmp_path: Path) -> None:
     assert re.search(rf"report / floor: +{RATIO}$", output.strip().splitlines()[-1]), output
 
 
+def test_the_reconcile_bench_on_postgresql_reports_every_payment(postgres_url: str) -> None:
+    # The suite's database is migrated and empty: the bench fills it by COPY.
+    output = _run(
+        "-m", "bench.reconcile", "--n", "500", "--rounds", "2", "--postgres", postgres_url,
+        timeout=120,
+    )  # fmt: skip
+
+    assert "N = 500 payments, 500 outcomes on PostgreSQL" in output
+    # The same rows as on SQLite's ledger: 500 payments and the unexpected identifiers.
+    assert re.search(r"^rows: report 515, floor 500, summary \d+$", output, re.MULTILINE), output
+    assert re.search(r"peak RSS \d+ MB", output), output
+    *_, summary, report = output.strip().splitlines()
+    assert re.search(rf"summary / floor: {RATIO}$", summary), output
+    assert re.search(rf"report / floor: +{RATIO}$", report), output
+
+
+#: bench.receive in a tiny size: 10 + 2 x 20 + 10 = 60 notifications per app.
+TINY_RECEIVE = (
+    "-m",
+    "bench.receive",
+    "--rounds",
+    "2",
+    "--count",
+    "20",
+    "--warmup",
+    "10",
+    "--wal-count",
+    "10",
+    "--workers",
+    "2",
+    "--in-process-count",
+    "40",
+)
+
+
 @pytest.mark.skipif(not HAS_PROC, reason="bench.receive reads gunicorn's CPU time from /proc")
 def test_the_receive_bench_finds_every_notification_stored_in_every_app() -> None:
-    output = _run(
-        "-m",
-        "bench.receive",
-        "--rounds",
-        "2",
-        "--count",
-        "20",
-        "--warmup",
-        "10",
-        "--wal-count",
-        "10",
-        "--workers",
-        "2",
-        "--in-process-count",
-        "40",
-        timeout=300,
-    )
+    output = _run(*TINY_RECEIVE, timeout=300)
 
     share = RATIO.replace("x", "%")
     for mode in ("FULL", "NORMAL"):
@@ -117,6 +137,38 @@ def test_the_receive_bench_finds_every_notification_stored_in_every_app() -> Non
     for mode in ("FULL", "NORMAL"):
         assert re.search(rf"^  {mode} +{share}$", shares, re.MULTILINE), output
     assert shares.strip().splitlines()[-1].startswith("  NORMAL"), output
+
+
+@pytest.mark.skipif(not HAS_PROC, reason="bench.receive reads gunicorn's CPU time from /proc")
+def test_the_receive_bench_on_postgresql_measures_its_own_durable_floor(postgres_url: str) -> None:
+    output = _run(*TINY_RECEIVE, "--synchronous", "FULL", "--postgres", postgres_url, timeout=300)
+
+    share = RATIO.replace("x", "%")
+    # PostgreSQL's durable floor stored every body in its table, the receiver every delivery.
+    assert re.search(
+        rf"^  durable floor, postgresql: {share} of the floor's throughput; "
+        r"stored: 60 of 60 bodies$",
+        output,
+        re.MULTILINE,
+    ), output
+    assert re.search(
+        rf"^  postgresql: {share} of the floor's throughput .*stored: 60 of 60 deliveries "
+        r"processed, 60 outcomes \(all\)$",
+        output,
+        re.MULTILINE,
+    ), output
+    per_app, shares = output.split("per app: WAL pages per delivery")[-1].split(
+        "the receiver's share of its durable floor's throughput"
+    )
+    for app in ("durable floor, PostgreSQL", r"receiver, PostgreSQL \(FULL\)"):
+        assert re.search(
+            rf"^  {app} +\d+ WAL bytes/delivery +\d+ us server CPU/request", per_app, re.M
+        ), output
+    # The goal's figure last: the receiver's share of PostgreSQL's own durable floor.
+    assert re.search(rf"^  FULL +{share}$", shares, re.MULTILINE), output
+    assert re.search(
+        rf"^  postgresql +{share}  \(goal: 70%\)$", shares.strip().splitlines()[-1]
+    ), output
 
 
 def test_the_hostile_bench_prints_one_worst_ratio_per_scheme() -> None:
