@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ from payhooks.storage import Ledger, ReconciliationState
 from payhooks.verify import generate_keypair, get_signer
 
 from tests.support.cli import clean_env, notification, run
+from tests.support.processes import free_port
 
 __all__ = ["clean_env"]
 
@@ -154,14 +154,8 @@ def test_an_invalid_body_is_counted_by_its_error_code(receiver: tuple[str, Path]
     assert report.counts == Counter({"422 invalid_payload": 1, "400 malformed_json": 1})
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_no_receiver_is_a_result_not_an_exception() -> None:
-    url = f"http://127.0.0.1:{_free_port()}/payhooks/notifications"
+    url = f"http://127.0.0.1:{free_port()}/payhooks/notifications"
 
     with Connection(url, timeout=2) as connection:
         result = send_signed(
@@ -265,7 +259,7 @@ def test_replay_command_with_no_receiver_exits_1(clean_env: Path) -> None:
     (clean_env / "a.json").write_bytes(notification())
 
     result = run(
-        ["replay", "a.json", "--url", f"http://127.0.0.1:{_free_port()}/x", "--timeout", "2"],
+        ["replay", "a.json", "--url", f"http://127.0.0.1:{free_port()}/x", "--timeout", "2"],
         env={"PAYHOOKS_SECRETS": SECRET},
     )
 

@@ -32,12 +32,10 @@ fresh folder.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -45,6 +43,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
+
+from tests.support.processes import free_port, start_listening, stop_session
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -138,12 +138,6 @@ def walks() -> list[list[Path]]:
     return [chain(page) for page in every if after[page] is None]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def swap_port(text: str, port: int) -> str:
     """``text`` with the documented port (``8000``, or ``payhooks serve``'s default) swapped
     for ``port``, on loopback."""
@@ -173,34 +167,16 @@ class Server:
 
     def start(self, *, timeout: float = 60.0) -> Server:
         """Start the command and wait until it listens; stop it again if it never does."""
-        with self.log_path.open("wb") as log:
-            self._process = subprocess.Popen(
-                ["bash", "-euo", "pipefail", "-c", self.command],
-                cwd=self._folder,
-                env=self._env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        try:
-            self._wait_until_listening(time.monotonic() + timeout)
-        except BaseException:
-            self.stop()
-            raise
+        self._process = start_listening(
+            ["bash", "-euo", "pipefail", "-c", self.command],
+            port=self.port,
+            log_path=self.log_path,
+            timeout=timeout,
+            failure=lambda what: ServerError(f"{self.block.where} {what}:\n{self.output()}"),
+            cwd=self._folder,
+            env=self._env,
+        )
         return self
-
-    def _wait_until_listening(self, deadline: float) -> None:
-        assert self._process is not None
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise ServerError(f"{self.block.where} exited:\n{self.output()}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise ServerError(f"{self.block.where} did not listen:\n{self.output()}")
 
     def output(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
@@ -224,20 +200,9 @@ class Server:
 
     def stop(self, *, timeout: float = 30.0) -> None:
         """SIGTERM to the server's session, then SIGKILL to whatever is left of it."""
-        process = self._process
-        if process is None:
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=timeout)
-        # A worker whose master was killed, or a child that ignored SIGTERM.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)
-        self._process = None
+        process, self._process = self._process, None
+        if process is not None:
+            stop_session(process, signal.SIGTERM, whole_session=True, timeout=timeout)
 
 
 class WalkError(AssertionError):

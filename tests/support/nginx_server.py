@@ -16,20 +16,18 @@ master and every worker it forked, even when start-up fails.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
-import time
 from pathlib import Path
 from types import TracebackType
 
 import pytest
 
 from tests.support.docs_walk import ROOT, read_blocks
+from tests.support.processes import free_port, start_listening, stop_session
 
 __all__ = [
     "DEPLOYMENT_PAGE",
@@ -38,7 +36,6 @@ __all__ = [
     "NginxServer",
     "documented_site",
     "find_nginx",
-    "free_port",
     "nginx_missing_reason",
     "require_nginx",
 ]
@@ -82,13 +79,6 @@ def require_nginx() -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI must run this test: {reason}")
     pytest.skip(reason)
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on right now (the kernel's pick)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def documented_site() -> str:
@@ -190,32 +180,16 @@ class NginxServer:
         )
         if checked.returncode != 0:
             raise NginxError(f"nginx -t refused the configuration:\n{checked.stderr}")
-        with self._log.open("wb") as log:
-            self._process = subprocess.Popen(
-                self._command,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        try:
-            self._wait_until_listening(time.monotonic() + timeout)
-        except BaseException:
-            self.stop()
-            raise
+        self._process = start_listening(
+            self._command,
+            port=self.port,
+            log_path=self._log,
+            timeout=timeout,
+            failure=lambda what: NginxError(
+                f"nginx {what} on port {self.port}:\n{self.log_text()}"
+            ),
+        )
         return self
-
-    def _wait_until_listening(self, deadline: float) -> None:
-        assert self._process is not None
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise NginxError(f"nginx exited:\n{self.log_text()}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise NginxError(f"nginx did not listen on port {self.port}:\n{self.log_text()}")
 
     def log_text(self) -> str:
         try:
@@ -227,17 +201,8 @@ class NginxServer:
         """SIGQUIT (nginx's graceful stop), SIGKILL after ``timeout``; then SIGKILL to
         whatever is left in its session."""
         process, self._process = self._process, None
-        if process is None:
-            return
-        if process.poll() is None:
-            process.send_signal(signal.SIGQUIT)
-            try:
-                process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=timeout)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)
+        if process is not None:
+            stop_session(process, signal.SIGQUIT, whole_session=False, timeout=timeout)
 
     def __enter__(self) -> NginxServer:
         return self.start() if self._process is None else self

@@ -18,11 +18,12 @@ import glob
 import itertools
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from tests.support.processes import free_port
 
 #: What a developer without the server runs (Debian and Ubuntu).
 INSTALL_COMMAND = "apt-get update && apt-get install -y postgresql"
@@ -43,13 +44,6 @@ def find_bin_dir() -> Path | None:
     return Path(on_path).parent if on_path else None
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 class PostgresServer:
     """One throwaway server; see the module docstring.
 
@@ -64,7 +58,7 @@ class PostgresServer:
         self.root = Path(tempfile.mkdtemp(prefix="payhooks-pg-"))
         self.data = self.root / "data"
         self.log = self.root / "server.log"
-        self.port = _free_port()
+        self.port = free_port()
         self.started = False
         # PostgreSQL refuses to run as root: then as the distribution's `postgres` user.
         self._user: dict[str, Any] = {}

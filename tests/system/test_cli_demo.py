@@ -15,6 +15,7 @@ from payhooks.receiver.cli.sender import Connection, Payload, send_signed
 from payhooks.verify import get_signer
 
 from tests.support.cli import notification
+from tests.support.processes import free_port
 
 _SCRIPT = "from payhooks.receiver.console import main; main()"
 
@@ -68,14 +69,8 @@ def test_demo_runs_the_whole_flow_and_exits_0(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []  # nothing left behind in the working directory
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_serve_prints_a_generated_secret_that_signs_for_it(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-c", _SCRIPT, "serve", "--port", str(port)],
         cwd=tmp_path,
@@ -113,7 +108,7 @@ def test_serve_prints_a_generated_secret_that_signs_for_it(tmp_path: Path) -> No
 
 def test_serve_with_a_bad_setting_fails_in_one_sentence(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-c", _SCRIPT, "serve", "--port", str(_free_port())],
+        [sys.executable, "-c", _SCRIPT, "serve", "--port", str(free_port())],
         cwd=tmp_path,
         env=_env(PAYHOOKS_SIGNATURE_SCHEME="rot13"),
         capture_output=True,
@@ -131,7 +126,7 @@ def test_serve_with_a_bad_setting_fails_in_one_sentence(tmp_path: Path) -> None:
 
 def test_serve_with_a_secret_too_short_fails_at_start_naming_the_key(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-c", _SCRIPT, "serve", "--port", str(_free_port())],
+        [sys.executable, "-c", _SCRIPT, "serve", "--port", str(free_port())],
         cwd=tmp_path,
         env=_env(PAYHOOKS_SECRETS="whsec_AA=="),
         capture_output=True,

@@ -1,0 +1,90 @@
+"""Servers the tests run as background processes: a free port, started in a session of their
+own, waited for until they listen, and stopped with everything they started.
+
+Shared by the docs walk's server blocks (:mod:`tests.support.docs_walk`), nginx
+(:mod:`tests.support.nginx_server`) and PostgreSQL (:mod:`tests.support.postgres`), so that each
+says only what differs: the command, the log, how it is asked to stop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+__all__ = ["free_port", "start_listening", "stop_session"]
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on right now (the kernel's pick)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_listening(
+    command: Sequence[str],
+    *,
+    port: int,
+    log_path: Path,
+    timeout: float,
+    failure: Callable[[str], Exception],
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start ``command`` in a session of its own, its output in ``log_path``, and wait until
+    something listens on ``port`` on loopback.
+
+    :param failure: makes the error raised when the process exits first (``"exited"``) or
+        never listens (``"did not listen"``); the process's session is stopped first.
+    """
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            list(command),
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise failure("exited")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return process
+            except OSError:
+                time.sleep(0.05)
+        raise failure("did not listen")
+    except BaseException:
+        stop_session(process, signal.SIGTERM, whole_session=True, timeout=10)
+        raise
+
+
+def stop_session(
+    process: subprocess.Popen[bytes], signal_number: int, *, whole_session: bool, timeout: float
+) -> None:
+    """Send ``signal_number`` to the process, or to its whole session (``whole_session``), and
+    SIGKILL it after ``timeout``; then SIGKILL whatever is left of its session (a worker whose
+    master was killed, a child that ignored the signal)."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if whole_session:
+                os.killpg(process.pid, signal_number)
+            else:
+                process.send_signal(signal_number)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=timeout)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
