@@ -15,6 +15,7 @@ from payhooks.storage.currencies import (
     to_minor_units,
 )
 from payhooks.storage.errors import (
+    NESTED_WRITE_FAILED,
     ConflictError,
     SchemaVersionError,
     StorageError,
@@ -68,6 +69,7 @@ __all__ = [
     "MAX_AMOUNT_MINOR",
     "MINOR_UNIT_EXPONENTS",
     "MISMATCH_STATES",
+    "NESTED_WRITE_FAILED",
     "SCHEMA_VERSION",
     "STATE_RANK",
     "SYNCHRONOUS_MODES",

@@ -12,12 +12,21 @@ module imports no driver.
 from __future__ import annotations
 
 __all__ = [
+    "NESTED_WRITE_FAILED",
     "ConflictError",
     "SchemaVersionError",
     "StorageError",
     "StorageUnavailableError",
     "UnknownDeliveryError",
 ]
+
+
+#: Why a transaction whose nested writes joined it without savepoints was rolled back: one of
+#: them failed and the block went on (:meth:`payhooks.storage.Ledger.transaction`).
+NESTED_WRITE_FAILED = (
+    "A write inside the transaction failed and the block went on; the whole transaction was "
+    "rolled back."
+)
 
 
 class StorageError(Exception):

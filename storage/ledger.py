@@ -147,20 +147,20 @@ class Ledger(SyncRecords):
         return f"<Ledger {self._engine.name!r}>"
 
     @contextmanager
-    def transaction(self) -> Iterator[Ledger]:
+    def transaction(self, *, savepoints: bool = True) -> Iterator[Ledger]:
         """Run several of the ledger's writes as one transaction: one lock, one commit.
 
         The writes made inside the block join it and commit together at its end: one wait for
         the write lock, one sync to disk, and after a crash all of them or none. An exception
         that leaves the block rolls all of them back; each write inside is a savepoint, so one
-        that raises undoes only its own part. The receiver stores a delivery, its outcome and
-        the signals it owes this way. Inside a transaction the caller's own ``Database`` has
-        open, the block is a savepoint of it (:mod:`payhooks.storage.sqlite.writer`).
+        that raises undoes only its own part, unless ``savepoints=False`` (the receiver's): then
+        none (on PostgreSQL each is two round trips), and after one raises the block ends in a
+        rollback. Inside a transaction already open, the block is a savepoint of it.
 
         :raises StorageUnavailableError: the write lock was not free within the busy timeout,
             or the commit failed; nothing of the block is stored.
         """
-        with self._write():
+        with self._write(savepoints=savepoints):
             yield self
 
     def _now(self, moment: datetime | None, argument: str) -> str:

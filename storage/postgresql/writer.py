@@ -16,7 +16,8 @@ A write, from start to return:
 
 Inside a transaction already open on this thread (:meth:`Writer.write` nested:
 :meth:`payhooks.storage.Ledger.transaction`) a write is a savepoint, undone alone when it
-raises. Every ``psycopg`` error is raised as a :class:`~payhooks.storage.StorageError`.
+raises, unless that transaction was opened with ``savepoints=False``. Every ``psycopg``
+error is raised as a :class:`~payhooks.storage.StorageError`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
+from payhooks.storage.errors import NESTED_WRITE_FAILED, StorageError
 from payhooks.storage.postgresql.connection import PostgresConnection
 from payhooks.storage.postgresql.errors import translate_errors
 from psycopg_pool import ConnectionPool
@@ -55,25 +57,45 @@ class Writer:
         return conn
 
     @contextmanager
-    def write(self, *, durable: bool = True) -> Iterator[PostgresConnection]:
+    def write(
+        self, *, durable: bool = True, savepoints: bool = True
+    ) -> Iterator[PostgresConnection]:
         """One write transaction, or a savepoint of the one this thread has open; yields the
         connection to write through.
 
+        ``savepoints=False`` makes the writes nested in this one join it without savepoints:
+        each savepoint costs two round trips to the server (``SAVEPOINT``, ``RELEASE``), and a
+        caller that never goes on after a failed write (the receiver) needs none. If a nested
+        write raises, the transaction is rolled back at the end of the block even when the
+        caller caught the error (PostgreSQL refuses every statement after it anyway).
+
         :raises StorageUnavailableError: no connection within the busy timeout, a lock held
             past it, the server gone; nothing is stored.
+        :raises StorageError: a write nested without a savepoint failed and the block went on.
         """
+        local = self._local
         open_conn = self.current()
         with translate_errors():
             if open_conn is not None:
-                with open_conn.transaction():  # nested: a savepoint
-                    yield PostgresConnection(open_conn)
+                if local.joining:
+                    try:
+                        yield PostgresConnection(open_conn)
+                    except BaseException:
+                        local.failed = True
+                        raise
+                else:
+                    with open_conn.transaction():  # nested: a savepoint
+                        yield PostgresConnection(open_conn)
                 return
             with self._pool().connection() as conn:
-                self._local.conn = conn
+                local.conn, local.joining, local.failed = conn, not savepoints, False
                 try:
                     with conn.transaction():
                         if not durable or self.synchronous != "FULL":
                             conn.execute("SET LOCAL synchronous_commit = off")
                         yield PostgresConnection(conn)
+                        if local.failed:
+                            raise StorageError(NESTED_WRITE_FAILED)
                 finally:
-                    self._local.conn = None
+                    local.conn, local.joining, local.failed = None, False, False
+

@@ -35,7 +35,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
-from payhooks.storage.errors import StorageUnavailableError
+from payhooks.storage.errors import NESTED_WRITE_FAILED, StorageError, StorageUnavailableError
 from payhooks.storage.sqlite.errors import translate_errors
 from payhooks.storage.sqlite.wal_sync import WalReplacedError, WalSync
 from payhooks.storage.sqlite.write_lock import WriteLock
@@ -77,7 +77,16 @@ class Writer:
         otherwise SQLite's own ``synchronous`` setting is all there is.
     """
 
-    __slots__ = ("_busy_timeout_ms", "_conn", "_db", "sync_commits", "wal_sync", "write_lock")
+    __slots__ = (
+        "_busy_timeout_ms",
+        "_conn",
+        "_db",
+        "_failed",
+        "_joining",
+        "sync_commits",
+        "wal_sync",
+        "write_lock",
+    )
 
     def __init__(
         self,
@@ -90,6 +99,8 @@ class Writer:
     ) -> None:
         self._db = db
         self._conn = db.conn
+        # Set while this writer's own transaction has nested writes join it without savepoints.
+        self._joining = self._failed = False
         self._busy_timeout_ms = busy_timeout_ms
         #: The lock writers take before SQLite's (None: SQLite's busy handler alone).
         self.write_lock = write_lock
@@ -99,33 +110,51 @@ class Writer:
         self.sync_commits = sync_commits
 
     @contextmanager
-    def write(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
+    def write(
+        self, *, durable: bool = True, savepoints: bool = True
+    ) -> Iterator[sqlite3.Connection]:
         """One write transaction, or a savepoint of the one already open; yields the
         connection to write through.
 
         ``durable=False`` skips the ``FULL`` ledger's sync after the commit (for writes that
         acknowledge nothing: the next synced write takes them to disk with its own).
+        ``savepoints=False`` makes the writes nested in this one join it without savepoints
+        (:meth:`payhooks.storage.Ledger.transaction`): if one raises, the transaction is rolled
+        back at the end of the block even when the caller caught the error.
 
         :raises StorageUnavailableError: the write lock was not free within the busy timeout,
             SQLite's lock neither, or the commit could not be synced; nothing is stored, except
             after a failed sync, where the commit may or may not be on disk.
+        :raises StorageError: a write nested without a savepoint failed and the block went on.
         """
         conn = self._conn
         with translate_errors():
             if conn.in_transaction:
-                with _savepoint(conn):
-                    yield conn
+                if self._joining:
+                    try:
+                        yield conn
+                    except BaseException:
+                        self._failed = True
+                        raise
+                else:
+                    with _savepoint(conn):
+                        yield conn
                 return
             waited = self._take_write_lock()
             try:
                 self._begin(conn, waited)
+                self._joining, self._failed = not savepoints, False
                 try:
                     yield conn
+                    if self._failed:
+                        raise StorageError(NESTED_WRITE_FAILED)
                     conn.execute("COMMIT")
                 except BaseException:
                     with suppress(sqlite3.Error):
                         self._db.rollback()  # a no-op when the error already ended it
                     raise
+                finally:
+                    self._joining = self._failed = False
             finally:
                 if self.write_lock is not None:
                     self.write_lock.release()

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from payhooks.storage import DeliveryStatus, Ledger, StorageError, StorageUnavailableError
+from payhooks.storage import (
+    NESTED_WRITE_FAILED,
+    DeliveryStatus,
+    Ledger,
+    StorageError,
+    StorageUnavailableError,
+    UnknownDeliveryError,
+)
 from sqlite_utils import Database
 
 from tests.support.factories import make_outcome
@@ -134,3 +141,56 @@ def test_transactions_nest(ledger: Ledger, path: Path | str) -> None:
 
     keys = {delivery.dedupe_key for delivery in ledger.deliveries()}
     assert keys == {"msg_1", "msg_3"}
+
+
+def test_without_savepoints_the_writes_still_commit_together(
+    ledger: Ledger, path: Path | str
+) -> None:
+    with ledger.transaction(savepoints=False):
+        delivery = ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+        recorded = ledger.record_outcome(make_outcome(), delivery_id=delivery.id)
+        seen_meanwhile = _count(path, "deliveries"), _count(path, "outcomes")
+
+    assert seen_meanwhile == (0, 0)
+    assert (_count(path, "deliveries"), _count(path, "outcomes")) == (1, 1)
+    assert recorded.reconciliation == "paid"
+
+
+def _go_on_after_a_failed_write(ledger: Ledger) -> None:
+    with ledger.transaction(savepoints=False):
+        ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+        with pytest.raises(UnknownDeliveryError):
+            ledger.record_outcome(make_outcome(), delivery_id=999_999)
+
+
+def test_without_savepoints_a_failed_write_caught_inside_rolls_the_whole_block_back(
+    ledger: Ledger, path: Path | str
+) -> None:
+    # With no savepoint nothing can undo the failed write alone (and PostgreSQL refuses every
+    # statement after it), so a block that goes on anyway must not commit half of itself.
+    with pytest.raises(StorageError) as raised:
+        _go_on_after_a_failed_write(ledger)
+
+    assert raised.value.message == NESTED_WRITE_FAILED
+    assert (_count(path, "deliveries"), _count(path, "outcomes")) == (0, 0)
+    # The ledger is usable again: the next block commits.
+    with ledger.transaction(savepoints=False):
+        ledger.record_delivery(dedupe_key="msg_2", body=b"{}", headers={})
+    assert _count(path, "deliveries") == 1
+
+
+@pytest.mark.sqlite_only  # reads the statements SQLite runs
+@pytest.mark.parametrize(("savepoints", "expected"), [(True, 2), (False, 0)])
+def test_savepoints_are_made_for_nested_writes_only_when_asked(
+    ledger: Ledger, savepoints: bool, expected: int
+) -> None:
+    statements: list[str] = []
+    ledger.database.conn.set_trace_callback(statements.append)
+    try:
+        with ledger.transaction(savepoints=savepoints):
+            delivery = ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+            ledger.record_outcome(make_outcome(), delivery_id=delivery.id)
+    finally:
+        ledger.database.conn.set_trace_callback(None)
+
+    assert sum(s.startswith("SAVEPOINT") for s in statements) == expected
