@@ -263,7 +263,7 @@ def _signals_on_outcomes(conn: Connection) -> None:
     )
     conn.execute(_MOVE_OWED_SIGNALS)
     conn.execute("DROP TABLE owed_signals")
-    # STEP3 conn.execute("DROP INDEX IF EXISTS outcomes_delivery")
+    conn.execute("DROP INDEX IF EXISTS outcomes_delivery")
     conn.execute(OWED_INDEX_SQL)
 
 

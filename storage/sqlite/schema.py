@@ -355,7 +355,7 @@ def _signals_on_outcomes(db: Database) -> None:
         db.execute(f"ALTER TABLE outcomes ADD COLUMN {column} TEXT")
     db.execute(_MOVE_OWED_SIGNALS)
     db.execute("DROP TABLE owed_signals")
-    # STEP3 db.execute("DROP INDEX IF EXISTS outcomes_delivery")
+    db.execute("DROP INDEX IF EXISTS outcomes_delivery")
     db.execute(OWED_INDEX_SQL)
 
 

@@ -212,6 +212,7 @@ def test_every_earlier_sqlite_version_moves_its_owed_signals_onto_their_outcomes
         assert kinds["owed_signals"] == "view"
         assert kinds["outcomes_signals_owed"] == "index"
         assert "owed_signals_unsent" not in kinds
+        assert "outcomes_delivery" not in kinds  # 0007 dropped it: see migrations 0007
         stored = conn.execute(
             "SELECT id, signals, signals_reconciliation, signals_sent_at FROM outcomes ORDER BY id"
         ).fetchall()
@@ -263,3 +264,22 @@ def test_the_old_table_is_dropped_only_with_its_rows_moved(tmp_path: Path) -> No
         assert kind.fetchone() == ("table",)
     finally:
         conn.close()
+
+
+@pytest.mark.sqlite_only  # SQLite's query plans
+def test_only_the_owed_signals_index_looks_outcomes_up_by_delivery(
+    ledger: Ledger,
+) -> None:
+    """Why 0007 dropped ``outcomes_delivery``: the owed signals' lookup has its own index, and
+    the foreign key from outcomes to deliveries is checked on the parent's primary key when an
+    outcome is written (deliveries are never deleted, the one case that would look outcomes up
+    by delivery). A new query by delivery needs an index of its own: this fails to say so."""
+    record(ledger, make_outcome())
+    conn = ledger.database.conn
+    indexes = [row[1] for row in conn.execute("PRAGMA index_list('outcomes')")]
+    by_delivery = {
+        index
+        for index in indexes
+        if ("delivery_id",) in conn.execute("SELECT name FROM pragma_index_info(?)", (index,))
+    }
+    assert by_delivery == {"outcomes_signals_owed"}

@@ -167,6 +167,7 @@ def test_owed_signals_move_onto_their_outcomes(empty_url: str, version: int) -> 
             ).fetchall()
         }
         assert "outcomes_signals_owed" in indexes
+        assert "outcomes_delivery" not in indexes
         (kind,) = sql.execute(
             "SELECT table_type FROM information_schema.tables WHERE table_name = 'owed_signals'"
         ).fetchone()
