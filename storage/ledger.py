@@ -368,12 +368,11 @@ class Ledger(SyncRecords):
         signals: Iterable[str],
         reconciliation: ReconciliationState | str,
     ) -> None:
-        """Record the signals a new outcome owes the merchant's code, in the transaction that
-        records it, so that both commit or neither (:mod:`payhooks.storage.owed_signals`)."""
+        """Record the signals a new outcome owes on its row, in the transaction recording it
+        (:mod:`payhooks.storage.owed_signals`); a StorageError if ``delivery_id`` did not."""
         state = enum_member(ReconciliationState, reconciliation, "reconciliation").value
-        at = self._now(None, "clock()")
         with self._write() as conn:
-            owed_signals.owe(conn, outcome_id, delivery_id, signals, state, at)
+            owed_signals.owe(conn, outcome_id, delivery_id, signals, state)
 
     def owed_signals(self, delivery_id: int | None = None) -> list[OwedSignal]:
         """The signals still owed, oldest first: for one delivery, or all of them."""

@@ -133,17 +133,21 @@ class RecordedOutcome:
 
 
 class OwedSignal(NamedTuple):
-    """A signal the merchant's code is owed for an outcome (the ``owed_signals`` table)."""
+    """A signal the merchant's code is owed for an outcome (a row of the ``owed_signals``
+    view: the signals are kept on the outcome's row since migration 0007)."""
 
-    id: int
     #: The outcome it is for: the stable id receivers are given to be idempotent with.
     outcome_id: int
     #: The delivery that first recorded the outcome.
     delivery_id: int
     #: The signal's name (``payment-succeeded``...).
     signal: str
+    #: Its place in the outcome's sending order, from 0. (Until migration 0007 each owed
+    #: signal was a row of its own, and this tuple began with that row's ``id``.)
+    position: int
     #: The payment's reconciliation state the signal was decided on, sent with it.
     reconciliation: str
+    #: When the outcome was recorded: its signals are owed in that commit.
     owed_at: str
     #: When its receivers had run; None while it is owed.
     sent_at: str | None

@@ -27,8 +27,8 @@ from typing import Any, Final
 
 import psycopg
 from payhooks.storage.errors import SchemaVersionError
-from payhooks.storage.owed_signals import TABLE_SQL as OWED_SIGNALS_TABLE_SQL
-from payhooks.storage.owed_signals import UNSENT_INDEX_SQL as OWED_SIGNALS_INDEX_SQL
+from payhooks.storage.owed_signals import COLUMNS as SIGNALS_COLUMNS
+from payhooks.storage.owed_signals import OWED_INDEX_SQL
 from payhooks.storage.postgresql.dialect import cast_sums
 from payhooks.storage.rollup import (
     IDENTIFIERS_INDEX_SQL,
@@ -39,7 +39,12 @@ from payhooks.storage.rollup import (
 from payhooks.storage.service_transactions import RUNS_TABLE_SQL as SYNC_RUNS_TABLE_SQL
 from payhooks.storage.service_transactions import TABLE_INDEX_SQL as SERVICE_INDEX_SQL
 from payhooks.storage.service_transactions import TABLE_SQL as SERVICE_TABLE_SQL
-from payhooks.storage.sqlite.schema import INITIAL_SCHEMA, V2_DELIVERY_STATUSES, VIEWS
+from payhooks.storage.sqlite.schema import (
+    INITIAL_SCHEMA,
+    OWED_SIGNALS_V5,
+    V2_DELIVERY_STATUSES,
+    VIEWS,
+)
 
 __all__ = [
     "MIGRATIONS",
@@ -102,6 +107,13 @@ _VIEW_RULES: tuple[tuple[str, str], ...] = (
         "'[' || string_agg(to_json(t.transaction_id)::text, ',' ORDER BY t.transaction_id) || ']'",
     ),
     ("WHERE NOT i.expected", "WHERE i.expected = 0"),
+    # owed_signals: the JSON array's elements, numbered from 0 as json_each's keys are.
+    (
+        "json_each(o.signals) AS s",
+        "jsonb_array_elements_text(o.signals::jsonb) WITH ORDINALITY AS s(value, ordinality)",
+    ),
+    ("s.value AS signal", 's.value COLLATE "C" AS signal'),
+    ("s.key AS position", "s.ordinality - 1 AS position"),
 )
 _EXISTS = re.compile(r"EXISTS \((.*?)\) AS expected", re.DOTALL)
 
@@ -205,9 +217,9 @@ def _rollup_tables(conn: Connection) -> None:
 
 @_migration("0005_owed_signals")
 def _owed_signals(conn: Connection) -> None:
-    """``owed_signals`` (:mod:`payhooks.storage.owed_signals`)."""
-    conn.execute(to_postgres_ddl(OWED_SIGNALS_TABLE_SQL))
-    conn.execute(OWED_SIGNALS_INDEX_SQL)
+    """``owed_signals``, a table until 0007."""
+    for statement in OWED_SIGNALS_V5:
+        conn.execute(to_postgres_ddl(statement))
 
 
 @_migration("0006_service_transactions")
@@ -222,6 +234,37 @@ def _service_transactions(conn: Connection) -> None:
         'ADD COLUMN creation_error TEXT COLLATE "C", '
         'ADD COLUMN creation_failed_at TEXT COLLATE "C"'
     )
+
+
+# As SQLite's 0007 moves them: the names in the order owed (the same JSON text), the state of
+# the first, sent only when every one was.
+_MOVE_OWED_SIGNALS = """
+    UPDATE outcomes AS o SET signals = moved.signals,
+        signals_reconciliation = moved.reconciliation, signals_sent_at = moved.sent_at
+    FROM (
+        SELECT outcome_id,
+            '[' || string_agg(to_json(signal)::text, ',' ORDER BY id) || ']' AS signals,
+            (array_agg(reconciliation ORDER BY id))[1] AS reconciliation,
+            CASE WHEN count(*) = count(sent_at) THEN max(sent_at) END AS sent_at
+        FROM owed_signals GROUP BY outcome_id
+    ) AS moved
+    WHERE o.id = moved.outcome_id"""
+
+
+@_migration("0007_signals_on_outcomes")
+def _signals_on_outcomes(conn: Connection) -> None:
+    """The owed signals move onto their outcome's row; ``owed_signals`` becomes a view,
+    ``outcomes_signals_owed`` indexes what is still owed, ``outcomes_delivery`` goes (SQLite's
+    0007 says why). The rollup trigger on updates is made anew on the outcome's own columns."""
+    conn.execute("DROP TRIGGER IF EXISTS outcomes_rollup_update ON outcomes")
+    conn.execute(
+        "ALTER TABLE outcomes "
+        + ", ".join(f'ADD COLUMN {column} TEXT COLLATE "C"' for column in SIGNALS_COLUMNS)
+    )
+    conn.execute(_MOVE_OWED_SIGNALS)
+    conn.execute("DROP TABLE owed_signals")
+    conn.execute("DROP INDEX IF EXISTS outcomes_delivery")
+    conn.execute(OWED_INDEX_SQL)
 
 
 #: The schema version this code writes: the number of migrations it knows.

@@ -26,8 +26,9 @@ from collections.abc import Callable
 
 from payhooks.storage.errors import SchemaVersionError
 from payhooks.storage.limits import MAX_AMOUNT_MINOR
-from payhooks.storage.owed_signals import TABLE_SQL as OWED_SIGNALS_TABLE_SQL
-from payhooks.storage.owed_signals import UNSENT_INDEX_SQL as OWED_SIGNALS_INDEX_SQL
+from payhooks.storage.owed_signals import COLUMNS as SIGNALS_COLUMNS
+from payhooks.storage.owed_signals import OWED_INDEX_SQL
+from payhooks.storage.owed_signals import VIEW_SQL as OWED_SIGNALS_VIEW_SQL
 from payhooks.storage.reconciliation import RECONCILIATION_VIEW_SQL
 from payhooks.storage.rollup import (
     IDENTIFIERS_INDEX_SQL,
@@ -50,6 +51,7 @@ from sqlite_utils import Database, Migrations
 __all__ = [
     "INITIAL_SCHEMA",
     "MIGRATIONS",
+    "OWED_SIGNALS_V5",
     "SCHEMA_VERSION",
     "TRIGGERS",
     "V2_DELIVERY_STATUSES",
@@ -277,12 +279,30 @@ def _rollup_tables(db: Database) -> None:
     db.execute(IDENTIFIERS_INDEX_SQL)
 
 
+#: Migration 0005's statements, as it wrote them (0007 moved the rows onto ``outcomes`` and
+#: dropped the table); PostgreSQL's 0005 runs them in its own spelling.
+OWED_SIGNALS_V5 = (
+    """
+    CREATE TABLE owed_signals (
+        id INTEGER PRIMARY KEY,
+        outcome_id INTEGER NOT NULL REFERENCES outcomes(id),
+        delivery_id INTEGER NOT NULL REFERENCES deliveries(id),
+        signal TEXT NOT NULL,
+        reconciliation TEXT NOT NULL,
+        owed_at TEXT NOT NULL,
+        sent_at TEXT,
+        UNIQUE (outcome_id, signal)
+    )""",
+    "CREATE INDEX owed_signals_unsent ON owed_signals (delivery_id) WHERE sent_at IS NULL",
+)
+
+
 @_migration("0005_owed_signals")
 def _owed_signals(db: Database) -> None:
     """``owed_signals``: the signals each new outcome owes the merchant's code, kept until
-    they are sent (:mod:`payhooks.storage.owed_signals`)."""
-    db.execute(OWED_SIGNALS_TABLE_SQL)
-    db.execute(OWED_SIGNALS_INDEX_SQL)
+    they are sent (a table until 0007)."""
+    for statement in OWED_SIGNALS_V5:
+        db.execute(statement)
 
 
 @_migration("0006_service_transactions")
@@ -299,6 +319,44 @@ def _service_transactions(db: Database) -> None:
     )
     db.execute("ALTER TABLE payments ADD COLUMN creation_error TEXT")
     db.execute("ALTER TABLE payments ADD COLUMN creation_failed_at TEXT")
+
+
+# The owed signals of each outcome as 0007 stores them: its names in the order they were owed,
+# the state of the first, and sent only when every one was (a partly sent outcome stays owed:
+# sending again is allowed, losing one is not). The names are JSON text as
+# payhooks.storage.owed_signals writes them; SQLite 3.40 has no ORDER BY inside an aggregate,
+# so the rows are ordered before they are grouped, and min(id) gives the bare column its row.
+_MOVE_OWED_SIGNALS = """
+    UPDATE outcomes SET signals = moved.signals, signals_reconciliation = moved.reconciliation,
+        signals_sent_at = moved.sent_at
+    FROM (
+        SELECT outcome_id, min(id), reconciliation, json_group_array(signal) AS signals,
+            CASE WHEN count(*) = count(sent_at) THEN max(sent_at) END AS sent_at
+        FROM (SELECT * FROM owed_signals ORDER BY outcome_id, id)
+        GROUP BY outcome_id
+    ) AS moved
+    WHERE outcomes.id = moved.outcome_id"""
+
+
+@_migration("0007_signals_on_outcomes")
+def _signals_on_outcomes(db: Database) -> None:
+    """The owed signals move onto their outcome's row (:mod:`payhooks.storage.owed_signals`):
+    ``owed_signals`` becomes a view, ``outcomes_signals_owed`` indexes what is still owed, and
+    ``outcomes_delivery`` goes (nothing looks outcomes up by delivery but the owed signals,
+    which have their own index, and deliveries are never deleted). Each delivery writes three
+    b-trees fewer (issue 17).
+
+    The rollup trigger on updates is dropped first: it is made anew by :func:`create_views`
+    (on the outcome's own columns only, so marking signals sent does not recompute the
+    rollups), and the rows moved here must not recompute them one by one.
+    """
+    db.execute("DROP TRIGGER IF EXISTS outcomes_rollup_update")
+    for column in SIGNALS_COLUMNS:
+        db.execute(f"ALTER TABLE outcomes ADD COLUMN {column} TEXT")
+    db.execute(_MOVE_OWED_SIGNALS)
+    db.execute("DROP TABLE owed_signals")
+    db.execute("DROP INDEX IF EXISTS outcomes_delivery")
+    db.execute(OWED_INDEX_SQL)
 
 
 #: The schema version this code writes: the number of migrations it knows.
@@ -334,6 +392,7 @@ VIEWS = {
     "identifiers_from_transactions": identifiers_view_sql(),
     "reconciliation": RECONCILIATION_VIEW_SQL,
     "sync_drift": DRIFT_VIEW_SQL,
+    "owed_signals": OWED_SIGNALS_VIEW_SQL,
 }
 TRIGGERS = ROLLUP_TRIGGERS
 

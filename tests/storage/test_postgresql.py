@@ -107,6 +107,75 @@ def test_every_earlier_version_migrates_and_keeps_its_rows(empty_url: str, versi
         assert recorded.reconciliation is ReconciliationState.PAID
 
 
+@pytest.mark.parametrize("version", [5, 6])
+def test_owed_signals_move_onto_their_outcomes(empty_url: str, version: int) -> None:
+    """Migration 0007 on PostgreSQL, from each version with the owed_signals table: the same
+    rows as on SQLite (tests/storage/test_owed_signals.py), the same JSON text."""
+    from tests.storage.test_owed_signals import OLD_OWED, T0
+
+    with psycopg.connect(empty_url, autocommit=True) as conn:
+        migrate_to(conn, now=T0, target=version)
+        for n in range(1, 5):
+            conn.execute(
+                "INSERT INTO deliveries (id, dedupe_key, received_at, headers, body, status, "
+                "updated_at, body_sha256) VALUES (%s, %s, %s, '{}', '\\x00'::bytea, "
+                "'processed', %s, encode(sha256('\\x00'::bytea), 'hex'))",
+                (n, f"msg_{n}", T0, T0),
+            )
+            conn.execute(
+                "INSERT INTO outcomes (id, delivery_id, transaction_id, external_identifier, "
+                "flow, payment_status, state, state_rank, amount, currency, amount_minor, "
+                "paid_at, recorded_at) VALUES (%s, %s, %s, %s, 'wallet', 'PS', 'succeeded', 2, "
+                "'25.00', 'CNY', 2500, %s, %s)",
+                (n + 6, n, f"ll-{n}", f"order-{n}", T0, T0),
+            )
+        conn.cursor().executemany(
+            "INSERT INTO owed_signals VALUES (%s, %s, %s, %s, %s, %s, %s)", OLD_OWED
+        )
+
+    assert migrate(empty_url) == (version, SCHEMA_VERSION)
+
+    with Ledger(empty_url) as ledger:
+        sql = tables(ledger)
+        stored = sql.execute(
+            "SELECT id, signals, signals_reconciliation, signals_sent_at FROM outcomes ORDER BY id"
+        ).fetchall()
+        assert stored == [
+            (7, '["notification-received","payment-succeeded"]', "paid", None),
+            (8, '["notification-received"]', "unexpected", "2026-11-21T12:00:01+00:00"),
+            (9, '["notification-received","payment-failed"]', "failed", None),
+            (10, None, None, None),
+        ]
+        view = sql.execute(
+            "SELECT outcome_id, delivery_id, signal, position, reconciliation FROM owed_signals "
+            "ORDER BY outcome_id, position"
+        ).fetchall()
+        assert view == [
+            (outcome, delivery, signal, position, state)
+            for (outcome, delivery, signal, state), position in zip(
+                [row[1:5] for row in OLD_OWED], [0, 1, 0, 0, 1], strict=True
+            )
+        ]
+        assert [(row.outcome_id, row.signal) for row in ledger.owed_signals(3)] == [
+            (9, "notification-received"),
+            (9, "payment-failed"),
+        ]
+        indexes = {
+            name
+            for (name,) in sql.execute(
+                "SELECT indexname FROM pg_indexes WHERE tablename = 'outcomes'"
+            ).fetchall()
+        }
+        assert "outcomes_signals_owed" in indexes
+        assert "outcomes_delivery" not in indexes
+        (kind,) = sql.execute(
+            "SELECT table_type FROM information_schema.tables WHERE table_name = 'owed_signals'"
+        ).fetchone()
+        assert kind == "VIEW"
+        assert ledger.mark_signals_sent(9) == 2
+        assert ledger.owed_signals() == ledger.owed_signals(1)
+
+
 def test_several_hosts_migrating_at_once_take_turns(empty_url: str) -> None:
     results: list[object] = []
 
@@ -386,7 +455,7 @@ def test_both_engines_reconcile_the_same_writes_alike(
 ) -> None:
     with Ledger(postgres_url, clock=FixedClock()) as pg:
         tables(pg).execute(
-            "TRUNCATE owed_signals, outcomes, deliveries, payments, transactions, identifiers "
+            "TRUNCATE outcomes, deliveries, payments, transactions, identifiers "
             "RESTART IDENTITY"
         )
         with tempfile.TemporaryDirectory() as folder, Ledger(

@@ -171,6 +171,13 @@ def version_3_file(path: Path) -> None:
     for name in TRIGGERS:
         db.execute(f"DROP TRIGGER {name}")
     for statement in (
+        # migration 0007: the owed signals' columns on outcomes, back to 0003's outcomes
+        "DROP VIEW owed_signals",
+        "DROP INDEX outcomes_signals_owed",
+        "ALTER TABLE outcomes DROP COLUMN signals",
+        "ALTER TABLE outcomes DROP COLUMN signals_reconciliation",
+        "ALTER TABLE outcomes DROP COLUMN signals_sent_at",
+        "CREATE INDEX IF NOT EXISTS outcomes_delivery ON outcomes (delivery_id)",
         # migration 0006, after the rollups (the views that read its columns first)
         "DROP VIEW sync_drift",
         "DROP VIEW reconciliation",
@@ -183,7 +190,7 @@ def version_3_file(path: Path) -> None:
         "DROP VIEW transactions_from_outcomes",
         "DROP TABLE identifiers",
         "DROP TABLE transactions",
-        "DROP TABLE owed_signals",  # migration 0005, after the rollups
+        # migration 0005 made owed_signals, a table until 0007 turned it into the view above
     ):
         db.execute(statement)
     for migration in MIGRATIONS.applied(db)[3:]:

@@ -29,6 +29,7 @@ def test_a_new_file_gets_every_table_and_the_view(tmp_path: Path) -> None:
         assert {"transactions", "identifiers"} <= set(db.table_names())
         assert sorted(db.view_names()) == [
             "identifiers_from_transactions",
+            "owed_signals",
             "reconciliation",
             "sync_drift",
             "transactions_from_outcomes",
@@ -55,6 +56,7 @@ def test_applied_migrations_are_recorded_by_name(tmp_path: Path) -> None:
             "0004_rollup_tables",
             "0005_owed_signals",
             "0006_service_transactions",
+            "0007_signals_on_outcomes",
         ]
         assert MIGRATIONS.pending(ledger.database) == []
 

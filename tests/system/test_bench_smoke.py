@@ -6,7 +6,8 @@ the end against the current code (they import the ledger's and the verifier's in
 change), ``bench.receive`` still finds every notification stored in every app it measured (on
 PostgreSQL too, the receiver and its own durable floor, on the suite's server), and
 ``bench.slowloris`` still starts every setup it compares (the recommended one runs nginx) and
-reports each one.
+reports each one, and ``bench.write_pages`` still reads the log's frames (its per-b-tree figures
+add up to its total).
 """
 
 from __future__ import annotations
@@ -210,3 +211,18 @@ def test_the_sync_bench_finds_every_transaction_a_missed_notification(tmp_path: 
     assert re.search(r"^sync\s+[\d.]+ s\s+[\d,]+ transactions/s\s+3 pages$", output, re.MULTILINE)
     assert re.search(r"^peak RSS\s+[\d.]+ MiB", output, re.MULTILINE)
     assert "'missed_notification'>: 300}" in output
+
+
+def test_the_write_pages_bench_counts_every_commit_by_btree() -> None:
+    output = _run("-m", "bench.write_pages", "--count", "5", timeout=120)
+
+    first, *btrees = output.strip().splitlines()
+    match = re.fullmatch(
+        r"([\d.]+) WAL frames per delivery, ([\d.]+) commits per delivery \(5 deliveries\)", first
+    )
+    assert match, output
+    # At least the one durable commit per delivery, each writing the delivery's table.
+    assert float(match[2]) >= 1.0, output
+    per_btree = {name: float(frames) for frames, name in (line.split() for line in btrees)}
+    assert per_btree["deliveries"] >= 1.0, output
+    assert abs(sum(per_btree.values()) - float(match[1])) < 0.05, output

@@ -123,7 +123,9 @@ def test_a_worker_killed_between_commit_and_mark_still_ships_the_order_exactly_o
     conn = sqlite3.connect(tmp_path / "payhooks.db")
     try:
         unsent = conn.execute("SELECT COUNT(*) FROM owed_signals WHERE sent_at IS NULL").fetchone()
-        owed = conn.execute("SELECT signal, outcome_id FROM owed_signals ORDER BY id").fetchall()
+        owed = conn.execute(
+            "SELECT signal, outcome_id FROM owed_signals ORDER BY outcome_id, position"
+        ).fetchall()
     finally:
         conn.close()
     assert unsent == (0,)
