@@ -41,6 +41,7 @@ import threading
 import time
 
 from flask import Flask, Response, jsonify, request
+
 from payhooks.storage.sqlite import WalSync, WriteLock
 
 __all__ = [

@@ -38,10 +38,10 @@ from typing import Any
 
 from flask import Flask
 from flask.testing import FlaskClient
-from payhooks.receiver import PayHooks
-from payhooks.verify import SCHEMES, generate_keypair, get_signer
 
 from bench.rounds import Ratios, order, ratios
+from payhooks.receiver import PayHooks
+from payhooks.verify import SCHEMES, generate_keypair, get_signer
 
 NOTIFY = "/payhooks/notifications"
 BODY_CAP = 65536

@@ -101,9 +101,6 @@ from pathlib import Path
 from typing import Any
 
 from flask import Flask
-from payhooks.receiver import PayHooks
-from payhooks.storage import Ledger, migrate
-from payhooks.verify import generate_keypair, get_signer
 
 from bench.floor_app import (
     FLOOR_SUFFIX,
@@ -113,6 +110,9 @@ from bench.floor_app import (
 )
 from bench.postgres import add_arguments, postgres_database, settings
 from bench.rounds import alternate, ratios
+from payhooks.receiver import PayHooks
+from payhooks.storage import Ledger, migrate
+from payhooks.verify import generate_keypair, get_signer
 from tests.support.gunicorn_server import HAS_PROC, GunicornServer
 
 #: The receiver under test, in gunicorn's syntax.
@@ -157,9 +157,7 @@ def register(database: Path | str, first: int, count: int) -> None:
             ledger.expect_transaction(f"order-{number}", 2500, "CNY")
 
 
-def prepare(
-    databases: Sequence[Path | str], first: int, count: int, signing_key: str
-) -> list[Job]:
+def prepare(databases: Sequence[Path | str], first: int, count: int, signing_key: str) -> list[Job]:
     """Register ``count`` expected payments in each database and sign one notification for
     each payment."""
     for database in databases:

@@ -56,11 +56,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from payhooks.storage import STATE_RANK, Ledger, PaymentState, migrate
-from payhooks.storage.sqlite import TRIGGERS, create_views
-
 from bench.postgres import add_arguments, postgres_database, settings
 from bench.rounds import alternate, ratios
+from payhooks.storage import STATE_RANK, Ledger, PaymentState, migrate
+from payhooks.storage.sqlite import TRIGGERS, create_views
 
 CURRENCIES = ("CNY", "USD", "JPY", "KWD")
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -170,9 +169,7 @@ def build(path: Path, n: int) -> float:
     return time.perf_counter() - started
 
 
-PAYMENT_COLUMNS = (
-    "external_identifier, kind, amount_minor, currency, plan_amount_minor, created_at"
-)
+PAYMENT_COLUMNS = "external_identifier, kind, amount_minor, currency, plan_amount_minor, created_at"
 DELIVERY_COLUMNS = "id, dedupe_key, received_at, headers, body, body_sha256, status, updated_at"
 OUTCOME_COLUMNS = (
     "delivery_id, transaction_id, external_identifier, flow, payment_status, state, "
@@ -190,6 +187,7 @@ def build_postgres(url: str, n: int) -> float:
     ``VACUUM (ANALYZE)``, so the planner knows the tables' sizes as it would in production.
     """
     import psycopg
+
     from payhooks.storage.postgresql import create_views as create_postgres_views
     from payhooks.storage.rollup import ROLLUP_TRIGGERS
 
@@ -287,6 +285,7 @@ def measure(target: Path | str, rounds: int) -> dict[str, Any]:
         server: _ServerClock | None = None
         if isinstance(target, str):  # PostgreSQL: the floor streams, as reconcile() does
             import psycopg
+
             from payhooks.storage.postgresql.engine import STREAM_BATCH_ROWS
 
             pg = psycopg.connect(target, autocommit=True)

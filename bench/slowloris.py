@@ -58,9 +58,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
-from payhooks.verify import generate_keypair, get_signer
-
 from bench.receive import DEMO_APP, Figures, Job, notification, register, run_clients
+from payhooks.verify import generate_keypair, get_signer
 from tests.support.gunicorn_server import GunicornServer
 from tests.support.nginx_server import NginxServer, nginx_missing_reason
 from tests.support.slow_clients import ProbeResult, Slowloris, SlowStats, probe

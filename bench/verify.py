@@ -25,10 +25,10 @@ import statistics
 import time
 from collections.abc import Callable
 
-from payhooks.verify import generate_keypair, get_signer, get_verifier
 from standardwebhooks.webhooks import Webhook
 
 from bench.rounds import alternate, ratios
+from payhooks.verify import generate_keypair, get_signer, get_verifier
 
 SCHEME = "standard-webhooks"
 

@@ -38,10 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flask import Flask
-from payhooks.receiver import PayHooks
-from payhooks.verify import generate_keypair
 
 from bench.receive import NOTIFY, Job, prepare
+from payhooks.receiver import PayHooks
+from payhooks.verify import generate_keypair
 
 #: Deliveries sent before the count starts: the file, its tables and first pages are made.
 WARMUP = 20

@@ -11,6 +11,7 @@ Exit codes: 0 success, 1 a failure the command reports, 2 bad usage.
 from __future__ import annotations
 
 import click
+
 from payhooks.receiver.cli import IN_APP_COMMANDS
 from payhooks.receiver.demo import demo_command, serve_command
 from payhooks.service import sandbox_command

@@ -15,6 +15,7 @@ import os
 from typing import Any
 
 from flask import Flask
+
 from payhooks.receiver.cli import payhooks_group
 from payhooks.receiver.config import CONFIG_DEFAULTS
 from payhooks.receiver.state import STATE_KEY, build_state, receiver_state

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from flask import Flask, current_app
+
 from payhooks.receiver.ledgers import LedgerPool
 from payhooks.receiver.settings import load_settings
 from payhooks.storage import Ledger, PaymentState, is_postgres_url

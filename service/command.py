@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 
 import click
+
 from payhooks.verify import DEFAULT_SCHEME, SCHEMES
 
 __all__ = ["sandbox_command"]

@@ -225,9 +225,7 @@ def mark_recorded(
     )
 
 
-def note_signal_error(
-    conn: Connection, delivery_id: int, error: str, updated_at: str
-) -> bool:
+def note_signal_error(conn: Connection, delivery_id: int, error: str, updated_at: str) -> bool:
     """Append what a signal receiver raised, one failure per line; False when there is no such
     delivery."""
     return bool(conn.execute(_NOTE_SIGNAL_ERROR, (error, error, updated_at, delivery_id)).rowcount)

@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
+from sqlite_utils import Database
+
 import payhooks.storage.deliveries as deliveries
 import payhooks.storage.outcomes as outcomes
 import payhooks.storage.owed_signals as owed_signals
@@ -47,7 +49,6 @@ from payhooks.storage.rows import (
 from payhooks.storage.sqlite.engine import SQLiteEngine
 from payhooks.storage.targets import is_postgres_url
 from payhooks.storage.times import Clock, system_clock, to_text
-from sqlite_utils import Database
 
 __all__ = ["DEFAULT_MAX_REJECTED", "DEFAULT_MAX_RETURNS", "SYNCHRONOUS_MODES", "Ledger"]
 
@@ -109,8 +110,11 @@ class Ledger(SyncRecords):
             )
         else:
             self._engine = SQLiteEngine(
-                path_or_database, busy_timeout_ms=busy_timeout_ms, synchronous=sync_mode,
-                write_lock=write_lock, check_same_thread=check_same_thread,
+                path_or_database,
+                busy_timeout_ms=busy_timeout_ms,
+                synchronous=sync_mode,
+                write_lock=write_lock,
+                check_same_thread=check_same_thread,
             )
         #: How many schema migrations the database has (:data:`~payhooks.storage.SCHEMA_VERSION`).
         self.schema_version: int = self._engine.schema_version

@@ -42,9 +42,10 @@ def migrate(target: str | os.PathLike[str], *, connect_timeout_s: int = 10) -> t
         was migrated by a newer payhooks (``SchemaVersionError``).
     """
     if not is_postgres_url(target):
+        from sqlite_utils import Database
+
         from payhooks.storage.ledger import Ledger
         from payhooks.storage.sqlite.schema import schema_version
-        from sqlite_utils import Database
 
         path = os.fspath(target)
         before = 0
@@ -58,6 +59,7 @@ def migrate(target: str | os.PathLike[str], *, connect_timeout_s: int = 10) -> t
             return before, ledger.schema_version
 
     import psycopg
+
     from payhooks.storage.postgresql import schema
     from payhooks.storage.postgresql.errors import translate_errors
 

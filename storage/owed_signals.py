@@ -69,9 +69,7 @@ _UNSENT = (
     "SELECT id, delivery_id, signals, signals_reconciliation, recorded_at "  # noqa: S608
     f"FROM outcomes WHERE {_OWED}"
 )
-_MARK_SENT = (
-    f"UPDATE outcomes SET signals_sent_at = ? WHERE id = ? AND {_OWED} RETURNING signals"  # noqa: S608
-)
+_MARK_SENT = f"UPDATE outcomes SET signals_sent_at = ? WHERE id = ? AND {_OWED} RETURNING signals"  # noqa: S608
 
 
 def to_names(signals: Iterable[str]) -> str | None:

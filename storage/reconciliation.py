@@ -346,9 +346,7 @@ def to_row(values: tuple[Any, ...]) -> ReconciliationRow:
 # ones (the only rows without a kind), each by identifier.
 # SQLite's order, asked for: the view's arms in turn (identifiers only the service lists have
 # no transaction ids), each by identifier.
-_IN_ORDER = (
-    " ORDER BY kind IS NULL, (kind IS NULL AND transaction_ids = '[]'), external_identifier"
-)
+_IN_ORDER = " ORDER BY kind IS NULL, (kind IS NULL AND transaction_ids = '[]'), external_identifier"
 
 
 def select_rows(

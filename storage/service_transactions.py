@@ -245,7 +245,5 @@ def select_drift(conn: Connection) -> Cursor:
     unless asked, each by identifier too)."""
     sql = f"SELECT {', '.join(DRIFT_COLUMNS)} FROM sync_drift"  # noqa: S608
     if getattr(conn, "unordered_union", False):
-        sql += (
-            " ORDER BY kind = 'missing_at_service', external_identifier, transaction_id"
-        )
+        sql += " ORDER BY kind = 'missing_at_service', external_identifier, transaction_id"
     return conn.execute(sql)

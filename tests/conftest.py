@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
-from payhooks.receiver import PayHooks, receiver_state
-from payhooks.storage import Ledger
-from payhooks.verify import Signer, get_signer
 from standardwebhooks import Webhook
 from werkzeug.serving import BaseWSGIServer, make_server
 
+from payhooks.receiver import PayHooks, receiver_state
+from payhooks.storage import Ledger
+from payhooks.verify import Signer, get_signer
 from tests.support.app import FORM_MEMBERS, TEST_SECRET, AppFactory, BodyFactory, SignFunction
 from tests.support.live_server import LiveServer
 from tests.support.postgres import INSTALL_COMMAND, PostgresServer, find_bin_dir

@@ -42,6 +42,7 @@ from typing import Any, Literal
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
+
 from payhooks.verify.base import (
     SignedStringDelivery,
     Signer,

@@ -39,6 +39,7 @@ from datetime import UTC, datetime
 from typing import ClassVar
 
 from cryptography.exceptions import InvalidSignature
+
 from payhooks.verify.base import (
     Signer,
     VerifiedDelivery,

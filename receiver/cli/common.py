@@ -27,6 +27,8 @@ from typing import Any, ParamSpec, TypeVar
 import click
 from flask import Flask, current_app
 from flask.cli import ScriptInfo
+from sqlite_utils import Database
+
 from payhooks.receiver.config import KEY_CONFIG, config_from_env
 from payhooks.receiver.settings import ReceiverSettings, load_settings
 from payhooks.storage import (
@@ -38,7 +40,6 @@ from payhooks.storage import (
     redacted,
 )
 from payhooks.verify import DEFAULT_SCHEME, SCHEMES, Signer, Verifier, get_signer, get_verifier
-from sqlite_utils import Database
 
 __all__ = [
     "DEFAULT_DATABASE",
@@ -343,9 +344,7 @@ def _blame(err: ValueError, key_fault: str) -> click.ClickException:
     Either is bad usage (exit 2): nothing was tried."""
     if str(err).startswith("key"):
         return BadUsage(f"{key_fault}: {err}.")
-    return BadUsage(
-        f"The configuration cannot be used: PAYHOOKS_SIGNATURE_OPTIONS: {err}."
-    )
+    return BadUsage(f"The configuration cannot be used: PAYHOOKS_SIGNATURE_OPTIONS: {err}.")
 
 
 # -- parameter types ---------------------------------------------------------------------------

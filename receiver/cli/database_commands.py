@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+
 from payhooks.receiver.cli.common import (
     database_option,
     fail_on_storage_errors,

@@ -17,6 +17,7 @@ from typing import TextIO
 
 import click
 from flask import current_app
+
 from payhooks.receiver.cli.common import (
     database_option,
     fail_on_storage_errors,

@@ -12,6 +12,7 @@ Exit codes: 0 success, 1 a failure the command reports, 2 bad usage.
 from __future__ import annotations
 
 import click
+
 from payhooks.receiver.cli.database_commands import copy_ledger, migrate_command
 from payhooks.receiver.cli.delivery_commands import reprocess, signals
 from payhooks.receiver.cli.ledger_commands import expect, reconcile

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 import click
+
 from payhooks.receiver.cli.common import (
     amount_callback,
     currency_callback,

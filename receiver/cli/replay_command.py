@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import click
+
 from payhooks.receiver.cli.common import SIGNING_KEY_ENV, resolve_scheme, scheme_option, signer_for
 from payhooks.receiver.cli.sender import ReplayError, ReplayResult, load_payloads
 from payhooks.receiver.cli.sender import replay as send_all

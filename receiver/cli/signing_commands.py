@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 import click
+
 from payhooks.receiver.cli.captured_headers import HeadersFileError, read_headers
 from payhooks.receiver.cli.common import (
     SIGNING_KEY_ENV,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 from flask import current_app
+
 from payhooks.receiver import signals
 from payhooks.receiver.cli.common import (
     BadUsage,

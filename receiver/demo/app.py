@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from flask import Flask, Response, jsonify, url_for
+
 from payhooks.receiver.config import KEY_CONFIG, config_from_env
 from payhooks.receiver.extension import PayHooks
 from payhooks.verify import DEFAULT_SCHEME, SCHEMES, generate_keypair

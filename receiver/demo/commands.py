@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import click
+
 from payhooks.receiver.cli.common import SIGNING_KEY_ENV, BadUsage
 
 __all__ = ["demo_command", "serve_command"]
@@ -67,8 +68,9 @@ def serve_command(host: str, port: int) -> None:
     ./payhooks.db unless PAYHOOKS_DATABASE says otherwise, and when no key is set generates a
     development key and prints it. For development only: run a real app under gunicorn.
     """
-    from payhooks.receiver.demo.app import DEMO_SIGNING_KEY, create_app
     from werkzeug.serving import make_server
+
+    from payhooks.receiver.demo.app import DEMO_SIGNING_KEY, create_app
 
     try:
         with _quiet("payhooks"):

@@ -28,6 +28,8 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from flask import Flask
+from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
+
 from payhooks.receiver.cli.reports import Totals, write_report, write_totals
 from payhooks.receiver.cli.sender import Connection, Payload, ReplayResult, send_signed
 from payhooks.receiver.demo.app import create_app
@@ -36,7 +38,6 @@ from payhooks.receiver.state import STATE_KEY, receiver_state
 from payhooks.receiver.web.returns import return_url
 from payhooks.storage import Ledger
 from payhooks.verify import DEFAULT_SCHEME, Signer, generate_keypair, get_signer
-from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 __all__ = ["DemoResult", "run_demo", "serving"]
 

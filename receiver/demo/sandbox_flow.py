@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from flask import Flask
+
 from payhooks.receiver.web import return_url
 from payhooks.storage import Ledger
 
@@ -43,6 +44,7 @@ def run_sandbox_act(
     the problems found (empty when every step answered as it should)."""
     try:
         import httpx
+
         from payhooks.service.client import (
             Card,
             CardTransaction,

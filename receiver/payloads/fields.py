@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 from marshmallow import fields
+
 from payhooks.storage import UnknownCurrencyError, minor_unit_exponent
 
 __all__ = ["Amount", "CurrencyCode", "PaymentTime"]

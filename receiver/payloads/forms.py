@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from marshmallow import ValidationError
+
 from payhooks.receiver.payloads.errors import SCHEMA_KEY
 from payhooks.storage import Flow
 

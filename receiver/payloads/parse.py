@@ -15,6 +15,7 @@ from datetime import tzinfo
 from typing import Any
 
 from marshmallow import ValidationError
+
 from payhooks.receiver.payloads.decoding import decode_body, plain_json
 from payhooks.receiver.payloads.errors import SCHEMA_KEY, InvalidPayloadError
 from payhooks.receiver.payloads.schemas import Notification, NotificationSchema

@@ -34,6 +34,7 @@ from marshmallow import (
     validate,
     validates_schema,
 )
+
 from payhooks.receiver.payloads.fields import Amount, CurrencyCode, PaymentTime
 from payhooks.receiver.payloads.forms import FormMatch, detect_form
 from payhooks.storage import MAX_AMOUNT_MINOR as STORAGE_MAX_AMOUNT_MINOR

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from blinker import NamedSignal
+
 from payhooks.receiver import signals
 from payhooks.storage import (
     MISMATCH_STATES,

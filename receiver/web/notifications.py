@@ -36,13 +36,14 @@ import logging
 from functools import partial
 
 from flask import Flask, Response, current_app, request
+from werkzeug.exceptions import BadRequest, HTTPException, RequestEntityTooLarge
+
 from payhooks.receiver.pipeline.processing import receive_delivery
 from payhooks.receiver.pipeline.signal_dispatch import send_owed_signals
 from payhooks.receiver.state import ReceiverState, receiver_state
 from payhooks.receiver.web.errors import error_response
 from payhooks.storage import ReconciliationState, StorageError, StorageUnavailableError
 from payhooks.verify import SignatureError
-from werkzeug.exceptions import BadRequest, HTTPException, RequestEntityTooLarge
 
 __all__ = ["STORED_HEADERS", "receive_notification"]
 

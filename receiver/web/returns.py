@@ -21,12 +21,13 @@ from urllib.parse import unquote
 
 from flask import Flask, Response, current_app, make_response, render_template, request, url_for
 from itsdangerous import BadData, URLSafeTimedSerializer
+from werkzeug.exceptions import HTTPException
+from werkzeug.routing import RoutingException
+
 from payhooks.receiver.redirects import fill_redirect_template
 from payhooks.receiver.state import receiver_state
 from payhooks.receiver.web.errors import error_response
 from payhooks.storage import ReconciliationState
-from werkzeug.exceptions import HTTPException
-from werkzeug.routing import RoutingException
 
 __all__ = [
     "RETURN_SALT",

@@ -32,12 +32,13 @@ from collections.abc import Callable
 
 from flask import Blueprint, Response
 from flask.sansio.blueprints import BlueprintSetupState
+from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
+from werkzeug.routing import BaseConverter, PathConverter, Rule
+
 from payhooks.receiver.web.errors import error_response, http_error_response
 from payhooks.receiver.web.notifications import receive_notification
 from payhooks.receiver.web.returns import customer_return
 from payhooks.storage import StorageError, StorageUnavailableError
-from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
-from werkzeug.routing import BaseConverter, PathConverter, Rule
 
 __all__ = ["IDENTIFIER_CONVERTER", "REST_CONVERTER", "ExternalIdentifierConverter", "blueprint"]
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Collection, Iterator
 from typing import Any, TypeVar
 
 import httpx
+
 from payhooks.service.client.creations import CreationLog, CreationState
 from payhooks.service.client.requests import SubscriptionRequest, TransactionRequest
 from payhooks.service.client.responses import (

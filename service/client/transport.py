@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+
 from payhooks.service.errors import (
     MalformedResponseError,
     ServiceResponseError,

@@ -18,6 +18,7 @@ from typing import Any
 
 from flask import Blueprint, Flask, Response, abort, redirect, render_template, request
 from flask.typing import ResponseReturnValue
+
 from payhooks.service.sandbox.access import authorize
 from payhooks.service.sandbox.core import Sandbox
 from payhooks.service.sandbox.records import SandboxError, major_units

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 
 import httpx
+
 from payhooks.service.sandbox.settings import SandboxSettings
 from payhooks.verify import get_signer
 

@@ -11,6 +11,7 @@ import secrets
 from typing import Any
 
 from itsdangerous import BadSignature, URLSafeSerializer
+
 from payhooks.service.sandbox.records import SandboxError
 from payhooks.service.sandbox.settings import SandboxSettings
 

@@ -16,11 +16,12 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from types import TracebackType
 
+from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
+
 from payhooks.service.sandbox.app import create_app
 from payhooks.service.sandbox.core import Sandbox, Settlement
 from payhooks.service.sandbox.notifications import Notification
 from payhooks.service.sandbox.settings import SandboxSettings
-from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 __all__ = ["SandboxServer"]
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+
 from payhooks.service.errors import TransportError
 from payhooks.storage import DriftRow
 

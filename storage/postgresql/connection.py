@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import psycopg
+
 from payhooks.storage.postgresql.dialect import to_postgres
 
 __all__ = ["PostgresConnection"]

@@ -21,6 +21,8 @@ import os
 from typing import Any
 
 import psycopg
+from sqlite_utils import Database
+
 from payhooks.storage.errors import StorageError
 from payhooks.storage.ledger import Ledger
 from payhooks.storage.postgresql.errors import translate_errors
@@ -28,7 +30,6 @@ from payhooks.storage.postgresql.schema import migrate
 from payhooks.storage.rollup import rebuild_sql
 from payhooks.storage.rows import CopyReport
 from payhooks.storage.times import system_clock, to_text
-from sqlite_utils import Database
 
 __all__ = ["TABLES", "copy_ledger"]
 
@@ -91,9 +92,7 @@ def copy_ledger(sqlite_path: str | os.PathLike[str], url: str) -> CopyReport:
                 "SELECT COUNT(*) FROM deliveries WHERE encode(sha256(body), 'hex') <> body_sha256"
             ).fetchone()
             if bad_bodies and bad_bodies[0]:
-                report.problems.append(
-                    f"{bad_bodies[0]} copied bodies do not match their SHA-256."
-                )
+                report.problems.append(f"{bad_bodies[0]} copied bodies do not match their SHA-256.")
     finally:
         source.close()
     for table, (before, after) in report.counts.items():
@@ -127,9 +126,7 @@ def _copy(source: Database, conn: psycopg.Connection[Any]) -> None:
                         "SELECT id, outcome_id FROM deliveries WHERE outcome_id IS NOT NULL"
                     )
                 ]
-            with conn.cursor().copy(
-                f"COPY {table} ({', '.join(columns)}) FROM STDIN"
-            ) as copy:
+            with conn.cursor().copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
                 for row in source.execute(select):
                     copy.write_row(row)
             if table == "outcomes" and outcome_links:

@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from psycopg_pool import ConnectionPool
+
 from payhooks.storage.errors import StorageUnavailableError
 from payhooks.storage.postgresql.connection import PostgresConnection
 from payhooks.storage.postgresql.dialect import to_postgres
@@ -28,7 +30,6 @@ from payhooks.storage.postgresql.pools import pool_for
 from payhooks.storage.postgresql.schema import SCHEMA_VERSION, schema_version
 from payhooks.storage.postgresql.writer import Writer
 from payhooks.storage.targets import redacted
-from psycopg_pool import ConnectionPool
 
 __all__ = ["STREAM_BATCH_ROWS", "PostgresEngine"]
 

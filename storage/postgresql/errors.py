@@ -12,8 +12,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import psycopg
-from payhooks.storage.errors import StorageError, StorageUnavailableError
 from psycopg_pool import PoolTimeout
+
+from payhooks.storage.errors import StorageError, StorageUnavailableError
 
 __all__ = ["from_postgres_error", "translate_errors"]
 

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 import psycopg
+
 from payhooks.storage.errors import SchemaVersionError
 from payhooks.storage.owed_signals import COLUMNS as SIGNALS_COLUMNS
 from payhooks.storage.owed_signals import OWED_INDEX_SQL

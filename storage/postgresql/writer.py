@@ -28,10 +28,11 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
+from psycopg_pool import ConnectionPool
+
 from payhooks.storage.errors import NESTED_WRITE_FAILED, StorageError
 from payhooks.storage.postgresql.connection import PostgresConnection
 from payhooks.storage.postgresql.errors import translate_errors
-from psycopg_pool import ConnectionPool
 
 __all__ = ["Writer"]
 
@@ -98,4 +99,3 @@ class Writer:
                             raise StorageError(NESTED_WRITE_FAILED)
                 finally:
                     local.conn, local.joining, local.failed = None, False, False
-

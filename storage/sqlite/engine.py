@@ -21,13 +21,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
 
+from sqlite_utils import Database
+
 from payhooks.storage.sql import Connection, Cursor
 from payhooks.storage.sqlite.errors import from_sqlite_error, translate_errors
 from payhooks.storage.sqlite.schema import migrate
 from payhooks.storage.sqlite.wal_sync import WalSync
 from payhooks.storage.sqlite.write_lock import WriteLock
 from payhooks.storage.sqlite.writer import Writer
-from sqlite_utils import Database
 
 __all__ = ["SQLiteEngine", "configure"]
 

@@ -24,6 +24,8 @@ import hashlib
 import sqlite3
 from collections.abc import Callable
 
+from sqlite_utils import Database, Migrations
+
 from payhooks.storage.errors import SchemaVersionError
 from payhooks.storage.limits import MAX_AMOUNT_MINOR
 from payhooks.storage.owed_signals import COLUMNS as SIGNALS_COLUMNS
@@ -46,7 +48,6 @@ from payhooks.storage.service_transactions import (
     TABLE_INDEX_SQL,
     TABLE_SQL,
 )
-from sqlite_utils import Database, Migrations
 
 __all__ = [
     "INITIAL_SCHEMA",

@@ -35,11 +35,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
+from sqlite_utils import Database
+
 from payhooks.storage.errors import NESTED_WRITE_FAILED, StorageError, StorageUnavailableError
 from payhooks.storage.sqlite.errors import translate_errors
 from payhooks.storage.sqlite.wal_sync import WalReplacedError, WalSync
 from payhooks.storage.sqlite.write_lock import WriteLock
-from sqlite_utils import Database
 
 __all__ = ["Writer"]
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from payhooks.storage import ConflictError, Ledger, PaymentKind
 
+from payhooks.storage import ConflictError, Ledger, PaymentKind
 from tests.support.cli import clean_env, run
 
 __all__ = ["clean_env"]

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 from flask import Flask
+
 from payhooks.receiver import PayHooks, signals
 from payhooks.storage import Ledger, Outcome, ReconciliationState
 from payhooks.verify import generate_keypair
-
 from tests.support.cli import clean_env, json_lines, notification
 
 __all__ = ["clean_env"]

@@ -11,9 +11,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+
 from payhooks.receiver.cli.reports import REPORT_FIELDS
 from payhooks.storage import MISMATCH_STATES, DeliveryStatus, Ledger, ReconciliationState
-
 from tests.support.cli import clean_env, json_lines, notification, record_notification, run
 
 __all__ = ["clean_env"]

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 from flask.testing import FlaskClient
+
 from payhooks.receiver.cli.escaping import FORMULA_TRIGGERS, csv_field, json_line, terminal_text
 from payhooks.receiver.cli.reports import NUMERIC_FIELDS, REPORT_FIELDS, write_report
 from payhooks.storage import ReconciliationRow, ReconciliationState
-
 from tests.support.app import BodyFactory, SignFunction
 from tests.support.cli import clean_env, json_lines, run
 

@@ -7,9 +7,9 @@ import time
 from pathlib import Path
 
 import pytest
+
 from payhooks.receiver.cli.signing_commands import DEFAULT_SIGNING_KEY_FILE
 from payhooks.verify import SCHEMES, generate_keypair, get_signer, get_verifier
-
 from tests.support.app import TEST_SECRET
 from tests.support.cli import clean_env, notification, run
 from tests.support.notifications import NOTIFICATION

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 from flask import Flask
+
 from payhooks.receiver import PayHooks, signals
 from payhooks.receiver.config import CONFIG_DEFAULTS
 from payhooks.service.sandbox import NotificationState, SandboxServer, SandboxSettings
 from payhooks.service.sync import DEFAULT_SYNC_STATUS_MAP
 from payhooks.storage import DriftKind, Ledger, ReconciliationState
-
 from tests.support.cli import clean_env
 from tests.support.service import MERCHANT, card_transaction, wire
 

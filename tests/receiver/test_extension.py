@@ -16,6 +16,7 @@ import pytest
 from flask import Flask
 from hypothesis import given
 from hypothesis import strategies as st
+
 from payhooks.receiver import PayHooks, receiver_state
 from payhooks.receiver.config import (
     CONFIG_DEFAULTS,
@@ -27,7 +28,6 @@ from payhooks.receiver.demo import DEMO_SIGNING_KEY, create_app
 from payhooks.receiver.ledgers import LedgerPool
 from payhooks.storage import DEFAULT_STATUS_MAP, Ledger
 from payhooks.verify import SCHEMES, generate_keypair, get_signer
-
 from tests.support.app import TEST_SECRET, BodyFactory, SignFunction
 from tests.support.live_server import LiveServer
 

@@ -31,6 +31,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+
 from payhooks.storage import DEFAULT_MAX_REJECTED, Ledger
 from payhooks.verify import (
     SCHEMES,
@@ -41,7 +42,6 @@ from payhooks.verify import (
     get_signer,
     get_verifier,
 )
-
 from tests.support.app import AppFactory
 from tests.support.notifications import PROVIDERS
 

@@ -13,6 +13,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from payhooks.receiver import (
     notification_received,
     payment_failed,
@@ -21,7 +22,6 @@ from payhooks.receiver import (
 )
 from payhooks.storage import Ledger
 from payhooks.verify import get_signer
-
 from tests.support.app import AppFactory, BodyFactory, SignFunction
 
 NOTIFY = "/payhooks/notifications"

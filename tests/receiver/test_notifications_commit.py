@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
+
 from payhooks.receiver import notification_received, payment_succeeded
 from payhooks.receiver.state import receiver_state
 from payhooks.storage import Ledger
-
 from tests.support.app import AppFactory, BodyFactory, SignFunction
 
 NOTIFY = "/payhooks/notifications"

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 from flask import Flask
+from sqlite_utils import Database
+
 from payhooks.receiver import PayHooks
 from payhooks.receiver.demo import create_app
 from payhooks.receiver.state import receiver_state
 from payhooks.storage import Ledger
 from payhooks.storage.sqlite import wal_sync
-from sqlite_utils import Database
-
 from tests.support.app import TEST_SECRET, AppFactory, BodyFactory, SignFunction
 
 NOTIFY = "/payhooks/notifications"

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from payhooks.storage.postgresql import close_pools
 
+from payhooks.storage.postgresql import close_pools
 from tests.support.app import AppFactory, BodyFactory, SignFunction
 from tests.support.postgres import PostgresServer
 
@@ -16,9 +16,7 @@ from tests.support.postgres import PostgresServer
 def _post(make_app: AppFactory, url: str, make_body: BodyFactory, sign: SignFunction) -> object:
     app = make_app(PAYHOOKS_DATABASE=url, PAYHOOKS_BUSY_TIMEOUT_MS=300)
     body = make_body()
-    return app.test_client().post(
-        "/payhooks/notifications", data=body, headers=sign(body)
-    )
+    return app.test_client().post("/payhooks/notifications", data=body, headers=sign(body))
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+
 from payhooks.receiver.payloads import (
     MAX_DEPTH,
     InvalidPayloadError,

@@ -9,6 +9,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
+
 from payhooks.receiver.payloads import load_status_map, load_time_zone, parse_notification
 from payhooks.storage import DEFAULT_STATUS_MAP, PaymentState
 

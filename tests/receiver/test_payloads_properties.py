@@ -9,6 +9,7 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from payhooks.receiver.payloads import MAX_AMOUNT_MINOR, PayloadError, parse_notification
 from payhooks.storage import MINOR_UNIT_EXPONENTS, Outcome
 

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from payhooks.receiver.cli.sender import (
     Connection,
     Payload,
@@ -19,7 +20,6 @@ from payhooks.receiver.demo import create_app
 from payhooks.receiver.demo.run import serving
 from payhooks.storage import Ledger, ReconciliationState
 from payhooks.verify import generate_keypair, get_signer
-
 from tests.support.cli import clean_env, notification, run
 from tests.support.processes import free_port
 

@@ -13,10 +13,10 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 from itsdangerous import TimestampSigner, URLSafeTimedSerializer
+
 from payhooks.receiver import return_url
 from payhooks.receiver.web.returns import RETURN_SALT, customer_view
 from payhooks.storage import Ledger, ReconciliationState
-
 from tests.support.app import AppFactory, BodyFactory, SignFunction
 
 JSON = {"Accept": "application/json"}

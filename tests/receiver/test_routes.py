@@ -11,9 +11,9 @@ from urllib.parse import urlsplit
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
-from payhooks.receiver import PayHooks, return_url
 from werkzeug.serving import make_server
 
+from payhooks.receiver import PayHooks, return_url
 from tests.support.app import TEST_SECRET, AppFactory
 from tests.support.live_server import LiveServer
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from payhooks.receiver.payloads import PayloadError, parse_notification
 from payhooks.storage import Outcome
 

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
+
 from payhooks.receiver import signals
 from payhooks.storage import Ledger
-
 from tests.support.app import BodyFactory, SignFunction
 
 

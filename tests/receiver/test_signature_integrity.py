@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from payhooks.receiver.payloads import PayloadError, parse_notification
 from payhooks.verify import (
     KeyPair,
@@ -35,7 +36,6 @@ from payhooks.verify import (
     get_verifier,
 )
 from payhooks.verify.sorted_fields import parse_body, signed_string
-
 from tests.support.notifications import PROVIDERS, notification_document
 
 SCHEMES = ["sorted-fields-hmac", "sorted-fields-rsa"]

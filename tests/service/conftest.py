@@ -8,10 +8,10 @@ from datetime import datetime
 from typing import Any
 
 import pytest
+
 from payhooks.service.client import RetryPolicy, ServiceClient
 from payhooks.service.sandbox import SandboxServer, SandboxSettings
 from payhooks.storage import Ledger
-
 from tests.support.app import TEST_SECRET
 from tests.support.service import MERCHANT
 

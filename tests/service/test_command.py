@@ -9,6 +9,7 @@ import time
 import httpx
 import pytest
 from click.testing import CliRunner
+
 from payhooks.receiver.console import payhooks
 
 

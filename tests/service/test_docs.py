@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from payhooks.service.errors import ServiceError
 from payhooks.service.sandbox import SandboxSettings
 

@@ -13,11 +13,11 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 from flask import Flask
+
 from payhooks.service.client import ServiceClient
 from payhooks.service.sandbox import NotificationState, SandboxServer
 from payhooks.storage import Ledger, ReconciliationState
 from payhooks.verify import SCHEMES, generate_keypair
-
 from tests.support.app import AppFactory
 from tests.support.live_server import LiveServer
 from tests.support.service import (

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from payhooks.storage import (
     MAX_AMOUNT_MINOR,
     ConflictError,
@@ -22,7 +23,6 @@ from payhooks.storage import (
     UnknownDeliveryError,
 )
 from payhooks.storage.currencies import UnknownCurrencyError
-
 from tests.support.engines import tables
 from tests.support.factories import T0, FixedClock, make_outcome, record
 
@@ -54,9 +54,11 @@ def test_a_new_payment_is_registered_once_and_again_is_a_no_op(ledger: Ledger) -
 
 def test_a_subscription_is_registered_with_its_plan_amount(ledger: Ledger) -> None:
     assert ledger.expect_subscription("sub-1", 999, "USD", 1999, metadata={"plan": "pro"})
-    stored = tables(ledger).execute(
-        "SELECT kind, amount_minor, plan_amount_minor, metadata FROM payments"
-    ).fetchone()
+    stored = (
+        tables(ledger)
+        .execute("SELECT kind, amount_minor, plan_amount_minor, metadata FROM payments")
+        .fetchone()
+    )
     assert stored == ("subscription", 999, 1999, '{"plan":"pro"}')
 
 
@@ -311,10 +313,14 @@ def test_an_outcome_is_recorded_and_reconciled_in_one_call(ledger: Ledger) -> No
     assert recorded.is_new
     assert recorded.reconciliation is ReconciliationState.PAID
     assert recorded.delivery_status is DeliveryStatus.PROCESSED
-    stored = tables(ledger).execute(
-        "SELECT transaction_id, external_identifier, flow, payment_status, state, amount, "
-        "currency, amount_minor, paid_at, extra FROM outcomes"
-    ).fetchone()
+    stored = (
+        tables(ledger)
+        .execute(
+            "SELECT transaction_id, external_identifier, flow, payment_status, state, amount, "
+            "currency, amount_minor, paid_at, extra FROM outcomes"
+        )
+        .fetchone()
+    )
     assert stored == (
         "ll-1",
         "order-1",
@@ -454,9 +460,11 @@ def test_extra_members_are_kept_as_json(ledger: Ledger) -> None:
 def test_a_rejected_delivery_keeps_the_first_4_kib_and_its_size(ledger: Ledger) -> None:
     body = b"x" * 10_000
     ledger.record_rejected(reason="invalid_signature", body=body, remote_addr="127.0.0.1")
-    stored = tables(ledger).execute(
-        "SELECT reason, remote_addr, length(body), body_size FROM rejected_deliveries"
-    ).fetchone()
+    stored = (
+        tables(ledger)
+        .execute("SELECT reason, remote_addr, length(body), body_size FROM rejected_deliveries")
+        .fetchone()
+    )
     assert stored == ("invalid_signature", "127.0.0.1", 4096, 10_000)
 
 
@@ -469,9 +477,7 @@ def test_rejected_deliveries_stay_bounded_keeping_the_newest(
         ]
         kept = [
             row[0]
-            for row in tables(ledger).execute(
-                "SELECT reason FROM rejected_deliveries ORDER BY id"
-            )
+            for row in tables(ledger).execute("SELECT reason FROM rejected_deliveries ORDER BY id")
         ]
     assert kept == [f"r{i}" for i in range(7, 12)]
     assert ids == sorted(ids)
@@ -504,9 +510,13 @@ def test_returns_are_recorded_and_never_settle_a_payment(ledger: Ledger) -> None
     ledger.record_return("order-1", "return", "Authorised")
     ledger.record_return("order-1", "cancel", None)
     assert ledger.state("order-1") is ReconciliationState.PENDING
-    rows = tables(ledger).execute(
-        "SELECT external_identifier, kind, result_code, returned_at FROM returns ORDER BY id"
-    ).fetchall()
+    rows = (
+        tables(ledger)
+        .execute(
+            "SELECT external_identifier, kind, result_code, returned_at FROM returns ORDER BY id"
+        )
+        .fetchall()
+    )
     assert rows == [
         ("order-1", "return", "Authorised", "2026-11-21T12:00:00+00:00"),
         ("order-1", "cancel", None, "2026-11-21T12:00:00+00:00"),
@@ -529,9 +539,11 @@ def test_returns_keep_only_the_newest_visits_of_each_identifier(
             clock.advance(1)
             ids.append(ledger.record_return("order-1", "return", f"visit-{n}"))
         ledger.record_return("order-2", "cancel", None)
-        kept = tables(ledger).execute(
-            "SELECT external_identifier, result_code FROM returns ORDER BY id"
-        ).fetchall()
+        kept = (
+            tables(ledger)
+            .execute("SELECT external_identifier, result_code FROM returns ORDER BY id")
+            .fetchall()
+        )
     assert kept == [
         ("order-1", "visit-5"),
         ("order-1", "visit-6"),

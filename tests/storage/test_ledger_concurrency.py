@@ -23,7 +23,6 @@ from payhooks.storage import (
     ReconciliationState,
     StorageError,
 )
-
 from tests.support.factories import make_outcome
 
 WORKERS = 4

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlite_utils import Database
+
 from payhooks.storage import (
     ConflictError,
     Ledger,
@@ -16,8 +18,6 @@ from payhooks.storage import (
     StorageUnavailableError,
     UnknownDeliveryError,
 )
-from sqlite_utils import Database
-
 from tests.support.factories import make_outcome, record
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from payhooks.storage import Ledger, UnknownDeliveryError
 
+from payhooks.storage import Ledger, UnknownDeliveryError
 from tests.support.factories import make_outcome
 
 _UNIQUE = itertools.count()

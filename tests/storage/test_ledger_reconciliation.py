@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sqlite_utils import Database
+
 from payhooks.storage import (
     MAX_AMOUNT_MINOR,
     MISMATCH_STATES,
@@ -23,8 +25,6 @@ from payhooks.storage import (
     ReconciliationRow,
     ReconciliationState,
 )
-from sqlite_utils import Database
-
 from tests.support.engines import tables
 from tests.support.factories import T0, FixedClock, make_outcome, record
 

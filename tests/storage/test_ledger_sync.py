@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from payhooks.storage import (
     MISMATCH_STATES,
     DriftKind,
@@ -19,7 +20,6 @@ from payhooks.storage import (
     ReconciliationState,
     SyncStatus,
 )
-
 from tests.support.engines import tables
 from tests.support.factories import FixedClock, make_outcome, record
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from sqlite_utils import Database
+
 from payhooks.storage import (
     NESTED_WRITE_FAILED,
     DeliveryStatus,
@@ -16,8 +18,6 @@ from payhooks.storage import (
     StorageUnavailableError,
     UnknownDeliveryError,
 )
-from sqlite_utils import Database
-
 from tests.support.factories import make_outcome
 
 

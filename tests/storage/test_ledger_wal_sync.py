@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from payhooks.storage import Ledger, StorageUnavailableError
 from payhooks.storage.sqlite import WalReplacedError, WalSync, wal_sync
 

@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlite_utils import Database
+
 from payhooks.storage import Ledger, StorageUnavailableError
 from payhooks.storage.sqlite import WriteLock
-from sqlite_utils import Database
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the write lock needs fcntl")
 

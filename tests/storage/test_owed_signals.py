@@ -9,13 +9,13 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from sqlite_utils import Database
+
 from payhooks.storage import SCHEMA_VERSION, Ledger, OwedSignal, StorageError
 from payhooks.storage.owed_signals import COLUMNS
 from payhooks.storage.rollup import OUTCOME_COLUMNS
 from payhooks.storage.sqlite import MIGRATIONS, configure
 from payhooks.storage.sqlite.schema import _MIGRATION_NAMES
-from sqlite_utils import Database
-
 from tests.support.engines import tables
 from tests.support.factories import make_outcome, record
 
@@ -43,9 +43,9 @@ def test_owed_signals_are_listed_in_order_until_marked_sent(ledger: Ledger) -> N
     ledger.expect_transaction("order-1", 2500, "CNY")
     first, delivery = _owe(ledger, SUCCEEDED)
     second, other = _owe(ledger, ["notification-received"], transaction_id="ll-2")
-    (owed_at,) = tables(ledger).execute(
-        "SELECT recorded_at FROM outcomes WHERE id = ?", (first,)
-    ).fetchone()
+    (owed_at,) = (
+        tables(ledger).execute("SELECT recorded_at FROM outcomes WHERE id = ?", (first,)).fetchone()
+    )
 
     owed = ledger.owed_signals()
 
@@ -53,9 +53,7 @@ def test_owed_signals_are_listed_in_order_until_marked_sent(ledger: Ledger) -> N
         OwedSignal(first, delivery, "notification-received", 0, "paid", owed_at, None),
         OwedSignal(first, delivery, "payment-succeeded", 1, "paid", owed_at, None),
     ]
-    assert [(row.outcome_id, row.signal) for row in owed[2:]] == [
-        (second, "notification-received")
-    ]
+    assert [(row.outcome_id, row.signal) for row in owed[2:]] == [(second, "notification-received")]
     assert ledger.owed_signals(other) == owed[2:]
     assert ledger.mark_signals_sent(first) == 2
     assert ledger.mark_signals_sent(first) == 0  # nothing was still owed
@@ -73,9 +71,11 @@ def test_the_view_has_a_row_per_owed_signal_sent_or_not(ledger: Ledger) -> None:
         (outcome_id, delivery_id, "notification-received", 0, "paid"),
         (outcome_id, delivery_id, "payment-succeeded", 1, "paid"),
     ]
-    (recorded_at, sent_at) = tables(ledger).execute(
-        "SELECT recorded_at, signals_sent_at FROM outcomes WHERE id = ?", (outcome_id,)
-    ).fetchone()
+    (recorded_at, sent_at) = (
+        tables(ledger)
+        .execute("SELECT recorded_at, signals_sent_at FROM outcomes WHERE id = ?", (outcome_id,))
+        .fetchone()
+    )
     assert sent_at is not None
     assert {row[5:] for row in rows} == {(recorded_at, sent_at)}
 

@@ -22,6 +22,7 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from payhooks.storage import (
     SCHEMA_VERSION,
     DeliveryStatus,
@@ -35,7 +36,6 @@ from payhooks.storage import (
 )
 from payhooks.storage.postgresql import close_pools
 from payhooks.storage.postgresql import migrate as migrate_to
-
 from tests.support.cli import run
 from tests.support.engines import tables
 from tests.support.factories import T0, FixedClock, make_outcome, record
@@ -300,8 +300,7 @@ def test_several_processes_on_one_database_lose_and_double_nothing(
     context = multiprocessing.get_context("spawn")
     reports = [tmp_path / f"writer-{n}.json" for n in range(4)]
     processes = [
-        context.Process(target=_writer, args=(postgres_url, n, str(reports[n])))
-        for n in range(4)
+        context.Process(target=_writer, args=(postgres_url, n, str(reports[n]))) for n in range(4)
     ]
     for process in processes:
         process.start()
@@ -348,9 +347,7 @@ def _sqlite_ledger(path: Path) -> None:
         ledger.end_sync(ledger.begin_sync(max_age=timedelta(0), resume=False).id, error="cut")
 
 
-def test_copy_ledger_copies_every_table_and_checks_the_copy(
-    tmp_path: Path, empty_url: str
-) -> None:
+def test_copy_ledger_copies_every_table_and_checks_the_copy(tmp_path: Path, empty_url: str) -> None:
     source = tmp_path / "old.db"
     _sqlite_ledger(source)
 
@@ -446,8 +443,10 @@ def _apply(ledger: Ledger, ops: list[tuple[Any, ...]]) -> None:
 )
 @given(
     ops=st.lists(st.one_of(_outcome_op, _outcome_op, _expect_op), max_size=12).filter(
-        lambda ops: len({op[1] for op in ops if op[0] == "expect"})
-        == len([op for op in ops if op[0] == "expect"])
+        lambda ops: (
+            len({op[1] for op in ops if op[0] == "expect"})
+            == len([op for op in ops if op[0] == "expect"])
+        )
     )
 )
 def test_both_engines_reconcile_the_same_writes_alike(
@@ -455,12 +454,12 @@ def test_both_engines_reconcile_the_same_writes_alike(
 ) -> None:
     with Ledger(postgres_url, clock=FixedClock()) as pg:
         tables(pg).execute(
-            "TRUNCATE outcomes, deliveries, payments, transactions, identifiers "
-            "RESTART IDENTITY"
+            "TRUNCATE outcomes, deliveries, payments, transactions, identifiers RESTART IDENTITY"
         )
-        with tempfile.TemporaryDirectory() as folder, Ledger(
-            Path(folder) / "l.db", clock=FixedClock()
-        ) as lite:
+        with (
+            tempfile.TemporaryDirectory() as folder,
+            Ledger(Path(folder) / "l.db", clock=FixedClock()) as lite,
+        ):
             _apply(lite, ops)
             _apply(pg, ops)
             assert list(pg.reconcile()) == list(lite.reconcile())

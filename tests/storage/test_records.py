@@ -6,8 +6,8 @@ from datetime import datetime
 from decimal import Decimal
 
 import pytest
-from payhooks.storage import DEFAULT_STATUS_MAP, STATE_RANK, PaymentState
 
+from payhooks.storage import DEFAULT_STATUS_MAP, STATE_RANK, PaymentState
 from tests.support.factories import make_outcome
 
 

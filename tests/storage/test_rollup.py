@@ -11,12 +11,12 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sqlite_utils import Database
+
 from payhooks.storage import SCHEMA_VERSION, Ledger, PaymentState, ReconciliationState
 from payhooks.storage.reconciliation import reconciliation_view_sql
 from payhooks.storage.rollup import identifiers_view_sql
 from payhooks.storage.sqlite import MIGRATIONS, TRIGGERS, configure
-from sqlite_utils import Database
-
 from tests.support.factories import T0, make_outcome, record
 
 CODES = {

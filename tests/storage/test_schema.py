@@ -8,6 +8,8 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
+from sqlite_utils import Database
+
 from payhooks.storage import (
     SCHEMA_VERSION,
     DeliveryStatus,
@@ -17,7 +19,6 @@ from payhooks.storage import (
 )
 from payhooks.storage.reconciliation import RECONCILIATION_VIEW_SQL
 from payhooks.storage.sqlite import MIGRATIONS, configure
-from sqlite_utils import Database
 
 
 def test_a_new_file_gets_every_table_and_the_view(tmp_path: Path) -> None:

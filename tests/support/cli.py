@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+
 from payhooks.receiver.console import payhooks
 from payhooks.receiver.payloads import parse_notification
 from payhooks.storage import Ledger, RecordedOutcome

@@ -44,7 +44,6 @@ class Tables:
             fetched = [tuple(row) for row in cursor.fetchall()] if cursor.description else []
             return Result(fetched, cursor.rowcount)
 
-
     def executemany(self, sql: str, params: Sequence[Sequence[Any]]) -> None:
         with self.ledger._engine.writer.write() as conn:
             conn.executemany(sql, [tuple(row) for row in params])

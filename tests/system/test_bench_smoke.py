@@ -167,9 +167,9 @@ def test_the_receive_bench_on_postgresql_measures_its_own_durable_floor(postgres
         ), output
     # The goal's figure last: the receiver's share of PostgreSQL's own durable floor.
     assert re.search(rf"^  FULL +{share}$", shares, re.MULTILINE), output
-    assert re.search(
-        rf"^  postgresql +{share}  \(goal: 70%\)$", shares.strip().splitlines()[-1]
-    ), output
+    assert re.search(rf"^  postgresql +{share}  \(goal: 70%\)$", shares.strip().splitlines()[-1]), (
+        output
+    )
 
 
 def test_the_hostile_bench_prints_one_worst_ratio_per_scheme() -> None:

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from flask import Flask, redirect, render_template_string, request
+from werkzeug.wrappers import Response
+
 from payhooks.receiver import PayHooks, return_url
 from payhooks.service.client import (
     DirectWalletTransaction,
@@ -30,8 +32,6 @@ from payhooks.service.client import (
 )
 from payhooks.service.sandbox import NotificationState, SandboxServer, SandboxSettings
 from payhooks.storage import Ledger, ReconciliationState
-from werkzeug.wrappers import Response
-
 from tests.support.app import TEST_SECRET
 from tests.support.live_server import LiveServer
 

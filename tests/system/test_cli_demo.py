@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
+
 from payhooks.receiver.cli.sender import Connection, Payload, send_signed
 from payhooks.verify import get_signer
-
 from tests.support.cli import notification
 from tests.support.processes import free_port
 

@@ -23,9 +23,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from payhooks.verify import generate_keypair
 
 from bench.receive import DEMO_APP, prepare
+from payhooks.verify import generate_keypair
 from tests.support.gunicorn_server import GunicornServer
 from tests.support.nginx_server import NginxServer, require_nginx
 from tests.support.slow_clients import Slowloris, probe

@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from payhooks.receiver import signals
 from payhooks.receiver.config import CONFIG_KEYS
 from payhooks.receiver.console import payhooks
 from payhooks.receiver.web.errors import ERROR_CODES
 from payhooks.storage import DeliveryStatus, Outcome, ReconciliationState
 from payhooks.verify import generate_keypair, get_signer
-
 from tests.support.docs_walk import (
     README,
     ROOT,
@@ -43,8 +43,7 @@ from tests.support.docs_walk import (
 )
 
 FIRST_COMMAND = (
-    "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[service]' "
-    "&& payhooks demo"
+    "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[service]' && payhooks demo"
 )
 SECOND_COMMAND = (
     "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' "

@@ -22,10 +22,10 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from flask import Flask
+
 from payhooks.receiver import payment_succeeded, return_url
 from payhooks.storage import Ledger
 from payhooks.verify import generate_keypair, get_signer, zone_from_header
-
 from tests.support.app import AppFactory, BodyFactory, SignFunction
 from tests.support.live_server import LiveServer
 

@@ -26,10 +26,10 @@ import pytest
 from flask import Flask
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from payhooks.storage import Ledger
 from payhooks.verify import get_signer
 from payhooks.verify.keys import decode_whsec
-
 from tests.support.app import TEST_SECRET
 from tests.support.gunicorn_server import GunicornServer
 from tests.support.live_server import LiveServer

@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from payhooks.storage import Ledger
 from payhooks.verify import get_signer
-
 from tests.support.app import TEST_SECRET
 from tests.support.gunicorn_server import HAS_PROC, GunicornServer
 from tests.support.load_plan import (

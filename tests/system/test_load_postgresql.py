@@ -24,9 +24,9 @@ from typing import Any
 
 import psycopg
 import pytest
+
 from payhooks.storage import Ledger
 from payhooks.verify import get_signer
-
 from tests.support.app import TEST_SECRET
 from tests.support.gunicorn_server import HAS_PROC, GunicornServer
 from tests.support.load_plan import Delivered, Notification, build_plan, deliver_all

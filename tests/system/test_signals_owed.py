@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from payhooks.storage import Ledger
 
+from payhooks.storage import Ledger
 from tests.support.app import TEST_SECRET, BodyFactory, SignFunction
 from tests.support.gunicorn_server import GunicornServer
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 from flask import Flask
+
 from payhooks.receiver import payment_succeeded
 from payhooks.storage import Ledger
 from payhooks.verify import generate_keypair, get_signer
-
 from tests.support.app import AppFactory
 from tests.support.live_server import LiveServer
 from tests.support.notifications import PROVIDERS, notification_document

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 from flask import Flask
+
 from payhooks.service.client import ServiceClient
 from payhooks.service.sandbox import SandboxServer, SandboxSettings
 from payhooks.service.sync import sync_transactions
 from payhooks.storage import Ledger
-
 from tests.support.app import TEST_SECRET, AppFactory
 from tests.support.live_server import LiveServer
 from tests.support.service import MERCHANT, card_transaction, wire

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from payhooks.verify.headers import lookup_headers
 from werkzeug.datastructures import Headers
+
+from payhooks.verify.headers import lookup_headers
 
 NAMES = ("webhook-id", "webhook-signature")
 

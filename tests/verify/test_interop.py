@@ -14,6 +14,8 @@ from datetime import UTC, datetime
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
 from payhooks.verify import (
     InvalidSignatureError,
     TimestampOutOfToleranceError,
@@ -21,7 +23,6 @@ from payhooks.verify import (
     get_signer,
     get_verifier,
 )
-from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 BODY = '{"merchant_transaction_id":"order-1","payment_data":{"payment_amount":"25.00"}}'
 

@@ -9,6 +9,7 @@ import sys
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from payhooks.verify import java_double_to_string
 
 MIN_SUBNORMAL = 5e-324

@@ -6,6 +6,7 @@ import hmac
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from payhooks.verify.keyed_hash import HmacSha256
 
 

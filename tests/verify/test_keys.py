@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
+
 from payhooks.verify import get_signer, get_verifier
 from payhooks.verify.keys import (
     decode_ed25519_private,

@@ -9,6 +9,7 @@ import hmac
 from typing import Any
 
 import pytest
+
 from payhooks.verify import InvalidSignatureError, MissingSignatureError, get_signer, get_verifier
 
 SECRET = "shared-secret-ümlaut"

@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 import pytest
+
 from payhooks.verify import (
     DEFAULT_SCHEME,
     SCHEMES,
@@ -19,7 +20,6 @@ from payhooks.verify import (
     get_signer,
     get_verifier,
 )
-
 from tests.support.notifications import NOTIFICATION
 
 SECRET = generate_keypair("standard-webhooks").signing_key

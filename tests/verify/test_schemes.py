@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import pytest
+
 from payhooks.verify import (
     SCHEMES,
     InvalidSignatureError,

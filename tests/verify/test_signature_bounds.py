@@ -9,6 +9,7 @@ import json
 from functools import cache
 
 import pytest
+
 from payhooks.verify import (
     SCHEMES,
     InvalidSignatureError,
@@ -19,7 +20,6 @@ from payhooks.verify import (
     get_verifier,
 )
 from payhooks.verify.standard_webhooks import MAX_SIGNATURE_ENTRIES
-
 from tests.support.notifications import NOTIFICATION
 
 #: The header each scheme reads its signature from.

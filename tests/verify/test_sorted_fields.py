@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from payhooks.verify import sorted_fields_string
 
 CASES: list[tuple[str, str, list[tuple[str, str]]]] = [

@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, padding, rsa
+
 from payhooks.verify import (
     InvalidSignatureError,
     MalformedSignatureError,

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+
 from payhooks.verify import TimestampOutOfToleranceError
 from payhooks.verify.timestamps import check_tolerance, parse_compact_time, signing_time
 

@@ -10,6 +10,7 @@ from functools import cache
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from payhooks.receiver.payloads import parse_notification
 from payhooks.receiver.payloads import zones as payload_zones
 from payhooks.verify import Verifier, generate_keypair, get_signer, get_verifier

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 import pytest
+
 from payhooks.service import (
     AlreadyCreatedError,
     AuthenticationError,
@@ -22,7 +23,6 @@ from payhooks.service import (
 from payhooks.service.client import CreationState, ServiceClient
 from payhooks.service.sandbox import SandboxServer
 from payhooks.storage import Ledger, ReconciliationState
-
 from tests.support.service import (
     DECLINED_CARD,
     card_transaction,

@@ -6,6 +6,7 @@ import socket
 from collections.abc import Callable
 
 import pytest
+
 from payhooks.service import (
     AuthenticationError,
     NotFoundError,

@@ -7,13 +7,13 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from payhooks.service import RequestValidationError
 from payhooks.service.interface import (
     TransactionShape,
     validate_subscription,
     validate_transaction,
 )
-
 from tests.support.service import (
     card_transaction,
     direct_wallet_transaction,

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 from flask.testing import FlaskClient
+
 from payhooks.service.client import Customer
 from payhooks.service.sandbox import Sandbox, SandboxSettings, create_app, issue_token
-
 from tests.support.service import (
     MERCHANT,
     card_transaction,

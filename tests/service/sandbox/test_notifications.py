@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from flask import Flask, request
+
 from payhooks.service.interface import TransactionShape
 from payhooks.service.sandbox import (
     NotificationState,
@@ -19,7 +20,6 @@ from payhooks.service.sandbox import (
     SandboxSettings,
 )
 from payhooks.verify import get_verifier
-
 from tests.support.app import TEST_SECRET
 from tests.support.live_server import LiveServer
 from tests.support.service import (

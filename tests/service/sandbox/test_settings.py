@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from payhooks.service.sandbox import SandboxSettings
 from payhooks.verify import generate_keypair, get_verifier
 

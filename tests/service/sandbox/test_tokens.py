@@ -6,6 +6,7 @@ import base64
 import json
 
 import pytest
+
 from payhooks.service.sandbox import issue_token
 from payhooks.service.sandbox.tokens import TokenError, read_token
 

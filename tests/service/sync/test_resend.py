@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 
 import pytest
+
 from payhooks.service import TransportError
 from payhooks.service.sync import SandboxResender
 from payhooks.storage import DriftKind, DriftRow

@@ -10,6 +10,7 @@ from datetime import timedelta
 import httpx
 import pytest
 from flask import Flask
+
 from payhooks.service.client import RetryPolicy, ServiceClient
 from payhooks.service.sandbox import SandboxServer
 from payhooks.service.sync import (
@@ -20,7 +21,6 @@ from payhooks.service.sync import (
     sync_transactions,
 )
 from payhooks.storage import DriftKind, Ledger, ReconciliationState, SyncStatus
-
 from tests.support.app import TEST_SECRET, AppFactory
 from tests.support.live_server import LiveServer
 from tests.support.service import MERCHANT, card_transaction, wire

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from payhooks.service.sync import DEFAULT_SYNC_STATUS_MAP, check_status_map
 from payhooks.service.sync.status_map import state_for
 from payhooks.storage import PaymentState
