@@ -1,10 +1,11 @@
 """The ledger: expected payments, deliveries, outcomes and returns, behind one face.
 
 :class:`Ledger` checks arguments (:mod:`~payhooks.storage.checks`), makes values ready before any
-lock is taken, and delegates: the engine (chosen in :meth:`Ledger.__init__` by the form of its
-first argument) opens the database and makes every write (:mod:`payhooks.storage.sqlite.writer`,
-:mod:`payhooks.storage.postgresql.writer`); each table's SQL, for either engine's connection,
-lives with that table's functions. Idempotency comes from unique keys, never read-then-write.
+lock is taken, and delegates: the engine (:mod:`~payhooks.storage.engines`, chosen by the form of
+the first argument) opens the database and makes every write (the writers of
+:mod:`payhooks.storage.sqlite` and :mod:`payhooks.storage.postgresql`); each table's SQL, for
+either engine's connection, lives with that table's functions. Idempotency comes from unique
+keys, never read-then-write.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from payhooks.storage.checks import (
     markable_status,
     payment_values,
 )
+from payhooks.storage.engines import Engine, open_engine
 from payhooks.storage.errors import ConflictError, UnknownDeliveryError
 from payhooks.storage.ledger_sync import SyncRecords
 from payhooks.storage.limits import DEFAULT_MAX_REJECTED, DEFAULT_MAX_RETURNS
@@ -47,7 +49,6 @@ from payhooks.storage.rows import (
     SummaryRow,
 )
 from payhooks.storage.sqlite.engine import SQLiteEngine
-from payhooks.storage.targets import is_postgres_url
 from payhooks.storage.times import Clock, system_clock, to_text
 
 __all__ = ["DEFAULT_MAX_REJECTED", "DEFAULT_MAX_RETURNS", "SYNCHRONOUS_MODES", "Ledger"]
@@ -101,21 +102,13 @@ class Ledger(SyncRecords):
         self._max_rejected = max_rejected
         self._max_returns = max_returns
         self._clock: Clock = clock or system_clock
-        # The one place an engine is chosen. psycopg is an optional extra: imported only here.
-        if is_postgres_url(path_or_database):
-            from payhooks.storage.postgresql.engine import PostgresEngine
-
-            self._engine: SQLiteEngine | PostgresEngine = PostgresEngine(
-                str(path_or_database), busy_timeout_ms=busy_timeout_ms, synchronous=sync_mode
-            )
-        else:
-            self._engine = SQLiteEngine(
-                path_or_database,
-                busy_timeout_ms=busy_timeout_ms,
-                synchronous=sync_mode,
-                write_lock=write_lock,
-                check_same_thread=check_same_thread,
-            )
+        self._engine: Engine = open_engine(
+            path_or_database,
+            busy_timeout_ms=busy_timeout_ms,
+            synchronous=sync_mode,
+            write_lock=write_lock,
+            check_same_thread=check_same_thread,
+        )
         #: How many schema migrations the database has (:data:`~payhooks.storage.SCHEMA_VERSION`).
         self.schema_version: int = self._engine.schema_version
         # Every write: a transaction, or a savepoint of the open one (the write protocol).
