@@ -6,8 +6,8 @@ the end against the current code (they import the ledger's and the verifier's in
 change), ``bench.receive`` still finds every notification stored in every app it measured (on
 PostgreSQL too, the receiver and its own durable floor, on the suite's server), and
 ``bench.slowloris`` still starts every setup it compares (the recommended one runs nginx) and
-reports each one, and ``bench.write_pages`` still reads the log's frames (its per-b-tree figures
-add up to its total).
+reports each one, ``bench.write_pages`` still reads the log's frames (its per-b-tree figures
+add up to its total), and ``bench.group_commit`` stores every delivery both ways of syncing.
 """
 
 from __future__ import annotations
@@ -226,3 +226,14 @@ def test_the_write_pages_bench_counts_every_commit_by_btree() -> None:
     per_btree = {name: float(frames) for frames, name in (line.split() for line in btrees)}
     assert per_btree["deliveries"] >= 1.0, output
     assert abs(sum(per_btree.values()) - float(match[1])) < 0.05, output
+
+
+def test_the_group_commit_bench_stores_every_delivery_for_both_ways_of_syncing() -> None:
+    # The bench itself exits non-zero when a contender's file lacks a delivery.
+    output = _run(
+        "-m", "bench.group_commit", "--processes", "2", "--count", "5", "--rounds", "2", timeout=120
+    )
+
+    assert re.search(r"sync after the lock +\d+ \d+\n", output), output
+    assert re.search(r"SQLite's FULL +\d+ \d+\n", output), output
+    assert re.search(rf"sync after the lock / SQLite's FULL: {RATIO}$", output.strip()), output
