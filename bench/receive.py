@@ -523,32 +523,23 @@ def over_gunicorn(args: argparse.Namespace, postgres: str | None) -> None:
                     figures[name], servers[name], rounds[index], args
                 ),
             )
-            pages = {
-                name: wal_pages(
-                    database,
-                    partial(
-                        run_clients,
-                        servers[name].port,
-                        counted,
-                        args.client_processes,
-                        args.connections,
-                    ),
+
+            def send_counted(name: str) -> Callable[[], object]:
+                """Send the counted deliveries to ``name``'s server, for a write-volume count."""
+                return partial(
+                    run_clients,
+                    servers[name].port,
+                    counted,
+                    args.client_processes,
+                    args.connections,
                 )
-                / len(counted)
+
+            pages = {
+                name: wal_pages(database, send_counted(name)) / len(counted)
                 for name, database in stored_in.items()
             }
             pg_bytes = {
-                name: wal_bytes(
-                    url,
-                    partial(
-                        run_clients,
-                        servers[name].port,
-                        counted,
-                        args.client_processes,
-                        args.connections,
-                    ),
-                )
-                / len(counted)
+                name: wal_bytes(url, send_counted(name)) / len(counted)
                 for name, url in wal_of.items()
             }
         finally:

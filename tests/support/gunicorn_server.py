@@ -12,7 +12,6 @@ works on Linux only; :data:`HAS_PROC` says whether it can.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import queue
 import re
@@ -24,6 +23,8 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+
+from tests.support.processes import stop_session
 
 __all__ = ["HAS_PROC", "GunicornError", "GunicornServer", "child_pids"]
 
@@ -199,15 +200,7 @@ class GunicornServer:
         process = self._process
         if process is None:
             return None
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=timeout)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)
+        stop_session(process, signal.SIGTERM, whole_session=False, timeout=timeout)
         if self._reader is not None:
             self._reader.join(timeout=timeout)
         if process.stderr is not None:

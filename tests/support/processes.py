@@ -2,8 +2,9 @@
 own, waited for until they listen, and stopped with everything they started.
 
 Shared by the docs walk's server blocks (:mod:`tests.support.docs_walk`), nginx
-(:mod:`tests.support.nginx_server`) and PostgreSQL (:mod:`tests.support.postgres`), so that each
-says only what differs: the command, the log, how it is asked to stop.
+(:mod:`tests.support.nginx_server`), gunicorn (:mod:`tests.support.gunicorn_server`) and
+PostgreSQL (:mod:`tests.support.postgres`), so that each says only what differs: the command,
+the log, how it is asked to stop.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 __all__ = ["free_port", "start_listening", "stop_session"]
 
@@ -70,7 +72,7 @@ def start_listening(
 
 
 def stop_session(
-    process: subprocess.Popen[bytes], signal_number: int, *, whole_session: bool, timeout: float
+    process: subprocess.Popen[Any], signal_number: int, *, whole_session: bool, timeout: float
 ) -> None:
     """Send ``signal_number`` to the process, or to its whole session (``whole_session``), and
     SIGKILL it after ``timeout``; then SIGKILL whatever is left of its session (a worker whose
