@@ -109,6 +109,7 @@ from bench.floor_app import (
     prepare_durable_postgres_floor,
 )
 from bench.postgres import add_arguments, postgres_database, settings
+from bench.proc_cpu import TICKS_PER_SECOND, cpu_ticks
 from bench.rounds import alternate, ratios
 from payhooks.receiver import PayHooks
 from payhooks.storage import Ledger, migrate
@@ -266,16 +267,8 @@ def run_clients(port: int, jobs: Sequence[Job], processes: int, connections: int
 
 def server_cpu_seconds(server: GunicornServer) -> float:
     """User and system CPU time of gunicorn's master and its live workers, from ``/proc``."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for pid in (server.master_pid, *server.worker_pids()):
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / ticks
+    total = sum(cpu_ticks(pid) for pid in (server.master_pid, *server.worker_pids()))
+    return total / TICKS_PER_SECOND
 
 
 @dataclass

@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.postgres import add_arguments, postgres_database, settings
+from bench.proc_cpu import TICKS_PER_SECOND, cpu_ticks
 from bench.rounds import alternate, ratios
 from payhooks.storage import STATE_RANK, Ledger, PaymentState, migrate
 from payhooks.storage.sqlite import TRIGGERS, create_views
@@ -245,7 +246,6 @@ class _ServerClock:
 
     def __init__(self, postmaster: int) -> None:
         self.postmaster = postmaster
-        self._ticks = os.sysconf("SC_CLK_TCK")
 
     @classmethod
     def find(cls, conn: Any) -> _ServerClock | None:
@@ -262,17 +262,11 @@ class _ServerClock:
         return cls(int(stat[stat.rfind(")") + 2 :].split()[1]))
 
     def seconds(self) -> float:
-        total = 0
-        for pid in _postgres_pids(self.postmaster):
-            try:
-                stat = Path(f"/proc/{pid}/stat").read_text()
-            except OSError:
-                continue
-            fields = stat[stat.rfind(")") + 2 :].split()
-            total += int(fields[11]) + int(fields[12])  # utime, stime
-            if pid == self.postmaster:
-                total += int(fields[13]) + int(fields[14])  # cutime, cstime: reaped children
-        return total / self._ticks
+        total = sum(
+            cpu_ticks(pid, reaped_children=pid == self.postmaster)
+            for pid in _postgres_pids(self.postmaster)
+        )
+        return total / TICKS_PER_SECOND
 
 
 def measure(target: Path | str, rounds: int) -> dict[str, Any]:
