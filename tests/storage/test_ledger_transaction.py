@@ -48,10 +48,11 @@ def _count(path: Path | str, table: str) -> int:
         conn.close()
 
 
+@pytest.mark.parametrize("savepoints", [True, False], ids=["savepoints", "no-savepoints"])
 def test_writes_inside_a_transaction_are_committed_together_at_its_end(
-    ledger: Ledger, path: Path | str
+    ledger: Ledger, path: Path | str, savepoints: bool
 ) -> None:
-    with ledger.transaction():
+    with ledger.transaction(savepoints=savepoints):
         delivery = ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
         recorded = ledger.record_outcome(make_outcome(), delivery_id=delivery.id)
         seen_meanwhile = _count(path, "deliveries"), _count(path, "outcomes")
@@ -141,19 +142,6 @@ def test_transactions_nest(ledger: Ledger, path: Path | str) -> None:
 
     keys = {delivery.dedupe_key for delivery in ledger.deliveries()}
     assert keys == {"msg_1", "msg_3"}
-
-
-def test_without_savepoints_the_writes_still_commit_together(
-    ledger: Ledger, path: Path | str
-) -> None:
-    with ledger.transaction(savepoints=False):
-        delivery = ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
-        recorded = ledger.record_outcome(make_outcome(), delivery_id=delivery.id)
-        seen_meanwhile = _count(path, "deliveries"), _count(path, "outcomes")
-
-    assert seen_meanwhile == (0, 0)
-    assert (_count(path, "deliveries"), _count(path, "outcomes")) == (1, 1)
-    assert recorded.reconciliation == "paid"
 
 
 def _go_on_after_a_failed_write(ledger: Ledger) -> None:
