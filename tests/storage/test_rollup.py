@@ -13,21 +13,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlite_utils import Database
 
-from payhooks.storage import SCHEMA_VERSION, Ledger, PaymentState, ReconciliationState
+from payhooks.storage import SCHEMA_VERSION, Ledger, ReconciliationState
 from payhooks.storage.reconciliation import reconciliation_view_sql
 from payhooks.storage.rollup import identifiers_view_sql
 from payhooks.storage.sqlite import MIGRATIONS, TRIGGERS, configure
 from tests.support.factories import T0, make_outcome, record
+from tests.support.ledger_ops import (
+    CODES,
+    apply_expectation,
+    apply_outcome,
+    expectations,
+    outcomes,
+)
 
-CODES = {
-    "WP": PaymentState.PENDING,
-    "PS": PaymentState.SUCCEEDED,
-    "PF": PaymentState.FAILED,
-    "PC": PaymentState.CANCELLED,
-    "RS": PaymentState.REFUNDED,
-    "CB": PaymentState.CHARGED_BACK,
-    "ZZ": PaymentState.UNKNOWN,
-}
 IDENTIFIERS = ("a", "b", "c")
 
 
@@ -63,21 +61,8 @@ def assert_rollups_are_their_views(conn: sqlite3.Connection) -> None:
     )
 
 
-outcome_op = st.tuples(
-    st.just("outcome"),
-    st.sampled_from(IDENTIFIERS),
-    st.sampled_from(["t1", "t2", "t3"]),
-    st.sampled_from(sorted(CODES)),
-    st.sampled_from([999, 1999, 2999]),
-    st.sampled_from(["AUD", "EUR", "USD"]),
-    st.integers(0, 3),
-)
-expect_op = st.tuples(
-    st.just("expect"),
-    st.sampled_from(IDENTIFIERS),
-    st.booleans(),
-    st.sampled_from(["AUD", "EUR", "USD"]),
-)
+outcome_op = outcomes(IDENTIFIERS, sorted(CODES), [999, 1999, 2999], ["AUD", "EUR", "USD"])
+expect_op = expectations(IDENTIFIERS, ["AUD", "EUR", "USD"])
 sql_op = st.tuples(
     st.sampled_from(["forget", "drop", "move", "rename"]),
     st.sampled_from(IDENTIFIERS),
@@ -96,26 +81,10 @@ def test_the_rollups_follow_every_write_and_reconcile_as_the_outcomes_do(
         for op in ops:
             kind, identifier = op[0], op[1]
             if kind == "outcome":
-                _, _, txn, code, amount, currency, minute = op
-                record(
-                    ledger,
-                    make_outcome(
-                        external_identifier=identifier,
-                        transaction_id=f"{identifier}-{txn}",
-                        payment_status=code,
-                        state=CODES[code],
-                        amount_minor=amount,
-                        currency=currency,
-                        paid_at=T0 + timedelta(minutes=minute),
-                    ),
-                )
+                apply_outcome(ledger, op)
             elif kind == "expect":
-                _, _, subscription, currency = op
                 if ledger.state(identifier) in (None, ReconciliationState.UNEXPECTED):
-                    if subscription:
-                        ledger.expect_subscription(identifier, 999, currency, 1999)
-                    else:
-                        ledger.expect_transaction(identifier, 1999, currency)
+                    apply_expectation(ledger, op)
             else:
                 # What a person might do with an SQL tool: the triggers follow it too.
                 nth = op[2]
