@@ -174,57 +174,53 @@ def _encoded(encoding: str) -> bytes:
     return text.encode(encoding, errors="replace")
 
 
+#: The ``payment_data`` members an authentic body carries in one form or another.
+_PAYMENT_MEMBERS = [
+    "payment_status",
+    "payment_amount",
+    "payment_currency_code",
+    "payment_time",
+    "stripe_payment_intent_id",
+    "status",
+    "adyen_psp_reference",
+    "result_code",
+]
+
+
+def _one_member_made(
+    values: st.SearchStrategy[Any], top_members: list[str], top_values: st.SearchStrategy[Any]
+) -> st.SearchStrategy[bytes]:
+    """Authentic-looking bodies with one ``payment_data`` member set to one of ``values``, or
+    one of ``top_members`` to one of ``top_values``."""
+    return st.one_of(
+        st.builds(
+            lambda key, value: json.dumps(notification(**{key: value})).encode(),
+            st.sampled_from(_PAYMENT_MEMBERS),
+            values,
+        ),
+        st.builds(
+            lambda key, value: json.dumps({**notification(), key: value}).encode(),
+            st.sampled_from(top_members),
+            top_values,
+        ),
+    )
+
+
 #: Authentic bodies that must be refused 400/422 (or, where noted, accepted).
 #: Authentic-looking JSON objects with one member made hostile: the bodies the sorted-fields
 #: schemes can still canonicalize, and so sign.
-object_bodies = st.one_of(
-    st.builds(
-        lambda key, value: json.dumps(notification(**{key: value})).encode(),
-        st.sampled_from(
-            [
-                "payment_status",
-                "payment_amount",
-                "payment_currency_code",
-                "payment_time",
-                "stripe_payment_intent_id",
-                "status",
-                "adyen_psp_reference",
-                "result_code",
-            ]
-        ),
-        json_values,
-    ),
-    st.builds(
-        lambda key, value: json.dumps({**notification(), key: value}).encode(),
-        st.sampled_from(["ll_transaction_id", "merchant_transaction_id", "payment_data"]),
-        st.one_of(json_values, st.integers(0, 70_000).map(lambda n: "x" * n)),
-    ),
+object_bodies = _one_member_made(
+    json_values,
+    ["ll_transaction_id", "merchant_transaction_id", "payment_data"],
+    st.one_of(json_values, st.integers(0, 70_000).map(lambda n: "x" * n)),
 )
 
 #: The same, in the shape the sorted-fields schemes accept (every value a string): the other
 #: shapes are refused before anything stores them, as ``non_canonical_body``.
-canonical_object_bodies = st.one_of(
-    st.builds(
-        lambda key, value: json.dumps(notification(**{key: value})).encode(),
-        st.sampled_from(
-            [
-                "payment_status",
-                "payment_amount",
-                "payment_currency_code",
-                "payment_time",
-                "stripe_payment_intent_id",
-                "status",
-                "adyen_psp_reference",
-                "result_code",
-            ]
-        ),
-        st.text(min_size=1, max_size=30),
-    ),
-    st.builds(
-        lambda key, value: json.dumps({**notification(), key: value}).encode(),
-        st.sampled_from(["ll_transaction_id", "merchant_transaction_id"]),
-        st.one_of(st.text(min_size=1, max_size=30), st.integers(1, 70_000).map(lambda n: "x" * n)),
-    ),
+canonical_object_bodies = _one_member_made(
+    st.text(min_size=1, max_size=30),
+    ["ll_transaction_id", "merchant_transaction_id"],
+    st.one_of(st.text(min_size=1, max_size=30), st.integers(1, 70_000).map(lambda n: "x" * n)),
 )
 
 hostile_bodies = st.one_of(
