@@ -268,6 +268,12 @@ def _signals_on_outcomes(conn: Connection) -> None:
     conn.execute(OWED_INDEX_SQL)
 
 
+@_migration("0008_rollups_by_transaction_key")
+def _rollups_by_transaction_key(conn: Connection) -> None:
+    """``outcomes_reconciliation`` goes; SQLite's 0008 says why."""
+    conn.execute("DROP INDEX IF EXISTS outcomes_reconciliation")
+
+
 #: The schema version this code writes: the number of migrations it knows.
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 _NAMES = [name for name, _ in MIGRATIONS]

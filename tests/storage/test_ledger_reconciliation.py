@@ -718,10 +718,9 @@ def test_the_rollups_are_kept_by_index_ranges_of_one_transaction_and_identifier(
         "WHERE external_identifier = ? AND transaction_id = ?",
         ("a", "b"),
     )
-    assert steps == [
-        "SEARCH o USING COVERING INDEX outcomes_reconciliation "
-        "(external_identifier=? AND transaction_id=?)"
-    ]
+    # The unique key every outcome writes anyway finds a transaction's few outcomes: no index
+    # of its own for the rollups (migration 0008).
+    assert steps == ["SEARCH o USING INDEX sqlite_autoindex_outcomes_1 (transaction_id=?)"]
     steps = [
         row[3]
         for row in tables(ledger).execute(

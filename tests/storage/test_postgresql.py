@@ -169,6 +169,7 @@ def test_owed_signals_move_onto_their_outcomes(empty_url: str, version: int) -> 
         }
         assert "outcomes_signals_owed" in indexes
         assert "outcomes_delivery" not in indexes
+        assert "outcomes_reconciliation" not in indexes  # 0008 dropped it
         (kind,) = sql.execute(
             "SELECT table_type FROM information_schema.tables WHERE table_name = 'owed_signals'"
         ).fetchone()

@@ -140,6 +140,9 @@ def version_3_file(path: Path) -> None:
     for name in TRIGGERS:
         db.execute(f"DROP TRIGGER {name}")
     for statement in (
+        # migration 0008: the reconciliation's index on outcomes, as 0001 made it
+        "CREATE INDEX outcomes_reconciliation ON outcomes (external_identifier, "
+        "transaction_id, state_rank, state, paid_at, currency, amount_minor)",
         # migration 0007: the owed signals' columns on outcomes, back to 0003's outcomes
         "DROP VIEW owed_signals",
         "DROP INDEX outcomes_signals_owed",
@@ -175,6 +178,9 @@ def test_a_file_from_before_the_rollups_gets_them_filled_on_opening(tmp_path: Pa
         assert ledger.schema_version == SCHEMA_VERSION
         conn = ledger.database.conn
         assert conn.execute("SELECT COUNT(*) FROM transactions").fetchone() == (4,)
+        # 0008 dropped the outcomes' reconciliation index; the refill above did without it.
+        indexes = {name for (name,) in conn.execute("SELECT name FROM sqlite_schema")}
+        assert "outcomes_reconciliation" not in indexes
         plain_views(conn)
         assert_rollups_are_their_views(conn)
         states = {row.external_identifier: row.state for row in ledger.reconcile()}

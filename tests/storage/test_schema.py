@@ -58,6 +58,7 @@ def test_applied_migrations_are_recorded_by_name(tmp_path: Path) -> None:
             "0005_owed_signals",
             "0006_service_transactions",
             "0007_signals_on_outcomes",
+            "0008_rollups_by_transaction_key",
         ]
         assert MIGRATIONS.pending(ledger.database) == []
 
