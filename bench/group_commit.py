@@ -43,7 +43,7 @@ from pathlib import Path
 from sqlite_utils import Database
 
 from bench.receive import notification
-from bench.rounds import alternate, ratios
+from bench.rounds import alternate, at_least, ratios
 from payhooks.receiver.pipeline import receive_delivery
 from payhooks.storage import Ledger
 
@@ -121,9 +121,9 @@ def measure(folder: Path, processes: int, count: int) -> Callable[[str, int], fl
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--processes", type=int, default=4, help="writers, as sync workers")
-    parser.add_argument("--count", type=int, default=200, help="deliveries per writer")
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--processes", type=at_least(1), default=4, help="writers, as sync workers")
+    parser.add_argument("--count", type=at_least(1), default=200, help="deliveries per writer")
+    parser.add_argument("--rounds", type=at_least(1), default=7)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as folder:
         figures = alternate(

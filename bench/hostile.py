@@ -39,7 +39,7 @@ from typing import Any
 from flask import Flask
 from flask.testing import FlaskClient
 
-from bench.rounds import Ratios, order, ratios
+from bench.rounds import Ratios, at_least, order, ratios
 from payhooks.receiver import PayHooks
 from payhooks.verify import SCHEMES, generate_keypair, get_signer
 
@@ -175,8 +175,12 @@ def measure(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=7, help="rounds (ratios are per round)")
-    parser.add_argument("--count", type=int, default=40, help="requests per contender per round")
+    parser.add_argument(
+        "--rounds", type=at_least(1), default=7, help="rounds (ratios are per round)"
+    )
+    parser.add_argument(
+        "--count", type=at_least(1), default=40, help="requests per contender per round"
+    )
     parser.add_argument(
         "--synchronous",
         default="FULL",

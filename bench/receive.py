@@ -110,7 +110,7 @@ from bench.floor_app import (
 )
 from bench.postgres import add_arguments, postgres_database, settings
 from bench.proc_cpu import TICKS_PER_SECOND, cpu_ticks
-from bench.rounds import alternate, ratios
+from bench.rounds import alternate, at_least, ratios
 from payhooks.receiver import PayHooks
 from payhooks.storage import Ledger, migrate
 from payhooks.verify import generate_keypair, get_signer
@@ -622,18 +622,22 @@ def in_process(count: int, profile: bool) -> tuple[float, pstats.Stats | None]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--count", type=int, default=1000, help="requests per app and round")
-    parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--warmup", type=int, default=300)
     parser.add_argument(
-        "--wal-count", type=int, default=300, help="deliveries per app for its WAL pages"
+        "--count", type=at_least(1), default=1000, help="requests per app and round"
     )
-    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--rounds", type=at_least(1), default=6)
+    parser.add_argument("--warmup", type=at_least(0), default=300)
+    parser.add_argument(
+        "--wal-count", type=at_least(1), default=300, help="deliveries per app for its WAL pages"
+    )
+    parser.add_argument("--workers", type=at_least(1), default=4)
     parser.add_argument("--worker-class", default="sync")
-    parser.add_argument("--threads", type=int, default=None, help="gthread threads per worker")
-    parser.add_argument("--connections", type=int, default=8)
-    parser.add_argument("--client-processes", type=int, default=2)
-    parser.add_argument("--in-process-count", type=int, default=2000)
+    parser.add_argument(
+        "--threads", type=at_least(1), default=None, help="gthread threads per worker"
+    )
+    parser.add_argument("--connections", type=at_least(1), default=8)
+    parser.add_argument("--client-processes", type=at_least(1), default=2)
+    parser.add_argument("--in-process-count", type=at_least(1), default=2000)
     parser.add_argument("--profile", action="store_true", help="cProfile the in-process run")
     parser.add_argument(
         "--synchronous",

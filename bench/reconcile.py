@@ -58,7 +58,7 @@ from typing import Any
 
 from bench.postgres import add_arguments, postgres_database, settings
 from bench.proc_cpu import TICKS_PER_SECOND, cpu_ticks
-from bench.rounds import alternate, ratios
+from bench.rounds import alternate, at_least, ratios
 from payhooks.storage import STATE_RANK, Ledger, PaymentState, migrate
 from payhooks.storage.sqlite import TRIGGERS, create_views
 
@@ -370,8 +370,8 @@ def measure(target: Path | str, rounds: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--n", type=int, default=100_000, help="payments and outcomes")
-    parser.add_argument("--rounds", type=int, default=7, help="alternating rounds")
+    parser.add_argument("--n", type=at_least(1), default=100_000, help="payments and outcomes")
+    parser.add_argument("--rounds", type=at_least(1), default=7, help="alternating rounds")
     parser.add_argument("--database", type=Path, help="keep the ledger here (default: temp)")
     add_arguments(parser, "measure the report (instead of on SQLite)")
     parser.add_argument("--measure-only", help=argparse.SUPPRESS)

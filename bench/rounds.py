@@ -14,11 +14,29 @@ rotated :func:`order`), and takes its ratios from here too.
 
 from __future__ import annotations
 
+import argparse
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Ratios", "alternate", "order", "ratios"]
+__all__ = ["Ratios", "alternate", "at_least", "order", "ratios"]
+
+
+def at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type`` for a count of rounds, requests or workers: an integer of at least
+    ``minimum``, else a usage error (zero rounds would leave no ratio to take a median of, and
+    end in a traceback after the whole setup)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is less than {minimum}")
+        return value
+
+    return parse
 
 
 def order(names: Sequence[str], round_index: int) -> list[str]:

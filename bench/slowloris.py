@@ -59,6 +59,7 @@ from pathlib import Path
 from types import FrameType
 
 from bench.receive import DEMO_APP, Figures, Job, notification, register, run_clients
+from bench.rounds import at_least
 from payhooks.verify import generate_keypair, get_signer
 from tests.support.gunicorn_server import GunicornServer
 from tests.support.nginx_server import NginxServer, nginx_missing_reason
@@ -383,18 +384,20 @@ def main(argv: list[str] | None = None) -> int:
         default="today,gthread,nginx,nginx-gthread",
         help=f"comma-separated, of: {', '.join(SETUPS)}",
     )
-    parser.add_argument("--rounds", type=int, default=7, help="throughput rounds")
-    parser.add_argument("--count", type=int, default=1500, help="notifications per setup, round")
-    parser.add_argument("--warmup", type=int, default=200)
-    parser.add_argument("--connections", type=int, default=8)
-    parser.add_argument("--client-processes", type=int, default=2)
+    parser.add_argument("--rounds", type=at_least(1), default=7, help="throughput rounds")
+    parser.add_argument(
+        "--count", type=at_least(1), default=1500, help="notifications per setup, round"
+    )
+    parser.add_argument("--warmup", type=at_least(0), default=200)
+    parser.add_argument("--connections", type=at_least(1), default=8)
+    parser.add_argument("--client-processes", type=at_least(1), default=2)
     parser.add_argument(
         "--slow",
         type=lambda text: [int(size) for size in text.split(",")],
         default=[4, 16, 64],
         help="slow connection counts, comma-separated",
     )
-    parser.add_argument("--slow-rounds", type=int, default=2)
+    parser.add_argument("--slow-rounds", type=at_least(1), default=2)
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between bytes")
     parser.add_argument("--settle", type=float, default=1.0, help="seconds before probing")
     parser.add_argument("--probe-rate", type=float, default=10.0, help="notifications a second")

@@ -24,6 +24,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
+from bench.rounds import at_least
 from payhooks.service.client import ServiceClient
 from payhooks.service.sync import sync_transactions
 from payhooks.storage import Ledger
@@ -57,7 +58,7 @@ def _peak_rss_mib() -> float:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--n", type=int, default=1_000_000, help="transactions (1,000,000)")
+    parser.add_argument("--n", type=at_least(1), default=1_000_000, help="transactions (1,000,000)")
     parser.add_argument("--database", type=Path, help="the ledger file (a temporary one)")
     parser.add_argument("--trace", action="store_true", help="also trace Python's allocations")
     args = parser.parse_args(argv)

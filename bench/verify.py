@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 from standardwebhooks.webhooks import Webhook
 
-from bench.rounds import alternate, ratios
+from bench.rounds import alternate, at_least, ratios
 from payhooks.verify import generate_keypair, get_signer, get_verifier
 
 SCHEME = "standard-webhooks"
@@ -75,7 +75,7 @@ def _seconds_per_call(operation: Callable[[], object], seconds: float) -> float:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=15, help="alternating rounds")
+    parser.add_argument("--rounds", type=at_least(1), default=15, help="alternating rounds")
     parser.add_argument(
         "--seconds", type=float, default=0.2, help="CPU time per contender and round"
     )

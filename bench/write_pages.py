@@ -40,6 +40,7 @@ from pathlib import Path
 from flask import Flask
 
 from bench.receive import NOTIFY, Job, prepare
+from bench.rounds import at_least
 from payhooks.receiver import PayHooks
 from payhooks.verify import generate_keypair
 
@@ -122,8 +123,10 @@ def count_writes(folder: Path, count: int) -> WalCount:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("count", nargs="?", type=int, help="deliveries counted (same as --count)")
-    parser.add_argument("--count", dest="count_option", type=int, default=300)
+    parser.add_argument(
+        "count", nargs="?", type=at_least(1), help="deliveries counted (same as --count)"
+    )
+    parser.add_argument("--count", dest="count_option", type=at_least(1), default=300)
     args = parser.parse_args(argv)
     count = args.count if args.count is not None else args.count_option
     with tempfile.TemporaryDirectory() as folder:

@@ -7,7 +7,8 @@ change), ``bench.receive`` still finds every notification stored in every app it
 PostgreSQL too, the receiver and its own durable floor, on the suite's server), and
 ``bench.slowloris`` still starts every setup it compares (the recommended one runs nginx) and
 reports each one, ``bench.write_pages`` still reads the log's frames (its per-b-tree figures
-add up to its total), and ``bench.group_commit`` stores every delivery both ways of syncing.
+add up to its total), ``bench.group_commit`` stores every delivery both ways of syncing, and
+every bench refuses zero rounds or requests before it starts.
 """
 
 from __future__ import annotations
@@ -237,3 +238,35 @@ def test_the_group_commit_bench_stores_every_delivery_for_both_ways_of_syncing()
     assert re.search(r"sync after the lock +\d+ \d+\n", output), output
     assert re.search(r"SQLite's FULL +\d+ \d+\n", output), output
     assert re.search(rf"sync after the lock / SQLite's FULL: {RATIO}$", output.strip()), output
+
+
+@pytest.mark.parametrize(
+    ("bench", "argument"),
+    [
+        ("bench.receive", "--rounds"),
+        ("bench.receive", "--count"),
+        ("bench.reconcile", "--rounds"),
+        ("bench.verify", "--rounds"),
+        ("bench.hostile", "--count"),
+        ("bench.slowloris", "--rounds"),
+        ("bench.group_commit", "--processes"),
+        ("bench.sync", "--n"),
+        ("bench.write_pages", "--count"),
+    ],
+)
+def test_a_bench_refuses_zero_rounds_or_requests_before_it_starts(
+    bench: str, argument: str
+) -> None:
+    # Zero rounds used to run the whole setup and end in a traceback (no median of nothing).
+    result = subprocess.run(
+        [sys.executable, "-m", bench, argument, "0"],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert f"argument {argument}: 0 is less than 1" in result.stderr
+    assert "Traceback" not in result.stderr
