@@ -6,8 +6,8 @@ tables filled once at the end, as an upgrade does), then, in a fresh child proce
 memory is the report's own and not the build's:
 
 - ``floor``: a bare SQL aggregate over the same tables, one row per payment joined to its
-  outcomes (``COUNT``, ``SUM``, ``MAX``), fetched as plain tuples: the least any per-payment
-  report can cost;
+  outcomes (``COUNT``, ``SUM``, ``MAX``) through an index made for it (:data:`FLOOR_INDEX_SQL`),
+  fetched as plain tuples: the least any per-payment report can cost;
 - ``report``: ``Ledger.reconcile()`` iterated to the end, reading every row's Decimal
   amounts as the CLI does;
 - ``summary``: ``Ledger.summary()``.
@@ -69,6 +69,15 @@ FLOOR_SQL = """
 SELECT p.external_identifier, COUNT(o.id), SUM(o.amount_minor), MAX(o.paid_at)
 FROM payments AS p LEFT JOIN outcomes AS o ON o.external_identifier = p.external_identifier
 GROUP BY p.external_identifier"""
+
+#: The floor's own covering index, made by both builds: the least a per-payment aggregate of
+#: outcomes can cost is one scan of an index in the payments' order. The ledger keeps no such
+#: index since migration 0008 (its reconciliation reads the rollup tables, never outcomes), and
+#: without one the floor would sort a million outcomes each round and look twice as slow as it
+#: can be, flattering the ratios.
+FLOOR_INDEX_SQL = (
+    "CREATE INDEX bench_floor_outcomes ON outcomes (external_identifier, id, amount_minor, paid_at)"
+)
 
 # The floor, with only a count leaving SQLite.
 FLOOR_SQL_ONLY = (
@@ -165,6 +174,7 @@ def build(path: Path, n: int) -> float:
             (_outcome(j, n) for j in range(n)),
         )
         create_views(ledger.database)
+        conn.execute(FLOOR_INDEX_SQL)
         conn.execute("COMMIT")
         conn.execute("ANALYZE")
     return time.perf_counter() - started
@@ -213,6 +223,7 @@ def build_postgres(url: str, n: int) -> float:
                         for row in rows:
                             copy.write_row(row)
             create_postgres_views(conn)
+            conn.execute(FLOOR_INDEX_SQL)  # type: ignore[arg-type,unused-ignore]
         # VACUUM too: autovacuum would otherwise visit the new tables during the rounds, and
         # its CPU land on a phase; a ledger this size has long been vacuumed in production.
         conn.execute("VACUUM (ANALYZE)")
