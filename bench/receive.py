@@ -7,8 +7,10 @@ distinct signed notification for an expected payment, so every one is a full wri
 
 The floor is ``bench/floor_app.py``: a bare Flask route that reads the body and returns the
 same small JSON, served by the same gunicorn configuration (worker count and class), hit by
-the same client with the same signed requests, in the same run. The goal is at least 60% of
-the floor's throughput with every notification stored (the run checks the database after).
+the same client with the same signed requests, in the same run. Its share is printed for
+context, with every notification stored (the run checks the database after); it is not the
+goal, for no durable receiver can reach the bare route: the durable floor below takes about
+two thirds of it by itself.
 
 Beside it, per durability setting, the *durable floor* (same file): the bare route plus an
 ``INSERT`` of the raw body into SQLite committed with that ``synchronous`` setting, the
@@ -49,9 +51,9 @@ before and after the same deliveries) rather than SQLite's pages, and the server
 request is gunicorn's alone (PostgreSQL's backends do part of the work and are not counted).
 
 It prints last, per durability setting and then for PostgreSQL, the receiver's share of its
-durable floor's throughput (the median of the per-round ratios, with their spread; the goal on
-PostgreSQL is 70%), after the WAL pages (or bytes) per delivery and the server CPU per request
-of each app.
+durable floor's throughput (the median of the per-round ratios, with their spread; the goals
+of issue 17 are 80% with ``FULL`` on SQLite and 70% on PostgreSQL), after the WAL pages (or
+bytes) per delivery and the server CPU per request of each app.
 
 Making it fair on a small machine (this one has 2 cores, shared by client and server):
 
@@ -562,8 +564,8 @@ def over_gunicorn(args: argparse.Namespace, postgres: str | None) -> None:
         )
         print(pipeline.line())
         print(
-            f"  {mode}: {ratios(rates, mode, 'floor').text('%')} of the floor's throughput "
-            f"(goal: 60%); by server CPU per request: "
+            f"  {mode}: {ratios(rates, mode, 'floor').text('%')} of the floor's throughput; "
+            f"by server CPU per request: "
             f"{floor.server_cpu_us / pipeline.server_cpu_us:.0%}; stored: {processed} of "
             f"{total} deliveries processed, {outcomes} outcomes ({durable})"
         )
@@ -586,7 +588,7 @@ def over_gunicorn(args: argparse.Namespace, postgres: str | None) -> None:
         )
     print("the receiver's share of its durable floor's throughput (median of per-round ratios):")
     for mode in measured:  # PostgreSQL's last: its goal is the figure this run is for
-        goal = "  (goal: 70%)" if mode == POSTGRES else ""
+        goal = {"FULL": "  (goal: 80%)", POSTGRES: "  (goal: 70%)"}.get(mode, "")
         print(f"  {mode:<10} {ratios(rates, mode, f'durable-{mode}').text('%')}{goal}")
 
 
