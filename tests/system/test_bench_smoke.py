@@ -156,7 +156,7 @@ def test_the_receive_bench_on_postgresql_measures_its_own_durable_floor(postgres
         re.MULTILINE,
     ), output
     assert re.search(
-        rf"^  postgresql: {share} of the floor's throughput .*stored: 60 of 60 deliveries "
+        rf"^  postgresql: {share} of the floor's throughput; .*stored: 60 of 60 deliveries "
         r"processed, 60 outcomes \(all\)$",
         output,
         re.MULTILINE,
@@ -169,7 +169,7 @@ def test_the_receive_bench_on_postgresql_measures_its_own_durable_floor(postgres
             rf"^  {app} +\d+ WAL bytes/delivery +\d+ us server CPU/request", per_app, re.M
         ), output
     # The goal's figure last: the receiver's share of PostgreSQL's own durable floor.
-    assert re.search(rf"^  FULL +{share}$", shares, re.MULTILINE), output
+    assert re.search(rf"^  FULL +{share}  \(goal: 80%\)$", shares, re.MULTILINE), output
     assert re.search(rf"^  postgresql +{share}  \(goal: 70%\)$", shares.strip().splitlines()[-1]), (
         output
     )
