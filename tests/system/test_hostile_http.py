@@ -320,19 +320,33 @@ def test_a_well_formed_chunked_body_is_received_whole(target: Target) -> None:
     assert target.deliveries() == before + 1
 
 
+# What a malformed or truncated chunked body may be answered: refused as bad framing (400), as
+# a body not signed (401) or as too large (413), never stored. A sender that stopped inside a
+# chunk gets exactly 400: nothing it signed was received in full. (werkzeug's development server
+# used to hand such a body over with the missing bytes counted as read, a heap over-read in
+# CPython's RawIOBase.read, answered 401 at best or 413 for the huge size.)
+REFUSED = ([400], [401], [413])
+CUT_SHORT = ([400],)
+
+
 @pytest.mark.parametrize(
-    "framing",
+    ("framing", "answers"),
     [
-        pytest.param(lambda b: b"zz\r\n" + b + b"\r\n0\r\n\r\n", id="size-not-hex"),
-        pytest.param(lambda b: b"-5\r\n" + b + b"\r\n0\r\n\r\n", id="negative-size"),
-        pytest.param(lambda b: f"{len(b) + 40:x}\r\n".encode() + b, id="chunk-cut-short"),
-        pytest.param(lambda b: chunked(b, end=False), id="no-last-chunk"),
-        pytest.param(lambda b: f"{len(b):x}\r\n".encode() + b + b"XX0\r\n\r\n", id="no-crlf"),
-        pytest.param(lambda b: b"f" * 40 + b"\r\n" + b + b"\r\n0\r\n\r\n", id="huge-size"),
+        pytest.param(lambda b: b"zz\r\n" + b + b"\r\n0\r\n\r\n", REFUSED, id="size-not-hex"),
+        pytest.param(lambda b: b"-5\r\n" + b + b"\r\n0\r\n\r\n", REFUSED, id="negative-size"),
+        pytest.param(
+            lambda b: f"{len(b) + 40:x}\r\n".encode() + b, CUT_SHORT, id="chunk-cut-short"
+        ),
+        pytest.param(lambda b: chunked(b, end=False), REFUSED, id="no-last-chunk"),
+        pytest.param(
+            lambda b: f"{len(b):x}\r\n".encode() + b + b"XX0\r\n\r\n", REFUSED, id="no-crlf"
+        ),
+        pytest.param(lambda b: b"f" * 40 + b"\r\n" + b + b"\r\n0\r\n\r\n", REFUSED, id="huge-size"),
+        pytest.param(lambda b: b"f" * 40 + b"\r\n" + b, CUT_SHORT, id="huge-size-cut-short"),
     ],
 )
 def test_a_malformed_or_truncated_chunked_body_is_never_stored(
-    target: Target, framing: Callable[[bytes], bytes]
+    target: Target, framing: Callable[[bytes], bytes], answers: tuple[list[int], ...]
 ) -> None:
     body = notification("ll-bad-chunks")
     extra = [(b"Transfer-Encoding", b"chunked")]
@@ -340,7 +354,7 @@ def test_a_malformed_or_truncated_chunked_body_is_never_stored(
 
     answer = target.exchange(request(framing(body), SIGNER.sign(body), extra=extra, length=b""))
 
-    assert statuses(answer) in ([400], [401], [413]), answer[:500]
+    assert statuses(answer) in answers, answer[:500]
     assert target.deliveries() == before
     target.assert_still_serving()
 
@@ -412,28 +426,4 @@ def test_junk_on_the_socket_never_gets_a_server_error_or_a_stored_delivery(
 def test_the_server_still_serves_after_the_junk(target: Target) -> None:
     for junk in (b"\x00" * 100, b"GET / HTTP/9.9\r\n\r\n", b"\r\n" * 1000, b"POST\r\n\r\n"):
         assert_no_server_error(target.exchange(junk, timeout=5))
-    target.assert_still_serving()
-
-
-@pytest.mark.parametrize(
-    "framing",
-    [
-        pytest.param(lambda b: f"{len(b) + 40:x}\r\n".encode() + b, id="chunk-cut-short"),
-        pytest.param(lambda b: b"f" * 40 + b"\r\n" + b, id="huge-size"),
-    ],
-)
-def test_a_chunk_cut_short_is_a_400_for_a_body_not_read_in_full(
-    target: Target, framing: Callable[[bytes], bytes]
-) -> None:
-    # The sender stopped inside a chunk: nothing it signed was received in full. werkzeug's
-    # development server used to hand such a body over with the missing bytes counted as read
-    # (a heap over-read in CPython's RawIOBase.read, answered 401 at best); it must be a 400.
-    body = notification("ll-cut-chunk")
-    extra = [(b"Transfer-Encoding", b"chunked")]
-    before = target.deliveries()
-
-    answer = target.exchange(request(framing(body), SIGNER.sign(body), extra=extra, length=b""))
-
-    assert statuses(answer) == [400], answer[:500]
-    assert target.deliveries() == before
     target.assert_still_serving()
