@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
+from bench.reconcile import FLOOR_SQL
 from tests.support.gunicorn_server import HAS_PROC
 from tests.support.nginx_server import require_nginx
 
@@ -70,6 +73,12 @@ def test_the_reconcile_bench_reports_every_payment(tmp_path: Path) -> None:
     assert "N = 500 payments" in output
     assert re.search(r"^report\s+[\d.]+ s\s+[\d.]+ us per payment", output, re.MULTILINE)
     assert re.search(rf"report / floor: +{RATIO}$", output.strip().splitlines()[-1]), output
+    # The floor reads its own covering index: without it (the ledger has none on outcomes since
+    # migration 0008) it would sort the outcomes and flatter the report's ratio.
+    with closing(sqlite3.connect(tmp_path / "r.db")) as conn:
+        plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + FLOOR_SQL)]
+    assert any("COVERING INDEX bench_floor_outcomes" in step for step in plan), plan
+    assert not any("TEMP B-TREE" in step for step in plan), plan
 
 
 def test_the_reconcile_bench_on_postgresql_reports_every_payment(postgres_url: str) -> None:
