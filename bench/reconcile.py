@@ -222,6 +222,9 @@ def build_postgres(url: str, n: int) -> float:
                     with cursor.copy(statement) as copy:  # type: ignore[arg-type,unused-ignore]
                         for row in rows:
                             copy.write_row(row)
+            # Outcomes' references to deliveries are checked at commit (migration 0009): check
+            # them now, as PostgreSQL will not index a table with checks pending.
+            conn.execute("SET CONSTRAINTS ALL IMMEDIATE")
             create_postgres_views(conn)
             conn.execute(FLOOR_INDEX_SQL)  # type: ignore[arg-type,unused-ignore]
         # VACUUM too: autovacuum would otherwise visit the new tables during the rounds, and

@@ -1,18 +1,22 @@
-"""The signals the merchant's code is owed for each new outcome, kept on the outcome's own row.
+"""The signals the merchant's code is owed for each new outcome, kept on the row of the delivery
+that recorded it.
 
-The commit that records a new outcome also records, on its ``outcomes`` row, the names of the
-signals it owes (``signals``, a JSON array in sending order) and the reconciliation state they
-were decided on (``signals_reconciliation``); the receiver sets ``signals_sent_at`` once its
-receivers have run. A worker that dies between the two leaves the signals owed, and the next
-redelivery or ``flask payhooks signals --send`` sends them: delivery to receivers is at least
-once. Marks are committed without waiting for the disk under ``FULL``: a mark lost to a power
-cut only means one more sending, never a lost one.
+The commit that records a new outcome also records, on that delivery's ``deliveries`` row, the
+names of the signals it owes (``signals``, a JSON array in sending order) and the reconciliation
+state they were decided on (``signals_reconciliation``); the receiver sets ``signals_sent_at``
+once its receivers have run. A worker that dies between the two leaves the signals owed, and the
+next redelivery or ``flask payhooks signals --send`` sends them: delivery to receivers is at
+least once. Marks are committed without waiting for the disk under ``FULL``: a mark lost to a
+power cut only means one more sending, never a lost one.
 
-Why on the outcome rather than in a table of their own (migration 0007, issue 17): the row is
-written in the same transaction anyway, so owing the signals costs SQLite no page of the
-table's b-tree beyond the outcome's own; a table of its own cost three b-trees (the table, its
-unique key, its index of unsent rows). What is still owed is found through one small partial
-index (:data:`OWED_INDEX_SQL`) that holds only the outcomes whose signals are not sent yet.
+Why on the delivery (migration 0009, issue 17): the names depend on the payment's state once
+the outcome is recorded, so they are known only after the outcome's row is written; the
+delivery's row is written after it (:mod:`payhooks.storage.arrivals`), so it can carry them and
+each row is written once. (From 0007 to 0009 they were on the outcome's row, written a second
+time to hold them; before 0007, in a table of their own, three more b-trees per delivery.) What
+is still owed is found through one small partial index, ``deliveries_signals_owed`` (on
+``outcome_id``, which marking them sent names), that holds only the deliveries whose signals
+are not sent yet: it stays as small as the backlog, and marking them sent removes them.
 
 The ``owed_signals`` view (:data:`VIEW_SQL`) keeps one row per owed signal, with the column
 names the table had, for the merchant's SQL.
@@ -30,7 +34,6 @@ from payhooks.storage.sql import Connection
 
 __all__ = [
     "COLUMNS",
-    "OWED_INDEX_SQL",
     "VIEW_SQL",
     "from_names",
     "mark_sent",
@@ -39,37 +42,34 @@ __all__ = [
     "unsent",
 ]
 
-#: The columns migration 0007 adds to ``outcomes``, all nullable: NULL ``signals`` owes none.
+#: The columns that hold them (on ``outcomes`` from 0007, on ``deliveries`` from 0009), all
+#: nullable: NULL ``signals`` owes none.
 COLUMNS: Final = ("signals", "signals_reconciliation", "signals_sent_at")
-
-#: Finding what is still owed reads only the outcomes whose signals are not sent: the index
-#: holds those alone, so it stays as small as the backlog, and marking them sent removes them.
-OWED_INDEX_SQL: Final = (
-    "CREATE INDEX outcomes_signals_owed ON outcomes (delivery_id) "
-    "WHERE signals IS NOT NULL AND signals_sent_at IS NULL"
-)
 
 #: One row per owed signal (sent or not), as the ``owed_signals`` table had them; ``position``
 #: is the signal's place in its outcome's sending order (from 0), ``owed_at`` the outcome's
 #: ``recorded_at`` (the signals are owed in the commit that records it). PostgreSQL's spelling
 #: is :func:`payhooks.storage.postgresql.schema.to_postgres_view`'s.
 VIEW_SQL: Final = """CREATE VIEW owed_signals AS
-SELECT o.id AS outcome_id, o.delivery_id AS delivery_id, s.value AS signal, s.key AS position,
-    o.signals_reconciliation AS reconciliation, o.recorded_at AS owed_at,
-    o.signals_sent_at AS sent_at
-FROM outcomes AS o, json_each(o.signals) AS s
-WHERE o.signals IS NOT NULL"""
+SELECT d.outcome_id AS outcome_id, d.id AS delivery_id, s.value AS signal, s.key AS position,
+    d.signals_reconciliation AS reconciliation, o.recorded_at AS owed_at,
+    d.signals_sent_at AS sent_at
+FROM deliveries AS d JOIN outcomes AS o ON o.id = d.outcome_id, json_each(d.signals) AS s
+WHERE d.signals IS NOT NULL"""
 
 _OWE = (
-    "UPDATE outcomes SET signals = ?, signals_reconciliation = ? "
-    "WHERE id = ? AND delivery_id = ? AND signals IS NULL"
+    "UPDATE deliveries SET signals = ?, signals_reconciliation = ? "
+    "WHERE id = ? AND outcome_id = ? AND status = 'processed' AND signals IS NULL"
 )
-_OWED = "signals IS NOT NULL AND signals_sent_at IS NULL"
+_OWED = "d.signals IS NOT NULL AND d.signals_sent_at IS NULL"
 _UNSENT = (
-    "SELECT id, delivery_id, signals, signals_reconciliation, recorded_at "  # noqa: S608
-    f"FROM outcomes WHERE {_OWED}"
+    "SELECT d.outcome_id, d.id, d.signals, d.signals_reconciliation, o.recorded_at "  # noqa: S608
+    f"FROM deliveries AS d JOIN outcomes AS o ON o.id = d.outcome_id WHERE {_OWED}"
 )
-_MARK_SENT = f"UPDATE outcomes SET signals_sent_at = ? WHERE id = ? AND {_OWED} RETURNING signals"  # noqa: S608
+_MARK_SENT = (
+    "UPDATE deliveries SET signals_sent_at = ? WHERE outcome_id = ? "
+    "AND signals IS NOT NULL AND signals_sent_at IS NULL RETURNING signals"
+)
 
 
 def to_names(signals: Iterable[str]) -> str | None:
@@ -92,15 +92,16 @@ def owe(
     signals: Iterable[str],
     reconciliation: str,
 ) -> None:
-    """Record the signals an outcome owes, on its row; an outcome that owes some already keeps
-    them (owing again changes nothing).
+    """Record the signals an outcome owes, on the row of the delivery that recorded it; one that
+    owes some already keeps them (owing again changes nothing). The receiver's new deliveries
+    carry them in their one insert instead (:mod:`payhooks.storage.arrivals`).
 
     :raises StorageError: no outcome ``outcome_id`` was recorded by delivery ``delivery_id``.
     """
     names = to_names(signals)
     if names is None:
         return
-    if conn.execute(_OWE, (names, reconciliation, outcome_id, delivery_id)).rowcount:
+    if conn.execute(_OWE, (names, reconciliation, delivery_id, outcome_id)).rowcount:
         return
     found = conn.execute(
         "SELECT 1 FROM outcomes WHERE id = ? AND delivery_id = ?", (outcome_id, delivery_id)
@@ -115,9 +116,9 @@ def unsent(conn: Connection, delivery_id: int | None) -> list[OwedSignal]:
     """The signals still owed, oldest outcome first, each outcome's in sending order: for one
     delivery, or all of them."""
     if delivery_id is None:
-        rows = conn.execute(f"{_UNSENT} ORDER BY id").fetchall()
+        rows = conn.execute(f"{_UNSENT} ORDER BY d.outcome_id").fetchall()
     else:
-        rows = conn.execute(f"{_UNSENT} AND delivery_id = ? ORDER BY id", (delivery_id,)).fetchall()
+        rows = conn.execute(f"{_UNSENT} AND d.id = ?", (delivery_id,)).fetchall()
     return [
         OwedSignal(outcome_id, owed_by, name, position, reconciliation, owed_at, None)
         for outcome_id, owed_by, stored, reconciliation, owed_at in rows

@@ -134,7 +134,8 @@ class RecordedOutcome:
 
 class OwedSignal(NamedTuple):
     """A signal the merchant's code is owed for an outcome (a row of the ``owed_signals``
-    view: the signals are kept on the outcome's row since migration 0007)."""
+    view: the signals are kept on the row of the delivery that recorded the outcome since
+    migration 0009)."""
 
     #: The outcome it is for: the stable id receivers are given to be idempotent with.
     outcome_id: int

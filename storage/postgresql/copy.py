@@ -9,7 +9,7 @@ the tables are refilled from the outcomes at the end, by PostgreSQL's own SQL, s
 below also compares the two engines' reconciliation rules on real data.
 
 The check, after the commit: the row count of every table equal on both (and of the
-``owed_signals`` view, whose rows live in the outcomes' columns), every body's SHA-256
+``owed_signals`` view, whose rows live in the deliveries' columns), every body's SHA-256
 equal to the one stored with it, and the reconciliation summary (counts and totals per
 currency and state) equal on both. A failed check is reported, not hidden; the copy stays for
 a person to look at.
@@ -44,8 +44,8 @@ TABLES = (
     "service_transactions",
 )
 _ROLLUPS = ("transactions", "identifiers")
-#: Views whose rows are counted on both sides too: the owed signals are kept on the outcomes'
-#: rows (migration 0007), so their count checks that those columns came across whole.
+#: Views whose rows are counted on both sides too: the owed signals are kept on the deliveries'
+#: rows (migration 0009), so their count checks that those columns came across whole.
 _COUNTED_VIEWS = ("owed_signals",)
 _WITH_IDS = (
     "deliveries",
@@ -138,5 +138,8 @@ def _copy(source: Database, conn: psycopg.Connection[Any]) -> None:
             conn.execute(sql)
         for statement in rebuild_sql():
             conn.execute(statement)
+        # Outcomes' references to their deliveries are checked at commit (0009); checked now,
+        # so that no check is pending on the table the next statement alters.
+        conn.execute("SET CONSTRAINTS ALL IMMEDIATE")
         conn.execute("ALTER TABLE outcomes ENABLE TRIGGER USER")
         conn.execute("ALTER TABLE payments ENABLE TRIGGER USER")

@@ -29,7 +29,6 @@ import psycopg
 
 from payhooks.storage.errors import SchemaVersionError
 from payhooks.storage.owed_signals import COLUMNS as SIGNALS_COLUMNS
-from payhooks.storage.owed_signals import OWED_INDEX_SQL
 from payhooks.storage.postgresql.dialect import cast_sums
 from payhooks.storage.rollup import (
     IDENTIFIERS_INDEX_SQL,
@@ -40,12 +39,17 @@ from payhooks.storage.rollup import (
 from payhooks.storage.service_transactions import RUNS_TABLE_SQL as SYNC_RUNS_TABLE_SQL
 from payhooks.storage.service_transactions import TABLE_INDEX_SQL as SERVICE_INDEX_SQL
 from payhooks.storage.service_transactions import TABLE_SQL as SERVICE_TABLE_SQL
-from payhooks.storage.sqlite.schema import (
+from payhooks.storage.sqlite.past_schemas import (
     INITIAL_SCHEMA,
+    MOVE_SIGNALS_TO_DELIVERIES,
     OWED_SIGNALS_V5,
+    OWED_SIGNALS_V7_INDEX,
+    UNMOVABLE_OWED_SIGNALS,
     V2_DELIVERY_STATUSES,
-    VIEWS,
+    V9_INDEXES,
+    refuse_unmovable_owed_signals,
 )
+from payhooks.storage.sqlite.schema import VIEWS
 
 __all__ = [
     "MIGRATIONS",
@@ -110,8 +114,8 @@ _VIEW_RULES: tuple[tuple[str, str], ...] = (
     ("WHERE NOT i.expected", "WHERE i.expected = 0"),
     # owed_signals: the JSON array's elements, numbered from 0 as json_each's keys are.
     (
-        "json_each(o.signals) AS s",
-        "jsonb_array_elements_text(o.signals::jsonb) WITH ORDINALITY AS s(value, ordinality)",
+        "json_each(d.signals) AS s",
+        "jsonb_array_elements_text(d.signals::jsonb) WITH ORDINALITY AS s(value, ordinality)",
     ),
     ("s.value AS signal", 's.value COLLATE "C" AS signal'),
     ("s.key AS position", "s.ordinality - 1 AS position"),
@@ -265,13 +269,39 @@ def _signals_on_outcomes(conn: Connection) -> None:
     conn.execute(_MOVE_OWED_SIGNALS)
     conn.execute("DROP TABLE owed_signals")
     conn.execute("DROP INDEX IF EXISTS outcomes_delivery")
-    conn.execute(OWED_INDEX_SQL)
+    conn.execute(OWED_SIGNALS_V7_INDEX)
 
 
 @_migration("0008_rollups_by_transaction_key")
 def _rollups_by_transaction_key(conn: Connection) -> None:
     """``outcomes_reconciliation`` goes; SQLite's 0008 says why."""
     conn.execute("DROP INDEX IF EXISTS outcomes_reconciliation")
+
+
+@_migration("0009_signals_on_deliveries")
+def _signals_on_deliveries(conn: Connection) -> None:
+    """The owed signals move to the delivery that recorded the outcome, ``deliveries_status``
+    leaves out ``processed`` (SQLite's 0009 says why), and an outcome's reference to its
+    delivery is checked at commit, so the receiver can write the delivery after its outcome."""
+    conn.execute("DROP VIEW IF EXISTS owed_signals")  # it reads the columns dropped below
+    conn.execute(
+        "ALTER TABLE deliveries "
+        + ", ".join(f'ADD COLUMN {column} TEXT COLLATE "C"' for column in SIGNALS_COLUMNS)
+    )
+    (unmovable,) = conn.execute(UNMOVABLE_OWED_SIGNALS).fetchone() or (0,)
+    refuse_unmovable_owed_signals(unmovable)
+    conn.execute(MOVE_SIGNALS_TO_DELIVERIES)
+    conn.execute("DROP INDEX IF EXISTS outcomes_signals_owed")
+    conn.execute(
+        "ALTER TABLE outcomes " + ", ".join(f"DROP COLUMN {column}" for column in SIGNALS_COLUMNS)
+    )
+    conn.execute("DROP INDEX IF EXISTS deliveries_status")
+    for statement in V9_INDEXES:
+        conn.execute(statement)
+    conn.execute(
+        "ALTER TABLE outcomes ALTER CONSTRAINT outcomes_delivery_id_fkey "
+        "DEFERRABLE INITIALLY DEFERRED"
+    )
 
 
 #: The schema version this code writes: the number of migrations it knows.

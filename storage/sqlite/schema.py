@@ -27,9 +27,7 @@ from collections.abc import Callable
 from sqlite_utils import Database, Migrations
 
 from payhooks.storage.errors import SchemaVersionError
-from payhooks.storage.limits import MAX_AMOUNT_MINOR
 from payhooks.storage.owed_signals import COLUMNS as SIGNALS_COLUMNS
-from payhooks.storage.owed_signals import OWED_INDEX_SQL
 from payhooks.storage.owed_signals import VIEW_SQL as OWED_SIGNALS_VIEW_SQL
 from payhooks.storage.reconciliation import RECONCILIATION_VIEW_SQL
 from payhooks.storage.rollup import (
@@ -41,12 +39,26 @@ from payhooks.storage.rollup import (
     rebuild_sql,
     transactions_view_sql,
 )
-from payhooks.storage.rows import PaymentKind, ReturnKind
 from payhooks.storage.service_transactions import (
     DRIFT_VIEW_SQL,
     RUNS_TABLE_SQL,
     TABLE_INDEX_SQL,
     TABLE_SQL,
+)
+from payhooks.storage.sqlite.past_schemas import (
+    DELIVERIES_STATUS_INDEX,
+    DELIVERIES_V2,
+    INITIAL_SCHEMA,
+    MOVE_OWED_SIGNALS,
+    MOVE_SIGNALS_TO_DELIVERIES,
+    OWED_SIGNALS_V5,
+    OWED_SIGNALS_V7_INDEX,
+    PUT_BACK_V1_DELIVERIES,
+    SET_ASIDE_V1_DELIVERIES,
+    UNMOVABLE_OWED_SIGNALS,
+    V2_DELIVERY_STATUSES,
+    V9_INDEXES,
+    refuse_unmovable_owed_signals,
 )
 
 __all__ = [
@@ -79,150 +91,11 @@ def _migration(name: str) -> Callable[[Callable[[Database], None]], Callable[[Da
     return register
 
 
-def _quoted(values: object) -> str:
-    return ", ".join(f"'{value}'" for value in values)  # type: ignore[attr-defined]
-
-
-# A migration creates what it created the day it was written, so each one names the delivery
-# statuses of its time; tests check that the latest list is DeliveryStatus.
-_V1_DELIVERY_STATUSES = (
-    "received",
-    "processed",
-    "duplicate",
-    "malformed_json",
-    "invalid_payload",
-    "processing_error",
-)
-V2_DELIVERY_STATUSES = (*_V1_DELIVERY_STATUSES, "conflicting_outcome")
-
-
-_DELIVERIES_STATUS_INDEX = "CREATE INDEX deliveries_status ON deliveries (status, id)"
-
-#: The first schema's statements; PostgreSQL's migration 0001 runs them in its own spelling.
-INITIAL_SCHEMA = (
-    f"""
-    CREATE TABLE payments (
-        external_identifier TEXT NOT NULL PRIMARY KEY
-            CHECK (length(external_identifier) BETWEEN 1 AND 64),
-        kind TEXT NOT NULL CHECK (kind IN ({_quoted(PaymentKind)})),
-        amount_minor INTEGER NOT NULL CHECK (amount_minor BETWEEN 0 AND {MAX_AMOUNT_MINOR}),
-        currency TEXT NOT NULL CHECK (length(currency) = 3),
-        plan_amount_minor INTEGER
-            CHECK (plan_amount_minor BETWEEN 0 AND {MAX_AMOUNT_MINOR}),
-        created_at TEXT NOT NULL,
-        description TEXT,
-        metadata TEXT,
-        CHECK ((kind = 'subscription') = (plan_amount_minor IS NOT NULL))
-    ) WITHOUT ROWID""",
-    f"""
-    CREATE TABLE deliveries (
-        id INTEGER PRIMARY KEY,
-        dedupe_key TEXT NOT NULL UNIQUE,
-        received_at TEXT NOT NULL,
-        headers TEXT NOT NULL,
-        body BLOB NOT NULL,
-        status TEXT NOT NULL DEFAULT 'received'
-            CHECK (status IN ({_quoted(_V1_DELIVERY_STATUSES)})),
-        error TEXT,
-        attempts INTEGER NOT NULL DEFAULT 1,
-        outcome_id INTEGER REFERENCES outcomes (id),
-        signal_error TEXT,
-        updated_at TEXT NOT NULL
-    )""",
-    _DELIVERIES_STATUS_INDEX,
-    f"""
-    CREATE TABLE outcomes (
-        id INTEGER PRIMARY KEY,
-        delivery_id INTEGER NOT NULL REFERENCES deliveries (id),
-        transaction_id TEXT NOT NULL,
-        external_identifier TEXT NOT NULL,
-        flow TEXT NOT NULL,
-        provider TEXT,
-        provider_reference TEXT,
-        provider_status TEXT,
-        payment_status TEXT NOT NULL,
-        state TEXT NOT NULL,
-        -- STATE_RANK[state] when written, so the reconciliation index can order a
-        -- transaction's outcomes by lifecycle; a change to STATE_RANK needs a migration.
-        state_rank INTEGER NOT NULL,
-        amount TEXT NOT NULL,
-        currency TEXT NOT NULL CHECK (length(currency) = 3),
-        amount_minor INTEGER NOT NULL CHECK (amount_minor BETWEEN 0 AND {MAX_AMOUNT_MINOR}),
-        paid_at TEXT NOT NULL,
-        extra TEXT NOT NULL DEFAULT '{{}}',
-        recorded_at TEXT NOT NULL,
-        UNIQUE (transaction_id, payment_status)
-    )""",
-    # Covers everything the reconciliation reads from outcomes, in the order it groups them:
-    # the view scans it without touching the table, and looks up one payment or one
-    # transaction by its prefix.
-    """
-    CREATE INDEX outcomes_reconciliation ON outcomes (
-        external_identifier, transaction_id, state_rank, state, paid_at, currency, amount_minor
-    )""",
-    "CREATE INDEX outcomes_delivery ON outcomes (delivery_id)",
-    """
-    CREATE TABLE rejected_deliveries (
-        id INTEGER PRIMARY KEY,
-        received_at TEXT NOT NULL,
-        remote_addr TEXT,
-        reason TEXT NOT NULL,
-        body BLOB NOT NULL,
-        body_size INTEGER NOT NULL
-    )""",
-    f"""
-    CREATE TABLE returns (
-        id INTEGER PRIMARY KEY,
-        external_identifier TEXT NOT NULL,
-        returned_at TEXT NOT NULL,
-        kind TEXT NOT NULL CHECK (kind IN ({_quoted(ReturnKind)})),
-        result_code TEXT
-    )""",
-    "CREATE INDEX returns_external_identifier ON returns (external_identifier, returned_at)",
-)
-
-
 @_migration("0001_initial_schema")
 def _initial_schema(db: Database) -> None:
     """Every table and index of the first schema (the view: see :func:`create_views`)."""
     for statement in INITIAL_SCHEMA:
         db.execute(statement)
-
-
-_DELIVERIES_V2 = f"""
-    CREATE TABLE deliveries (
-        id INTEGER PRIMARY KEY,
-        dedupe_key TEXT NOT NULL UNIQUE,
-        -- The delivery whose dedupe_key this one arrived under with other bytes; this one is
-        -- then stored under '<dedupe_key>#<body_sha256>'.
-        reused_key_of INTEGER REFERENCES deliveries (id),
-        received_at TEXT NOT NULL,
-        headers TEXT NOT NULL,
-        body BLOB NOT NULL,
-        body_sha256 TEXT NOT NULL CHECK (length(body_sha256) = 64),
-        status TEXT NOT NULL DEFAULT 'received'
-            CHECK (status IN ({_quoted(V2_DELIVERY_STATUSES)})),
-        error TEXT,
-        attempts INTEGER NOT NULL DEFAULT 1,
-        outcome_id INTEGER REFERENCES outcomes (id),
-        signal_error TEXT,
-        updated_at TEXT NOT NULL
-    )"""
-
-# The columns 0001 gave deliveries, copied across by 0002.
-_V1_DELIVERY_COLUMNS = (
-    "id, dedupe_key, received_at, headers, body, status, error, attempts, outcome_id, "
-    "signal_error, updated_at"
-)
-
-
-_SET_ASIDE_V1_DELIVERIES = f"""
-    CREATE TEMP TABLE payhooks_deliveries_v1 AS
-    SELECT {_V1_DELIVERY_COLUMNS} FROM main.deliveries"""  # noqa: S608 - constants only
-_PUT_BACK_V1_DELIVERIES = f"""
-    INSERT INTO main.deliveries ({_V1_DELIVERY_COLUMNS}, body_sha256)
-    SELECT {_V1_DELIVERY_COLUMNS}, payhooks_sha256(body)
-    FROM temp.payhooks_deliveries_v1 ORDER BY id"""  # noqa: S608 - constants only
 
 
 def _sha256_hex(body: bytes | None) -> str | None:
@@ -249,12 +122,12 @@ def _delivery_body_hash(db: Database) -> None:
     conn.execute("PRAGMA defer_foreign_keys = ON")
     try:
         conn.execute("DROP TABLE IF EXISTS temp.payhooks_deliveries_v1")
-        conn.execute(_SET_ASIDE_V1_DELIVERIES)
+        conn.execute(SET_ASIDE_V1_DELIVERIES)
         conn.execute("DROP TABLE main.deliveries")
-        conn.execute(_DELIVERIES_V2)
-        conn.execute(_PUT_BACK_V1_DELIVERIES)
+        conn.execute(DELIVERIES_V2)
+        conn.execute(PUT_BACK_V1_DELIVERIES)
         conn.execute("DROP TABLE temp.payhooks_deliveries_v1")
-        conn.execute(_DELIVERIES_STATUS_INDEX)
+        conn.execute(DELIVERIES_STATUS_INDEX)
     finally:
         if not deferred:
             conn.execute("PRAGMA defer_foreign_keys = OFF")
@@ -278,24 +151,6 @@ def _rollup_tables(db: Database) -> None:
     db.execute(TRANSACTIONS_TABLE_SQL)
     db.execute(IDENTIFIERS_TABLE_SQL)
     db.execute(IDENTIFIERS_INDEX_SQL)
-
-
-#: Migration 0005's statements, as it wrote them (0007 moved the rows onto ``outcomes`` and
-#: dropped the table); PostgreSQL's 0005 runs them in its own spelling.
-OWED_SIGNALS_V5 = (
-    """
-    CREATE TABLE owed_signals (
-        id INTEGER PRIMARY KEY,
-        outcome_id INTEGER NOT NULL REFERENCES outcomes(id),
-        delivery_id INTEGER NOT NULL REFERENCES deliveries(id),
-        signal TEXT NOT NULL,
-        reconciliation TEXT NOT NULL,
-        owed_at TEXT NOT NULL,
-        sent_at TEXT,
-        UNIQUE (outcome_id, signal)
-    )""",
-    "CREATE INDEX owed_signals_unsent ON owed_signals (delivery_id) WHERE sent_at IS NULL",
-)
 
 
 @_migration("0005_owed_signals")
@@ -322,23 +177,6 @@ def _service_transactions(db: Database) -> None:
     db.execute("ALTER TABLE payments ADD COLUMN creation_failed_at TEXT")
 
 
-# The owed signals of each outcome as 0007 stores them: its names in the order they were owed,
-# the state of the first, and sent only when every one was (a partly sent outcome stays owed:
-# sending again is allowed, losing one is not). The names are JSON text as
-# payhooks.storage.owed_signals writes them; SQLite 3.40 has no ORDER BY inside an aggregate,
-# so the rows are ordered before they are grouped, and min(id) gives the bare column its row.
-_MOVE_OWED_SIGNALS = """
-    UPDATE outcomes SET signals = moved.signals, signals_reconciliation = moved.reconciliation,
-        signals_sent_at = moved.sent_at
-    FROM (
-        SELECT outcome_id, min(id), reconciliation, json_group_array(signal) AS signals,
-            CASE WHEN count(*) = count(sent_at) THEN max(sent_at) END AS sent_at
-        FROM (SELECT * FROM owed_signals ORDER BY outcome_id, id)
-        GROUP BY outcome_id
-    ) AS moved
-    WHERE outcomes.id = moved.outcome_id"""
-
-
 @_migration("0007_signals_on_outcomes")
 def _signals_on_outcomes(db: Database) -> None:
     """The owed signals move onto their outcome's row (:mod:`payhooks.storage.owed_signals`):
@@ -354,10 +192,10 @@ def _signals_on_outcomes(db: Database) -> None:
     db.execute("DROP TRIGGER IF EXISTS outcomes_rollup_update")
     for column in SIGNALS_COLUMNS:
         db.execute(f"ALTER TABLE outcomes ADD COLUMN {column} TEXT")
-    db.execute(_MOVE_OWED_SIGNALS)
+    db.execute(MOVE_OWED_SIGNALS)
     db.execute("DROP TABLE owed_signals")
     db.execute("DROP INDEX IF EXISTS outcomes_delivery")
-    db.execute(OWED_INDEX_SQL)
+    db.execute(OWED_SIGNALS_V7_INDEX)
 
 
 @_migration("0008_rollups_by_transaction_key")
@@ -365,6 +203,24 @@ def _rollups_by_transaction_key(db: Database) -> None:
     """``outcomes_reconciliation`` goes (issue 17: 1.4 WAL pages a delivery); the rollups' triggers
     find a transaction's outcomes by its unique key, and a refill of the rollups sorts them."""
     db.execute("DROP INDEX IF EXISTS outcomes_reconciliation")
+
+
+@_migration("0009_signals_on_deliveries")
+def _signals_on_deliveries(db: Database) -> None:
+    """The owed signals move from each outcome to the delivery that recorded it
+    (:mod:`payhooks.storage.owed_signals`), and ``deliveries_status`` leaves out ``processed``:
+    the receiver then writes each row of a delivery once (issue 17)."""
+    for column in SIGNALS_COLUMNS:
+        db.execute(f"ALTER TABLE deliveries ADD COLUMN {column} TEXT")
+    refuse_unmovable_owed_signals(db.execute(UNMOVABLE_OWED_SIGNALS).fetchone()[0])
+    db.execute(MOVE_SIGNALS_TO_DELIVERIES)
+    db.execute("DROP VIEW IF EXISTS owed_signals")  # it reads the columns dropped below
+    db.execute("DROP INDEX IF EXISTS outcomes_signals_owed")
+    for column in SIGNALS_COLUMNS:
+        db.execute(f"ALTER TABLE outcomes DROP COLUMN {column}")
+    db.execute("DROP INDEX IF EXISTS deliveries_status")
+    for statement in V9_INDEXES:
+        db.execute(statement)
 
 
 #: The schema version this code writes: the number of migrations it knows.

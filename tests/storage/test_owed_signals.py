@@ -1,6 +1,7 @@
-"""The owed signals, kept on their outcome's row since migration 0007: owing, listing and
-marking them through the ledger, the ``owed_signals`` view, the partial index of what is still
-owed, and the move of an older file's ``owed_signals`` table onto its outcomes."""
+"""The owed signals, kept on the row of the delivery that recorded the outcome since migration
+0009: owing, listing and marking them through the ledger, the ``owed_signals`` view, the partial
+index of what is still owed, and the move of an older file's signals (a table of their own
+before 0007, on the outcomes from 0007) onto the deliveries."""
 
 from __future__ import annotations
 
@@ -73,7 +74,11 @@ def test_the_view_has_a_row_per_owed_signal_sent_or_not(ledger: Ledger) -> None:
     ]
     (recorded_at, sent_at) = (
         tables(ledger)
-        .execute("SELECT recorded_at, signals_sent_at FROM outcomes WHERE id = ?", (outcome_id,))
+        .execute(
+            "SELECT o.recorded_at, d.signals_sent_at FROM outcomes AS o "
+            "JOIN deliveries AS d ON d.id = o.delivery_id WHERE o.id = ?",
+            (outcome_id,),
+        )
         .fetchone()
     )
     assert sent_at is not None
@@ -85,13 +90,14 @@ def test_owing_again_keeps_the_first_and_owing_none_stores_nothing(ledger: Ledge
     ledger.owe_signals(
         outcome_id, delivery_id=delivery_id, signals=["payment-failed"], reconciliation="failed"
     )
-    nothing, nothing_delivery = _owe(ledger, [], transaction_id="ll-2")
+    _, nothing_delivery = _owe(ledger, [], transaction_id="ll-2")
 
     assert [(row.signal, row.reconciliation) for row in ledger.owed_signals()] == [
         ("notification-received", "paid")
     ]
     stored = tables(ledger).execute(
-        "SELECT signals FROM outcomes WHERE id IN (?, ?) ORDER BY id", (outcome_id, nothing)
+        "SELECT signals FROM deliveries WHERE id IN (?, ?) ORDER BY id",
+        (delivery_id, nothing_delivery),
     )
     assert stored.fetchall() == [('["notification-received"]',), (None,)]
     assert ledger.owed_signals(nothing_delivery) == []
@@ -112,17 +118,21 @@ def test_signals_owed_for_an_outcome_the_delivery_did_not_record_are_refused(
         )
 
 
-def test_the_rollups_follow_every_column_of_outcomes_but_the_signals(ledger: Ledger) -> None:
+def test_the_rollups_follow_every_column_of_outcomes_and_the_signals_are_on_deliveries(
+    ledger: Ledger,
+) -> None:
     """An outcome column missing from the rollup trigger would leave the rollups stale when
-    it changes; the signals' columns in it would recompute them at every mark."""
-    if ledger.engine == "sqlite":
-        sql = "SELECT name FROM pragma_table_info('outcomes')"
-    else:
-        sql = "SELECT column_name FROM information_schema.columns WHERE table_name = 'outcomes'"
-    columns = {name for (name,) in tables(ledger).execute(sql).fetchall()}
+    it changes; the signals live on the delivery, so marking them never touches an outcome."""
 
-    assert columns == {*OUTCOME_COLUMNS, *COLUMNS}
-    assert not set(OUTCOME_COLUMNS) & set(COLUMNS)
+    def columns(table: str) -> set[str]:
+        if ledger.engine == "sqlite":
+            sql = "SELECT name FROM pragma_table_info(?)"
+        else:
+            sql = "SELECT column_name FROM information_schema.columns WHERE table_name = ?"
+        return {name for (name,) in tables(ledger).execute(sql, (table,)).fetchall()}
+
+    assert columns("outcomes") == set(OUTCOME_COLUMNS)
+    assert set(COLUMNS) <= columns("deliveries")
 
 
 @pytest.mark.sqlite_only  # counts SQLite's changes, triggers' included
@@ -134,25 +144,35 @@ def test_owing_and_marking_sent_leave_the_rollups_alone(ledger: Ledger) -> None:
     ledger.owe_signals(recorded.outcome_id, delivery_id=1, signals=SUCCEEDED, reconciliation="paid")
     ledger.mark_signals_sent(recorded.outcome_id)
 
-    assert conn.total_changes - before == 2  # the outcome's row, twice; no rollup row
+    assert conn.total_changes - before == 2  # the delivery's row, twice; no rollup row
 
 
 @pytest.mark.sqlite_only  # SQLite's query plan
 def test_what_is_still_owed_is_found_through_the_partial_index(ledger: Ledger) -> None:
-    from payhooks.storage.owed_signals import _UNSENT
+    from payhooks.storage.owed_signals import _MARK_SENT, _UNSENT
 
     conn = ledger.database.conn
-    for sql, params in ((f"{_UNSENT} AND delivery_id = ? ORDER BY id", (1,)),):
+    for sql, params in (
+        (f"{_UNSENT} ORDER BY d.outcome_id", ()),
+        (_MARK_SENT, ("2026-11-21T12:00:00+00:00", 1)),
+    ):
         plan = " ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", params))
-        assert "USING INDEX outcomes_signals_owed" in plan, plan
-    # The index holds the outcomes still owed and nothing else.
+        assert "USING INDEX deliveries_signals_owed" in plan, plan
+        assert "TEMP B-TREE" not in plan, plan
+    # One delivery's are read by its primary key.
+    plan = " ".join(
+        row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {_UNSENT} AND d.id = ?", (1,))
+    )
+    assert "USING INTEGER PRIMARY KEY" in plan, plan
+    # The index holds the deliveries still owing and nothing else.
     (index_sql,) = conn.execute(
-        "SELECT sql FROM sqlite_schema WHERE name = 'outcomes_signals_owed'"
+        "SELECT sql FROM sqlite_schema WHERE name = 'deliveries_signals_owed'"
     ).fetchone()
     assert index_sql.endswith("WHERE signals IS NOT NULL AND signals_sent_at IS NULL")
 
 
-# -- the move from the owed_signals table (migration 0007), from every earlier version ----------
+# -- the moves: from the owed_signals table onto the outcomes (0007), then onto the deliveries
+# (0009), from every earlier version -----------------------------------------------------------
 
 T0 = "2026-11-21T12:00:00+00:00"
 #: (id, outcome_id, delivery_id, signal, reconciliation, owed_at, sent_at) as 0005's table held
@@ -166,10 +186,20 @@ OLD_OWED = [
     (5, 9, 3, "payment-failed", "failed", T0, None),
 ]
 
+#: (outcome_id, signals, signals_reconciliation, signals_sent_at) as 0007 moves OLD_OWED.
+MOVED = [
+    (7, '["notification-received","payment-succeeded"]', "paid", None),
+    (8, '["notification-received"]', "unexpected", "2026-11-21T12:00:01+00:00"),
+    (9, '["notification-received","payment-failed"]', "failed", None),
+    (10, None, None, None),
+]
+_ON_OUTCOMES = _MIGRATION_NAMES.index("0007_signals_on_outcomes") + 1
+
 
 def old_file(path: Path, version: int) -> None:
     """A ledger file at schema ``version``, with four outcomes of four deliveries and, from
-    version 5 on, the owed signals of :data:`OLD_OWED`."""
+    version 5 on, the owed signals of :data:`OLD_OWED` (in 0005's table, or from 0007 on the
+    outcomes as 0007 moved them)."""
     db = Database(path)
     configure(db, busy_timeout_ms=5000)
     MIGRATIONS.apply(db, stop_before=_MIGRATION_NAMES[version])
@@ -190,17 +220,25 @@ def old_file(path: Path, version: int) -> None:
             "2500, ?, ?)",
             (n + 6, n, f"ll-{n}", f"order-{n}", T0, T0),
         )
-    if version >= 5:
+        conn.execute("UPDATE deliveries SET outcome_id = ? WHERE id = ?", (n + 6, n))
+    if version >= _ON_OUTCOMES:
+        conn.executemany(
+            "UPDATE outcomes SET signals = ?, signals_reconciliation = ?, signals_sent_at = ? "
+            "WHERE id = ?",
+            [(signals, state, sent_at, outcome) for outcome, signals, state, sent_at in MOVED],
+        )
+    elif version >= 5:
         conn.executemany("INSERT INTO owed_signals VALUES (?, ?, ?, ?, ?, ?, ?)", OLD_OWED)
     conn.commit()
     db.close()
 
 
-# The versions before 0007, which kept the owed signals in a table of their own.
+# Every version before 0009: before 0007 the owed signals were a table of their own, from 0007
+# on the outcomes.
 @pytest.mark.parametrize(
-    "version", range(1, _MIGRATION_NAMES.index("0007_signals_on_outcomes") + 1)
+    "version", range(1, _MIGRATION_NAMES.index("0009_signals_on_deliveries") + 1)
 )
-def test_every_earlier_sqlite_version_moves_its_owed_signals_onto_their_outcomes(
+def test_every_earlier_sqlite_version_moves_its_owed_signals_onto_their_deliveries(
     tmp_path: Path, version: int
 ) -> None:
     path = tmp_path / f"v{version}.db"
@@ -213,23 +251,23 @@ def test_every_earlier_sqlite_version_moves_its_owed_signals_onto_their_outcomes
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         kinds = dict(conn.execute("SELECT name, type FROM sqlite_schema"))
         assert kinds["owed_signals"] == "view"
-        assert kinds["outcomes_signals_owed"] == "index"
+        assert kinds["deliveries_signals_owed"] == "index"
+        assert "outcomes_signals_owed" not in kinds  # 0009 dropped it
         assert "owed_signals_unsent" not in kinds
         assert "outcomes_delivery" not in kinds  # 0007 dropped it: see migrations 0007
         assert "outcomes_reconciliation" not in kinds  # 0008 dropped it
         stored = conn.execute(
-            "SELECT id, signals, signals_reconciliation, signals_sent_at FROM outcomes ORDER BY id"
+            "SELECT outcome_id, signals, signals_reconciliation, signals_sent_at "
+            "FROM deliveries ORDER BY id"
         ).fetchall()
+        assert {row[1] for row in conn.execute("PRAGMA table_info('outcomes')")} == set(
+            OUTCOME_COLUMNS
+        )
         if version < 5:  # no owed signals before 0005
             assert stored == [(n, None, None, None) for n in range(7, 11)]
             assert ledger.owed_signals() == []
             return
-        assert stored == [
-            (7, '["notification-received","payment-succeeded"]', "paid", None),
-            (8, '["notification-received"]', "unexpected", "2026-11-21T12:00:01+00:00"),
-            (9, '["notification-received","payment-failed"]', "failed", None),
-            (10, None, None, None),
-        ]
+        assert stored == MOVED
         assert [(row.outcome_id, row.signal) for row in ledger.owed_signals()] == [
             (7, "notification-received"),
             (7, "payment-succeeded"),
@@ -271,13 +309,14 @@ def test_the_old_table_is_dropped_only_with_its_rows_moved(tmp_path: Path) -> No
 
 
 @pytest.mark.sqlite_only  # SQLite's query plans
-def test_only_the_owed_signals_index_looks_outcomes_up_by_delivery(
+def test_no_index_looks_outcomes_up_by_delivery(
     ledger: Ledger,
 ) -> None:
-    """Why 0007 dropped ``outcomes_delivery``: the owed signals' lookup has its own index, and
-    the foreign key from outcomes to deliveries is checked on the parent's primary key when an
-    outcome is written (deliveries are never deleted, the one case that would look outcomes up
-    by delivery). A new query by delivery needs an index of its own: this fails to say so."""
+    """Why 0007 dropped ``outcomes_delivery`` (and 0009 ``outcomes_signals_owed``): the owed
+    signals are read from the deliveries, and the foreign key from outcomes to deliveries is
+    checked on the parent's primary key when an outcome is written (deliveries are never
+    deleted, the one case that would look outcomes up by delivery). A new query by delivery
+    needs an index of its own: this fails to say so."""
     record(ledger, make_outcome())
     conn = ledger.database.conn
     indexes = [row[1] for row in conn.execute("PRAGMA index_list('outcomes')")]
@@ -286,4 +325,41 @@ def test_only_the_owed_signals_index_looks_outcomes_up_by_delivery(
         for index in indexes
         if ("delivery_id",) in conn.execute("SELECT name FROM pragma_index_info(?)", (index,))
     }
-    assert by_delivery == {"outcomes_signals_owed"}
+    assert by_delivery == set()
+
+
+def test_a_delivery_holding_one_outcomes_signals_is_never_pointed_at_another(
+    ledger: Ledger,
+) -> None:
+    """A delivery can hold one outcome's signals: recording another outcome on it (only a
+    parser that reads its body otherwise could) is refused, and the signals stay owed."""
+    outcome_id, delivery_id = _owe(ledger, SUCCEEDED)
+
+    with pytest.raises(StorageError, match="recorded another outcome"):
+        ledger.record_outcome(make_outcome(transaction_id="ll-2"), delivery_id=delivery_id)
+
+    assert [row.outcome_id for row in ledger.owed_signals(delivery_id)] == [outcome_id] * 2
+    stored = ledger.delivery(delivery_id)
+    assert stored is not None
+    assert stored.outcome_id == outcome_id
+
+
+def test_migration_0009_refuses_to_drop_signals_it_cannot_move(tmp_path: Path) -> None:
+    """Outcome 7 owes signals, but its delivery points at outcome 8: moving them to the
+    delivery would lose them, so the migration fails and the file stays at version 8."""
+    path = tmp_path / "v8.db"
+    old_file(path, _MIGRATION_NAMES.index("0009_signals_on_deliveries"))
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE deliveries SET outcome_id = 8 WHERE id = 1")
+    conn.commit()
+    conn.close()
+
+    with pytest.raises(StorageError, match="cannot move"):
+        Ledger(path)
+
+    conn = sqlite3.connect(path)
+    try:
+        owed = conn.execute("SELECT signals FROM outcomes WHERE id = 7").fetchone()
+        assert owed == ('["notification-received","payment-succeeded"]',)
+    finally:
+        conn.close()

@@ -108,11 +108,12 @@ def test_every_earlier_version_migrates_and_keeps_its_rows(empty_url: str, versi
         assert recorded.reconciliation is ReconciliationState.PAID
 
 
-@pytest.mark.parametrize("version", [5, 6])
-def test_owed_signals_move_onto_their_outcomes(empty_url: str, version: int) -> None:
-    """Migration 0007 on PostgreSQL, from each version with the owed_signals table: the same
-    rows as on SQLite (tests/storage/test_owed_signals.py), the same JSON text."""
-    from tests.storage.test_owed_signals import OLD_OWED, T0
+@pytest.mark.parametrize("version", [5, 6, 7, 8])
+def test_owed_signals_move_onto_their_deliveries(empty_url: str, version: int) -> None:
+    """Migrations 0007 and 0009 on PostgreSQL, from each version with owed signals (in the
+    owed_signals table before 0007, on the outcomes from 0007): the same rows as on SQLite
+    (tests/storage/test_owed_signals.py), the same JSON text."""
+    from tests.storage.test_owed_signals import _ON_OUTCOMES, MOVED, OLD_OWED, T0
 
     with psycopg.connect(empty_url, autocommit=True) as conn:
         migrate_to(conn, now=T0, target=version)
@@ -130,23 +131,27 @@ def test_owed_signals_move_onto_their_outcomes(empty_url: str, version: int) -> 
                 "'25.00', 'CNY', 2500, %s, %s)",
                 (n + 6, n, f"ll-{n}", f"order-{n}", T0, T0),
             )
-        conn.cursor().executemany(
-            "INSERT INTO owed_signals VALUES (%s, %s, %s, %s, %s, %s, %s)", OLD_OWED
-        )
+            conn.execute("UPDATE deliveries SET outcome_id = %s WHERE id = %s", (n + 6, n))
+        if version >= _ON_OUTCOMES:
+            conn.cursor().executemany(
+                "UPDATE outcomes SET signals = %s, signals_reconciliation = %s, "
+                "signals_sent_at = %s WHERE id = %s",
+                [(signals, state, sent, outcome) for outcome, signals, state, sent in MOVED],
+            )
+        else:
+            conn.cursor().executemany(
+                "INSERT INTO owed_signals VALUES (%s, %s, %s, %s, %s, %s, %s)", OLD_OWED
+            )
 
     assert migrate(empty_url) == (version, SCHEMA_VERSION)
 
     with Ledger(empty_url) as ledger:
         sql = tables(ledger)
         stored = sql.execute(
-            "SELECT id, signals, signals_reconciliation, signals_sent_at FROM outcomes ORDER BY id"
+            "SELECT outcome_id, signals, signals_reconciliation, signals_sent_at "
+            "FROM deliveries ORDER BY id"
         ).fetchall()
-        assert stored == [
-            (7, '["notification-received","payment-succeeded"]', "paid", None),
-            (8, '["notification-received"]', "unexpected", "2026-11-21T12:00:01+00:00"),
-            (9, '["notification-received","payment-failed"]', "failed", None),
-            (10, None, None, None),
-        ]
+        assert stored == MOVED
         view = sql.execute(
             "SELECT outcome_id, delivery_id, signal, position, reconciliation FROM owed_signals "
             "ORDER BY outcome_id, position"
@@ -167,7 +172,7 @@ def test_owed_signals_move_onto_their_outcomes(empty_url: str, version: int) -> 
                 "SELECT indexname FROM pg_indexes WHERE tablename = 'outcomes'"
             ).fetchall()
         }
-        assert "outcomes_signals_owed" in indexes
+        assert "outcomes_signals_owed" not in indexes  # 0009 moved the signals
         assert "outcomes_delivery" not in indexes
         assert "outcomes_reconciliation" not in indexes  # 0008 dropped it
         (kind,) = sql.execute(
@@ -176,6 +181,22 @@ def test_owed_signals_move_onto_their_outcomes(empty_url: str, version: int) -> 
         assert kind == "VIEW"
         assert ledger.mark_signals_sent(9) == 2
         assert ledger.owed_signals() == ledger.owed_signals(1)
+        deliveries_indexes = dict(
+            sql.execute(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'deliveries'"
+            ).fetchall()
+        )
+        assert deliveries_indexes["deliveries_signals_owed"].endswith(
+            "WHERE ((signals IS NOT NULL) AND (signals_sent_at IS NULL))"
+        )
+        assert deliveries_indexes["deliveries_status"].endswith(
+            "WHERE (status <> 'processed'::text)"
+        )
+        (deferred,) = sql.execute(
+            "SELECT condeferrable AND condeferred FROM pg_constraint "
+            "WHERE conname = 'outcomes_delivery_id_fkey'"
+        ).fetchone()
+        assert deferred
 
 
 def test_several_hosts_migrating_at_once_take_turns(empty_url: str) -> None:

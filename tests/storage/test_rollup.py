@@ -140,15 +140,18 @@ def version_3_file(path: Path) -> None:
     for name in TRIGGERS:
         db.execute(f"DROP TRIGGER {name}")
     for statement in (
+        # migration 0009: the owed signals' columns on deliveries, the full status index
+        "DROP VIEW owed_signals",
+        "DROP INDEX deliveries_signals_owed",
+        "ALTER TABLE deliveries DROP COLUMN signals",
+        "ALTER TABLE deliveries DROP COLUMN signals_reconciliation",
+        "ALTER TABLE deliveries DROP COLUMN signals_sent_at",
+        "DROP INDEX deliveries_status",
+        "CREATE INDEX deliveries_status ON deliveries (status, id)",
         # migration 0008: the reconciliation's index on outcomes, as 0001 made it
         "CREATE INDEX outcomes_reconciliation ON outcomes (external_identifier, "
         "transaction_id, state_rank, state, paid_at, currency, amount_minor)",
-        # migration 0007: the owed signals' columns on outcomes, back to 0003's outcomes
-        "DROP VIEW owed_signals",
-        "DROP INDEX outcomes_signals_owed",
-        "ALTER TABLE outcomes DROP COLUMN signals",
-        "ALTER TABLE outcomes DROP COLUMN signals_reconciliation",
-        "ALTER TABLE outcomes DROP COLUMN signals_sent_at",
+        # migration 0007: 0003's outcomes had an index by delivery
         "CREATE INDEX IF NOT EXISTS outcomes_delivery ON outcomes (delivery_id)",
         # migration 0006, after the rollups (the views that read its columns first)
         "DROP VIEW sync_drift",

@@ -59,6 +59,7 @@ def test_applied_migrations_are_recorded_by_name(tmp_path: Path) -> None:
             "0006_service_transactions",
             "0007_signals_on_outcomes",
             "0008_rollups_by_transaction_key",
+            "0009_signals_on_deliveries",
         ]
         assert MIGRATIONS.pending(ledger.database) == []
 
@@ -266,3 +267,26 @@ def test_a_file_with_an_older_view_gets_the_current_rules(tmp_path: Path) -> Non
             "SELECT sql FROM sqlite_schema WHERE name = 'reconciliation'"
         ).fetchone()
         assert sql == RECONCILIATION_VIEW_SQL
+
+
+@pytest.mark.sqlite_only  # SQLite's query plans
+def test_deliveries_by_status_read_the_partial_index_but_for_processed(ledger: Ledger) -> None:
+    """Since 0009 ``deliveries_status`` leaves out ``processed`` (the receiver's usual delivery
+    writes no entry in it); a listing of any other status still reads it, in id order."""
+    from payhooks.storage.deliveries import _SELECT_INDEXED_STATUS
+
+    ledger.record_delivery(dedupe_key="msg_1", body=b"1", headers={})
+    ledger.mark_delivery(1, "processing_error", error="KeyError")
+    conn = ledger.database.conn
+    plan = " ".join(
+        row[3]
+        for row in conn.execute(f"EXPLAIN QUERY PLAN {_SELECT_INDEXED_STATUS}", ("received",))
+    )
+    assert "USING INDEX deliveries_status" in plan, plan
+    assert "TEMP B-TREE" not in plan, plan
+    (index_sql,) = conn.execute(
+        "SELECT sql FROM sqlite_schema WHERE name = 'deliveries_status'"
+    ).fetchone()
+    assert index_sql.endswith("WHERE status <> 'processed'")
+    assert [d.id for d in ledger.deliveries("processing_error")] == [1]
+    assert list(ledger.deliveries("processed")) == []
