@@ -20,6 +20,7 @@ __all__ = [
     "MARKABLE_STATUSES",
     "SYNCHRONOUS_MODES",
     "check_amount",
+    "check_delivery",
     "check_options",
     "enum_member",
     "markable_status",
@@ -63,6 +64,20 @@ def markable_status(status: str) -> DeliveryStatus:
     if marked not in MARKABLE_STATUSES:
         raise ValueError(f"status must be one of {sorted(MARKABLE_STATUSES)}, not {marked.value!r}")
     return marked
+
+
+def check_delivery(dedupe_key: object, body: object) -> None:
+    """Refuse a delivery the ledger cannot store under its key: an empty key, one with NUL or
+    with a lone surrogate (no database can store it as text), a body that is not bytes."""
+    if (
+        not isinstance(dedupe_key, str)
+        or not dedupe_key
+        or "\x00" in dedupe_key
+        or (not dedupe_key.isascii() and any("\ud800" <= char <= "\udfff" for char in dedupe_key))
+    ):
+        raise ValueError("dedupe_key must be a non-empty string without NUL or lone surrogates")
+    if not isinstance(body, bytes | bytearray | memoryview):
+        raise ValueError("body must be bytes")
 
 
 def check_amount(value: object, argument: str) -> int:

@@ -28,6 +28,7 @@ import payhooks.storage.returns as returns
 from payhooks.storage.checks import (
     SYNCHRONOUS_MODES,
     check_amount,
+    check_delivery,
     check_options,
     enum_member,
     markable_status,
@@ -35,6 +36,7 @@ from payhooks.storage.checks import (
 )
 from payhooks.storage.engines import Engine, open_engine
 from payhooks.storage.errors import ConflictError, UnknownDeliveryError
+from payhooks.storage.ledger_arrivals import ArrivalRecords
 from payhooks.storage.ledger_sync import SyncRecords
 from payhooks.storage.limits import DEFAULT_MAX_REJECTED, DEFAULT_MAX_RETURNS
 from payhooks.storage.records import Outcome, ReconciliationState
@@ -54,9 +56,10 @@ from payhooks.storage.times import Clock, system_clock, to_text
 __all__ = ["DEFAULT_MAX_REJECTED", "DEFAULT_MAX_RETURNS", "SYNCHRONOUS_MODES", "Ledger"]
 
 
-class Ledger(SyncRecords):
+class Ledger(ArrivalRecords, SyncRecords):
     """The ledger (docs/reconciliation.md, docs/deployment.md), on SQLite or PostgreSQL; the
-    service's side (creation failures, the sync's records) is in :class:`SyncRecords`.
+    service's side (creation failures, the sync's records) is in :class:`SyncRecords`, the
+    receiver's one write of a new delivery in :class:`ArrivalRecords`.
 
     :param path_or_database: a file path (opened and owned: :meth:`close` closes it), or a
         ``sqlite_utils.Database`` the caller owns and closes (when it is already inside a
@@ -241,10 +244,7 @@ class Ledger(SyncRecords):
         :raises StorageError: even the derived key is taken by other bytes (only a sender
             that chooses such ids can cause it); nothing is stored.
         """
-        if not isinstance(dedupe_key, str) or not dedupe_key or "\x00" in dedupe_key:
-            raise ValueError("dedupe_key must be a non-empty string without NUL")
-        if not isinstance(body, bytes | bytearray | memoryview):
-            raise ValueError("body must be bytes")
+        check_delivery(dedupe_key, body)
         now = self._clock()
         arrived = now if received_at is None else received_at
         raw, digest, stored_headers, row = deliveries.to_values(body, headers, arrived, now)
@@ -365,8 +365,8 @@ class Ledger(SyncRecords):
         signals: Iterable[str],
         reconciliation: ReconciliationState | str,
     ) -> None:
-        """Record the signals a new outcome owes on its row, in the transaction recording it
-        (:mod:`payhooks.storage.owed_signals`); a StorageError if ``delivery_id`` did not."""
+        """Record the signals a new outcome owes on the row of the delivery that recorded it, in
+        that transaction (:mod:`payhooks.storage.owed_signals`); a StorageError if it did not."""
         state = enum_member(ReconciliationState, reconciliation, "reconciliation").value
         with self._write() as conn:
             owed_signals.owe(conn, outcome_id, delivery_id, signals, state)

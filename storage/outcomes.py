@@ -23,7 +23,7 @@ from payhooks.storage.rows import DeliveryStatus
 from payhooks.storage.sql import Connection
 from payhooks.storage.times import to_text
 
-__all__ = ["COMPARED_FIELDS", "conflict", "identifier", "record", "to_values"]
+__all__ = ["COMPARED_FIELDS", "conflict", "identifier", "record", "settle", "to_values"]
 
 _INSERT = """
     INSERT INTO outcomes (delivery_id, transaction_id, external_identifier, flow, provider,
@@ -117,6 +117,36 @@ def _insert(conn: Connection, values: tuple[Any, ...]) -> int | None:
     return None if inserted is None else int(inserted[0])
 
 
+def settle(
+    conn: Connection, outcome: Outcome, values: tuple[Any, ...]
+) -> tuple[int, bool, DeliveryStatus, str | None, str]:
+    """Insert ``outcome`` (``values`` from :func:`to_values`) unless its transaction and status
+    are stored, and compare it with the one stored when they are; the delivery is not touched.
+
+    :returns: the id of the outcome that stands, whether it is the one just inserted, the
+        status and error its delivery gets, and the ``external_identifier`` of the payment that
+        outcome names.
+    :raises UnknownDeliveryError: the foreign key refused a delivery that is not stored (when
+        the engine checks it at once).
+    """
+    delivery_id: int = values[0]
+    outcome_id = _insert(conn, values)
+    if outcome_id is not None:
+        return outcome_id, True, DeliveryStatus.PROCESSED, None, outcome.external_identifier
+    # The stored outcome stands, and so does the payment it names: a later delivery of the same
+    # transaction and status under another external_identifier must not look up a payment that
+    # has no outcome.
+    outcome_id, first_delivery, *stored_values = conn.execute(
+        _SELECT_STORED, (outcome.transaction_id, outcome.payment_status)
+    ).fetchone()
+    stored = dict(zip(COMPARED_FIELDS, stored_values, strict=True))
+    status, error = DeliveryStatus.PROCESSED, None
+    if first_delivery != delivery_id:
+        error = conflict(outcome, first_delivery, stored)
+        status = DeliveryStatus.DUPLICATE if error is None else DeliveryStatus.CONFLICTING_OUTCOME
+    return outcome_id, False, status, error, stored["external_identifier"]
+
+
 def record(
     conn: Connection, outcome: Outcome, values: tuple[Any, ...], now: str
 ) -> tuple[int, bool, DeliveryStatus, ReconciliationState | None]:
@@ -130,28 +160,9 @@ def record(
         undone).
     """
     delivery_id: int = values[0]
-    # An unknown delivery_id: the foreign key refuses a new outcome, and the update below
-    # finds no delivery to mark; either way the write is undone.
-    outcome_id = _insert(conn, values)
-    status, error = DeliveryStatus.PROCESSED, None
-    if outcome_id is not None:
-        is_new = True
-        external_identifier = outcome.external_identifier
-    else:
-        # The stored outcome stands, and so does the payment it names: a later delivery of
-        # the same transaction and status under another external_identifier must not look up
-        # a payment that has no outcome.
-        outcome_id, first_delivery, *stored_values = conn.execute(
-            _SELECT_STORED, (outcome.transaction_id, outcome.payment_status)
-        ).fetchone()
-        is_new = False
-        stored = dict(zip(COMPARED_FIELDS, stored_values, strict=True))
-        external_identifier = stored["external_identifier"]
-        if first_delivery != delivery_id:
-            error = conflict(outcome, first_delivery, stored)
-            status = (
-                DeliveryStatus.DUPLICATE if error is None else DeliveryStatus.CONFLICTING_OUTCOME
-            )
+    # An unknown delivery_id: the foreign key refuses a new outcome (or, deferred, fails the
+    # commit), and the update below finds no delivery to mark; either way the write is undone.
+    outcome_id, is_new, status, error, external_identifier = settle(conn, outcome, values)
     if not mark_recorded(conn, delivery_id, status.value, error, outcome_id, now):
         raise UnknownDeliveryError(delivery_id)
     return outcome_id, is_new, status, state_for(conn, external_identifier)

@@ -10,11 +10,13 @@ sends again. Nothing here goes on after a failed write inside that transaction, 
 join it without savepoints (each one two round trips on PostgreSQL).
 
 ``payhooks reprocess`` runs stored deliveries again through :func:`process_stored_delivery`
-(a status code the map lacked, a bug since fixed). Both paths share the parse and the record
-steps below, so a delivery reprocessed ends exactly as it would have on arrival: the same
-parser and settings, the same ledger calls and idempotency (an outcome already stored stays
-stored once), the same error kept on the delivery, the same signals owed for an outcome seen
-for the first time.
+(a status code the map lacked, a bug since fixed). Both paths share the parse, and end the same
+way, so a delivery reprocessed ends exactly as it would have on arrival: the same parser and
+settings, the same idempotency (an outcome already stored stays stored once), the same error
+kept on the delivery, the same signals owed for an outcome seen for the first time. A new
+delivery is stored by ``Ledger.record_arrival``, each row written once; a stored one (a retry,
+a reprocess) by the general calls (``record_delivery``, ``record_outcome``, ``owe_signals``),
+which ``tests/storage/test_arrivals.py`` holds to the same result.
 
 Signals are owed until sent: a worker that dies after the commit leaves them in the ledger, and
 the service's retry of the same delivery (a :attr:`ProcessedDelivery.redelivery`) sends them.
@@ -35,8 +37,10 @@ from payhooks.receiver.payloads import PayloadError, parse_notification
 from payhooks.receiver.pipeline.signal_dispatch import OnOwed, OwedOutcome, signal_names
 from payhooks.storage import (
     FINISHED_DELIVERY_STATUSES,
+    Arrival,
     Delivery,
     DeliveryStatus,
+    KeyTakenError,
     Ledger,
     Outcome,
     OwedSignal,
@@ -198,30 +202,92 @@ def receive_delivery(
         and the caller should answer so that the sender retries.
     :raises StorageError: not even the delivery alone could be stored; nothing was.
     """
-    zone_header = headers.get("timezone")
-    parsed = _parse(body, zone_header, time_zone, status_map)
+    parsed = _parse(body, headers.get("timezone"), time_zone, status_map)
+
+    def known() -> ProcessedDelivery:
+        return _receive_known(
+            ledger, dedupe_key, body, headers, parsed, time_zone, status_map, key_names_content
+        )
+
     try:
-        with ledger.transaction(savepoints=False):
-            delivery = ledger.record_delivery(
-                dedupe_key=dedupe_key,
-                body=body,
-                headers=headers,
-                key_names_content=key_names_content,
-            )
-            if not delivery.is_new and delivery.status in FINISHED_DELIVERY_STATUSES:
-                result = _redelivery(ledger, delivery, time_zone, status_map)
-            else:
-                stored_zone = delivery.headers.get("timezone")
-                if stored_zone != zone_header or delivery.body != body:
-                    parsed = _parse(delivery.body, stored_zone, time_zone, status_map)
-                result = _record(ledger, delivery.id, parsed)
+        try:
+            with ledger.transaction(savepoints=False):
+                arrival = ledger.record_arrival(
+                    dedupe_key=dedupe_key,
+                    body=body,
+                    headers=headers,
+                    outcome=parsed.outcome,
+                    error=None if parsed.outcome is not None else _error_of(parsed),
+                    signals=signal_names,
+                )
+                if arrival is None:
+                    result = known()
+        except KeyTakenError:  # another copy stored the key meanwhile (PostgreSQL): see it
+            arrival = None
+            with ledger.transaction(savepoints=False):
+                result = known()
     except StorageUnavailableError:
         raise  # a passing condition: the caller answers so that the sender retries
     except Exception as err:
         logger.exception("payhooks: a delivery could not be processed; storing it alone")
         return _store_failed(ledger, dedupe_key, body, headers, err, key_names_content)
+    if arrival is not None:
+        result = _arrived(arrival, parsed)
     _send(result, on_owed)
     return result
+
+
+def _error_of(parsed: _Parsed) -> tuple[DeliveryStatus, str]:
+    """The status and error text kept on a delivery whose body gave no outcome."""
+    if parsed.payload_error is not None:
+        err = parsed.payload_error
+        return DeliveryStatus(err.code), payload_error_text(err)
+    return DeliveryStatus.PROCESSING_ERROR, type(parsed.failure).__name__
+
+
+def _arrived(arrival: Arrival, parsed: _Parsed) -> ProcessedDelivery:
+    """How a new delivery, stored in one write (``Ledger.record_arrival``), ended."""
+    recorded, outcome = arrival.recorded, parsed.outcome
+    if recorded is None or outcome is None:
+        return ProcessedDelivery(
+            arrival.delivery_id, arrival.status, payload_error=parsed.payload_error
+        )
+    owed = None
+    if recorded.is_new:
+        owed = OwedOutcome(
+            outcome,
+            recorded.outcome_id,
+            arrival.delivery_id,
+            recorded.reconciliation,
+            arrival.signals,
+        )
+    return ProcessedDelivery(
+        arrival.delivery_id, arrival.status, recorded.reconciliation, outcome, owed=owed
+    )
+
+
+def _receive_known(
+    ledger: Ledger,
+    dedupe_key: str,
+    body: bytes,
+    headers: Mapping[str, str],
+    parsed: _Parsed,
+    time_zone: tzinfo,
+    status_map: Mapping[str, PaymentState] | None,
+    key_names_content: bool,
+) -> ProcessedDelivery:
+    """A delivery whose key is stored already, in the caller's transaction: a finished one
+    sent again is a redelivery; one not finished (or stored apart under a key derived from
+    other bytes) is finished now, parsed as stored."""
+    delivery = ledger.record_delivery(
+        dedupe_key=dedupe_key, body=body, headers=headers, key_names_content=key_names_content
+    )
+    if not delivery.is_new and delivery.status in FINISHED_DELIVERY_STATUSES:
+        return _redelivery(ledger, delivery, time_zone, status_map)
+    stored_zone = delivery.headers.get("timezone")
+    if stored_zone != headers.get("timezone") or delivery.body != body:
+        parsed = _parse(delivery.body, stored_zone, time_zone, status_map)
+    return _record(ledger, delivery.id, parsed)
 
 
 def _store_failed(
