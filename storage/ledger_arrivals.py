@@ -1,5 +1,5 @@
-"""The ledger's method for the receiver's usual delivery: new, stored with its outcome in one
-write of each row (:mod:`payhooks.storage.arrivals`).
+"""The ledger's method for the receiver's usual delivery: new, stored with its outcome in fewer
+writes than the general calls make (:mod:`payhooks.storage.arrivals`).
 
 A mixin of :class:`payhooks.storage.Ledger` (its one public face), kept in a module of its own
 because it is one concern: the receiver's hot path, which :meth:`record_arrival` makes in fewer
@@ -35,7 +35,7 @@ def _no_signals(outcome: Outcome, state: object) -> tuple[str, ...]:
 
 
 class ArrivalRecords:
-    """The receiver's one write of a new delivery; mixed into :class:`~payhooks.storage.Ledger`."""
+    """The receiver's write of a new delivery; mixed into :class:`~payhooks.storage.Ledger`."""
 
     _engine: SQLiteEngine | PostgresEngine
     _clock: Clock
@@ -55,8 +55,9 @@ class ArrivalRecords:
         it recorded (or found stored: ``duplicate``, ``conflicting_outcome``, as
         :meth:`~payhooks.storage.Ledger.record_outcome` decides), the payment reconciled, and
         the signals ``signals`` decides a new outcome owes; or with its ``error``, for a body
-        that is not a notification. One insert of each row, committed at once or with the
-        ledger's :meth:`~payhooks.storage.Ledger.transaction`.
+        that is not a notification. On PostgreSQL one insert of each row; on SQLite the delivery
+        is inserted first and finished by one update. Committed at once or with the ledger's
+        :meth:`~payhooks.storage.Ledger.transaction`.
 
         :param error: the status (``malformed_json``, ``invalid_payload``,
             ``processing_error``) and the text kept with it; only without an ``outcome``.
