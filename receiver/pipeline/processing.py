@@ -14,9 +14,10 @@ join it without savepoints (each one two round trips on PostgreSQL).
 way, so a delivery reprocessed ends exactly as it would have on arrival: the same parser and
 settings, the same idempotency (an outcome already stored stays stored once), the same error
 kept on the delivery, the same signals owed for an outcome seen for the first time. A new
-delivery is stored by ``Ledger.record_arrival``, each row written once; a stored one (a retry,
-a reprocess) by the general calls (``record_delivery``, ``record_outcome``, ``owe_signals``),
-which ``tests/storage/test_arrivals.py`` holds to the same result.
+delivery is stored by ``Ledger.record_arrival`` in fewer writes (on PostgreSQL each row once);
+a stored one (a retry, a reprocess) by the general calls (``record_delivery``,
+``record_outcome``, ``owe_signals``), which ``tests/storage/test_arrivals.py`` holds to the same
+result.
 
 Signals are owed until sent: a worker that dies after the commit leaves them in the ledger, and
 the service's retry of the same delivery (a :attr:`ProcessedDelivery.redelivery`) sends them.
@@ -46,6 +47,7 @@ from payhooks.storage import (
     OwedSignal,
     PaymentState,
     ReconciliationState,
+    RecordedOutcome,
     StorageError,
     StorageUnavailableError,
 )
@@ -132,17 +134,12 @@ def _record(ledger: Ledger, delivery_id: int, parsed: _Parsed) -> ProcessedDeliv
     """Record what ``parsed`` says on the stored delivery, and the signals a new outcome owes
     (in the caller's transaction, so that both commit or neither)."""
     if parsed.outcome is None:
-        if parsed.payload_error is not None:
-            err = parsed.payload_error
-            ledger.mark_delivery(delivery_id, err.code, error=payload_error_text(err))
-            return ProcessedDelivery(delivery_id, DeliveryStatus(err.code), payload_error=err)
-        ledger.mark_delivery(
-            delivery_id, DeliveryStatus.PROCESSING_ERROR, error=type(parsed.failure).__name__
-        )
-        return ProcessedDelivery(delivery_id, DeliveryStatus.PROCESSING_ERROR)
+        status, error = _error_of(parsed)
+        ledger.mark_delivery(delivery_id, status, error=error)
+        return ProcessedDelivery(delivery_id, status, payload_error=parsed.payload_error)
     outcome = parsed.outcome
     recorded = ledger.record_outcome(outcome, delivery_id=delivery_id)
-    owed = None
+    names: tuple[str, ...] = ()
     if recorded.is_new:
         names = signal_names(outcome, recorded.reconciliation)
         ledger.owe_signals(
@@ -151,6 +148,16 @@ def _record(ledger: Ledger, delivery_id: int, parsed: _Parsed) -> ProcessedDeliv
             signals=names,
             reconciliation=recorded.reconciliation,
         )
+    return _processed(delivery_id, recorded, outcome, names)
+
+
+def _processed(
+    delivery_id: int, recorded: RecordedOutcome, outcome: Outcome, names: tuple[str, ...]
+) -> ProcessedDelivery:
+    """How a delivery that recorded (or found stored) ``outcome`` ended: with the signals
+    ``names`` owed when the outcome is new."""
+    owed = None
+    if recorded.is_new:
         owed = OwedOutcome(
             outcome, recorded.outcome_id, delivery_id, recorded.reconciliation, names
         )
@@ -246,24 +253,12 @@ def _error_of(parsed: _Parsed) -> tuple[DeliveryStatus, str]:
 
 
 def _arrived(arrival: Arrival, parsed: _Parsed) -> ProcessedDelivery:
-    """How a new delivery, stored in one write (``Ledger.record_arrival``), ended."""
-    recorded, outcome = arrival.recorded, parsed.outcome
-    if recorded is None or outcome is None:
+    """How a new delivery, stored by ``Ledger.record_arrival``, ended."""
+    if arrival.recorded is None or parsed.outcome is None:
         return ProcessedDelivery(
             arrival.delivery_id, arrival.status, payload_error=parsed.payload_error
         )
-    owed = None
-    if recorded.is_new:
-        owed = OwedOutcome(
-            outcome,
-            recorded.outcome_id,
-            arrival.delivery_id,
-            recorded.reconciliation,
-            arrival.signals,
-        )
-    return ProcessedDelivery(
-        arrival.delivery_id, arrival.status, recorded.reconciliation, outcome, owed=owed
-    )
+    return _processed(arrival.delivery_id, arrival.recorded, parsed.outcome, arrival.signals)
 
 
 def _receive_known(
