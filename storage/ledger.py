@@ -11,7 +11,7 @@ keys, never read-then-write.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -20,7 +20,6 @@ from sqlite_utils import Database
 
 import payhooks.storage.deliveries as deliveries
 import payhooks.storage.outcomes as outcomes
-import payhooks.storage.owed_signals as owed_signals
 import payhooks.storage.payments as payments
 import payhooks.storage.reconciliation as reconciliation
 import payhooks.storage.rejected_deliveries as rejected_deliveries
@@ -37,13 +36,13 @@ from payhooks.storage.checks import (
 from payhooks.storage.engines import Engine, open_engine
 from payhooks.storage.errors import ConflictError, UnknownDeliveryError
 from payhooks.storage.ledger_arrivals import ArrivalRecords
+from payhooks.storage.ledger_signals import SignalRecords
 from payhooks.storage.ledger_sync import SyncRecords
 from payhooks.storage.limits import DEFAULT_MAX_REJECTED, DEFAULT_MAX_RETURNS
 from payhooks.storage.records import Outcome, ReconciliationState
 from payhooks.storage.rows import (
     Delivery,
     DeliveryStatus,
-    OwedSignal,
     PaymentKind,
     ReconciliationRow,
     RecordedOutcome,
@@ -56,10 +55,11 @@ from payhooks.storage.times import Clock, system_clock, to_text
 __all__ = ["DEFAULT_MAX_REJECTED", "DEFAULT_MAX_RETURNS", "SYNCHRONOUS_MODES", "Ledger"]
 
 
-class Ledger(ArrivalRecords, SyncRecords):
+class Ledger(ArrivalRecords, SignalRecords, SyncRecords):
     """The ledger (docs/reconciliation.md, docs/deployment.md), on SQLite or PostgreSQL; the
     service's side (creation failures, the sync's records) is in :class:`SyncRecords`, the
-    receiver's one write of a new delivery in :class:`ArrivalRecords`.
+    receiver's one write of a new delivery in :class:`ArrivalRecords`, the signals owed and
+    their marks in :class:`SignalRecords`.
 
     :param path_or_database: a file path (opened and owned: :meth:`close` closes it), or a
         ``sqlite_utils.Database`` the caller owns and closes (when it is already inside a
@@ -354,34 +354,6 @@ class Ledger(ArrivalRecords, SyncRecords):
         return RecordedOutcome(
             outcome_id=outcome_id, is_new=is_new, reconciliation=state, delivery_status=status
         )
-
-    # -- signals owed ----------------------------------------------------------------------
-
-    def owe_signals(
-        self,
-        outcome_id: int,
-        *,
-        delivery_id: int,
-        signals: Iterable[str],
-        reconciliation: ReconciliationState | str,
-    ) -> None:
-        """Record the signals a new outcome owes on the row of the delivery that recorded it, in
-        that transaction (:mod:`payhooks.storage.owed_signals`); a StorageError if it did not."""
-        state = enum_member(ReconciliationState, reconciliation, "reconciliation").value
-        with self._write() as conn:
-            owed_signals.owe(conn, outcome_id, delivery_id, signals, state)
-
-    def owed_signals(self, delivery_id: int | None = None) -> list[OwedSignal]:
-        """The signals still owed, oldest first: for one delivery, or all of them."""
-        with self._read() as conn:
-            return owed_signals.unsent(conn, delivery_id)
-
-    def mark_signals_sent(self, outcome_id: int) -> int:
-        """Mark an outcome's owed signals sent once their receivers ran; how many were owed.
-        Not synced: a mark lost to a power cut means one more sending, not none."""
-        at = self._now(None, "clock()")
-        with self._write(durable=False) as conn:
-            return owed_signals.mark_sent(conn, outcome_id, at)
 
     def record_return(
         self,

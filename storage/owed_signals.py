@@ -7,7 +7,9 @@ state they were decided on (``signals_reconciliation``); the receiver sets ``sig
 once its receivers have run. A worker that dies between the two leaves the signals owed, and the
 next redelivery or ``flask payhooks signals --send`` sends them: delivery to receivers is at
 least once. Marks are committed without waiting for the disk under ``FULL``: a mark lost to a
-power cut only means one more sending, never a lost one.
+power cut only means one more sending, never a lost one. The receiver does not even commit
+them alone: they wait for the worker's next delivery, whose commit writes them first
+(:mod:`payhooks.receiver.pipeline.sent_marks`).
 
 Why on the delivery (migration 0009, issue 17): the names depend on the payment's state once
 the outcome is recorded, so they are known only after the outcome's row is written; the

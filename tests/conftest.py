@@ -12,6 +12,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from standardwebhooks import Webhook
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from payhooks.receiver import PayHooks, receiver_state
-from payhooks.storage import Ledger
+from payhooks.storage import Ledger, StorageError
 from payhooks.verify import Signer, get_signer
 from tests.support.app import FORM_MEMBERS, TEST_SECRET, AppFactory, BodyFactory, SignFunction
 from tests.support.live_server import LiveServer
@@ -110,8 +111,9 @@ def database(engine: str, tmp_path: Path, request: pytest.FixtureRequest) -> Pat
 def make_app(tmp_path: Path, database: Path | str, secret: str) -> Iterator[AppFactory]:
     """Build an app with the receiver mounted; keyword arguments are config overrides.
 
-    After the test, each app's ledger for this thread is closed here rather than whenever a
-    garbage collection reaches the app, so a test's files are closed when it ends."""
+    After the test, each app's waiting marks of sent signals are written and its ledger for this
+    thread closed here, rather than whenever a garbage collection reaches the app: a test's
+    files are closed when it ends, and no mark lands in a later test's database."""
     made: list[Flask] = []
 
     def factory(**config: Any) -> Flask:
@@ -129,7 +131,11 @@ def make_app(tmp_path: Path, database: Path | str, secret: str) -> Iterator[AppF
 
     yield factory
     for app in made:
-        receiver_state(app).ledgers.close()
+        state = receiver_state(app)
+        if state.sent_marks is not None:  # its thread ends, and no mark lands in a later test
+            with suppress(StorageError):  # a test that broke its ledger on purpose
+                state.sent_marks.close()
+        state.ledgers.close()
 
 
 @pytest.fixture

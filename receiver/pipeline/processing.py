@@ -31,10 +31,12 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from datetime import tzinfo
+from datetime import datetime, tzinfo
 
 from payhooks.receiver.payloads import PayloadError, parse_notification
+from payhooks.receiver.pipeline.sent_marks import SentMarks
 from payhooks.receiver.pipeline.signal_dispatch import OnOwed, OwedOutcome, signal_names
 from payhooks.storage import (
     FINISHED_DELIVERY_STATUSES,
@@ -182,9 +184,13 @@ def receive_delivery(
     status_map: Mapping[str, PaymentState] | None,
     on_owed: OnOwed | None = None,
     key_names_content: bool = False,
+    sent_marks: SentMarks | None = None,
 ) -> ProcessedDelivery:
     """Store an authenticated delivery with its outcome and the signals it owes (or its parse
     error) in one commit, then call ``on_owed`` to send those signals.
+
+    The marks waiting in ``sent_marks`` (signals this process sent since its last write) are
+    written first in the same commit (:mod:`payhooks.receiver.pipeline.sent_marks`).
 
     A ``dedupe_key`` already stored with these bytes and finished is a :attr:`redelivery`:
     one more attempt is counted, and the signals its outcome still owes (a worker died before
@@ -218,7 +224,8 @@ def receive_delivery(
 
     try:
         try:
-            with ledger.transaction(savepoints=False):
+            with _carried(sent_marks) as marks, ledger.transaction(savepoints=False):
+                ledger.mark_many_signals_sent(marks)  # first: a redelivery finds them sent
                 arrival = ledger.record_arrival(
                     dedupe_key=dedupe_key,
                     body=body,
@@ -242,6 +249,10 @@ def receive_delivery(
         result = _arrived(arrival, parsed)
     _send(result, on_owed)
     return result
+
+
+def _carried(sent_marks: SentMarks | None) -> AbstractContextManager[dict[int, datetime]]:
+    return nullcontext({}) if sent_marks is None else sent_marks.carried()
 
 
 def _error_of(parsed: _Parsed) -> tuple[DeliveryStatus, str]:

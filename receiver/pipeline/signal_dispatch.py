@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from blinker import NamedSignal
 
 from payhooks.receiver import signals
+from payhooks.receiver.pipeline.sent_marks import SentMarks
 from payhooks.storage import (
     MISMATCH_STATES,
     Ledger,
@@ -98,9 +101,15 @@ def signal_names(outcome: Outcome, reconciliation: ReconciliationState) -> tuple
     return tuple(signal.name for signal in signals_for(outcome, reconciliation))
 
 
-def send_owed_signals(app: object, ledger: Ledger, owed: OwedOutcome) -> list[str]:
+def send_owed_signals(
+    app: object, ledger: Ledger, owed: OwedOutcome, marks: SentMarks | None = None
+) -> list[str]:
     """Send the signals ``owed`` names, with ``app`` as the sender (the Flask app, for the
     receiver), then mark them sent; return the receivers' errors (empty when none).
+
+    With ``marks`` (the receiver's), a mark with no error to record waits there for the
+    process's next write (:mod:`payhooks.receiver.pipeline.sent_marks`); otherwise it is
+    written at once, with the errors.
 
     A receiver that raises is logged and its error kept on the delivery; the others still run,
     and the signal counts as sent (it ran): only a process that dies before the mark leaves it
@@ -126,10 +135,14 @@ def send_owed_signals(app: object, ledger: Ledger, owed: OwedOutcome) -> list[st
                 logger.exception("payhooks: a %s receiver (%s) raised", name, receiver_name)
                 error = f"{name} receiver {receiver_name} raised {type(err).__name__}: {err}"
                 errors.append(error[:_MAX_ERROR_CHARS])
+    if marks is not None and not errors:
+        marks.add(owed.outcome_id, datetime.now(UTC))
+        return errors
     try:
-        for error in errors:
-            ledger.record_signal_error(owed.delivery_id, error)
-        ledger.mark_signals_sent(owed.outcome_id)
+        with ledger.transaction() if errors else nullcontext():  # one commit for all of it
+            for error in errors:
+                ledger.record_signal_error(owed.delivery_id, error)
+            ledger.mark_signals_sent(owed.outcome_id)
     except StorageError as storage_err:
         logger.warning(
             "payhooks: could not record the signals of outcome %s as sent: %s",

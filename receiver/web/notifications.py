@@ -96,8 +96,9 @@ def receive_notification() -> Response:
             headers=headers,
             time_zone=state.time_zone,
             status_map=state.status_map,
-            on_owed=partial(send_owed_signals, app, ledger),
+            on_owed=partial(send_owed_signals, app, ledger, marks=state.sent_marks),
             key_names_content=verified.webhook_id is None and verified.signed_digest is not None,
+            sent_marks=state.sent_marks,
         )
     except StorageUnavailableError as err:
         logger.warning("payhooks: storage unavailable: %s", err.message)

@@ -115,6 +115,10 @@ def test_empty_keys_count_as_none(tmp_path: Path, keys: Any) -> None:
         ({"PAYHOOKS_STATUS_MAP": {"PS": "great"}}, "PAYHOOKS_STATUS_MAP"),
         ({"PAYHOOKS_SECRETS": "not-a-whsec-secret!"}, "PAYHOOKS_SECRETS"),
         ({"PAYHOOKS_BUSY_TIMEOUT_MS": -1}, "PAYHOOKS_BUSY_TIMEOUT_MS must be a positive"),
+        ({"PAYHOOKS_SIGNALS_MARK_DELAY_MS": -1}, "PAYHOOKS_SIGNALS_MARK_DELAY_MS must be an"),
+        ({"PAYHOOKS_SIGNALS_MARK_DELAY_MS": 10_001}, "from 0 to 10000, got 10001"),
+        ({"PAYHOOKS_SIGNALS_MARK_DELAY_MS": 0.5}, "PAYHOOKS_SIGNALS_MARK_DELAY_MS"),
+        ({"PAYHOOKS_SIGNALS_MARK_DELAY_MS": True}, "PAYHOOKS_SIGNALS_MARK_DELAY_MS"),
         ({"PAYHOOKS_SIGNATURE_OPTIONS": {"bogus": 1}}, "PAYHOOKS_SIGNATURE_OPTIONS"),
     ],
 )

@@ -8,6 +8,7 @@ leaving this process. The system test kills real workers.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -15,8 +16,10 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from payhooks.receiver import signals
+from payhooks.receiver.pipeline.sent_marks import SentMarks
+from payhooks.receiver.state import receiver_state
 from payhooks.storage import Ledger
-from tests.support.app import BodyFactory, SignFunction
+from tests.support.app import AppFactory, BodyFactory, SignFunction
 
 
 class WorkerDied(BaseException):
@@ -69,24 +72,72 @@ def owed_delivery(
     return body, headers
 
 
-@pytest.mark.sqlite_only  # reads or locks the SQLite file itself
-def test_a_new_outcome_owes_its_signals_and_marks_them_sent_once_they_ran(
-    client: FlaskClient,
+def _marks(app: Flask) -> SentMarks:
+    marks = receiver_state(app).sent_marks
+    assert marks is not None
+    return marks
+
+
+def _paid_order(
+    client: FlaskClient, ledger: Ledger, make_body: BodyFactory, sign: SignFunction, number: int
+) -> None:
+    ledger.expect_transaction(f"order-{number}", 2500, "CNY")
+    body = make_body("wallet", external_identifier=f"order-{number}", transaction_id=f"ll-{number}")
+    assert _post(client, body, sign(body)).status_code == 200
+
+
+@pytest.mark.sqlite_only  # reads the SQLite file itself
+@pytest.mark.parametrize("delay_ms", [0, 10_000], ids=["marked-at-once", "mark-waits"])
+def test_a_new_outcome_owes_its_signals_until_they_ran_and_are_marked(
+    make_app: AppFactory,
     ledger: Ledger,
     make_body: BodyFactory,
     sign: SignFunction,
-    shipper: Shipper,
+    delay_ms: int,
 ) -> None:
-    ledger.expect_transaction("order-1", 2500, "CNY")
-    body = make_body("wallet")
+    app = make_app(PAYHOOKS_SIGNALS_MARK_DELAY_MS=delay_ms)
+    shipper = Shipper()
+    signals.payment_succeeded.connect(shipper, sender=app)
 
-    assert _post(client, body, sign(body)).status_code == 200
+    _paid_order(app.test_client(), ledger, make_body, sign, 1)
 
+    assert len(shipper.calls) == 1
+    owed = {row.signal for row in ledger.owed_signals()}
+    if delay_ms:  # ran, and the mark waits for the worker's next write
+        assert owed == {"notification-received", "payment-succeeded"}
+        assert _marks(app).waiting() == 1
+        _marks(app).close()
     assert ledger.owed_signals() == []
     rows = ledger.database.execute("SELECT signal, sent_at FROM owed_signals").fetchall()
     assert sorted(signal for signal, _ in rows) == ["notification-received", "payment-succeeded"]
     assert all(sent_at is not None for _, sent_at in rows)
-    assert len(shipper.calls) == 1
+
+
+def test_the_next_delivery_writes_the_waiting_mark_in_its_commit(
+    make_app: AppFactory, ledger: Ledger, make_body: BodyFactory, sign: SignFunction
+) -> None:
+    app = make_app(PAYHOOKS_SIGNALS_MARK_DELAY_MS=10_000)  # the thread would wait 10 s
+    client = app.test_client()
+    _paid_order(client, ledger, make_body, sign, 1)
+
+    _paid_order(client, ledger, make_body, sign, 2)
+
+    assert {row.outcome_id for row in ledger.owed_signals()} == {2}
+    assert _marks(app).waiting() == 1
+
+
+def test_a_mark_no_delivery_carries_is_written_by_the_workers_thread(
+    make_app: AppFactory, ledger: Ledger, make_body: BodyFactory, sign: SignFunction
+) -> None:
+    app = make_app(PAYHOOKS_SIGNALS_MARK_DELAY_MS=50)
+    _paid_order(app.test_client(), ledger, make_body, sign, 1)
+
+    deadline = time.monotonic() + 10
+    while ledger.owed_signals() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+    assert ledger.owed_signals() == []
+    assert _marks(app).waiting() == 0
 
 
 def test_signals_left_owed_are_kept_with_their_outcome(
@@ -110,12 +161,12 @@ def test_the_retry_of_the_same_delivery_sends_what_is_owed_and_the_receiver_acts
     answer = _post(client, body, headers)
 
     assert answer.get_json()["status"] == "duplicate"
-    assert ledger.owed_signals() == []
     assert len(shipper.calls) == 2  # at least once: it heard of the outcome again
     assert len(shipper.shipped) == 1  # and, checking the outcome id, shipped once
-    # A further retry sends nothing: nothing is owed any more.
+    # A further retry writes the waiting mark first, and then finds nothing owed to send.
     _post(client, body, headers)
     assert len(shipper.calls) == 2
+    assert ledger.owed_signals() == []
 
 
 def test_the_signals_command_lists_what_is_owed_and_sends_it(

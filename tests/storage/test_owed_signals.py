@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from payhooks.storage.owed_signals import COLUMNS
 from payhooks.storage.rollup import OUTCOME_COLUMNS
 from payhooks.storage.sqlite import MIGRATIONS, configure
 from payhooks.storage.sqlite.schema import _MIGRATION_NAMES
+from payhooks.storage.times import from_text
 from tests.support.engines import tables
 from tests.support.factories import make_outcome, record
 
@@ -60,6 +62,32 @@ def test_owed_signals_are_listed_in_order_until_marked_sent(ledger: Ledger) -> N
     assert ledger.mark_signals_sent(first) == 0  # nothing was still owed
     assert ledger.owed_signals() == owed[2:]
     assert ledger.owed_signals(delivery) == []
+
+
+def test_many_marks_are_written_at_once_each_with_its_own_time(ledger: Ledger) -> None:
+    first, _ = _owe(ledger, SUCCEEDED)
+    second, _ = _owe(ledger, ["notification-received"], transaction_id="ll-2")
+    third, _ = _owe(ledger, ["notification-received"], transaction_id="ll-3")
+    early, late = (datetime(2026, 11, 23, 4, minute, tzinfo=UTC) for minute in (1, 2))
+
+    assert ledger.mark_many_signals_sent({first: early, second: late}) == 3
+    assert ledger.mark_many_signals_sent({first: late}) == 0  # sent already: kept as it was
+    assert ledger.mark_many_signals_sent({}) == 0
+
+    sent = dict(tables(ledger).execute("SELECT outcome_id, sent_at FROM owed_signals").fetchall())
+    assert {key: from_text(value) if value else None for key, value in sent.items()} == {
+        first: early,
+        second: late,
+        third: None,
+    }
+
+
+def test_a_mark_without_a_time_zone_is_refused(ledger: Ledger) -> None:
+    outcome_id, _ = _owe(ledger, SUCCEEDED)
+
+    with pytest.raises(ValueError, match="sent_at"):
+        ledger.mark_many_signals_sent({outcome_id: datetime(2026, 11, 23, 4, 1)})
+    assert len(ledger.owed_signals()) == 2
 
 
 def test_the_view_has_a_row_per_owed_signal_sent_or_not(ledger: Ledger) -> None:
