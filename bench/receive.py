@@ -113,7 +113,7 @@ from bench.floor_app import (
 from bench.postgres import add_arguments, postgres_database, settings
 from bench.proc_cpu import TICKS_PER_SECOND, cpu_ticks
 from bench.rounds import alternate, at_least, ratios
-from payhooks.receiver import PayHooks
+from payhooks.receiver import PayHooks, receiver_state
 from payhooks.storage import Ledger, migrate
 from payhooks.verify import generate_keypair, get_signer
 from tests.support.gunicorn_server import HAS_PROC, GunicornServer
@@ -619,7 +619,17 @@ def in_process(count: int, profile: bool) -> tuple[float, pstats.Stats | None]:
         if profiler is not None:
             profiler.disable()
         rate = (count - warm) / (time.perf_counter() - start)
+        stop_receiver(app)
     return rate, None if profiler is None else pstats.Stats(profiler)
+
+
+def stop_receiver(app: Flask) -> None:
+    """Write the app's waiting marks of sent signals and close its ledger, before its folder
+    goes (else its thread, or the exit, would try to write to a file that is gone)."""
+    state = receiver_state(app)
+    if state.sent_marks is not None:
+        state.sent_marks.close()
+    state.ledgers.close()
 
 
 def main(argv: list[str] | None = None) -> int:

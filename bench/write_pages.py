@@ -15,7 +15,8 @@ the last frame of a commit. The deliveries go through the Flask test client in t
 (verify, store, parse, record, reconcile, signal), each a distinct signed notification for an
 expected payment: every one is a full write, as in :mod:`bench.receive`. A few deliveries are
 sent before the count starts, so the schema's creation and the first pages of each table are
-not counted.
+not counted. The mark that a delivery's signals were sent rides in the next delivery's commit
+(:mod:`payhooks.receiver.pipeline.sent_marks`); the last one's is written after the count.
 
 A page freed and reused by another b-tree during the run is named after its last owner; the
 count per b-tree is exact otherwise. The figures belong to the schema, not the machine: they
@@ -39,7 +40,7 @@ from pathlib import Path
 
 from flask import Flask
 
-from bench.receive import NOTIFY, Job, prepare
+from bench.receive import NOTIFY, Job, prepare, stop_receiver
 from bench.rounds import at_least
 from payhooks.receiver import PayHooks
 from payhooks.verify import generate_keypair
@@ -116,6 +117,7 @@ def count_writes(folder: Path, count: int) -> WalCount:
         pin.execute("COMMIT")
     finally:
         pin.close()
+        stop_receiver(app)  # the last delivery's mark, after the count
     names = btree_names(database)
     frames = Counter(names.get(page, f"page {page}") for page in pages)
     return WalCount(count, frames, commits)

@@ -238,7 +238,8 @@ def receive_delivery(
                     result = known()
         except KeyTakenError:  # another copy stored the key meanwhile (PostgreSQL): see it
             arrival = None
-            with ledger.transaction(savepoints=False):
+            with _carried(sent_marks) as marks, ledger.transaction(savepoints=False):
+                ledger.mark_many_signals_sent(marks)
                 result = known()
     except StorageUnavailableError:
         raise  # a passing condition: the caller answers so that the sender retries

@@ -55,8 +55,12 @@ logger = logging.getLogger("payhooks")
 #: thread writes it alone.
 MARK_DELAY_SECONDS: Final = 0.2
 
-#: How long the thread waits for a mark before it ends (a new mark starts another).
-_IDLE_SECONDS: Final = 2.0
+#: How long the thread waits for a mark before it ends (a new mark starts another, which opens
+#: a ledger connection of its own again).
+_IDLE_SECONDS: Final = 60.0
+
+#: The longest pause of the thread between failed writes (doubling from the delay).
+_MAX_PAUSE_SECONDS: Final = 30.0
 
 #: How long :meth:`SentMarks.close` waits for the thread to end.
 _JOIN_SECONDS: Final = 5.0
@@ -90,12 +94,19 @@ class SentMarks:
 
     def add(self, outcome_id: int, sent_at: datetime) -> None:
         """Keep the mark of outcome ``outcome_id``'s signals, sent at ``sent_at``, for the next
-        delivery's transaction, or the thread's, to write."""
+        delivery's transaction, or the thread's, to write.
+
+        :raises ValueError: ``sent_at`` has no time zone (it would fail every transaction that
+            carried it).
+        """
+        if sent_at.utcoffset() is None:
+            raise ValueError("sent_at must be timezone-aware")
         with self._lock:
             idle = not self._waiting
             self._waiting[outcome_id] = (sent_at, time.monotonic())
-            if not self._start_thread() and idle:
-                self._due.notify()  # the thread waits for a first mark; later ones are due after
+            if idle:
+                self._due.notify()  # a thread waiting for a first mark; later ones are due after
+        self._ensure_thread()
 
     def waiting(self) -> int:
         """How many marks wait to be written."""
@@ -135,26 +146,35 @@ class SentMarks:
         with self._lock:
             thread, self._stop = self._thread, True
             self._due.notify_all()
-        if thread is not None:
-            thread.join(_JOIN_SECONDS)
         try:
+            if thread is not None and thread.ident is not None:  # started
+                thread.join(_JOIN_SECONDS)
             self.flush()
         finally:
             with self._lock:
                 self._stop = False
+        self._ensure_thread()  # for marks added meanwhile
 
-    def _start_thread(self) -> bool:
-        """Start the thread unless it runs (under the lock); whether it was started."""
-        if self._thread is not None:
-            return False
-        self._thread = threading.Thread(
-            target=_write_late_marks,
-            args=(weakref.ref(self),),
-            name="payhooks-sent-marks",
-            daemon=True,
-        )
-        self._thread.start()
-        return True
+    def _ensure_thread(self) -> None:
+        """Start the thread if marks wait and none runs. Outside the lock: under gevent a
+        patched ``start()`` switches to the new greenlet, which would block on it."""
+        with self._lock:
+            if self._thread is not None or self._stop or not self._waiting:
+                return
+            thread = threading.Thread(
+                target=_write_late_marks,
+                args=(weakref.ref(self),),
+                name="payhooks-sent-marks",
+                daemon=True,
+            )
+            self._thread = thread
+        try:
+            thread.start()
+        except RuntimeError as err:  # no new thread now: a limit, or the interpreter exiting
+            with self._lock:
+                if self._thread is thread:
+                    self._thread = None
+            logger.warning("payhooks: marks of sent signals wait for a delivery: %s", err)
 
     def _take(self, older_than: float | None) -> dict[int, tuple[datetime, float]]:
         with self._lock:
@@ -172,6 +192,7 @@ class SentMarks:
             for outcome_id, mark in taken.items():
                 self._waiting.setdefault(outcome_id, mark)
             self._due.notify()
+        self._ensure_thread()  # it may have ended, idle, while the marks were out
 
     def _await_due(self) -> bool:
         """Wait until the oldest mark has waited :attr:`delay` (True), or until the thread
@@ -195,22 +216,32 @@ class SentMarks:
 
 
 def _write_late_marks(ref: weakref.ReferenceType[SentMarks]) -> None:
-    """The thread: writes each mark no delivery carried within the delay; ends when no mark
-    came for a while, when :meth:`SentMarks.close` asks, or when its instance (its app) is gone."""
+    """The thread: writes each mark no delivery carried within the delay, pausing longer after
+    each failure in a row (up to :data:`_MAX_PAUSE_SECONDS`); ends when no mark came for a
+    while, when :meth:`SentMarks.close` asks, or when its instance (its app) is gone."""
+    failures = 0
     while (marks := ref()) is not None and marks._await_due():
-        _flush_logged(marks, marks.delay)
-        del marks
+        if _flush_logged(marks):
+            failures = 0
+            del marks
+            continue
+        failures += 1
+        pause = min(marks.delay * 2**failures, _MAX_PAUSE_SECONDS)
+        del marks  # hold no reference while pausing: the app may go meanwhile
+        time.sleep(pause)
 
 
-def _flush_logged(marks: SentMarks, older_than: float | None) -> None:
+def _flush_logged(marks: SentMarks) -> bool:
+    """Write the marks that are due; whether that worked (if not, they wait again)."""
     try:
-        marks.flush(older_than)
-    except StorageError as err:  # they wait again; the thread tries once more after a pause
+        marks.flush(marks.delay)
+    except StorageError as err:
         logger.warning("payhooks: could not mark sent signals as sent yet: %s", err.message)
-        time.sleep(marks.delay)
-    except Exception:  # a bug: say so, and let a delivery carry them
+        return False
+    except Exception:  # a bug: say so; a delivery may still carry them
         logger.exception("payhooks: could not mark sent signals as sent")
-        time.sleep(marks.delay)
+        return False
+    return True
 
 
 def _forget_in_child() -> None:
@@ -225,8 +256,11 @@ def _close_at_exit() -> None:
         try:
             marks.close()
         except StorageError as err:
-            logger.warning("payhooks: sent signals left marked owed at exit: %s", err.message)
+            logger.warning("payhooks: sent signals left owed at exit: %s", err.message)
+        except Exception:  # the others still get their turn
+            logger.exception("payhooks: sent signals left owed at exit")
 
 
-os.register_at_fork(after_in_child=_forget_in_child)
+if hasattr(os, "register_at_fork"):  # POSIX; elsewhere nothing forks a running app
+    os.register_at_fork(after_in_child=_forget_in_child)
 atexit.register(_close_at_exit)

@@ -100,20 +100,28 @@ def test_the_thread_writes_a_mark_once_it_is_due_and_close_ends_it(
 ) -> None:
     outcome_id = _owed(ledger, "ll-1")
     marks = SentMarks(ledgers.get, delay=0.05)
-    marks.add(outcome_id, SENT_AT)
-    thread = marks._thread
-    assert thread is not None
-    assert thread.is_alive()
+    try:
+        marks.add(outcome_id, SENT_AT)
+        thread = marks._thread
+        assert thread is not None
+        assert thread.is_alive()
 
-    deadline = time.monotonic() + 10
-    while _owing(ledger) and time.monotonic() < deadline:
-        time.sleep(0.01)
+        deadline = time.monotonic() + 10
+        while _owing(ledger) and time.monotonic() < deadline:
+            time.sleep(0.01)
 
-    assert _owing(ledger) == set()  # the thread wrote it
-    marks.close()
+        assert _owing(ledger) == set()  # the thread wrote it
+    finally:
+        marks.close()
     assert not thread.is_alive()
     (sent_at,) = tables(ledger).execute("SELECT sent_at FROM owed_signals").fetchone()
     assert sent_at.startswith("2026-11-23T04:30:00")  # when the receivers ran, not when written
+
+
+def test_a_mark_without_a_time_zone_is_refused(marks: SentMarks) -> None:
+    with pytest.raises(ValueError, match="timezone-aware"):
+        marks.add(1, datetime(2026, 11, 23, 4, 30))
+    assert marks.waiting() == 0
 
 
 def test_close_writes_what_waits(marks: SentMarks, ledger: Ledger) -> None:
@@ -152,15 +160,22 @@ def test_a_normal_exit_writes_what_waits(ledger: Ledger, database: Path) -> None
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() is POSIX's")
-def test_a_forked_child_starts_with_no_marks(marks: SentMarks) -> None:
+def test_a_forked_child_starts_with_no_marks_and_a_free_lock(marks: SentMarks) -> None:
     marks.add(1, SENT_AT)
 
     with warnings.catch_warnings():  # Python 3.12+ warns of fork() with threads running
         warnings.simplefilter("ignore", DeprecationWarning)
         pid = os.fork()
-    if pid == 0:  # the child: report, and leave without running the parent's exit hooks
-        os._exit(0 if marks.waiting() == 0 and marks._thread is None else 1)
-    _, status = os.waitpid(pid, 0)
+    if pid == 0:  # the child: take the lock (an inherited held one would hang), report, leave
+        with marks.carried() as taken:
+            os._exit(0 if taken == {} else 1)
+    deadline = time.monotonic() + 30
+    while (ended := os.waitpid(pid, os.WNOHANG)) == (0, 0) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if ended == (0, 0):
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child hung on the marks' lock")
 
-    assert os.waitstatus_to_exitcode(status) == 0
+    assert os.waitstatus_to_exitcode(ended[1]) == 0
     assert marks.waiting() == 1  # the parent's own mark is still the parent's

@@ -8,7 +8,9 @@ leaving this process. The system test kills real workers.
 
 from __future__ import annotations
 
+import sqlite3
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -126,6 +128,30 @@ def test_the_next_delivery_writes_the_waiting_mark_in_its_commit(
     assert _marks(app).waiting() == 1
 
 
+@pytest.mark.sqlite_only  # locks the SQLite file itself
+def test_a_delivery_that_cannot_be_stored_leaves_the_mark_it_took_waiting(
+    make_app: AppFactory, ledger: Ledger, make_body: BodyFactory, sign: SignFunction, database: Path
+) -> None:
+    app = make_app(PAYHOOKS_SIGNALS_MARK_DELAY_MS=10_000, PAYHOOKS_BUSY_TIMEOUT_MS=50)
+    client = app.test_client()
+    _paid_order(client, ledger, make_body, sign, 1)
+    ledger.expect_transaction("order-2", 2500, "CNY")
+    body = make_body("wallet", external_identifier="order-2", transaction_id="ll-2")
+    blocker = sqlite3.connect(database, isolation_level=None)
+    try:
+        blocker.execute("BEGIN IMMEDIATE")
+        refused = _post(client, body, sign(body))
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+
+    assert refused.status_code == 503
+    assert _marks(app).waiting() == 1  # taken by the failed transaction, and put back
+    assert {row.outcome_id for row in ledger.owed_signals()} == {1}
+    assert _post(client, body, sign(body)).status_code == 200  # the retry carries it
+    assert {row.outcome_id for row in ledger.owed_signals()} == {2}
+
+
 def test_a_mark_no_delivery_carries_is_written_by_the_workers_thread(
     make_app: AppFactory, ledger: Ledger, make_body: BodyFactory, sign: SignFunction
 ) -> None:
@@ -163,7 +189,8 @@ def test_the_retry_of_the_same_delivery_sends_what_is_owed_and_the_receiver_acts
     assert answer.get_json()["status"] == "duplicate"
     assert len(shipper.calls) == 2  # at least once: it heard of the outcome again
     assert len(shipper.shipped) == 1  # and, checking the outcome id, shipped once
-    # A further retry writes the waiting mark first, and then finds nothing owed to send.
+    # A further retry finds nothing owed to send: the mark was written, by its commit (it
+    # carries the waiting marks first) or by the worker's thread if that came first.
     _post(client, body, headers)
     assert len(shipper.calls) == 2
     assert ledger.owed_signals() == []
