@@ -40,6 +40,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
@@ -181,16 +182,17 @@ class Server:
     def output(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
-    def exports(self, *, timeout: float = 30.0) -> dict[str, str]:
+    def exports(self, needed: Iterable[str], *, timeout: float = 30.0) -> dict[str, str]:
         """The ``export NAME=value`` lines the server printed for the reader to run.
 
-        A server listens before it prints (``payhooks serve``), so on a loaded machine the
-        lines can come after the port is open: wait until as many are there as the block shows.
+        A server listens before it prints (``payhooks serve``, ``payhooks sandbox``), so on a
+        loaded machine the lines can come after the port is open: wait until every name the
+        reader's block ``needed`` is there (or the timeout, and let the block fail on it).
         """
-        wanted = len(re.findall(r"\bexport [A-Z_]", self.block.text))
+        wanted = set(needed)
         deadline = time.monotonic() + timeout
         found = dict(_EXPORT.findall(self.output()))
-        while len(found) < wanted and time.monotonic() < deadline:
+        while not wanted <= found.keys() and time.monotonic() < deadline:
             time.sleep(0.05)
             found = dict(_EXPORT.findall(self.output()))
         return found
@@ -203,6 +205,14 @@ class Server:
         process, self._process = self._process, None
         if process is not None:
             stop_session(process, signal.SIGTERM, whole_session=True, timeout=timeout)
+
+
+def printed_names(text: str, env: Mapping[str, str]) -> set[str]:
+    """The variables a shell block reads (``$NAME``, ``${NAME}``) that neither the reader's
+    environment nor the block itself sets: those a server printed for the reader to export."""
+    read = set(re.findall(r"\$\{?([A-Z_][A-Z0-9_]*)", text))
+    assigned = set(re.findall(r"(?:^|\s)([A-Z_][A-Z0-9_]*)=", text, re.MULTILINE))
+    return read - assigned - env.keys()
 
 
 class WalkError(AssertionError):
@@ -303,7 +313,7 @@ class Walkthrough:
             if self.server is None:
                 self.fail(block, "needs a server, and no server block came before it", "")
             text = swap_port(text, self.server.port)
-            env = {**env, **self.server.exports()}
+            env = {**env, **self.server.exports(printed_names(text, env))}
         done = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", text],
             cwd=self.folder,

@@ -38,6 +38,7 @@ from tests.support.docs_walk import (
     page_name,
     pages,
     predecessor,
+    printed_names,
     read_blocks,
     walks,
 )
@@ -214,6 +215,25 @@ def test_every_block_is_run_or_says_why_not() -> None:
             )
         if block.marker == "server":
             assert block.language == "sh", f"{where}: a server is a shell command"
+
+
+@pytest.mark.parametrize(
+    ("text", "needed"),
+    [
+        ('export PAYHOOKS_SERVICE_URL="$PAYHOOKS_SANDBOX_URL"', {"PAYHOOKS_SANDBOX_URL"}),
+        (
+            'curl -H "Authorization: Bearer ${PAYHOOKS_SANDBOX_TOKEN}" $HOME',
+            {"PAYHOOKS_SANDBOX_TOKEN"},
+        ),
+        ('KEY=1 payhooks sign "$KEY"', set()),  # the block sets it itself
+        ("payhooks expect order-1 2500 CNY", set()),
+    ],
+)
+def test_a_client_block_waits_for_the_names_only_a_server_prints(
+    text: str, needed: set[str]
+) -> None:
+    # A server listens before it prints its export lines: the walk waits for these names.
+    assert printed_names(text, {"HOME": "/root"}) == needed
 
 
 def test_not_tested_blocks_stay_few() -> None:
