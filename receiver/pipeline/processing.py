@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 
@@ -224,8 +224,7 @@ def receive_delivery(
 
     try:
         try:
-            with _carried(sent_marks) as marks, ledger.transaction(savepoints=False):
-                ledger.mark_many_signals_sent(marks)  # first: a redelivery finds them sent
+            with _transaction(ledger, sent_marks):
                 arrival = ledger.record_arrival(
                     dedupe_key=dedupe_key,
                     body=body,
@@ -238,8 +237,7 @@ def receive_delivery(
                     result = known()
         except KeyTakenError:  # another copy stored the key meanwhile (PostgreSQL): see it
             arrival = None
-            with _carried(sent_marks) as marks, ledger.transaction(savepoints=False):
-                ledger.mark_many_signals_sent(marks)
+            with _transaction(ledger, sent_marks):
                 result = known()
     except StorageUnavailableError:
         raise  # a passing condition: the caller answers so that the sender retries
@@ -252,8 +250,17 @@ def receive_delivery(
     return result
 
 
-def _carried(sent_marks: SentMarks | None) -> AbstractContextManager[dict[int, datetime]]:
-    return nullcontext({}) if sent_marks is None else sent_marks.carried()
+@contextmanager
+def _transaction(ledger: Ledger, sent_marks: SentMarks | None) -> Iterator[None]:
+    """The delivery's transaction, without savepoints, that first writes the marks waiting in
+    ``sent_marks`` (a redelivery of their outcomes then finds them sent); they wait again if
+    the transaction or its commit fails."""
+    carried: AbstractContextManager[dict[int, datetime]] = (
+        nullcontext({}) if sent_marks is None else sent_marks.carried()
+    )
+    with carried as marks, ledger.transaction(savepoints=False):
+        ledger.mark_many_signals_sent(marks)
+        yield
 
 
 def _error_of(parsed: _Parsed) -> tuple[DeliveryStatus, str]:

@@ -12,7 +12,8 @@ So a mark waits here, in the process that sent the signals, for the process's ne
 :meth:`SentMarks.carried` hands the waiting marks to the next delivery's transaction, which
 writes them before anything else (a redelivery of the same outcome then finds its signals
 sent). Under load nearly every mark goes that way, in a commit that is made anyway. A mark
-that no delivery carried within :data:`MARK_DELAY_SECONDS` is written by a thread of the
+that no delivery carried within the delay (``PAYHOOKS_SIGNALS_MARK_DELAY_MS``, default
+:data:`MARK_DELAY_SECONDS`) is written by a thread of the
 process's own, in a commit of its own (as before, not synced); so are the waiting marks when
 the process exits normally.
 
@@ -21,10 +22,12 @@ What this changes, and what it does not:
 - **At least once still holds.** A mark is only ever written after its receivers ran. A
   process that dies with marks waiting leaves those signals owed, and they are sent again, as
   when a process died between the commit and the mark before.
-- **The window grows by at most** :data:`MARK_DELAY_SECONDS`. Until the mark is written, the
-  signals read as owed (``owed_signals``): ``flask payhooks signals --send`` run then, or a
-  redelivery answered by another process, sends them again. That window already spanned the
-  receivers' own run; receivers tell a second sending by the ``outcome_id``.
+- **The window grows by the delay** (``PAYHOOKS_SIGNALS_MARK_DELAY_MS``), plus, while the
+  ledger cannot be written, the time until a write succeeds (the thread pauses longer after
+  each failure, up to :data:`_MAX_PAUSE_SECONDS`). Until the mark is written, the signals read
+  as owed (``owed_signals``): ``flask payhooks signals --send`` run then, or a redelivery
+  answered by another process, sends them again. That window already spanned the receivers'
+  own run; receivers tell a second sending by the ``outcome_id``.
 - A receiver that raised is recorded at once, with its mark, as before: that write is needed
   anyway.
 
@@ -106,7 +109,8 @@ class SentMarks:
             self._waiting[outcome_id] = (sent_at, time.monotonic())
             if idle:
                 self._due.notify()  # a thread waiting for a first mark; later ones are due after
-        self._ensure_thread()
+            thread = self._new_thread()
+        _start(self, thread)
 
     def waiting(self) -> int:
         """How many marks wait to be written."""
@@ -156,25 +160,23 @@ class SentMarks:
         self._ensure_thread()  # for marks added meanwhile
 
     def _ensure_thread(self) -> None:
-        """Start the thread if marks wait and none runs. Outside the lock: under gevent a
-        patched ``start()`` switches to the new greenlet, which would block on it."""
+        """Start the thread if marks wait and none runs."""
         with self._lock:
-            if self._thread is not None or self._stop or not self._waiting:
-                return
-            thread = threading.Thread(
-                target=_write_late_marks,
-                args=(weakref.ref(self),),
-                name="payhooks-sent-marks",
-                daemon=True,
-            )
-            self._thread = thread
-        try:
-            thread.start()
-        except RuntimeError as err:  # no new thread now: a limit, or the interpreter exiting
-            with self._lock:
-                if self._thread is thread:
-                    self._thread = None
-            logger.warning("payhooks: marks of sent signals wait for a delivery: %s", err)
+            thread = self._new_thread()
+        _start(self, thread)
+
+    def _new_thread(self) -> threading.Thread | None:
+        """Under the lock: the thread to start (by :func:`_start`, outside the lock) if marks
+        wait and none runs, already recorded as this instance's; else None."""
+        if self._thread is not None or self._stop or not self._waiting:
+            return None
+        self._thread = threading.Thread(
+            target=_write_late_marks,
+            args=(weakref.ref(self),),
+            name="payhooks-sent-marks",
+            daemon=True,
+        )
+        return self._thread
 
     def _take(self, older_than: float | None) -> dict[int, tuple[datetime, float]]:
         with self._lock:
@@ -213,6 +215,20 @@ class SentMarks:
                     break
             self._thread = None
             return False
+
+
+def _start(marks: SentMarks, thread: threading.Thread | None) -> None:
+    """Start ``thread`` (from :meth:`SentMarks._new_thread`), outside the lock: under gevent a
+    patched ``start()`` switches to the new greenlet, which would block on it."""
+    if thread is None:
+        return
+    try:
+        thread.start()
+    except RuntimeError as err:  # no new thread now: a limit, or the interpreter exiting
+        with marks._lock:
+            if marks._thread is thread:
+                marks._thread = None
+        logger.warning("payhooks: marks of sent signals wait for a delivery: %s", err)
 
 
 def _write_late_marks(ref: weakref.ReferenceType[SentMarks]) -> None:
