@@ -9,11 +9,13 @@ refused as payment currencies.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
 from types import MappingProxyType
 
 __all__ = [
     "MINOR_UNIT_EXPONENTS",
+    "TIMES_MINOR_UNIT",
     "UnknownCurrencyError",
     "from_minor_units",
     "minor_unit_exponent",
@@ -83,10 +85,11 @@ def to_minor_units(amount: Decimal, currency: str) -> int:
     return int(scaled)
 
 
-# Code -> multiply by one minor unit (Decimal("0.01").__mul__): an int times it is the amount
-# in major units with exactly the currency's decimals. A report converts two amounts a row, so
-# this is one C call instead of a Decimal, a scaleb and a lookup.
-_TIMES_MINOR_UNIT = {
+#: Code -> multiply by one minor unit (``Decimal("0.01").__mul__``): an int times it is the
+#: amount in major units with exactly the currency's decimals. A report converts two amounts a
+#: row, so this is one C call instead of a Decimal, a scaleb and a lookup; the reconciliation
+#: row's properties call it directly. Read it, never change it.
+TIMES_MINOR_UNIT: dict[str, Callable[[int], Decimal]] = {
     code: Decimal(1).scaleb(-exponent).__mul__ for code, exponent in MINOR_UNIT_EXPONENTS.items()
 }
 
@@ -94,10 +97,9 @@ _TIMES_MINOR_UNIT = {
 def from_minor_units(amount_minor: int, currency: str) -> Decimal:
     """``amount_minor`` as a major-unit Decimal with the currency's decimals (2500 CNY -> 25.00)."""
     try:
-        times_minor_unit = _TIMES_MINOR_UNIT[currency]
+        times_minor_unit = TIMES_MINOR_UNIT[currency]
     except KeyError:
         if amount_minor == 0:  # nothing, in any currency (a listed-only row's ``XXX`` totals)
             return Decimal(0)
         raise UnknownCurrencyError(currency) from None
-    amount: Decimal = times_minor_unit(amount_minor)
-    return amount
+    return times_minor_unit(amount_minor)

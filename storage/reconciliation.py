@@ -57,6 +57,13 @@ currencies reads its transactions for the amount in the other one. The expected 
 ``identifiers_unexpected``, so rows come out without sorting or holding anything, expected
 payments first, then unexpected ones, each sorted by identifier. A lookup of one identifier is
 pushed down into both arms as primary-key searches.
+
+The view is written so that SQLite flattens it into the query that reads it (migration 0010):
+each column has the same affinity in every arm (a ``NULL`` cast to ``TEXT``, a column read
+through ``COALESCE`` where another arm computes it), and no arm aggregates (the listed-only
+arm groups in a subquery of its own). Otherwise SQLite runs a ``UNION ALL`` view as a
+co-routine that computes and copies out every column of every row; flattened, a query computes
+only the columns it names, and a report of 10^6 payments takes a fifth less time.
 """
 
 from __future__ import annotations
@@ -108,8 +115,10 @@ def _expected_arm(identifiers: str, transactions: str) -> str:
           AND x.period_currency <> p.currency"""
     # The drift the service's list shows for this payment's transactions (payhooks sync):
     # the most urgent kind, or NULL when the list agrees or was never read. (``p`` is the
-    # outer payment here, so the drift is never ``unexpected``.)
-    listed_drift = f"""(
+    # outer payment here, so the drift is never ``unexpected``.) The uncorrelated EXISTS is
+    # evaluated once per query, by both engines: a ledger that was never synced skips the
+    # per-payment probe, about a sixth of the view's SQL at 10^6 payments (migration 0010).
+    listed_drift = f"""CASE WHEN EXISTS (SELECT 1 FROM service_transactions) THEN (
         SELECT MIN(CASE {DRIFT_KIND_SQL}
             WHEN 'missed_notification' THEN 1 WHEN 'unknown_status' THEN 2
             WHEN 'status_differs' THEN 3 END)
@@ -117,7 +126,7 @@ def _expected_arm(identifiers: str, transactions: str) -> str:
         LEFT JOIN {transactions} AS t
             ON t.external_identifier = s.external_identifier
             AND t.transaction_id = s.transaction_id
-        WHERE s.external_identifier = p.external_identifier)"""  # noqa: S608
+        WHERE s.external_identifier = p.external_identifier) END"""  # noqa: S608
     not_listed = """NOT EXISTS (SELECT 1 FROM service_transactions AS s
             WHERE s.external_identifier = p.external_identifier)"""
     state = f"""
@@ -161,12 +170,12 @@ SELECT
     CASE WHEN p.kind = '{PaymentKind.SUBSCRIPTION}' AND i.periods > 1
         THEN p.amount_minor + p.plan_amount_minor * (i.periods - 1)
         ELSE p.amount_minor END AS expected_amount_minor,
-    CASE
+    CAST(CASE
         WHEN i.period_currency_min IS NULL THEN NULL
         WHEN i.period_currency_min <> p.currency THEN i.period_currency_min
         WHEN i.period_currency_max = p.currency THEN p.currency
         ELSE (SELECT MIN(x.period_currency) {foreign_periods})
-    END AS received_currency,
+    END AS TEXT) AS received_currency,
     CASE
         WHEN {_MIXED_CURRENCIES} THEN (SELECT SUM(x.period_amount_minor) {foreign_periods})
         ELSE i.period_total
@@ -185,17 +194,17 @@ def _unexpected_arm(identifiers: str) -> str:
     return f"""
 SELECT
     i.external_identifier AS external_identifier,
-    NULL AS kind,
+    CAST(NULL AS TEXT) AS kind,
     '{_R.UNEXPECTED}' AS state,
-    COALESCE(i.period_currency_min, i.min_currency) AS currency,
+    CAST(COALESCE(i.period_currency_min, i.min_currency) AS TEXT) AS currency,
     NULL AS expected_amount_minor,
     i.period_currency_min AS received_currency,
     CASE WHEN NOT {_MIXED_CURRENCIES} THEN i.period_total END AS received_amount_minor,
     i.first_paid_at AS opened_at,
     i.lifecycle_state AS lifecycle_state,
-    i.periods AS periods_paid,
-    i.transaction_ids AS transaction_ids,
-    i.unknown_outcomes AS unknown_outcomes,
+    COALESCE(i.periods, 0) AS periods_paid,
+    COALESCE(i.transaction_ids, '[]') AS transaction_ids,
+    COALESCE(i.unknown_outcomes, 0) AS unknown_outcomes,
     i.last_paid_at AS last_outcome_at
 FROM {identifiers} AS i
 WHERE NOT i.expected"""  # noqa: S608
@@ -208,23 +217,26 @@ def _listed_only_arm(identifiers: str) -> str:
     return f"""
 SELECT
     s.external_identifier AS external_identifier,
-    NULL AS kind,
+    CAST(NULL AS TEXT) AS kind,
     '{_R.UNEXPECTED}' AS state,
-    COALESCE(MIN(s.currency), 'XXX') AS currency,
+    CAST(COALESCE(s.currency, 'XXX') AS TEXT) AS currency,
     NULL AS expected_amount_minor,
-    NULL AS received_currency,
+    CAST(NULL AS TEXT) AS received_currency,
     NULL AS received_amount_minor,
-    MIN(s.first_seen_at) AS opened_at,
-    NULL AS lifecycle_state,
+    CAST(s.first_seen_at AS TEXT) AS opened_at,
+    CAST(NULL AS TEXT) AS lifecycle_state,
     0 AS periods_paid,
     '[]' AS transaction_ids,
     0 AS unknown_outcomes,
-    NULL AS last_outcome_at
-FROM service_transactions AS s
+    CAST(NULL AS TEXT) AS last_outcome_at
+FROM (
+    SELECT external_identifier, MIN(currency) AS currency, MIN(first_seen_at) AS first_seen_at
+    FROM service_transactions
+    GROUP BY external_identifier
+) AS s
 WHERE NOT EXISTS (SELECT 1 FROM payments AS p WHERE p.external_identifier = s.external_identifier)
   AND NOT EXISTS (SELECT 1 FROM {identifiers} AS i
-                  WHERE i.external_identifier = s.external_identifier)
-GROUP BY s.external_identifier"""  # noqa: S608
+                  WHERE i.external_identifier = s.external_identifier)"""  # noqa: S608
 
 
 def reconciliation_view_sql(

@@ -14,7 +14,7 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import NamedTuple
 
-from payhooks.storage.currencies import from_minor_units
+from payhooks.storage.currencies import TIMES_MINOR_UNIT, from_minor_units
 from payhooks.storage.records import PaymentState, ReconciliationState
 
 __all__ = [
@@ -197,16 +197,24 @@ class ReconciliationRow(NamedTuple):
     @property
     def expected_amount(self) -> Decimal | None:
         """``expected_amount_minor`` in major units of ``currency`` (``2500`` CNY: 25.00)."""
-        if self.expected_amount_minor is None:
+        amount = self.expected_amount_minor
+        if amount is None:
             return None
-        return from_minor_units(self.expected_amount_minor, self.currency)
+        try:  # from_minor_units inlined: a report reads this a million times
+            return TIMES_MINOR_UNIT[self.currency](amount)
+        except KeyError:
+            return from_minor_units(amount, self.currency)  # zero, or UnknownCurrencyError
 
     @property
     def received_amount(self) -> Decimal | None:
         """``received_amount_minor`` in major units of ``received_currency``."""
-        if self.received_amount_minor is None or self.received_currency is None:
+        amount, currency = self.received_amount_minor, self.received_currency
+        if amount is None or currency is None:
             return None
-        return from_minor_units(self.received_amount_minor, self.received_currency)
+        try:
+            return TIMES_MINOR_UNIT[currency](amount)
+        except KeyError:
+            return from_minor_units(amount, currency)
 
 
 @dataclass(frozen=True, slots=True)

@@ -223,6 +223,14 @@ def _signals_on_deliveries(db: Database) -> None:
         db.execute(statement)
 
 
+@_migration("0010_faster_reconciliation_view")
+def _faster_reconciliation_view(db: Database) -> None:
+    """Nothing in the tables: the ``reconciliation`` view, made anew after any migration, gives
+    each column one affinity in every arm, so SQLite flattens it into the query that reads it,
+    and looks up a payment's listed transactions only once the ledger was synced (issue 17:
+    a report of 10^6 payments from 3.2x to 2.5x the bare aggregate)."""
+
+
 #: The schema version this code writes: the number of migrations it knows.
 SCHEMA_VERSION = len(_MIGRATION_NAMES)
 
