@@ -88,7 +88,8 @@ def to_minor_units(amount: Decimal, currency: str) -> int:
 #: Code -> multiply by one minor unit (``Decimal("0.01").__mul__``): an int times it is the
 #: amount in major units with exactly the currency's decimals. A report converts two amounts a
 #: row, so this is one C call instead of a Decimal, a scaleb and a lookup; the reconciliation
-#: row's properties call it directly. Read it, never change it.
+#: row's properties call it directly. A plain dict, not a ``MappingProxyType`` like
+#: :data:`MINOR_UNIT_EXPONENTS`, because its lookup is on that path: read it, never change it.
 TIMES_MINOR_UNIT: dict[str, Callable[[int], Decimal]] = {
     code: Decimal(1).scaleb(-exponent).__mul__ for code, exponent in MINOR_UNIT_EXPONENTS.items()
 }

@@ -304,10 +304,10 @@ def _signals_on_deliveries(conn: Connection) -> None:
     )
 
 
-@_migration("0010_faster_reconciliation_view")
-def _faster_reconciliation_view(conn: Connection) -> None:
-    """Nothing in the tables: the view is made anew after any migration (SQLite's 0010 says
-    why)."""
+@_migration("0010_flattened_reconciliation_view")
+def _flattened_reconciliation_view(conn: Connection) -> None:
+    """No table changes: the view is made anew after any migration, and the rollup tables
+    refilled (SQLite's 0010 says why)."""
 
 
 #: The schema version this code writes: the number of migrations it knows.

@@ -223,12 +223,13 @@ def _signals_on_deliveries(db: Database) -> None:
         db.execute(statement)
 
 
-@_migration("0010_faster_reconciliation_view")
-def _faster_reconciliation_view(db: Database) -> None:
-    """Nothing in the tables: the ``reconciliation`` view, made anew after any migration, gives
-    each column one affinity in every arm, so SQLite flattens it into the query that reads it,
-    and looks up a payment's listed transactions only once the ledger was synced (issue 17:
-    a report of 10^6 payments from 3.2x to 2.5x the bare aggregate)."""
+@_migration("0010_flattened_reconciliation_view")
+def _flattened_reconciliation_view(db: Database) -> None:
+    """No table changes: this marks the ``reconciliation`` view's new definition, made anew
+    after any migration (with the rollup tables refilled from ``outcomes``, one pass under the
+    write lock). Each column has one affinity in every arm, so SQLite flattens the view into a
+    plain query that reads it, and a payment's listed transactions are looked up only when
+    something was listed (issue 17: :mod:`payhooks.storage.reconciliation`)."""
 
 
 #: The schema version this code writes: the number of migrations it knows.

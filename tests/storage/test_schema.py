@@ -60,7 +60,7 @@ def test_applied_migrations_are_recorded_by_name(tmp_path: Path) -> None:
             "0007_signals_on_outcomes",
             "0008_rollups_by_transaction_key",
             "0009_signals_on_deliveries",
-            "0010_faster_reconciliation_view",
+            "0010_flattened_reconciliation_view",
         ]
         assert MIGRATIONS.pending(ledger.database) == []
 
