@@ -3,7 +3,10 @@
 Builds a ledger with N payments and N outcomes (a realistic mix: most paid, some mismatched,
 failed, pending, refunded before their success arrived, duplicated, unexpected; the rollup
 tables filled once at the end, as an upgrade does), then, in a fresh child process so its peak
-memory is the report's own and not the build's:
+memory is the report's own and not the build's. With ``--synced``, the ledger also holds one
+complete ``payhooks sync`` that listed every outcome's transaction with the status notified:
+the reconciliation then looks up each payment's listed transactions for drift, which it skips
+in a ledger that was never synced.
 
 - ``floor``: a bare SQL aggregate over the same tables, one row per payment joined to its
   outcomes (``COUNT``, ``SUM``, ``MAX``) through an index made for it (:data:`FLOOR_INDEX_SQL`),
@@ -34,6 +37,7 @@ client's memory while it streams. Run::
 
     python -m bench.reconcile            # N = 100,000
     python -m bench.reconcile --n 1000000
+    python -m bench.reconcile --n 1000000 --synced
     python -m bench.reconcile --n 1000000 --postgres postgresql://...   # or --start-postgres
 """
 
@@ -50,7 +54,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -146,8 +150,28 @@ def _deliveries(n: int) -> Iterator[tuple[object, ...]]:
         yield (j + 1, f"msg_{j:09d}", now, "{}", b"{}", _EMPTY_BODY_SHA256, "processed", now)
 
 
-def build(path: Path, n: int) -> float:
-    """Create the ledger file with N payments, deliveries and outcomes; return seconds taken."""
+#: The sync run every listed transaction of a ``--synced`` build belongs to: complete, and its
+#: ``expected_before`` earlier than every payment, so none is ``missing_at_service``.
+SYNC_RUN = (1, START.isoformat(), (START - timedelta(days=1)).isoformat(), "complete", 1, 1)
+SYNC_RUN_COLUMNS = "id, started_at, expected_before, status, pages, items, updated_at"
+LISTED_COLUMNS = (
+    "transaction_id, external_identifier, status, state, state_rank, currency, amount_minor, "
+    "first_seen_at, last_seen_at, sync_run"
+)
+
+
+def _listed(j: int, n: int) -> tuple[object, ...]:
+    """Outcome j's transaction as the service's list gives it: the same status, so the sync
+    finds no drift but ``unexpected`` (a transaction for an identifier no payment names)."""
+    _, transaction_id, target, _, status, state, rank, _, currency, amount, paid_at, _ = _outcome(
+        j, n
+    )
+    return (transaction_id, target, status, state, rank, currency, amount, paid_at, paid_at, 1)
+
+
+def build(path: Path, n: int, *, synced: bool = False) -> float:
+    """Create the ledger file with N payments, deliveries and outcomes (and with ``synced``,
+    one complete sync that listed every outcome's transaction); return seconds taken."""
     started = time.perf_counter()
     with Ledger(path) as ledger:
         conn = ledger.database.conn
@@ -173,6 +197,16 @@ def build(path: Path, n: int) -> float:
             "recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (_outcome(j, n) for j in range(n)),
         )
+        if synced:
+            conn.execute(
+                f"INSERT INTO sync_runs ({SYNC_RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",  # noqa: S608
+                (*SYNC_RUN, START.isoformat()),
+            )
+            conn.executemany(
+                f"INSERT INTO service_transactions ({LISTED_COLUMNS}) "  # noqa: S608
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (_listed(j, n) for j in range(n)),
+            )
         create_views(ledger.database)
         conn.execute(FLOOR_INDEX_SQL)
         conn.execute("COMMIT")
@@ -188,7 +222,7 @@ OUTCOME_COLUMNS = (
 )
 
 
-def build_postgres(url: str, n: int) -> float:
+def build_postgres(url: str, n: int, *, synced: bool = False) -> float:
     """Fill the empty database at ``url`` with the same N payments, deliveries and outcomes as
     :func:`build` (migrated first); return seconds taken.
 
@@ -212,12 +246,18 @@ def build_postgres(url: str, n: int) -> float:
             for name in ROLLUP_TRIGGERS:
                 table = "outcomes" if name.startswith("outcomes") else "payments"
                 conn.execute(f"DROP TRIGGER IF EXISTS {name} ON {table}")  # type: ignore[arg-type,unused-ignore]
+            tables: list[tuple[str, str, Iterable[tuple[object, ...]]]] = [
+                ("payments", PAYMENT_COLUMNS, (_payment(i) for i in range(n))),
+                ("deliveries", DELIVERY_COLUMNS, _deliveries(n)),
+                ("outcomes", OUTCOME_COLUMNS, (_outcome(j, n) for j in range(n))),
+            ]
+            if synced:
+                tables += [
+                    ("sync_runs", SYNC_RUN_COLUMNS, [(*SYNC_RUN, START.isoformat())]),
+                    ("service_transactions", LISTED_COLUMNS, (_listed(j, n) for j in range(n))),
+                ]
             with conn.cursor() as cursor:
-                for table, columns, rows in (
-                    ("payments", PAYMENT_COLUMNS, (_payment(i) for i in range(n))),
-                    ("deliveries", DELIVERY_COLUMNS, _deliveries(n)),
-                    ("outcomes", OUTCOME_COLUMNS, (_outcome(j, n) for j in range(n))),
-                ):
+                for table, columns, rows in tables:
                     statement = f"COPY {table} ({columns}) FROM STDIN"
                     with cursor.copy(statement) as copy:  # type: ignore[arg-type,unused-ignore]
                         for row in rows:
@@ -387,6 +427,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n", type=at_least(1), default=100_000, help="payments and outcomes")
     parser.add_argument("--rounds", type=at_least(1), default=7, help="alternating rounds")
     parser.add_argument("--database", type=Path, help="keep the ledger here (default: temp)")
+    parser.add_argument(
+        "--synced",
+        action="store_true",
+        help="a ledger that payhooks sync has filled: every transaction listed by the service",
+    )
     add_arguments(parser, "measure the report (instead of on SQLite)")
     parser.add_argument("--measure-only", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -401,7 +446,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp, postgres_database(args) as postgres:
         if postgres is not None:
             target = postgres
-            build_s = build_postgres(postgres, args.n)
+            build_s = build_postgres(postgres, args.n, synced=args.synced)
             where = settings(postgres)
             import psycopg
 
@@ -413,7 +458,7 @@ def main(argv: list[str] | None = None) -> None:
             if path.exists():
                 sys.exit(f"{path} exists; choose a new path")
             target, where = path, "SQLite"
-            build_s = build(path, args.n)
+            build_s = build(path, args.n, synced=args.synced)
             size_mb = path.stat().st_size / 2**20
         child = subprocess.run(
             [
@@ -434,10 +479,11 @@ def main(argv: list[str] | None = None) -> None:
         r = json.loads(child.stdout)
 
     n = args.n
+    listed = ", every transaction listed by a sync" if args.synced else ""
     seconds: dict[str, list[float]] = r["seconds"]
     median = {name: statistics.median(values) for name, values in seconds.items()}
     print(
-        f"N = {n:,} payments, {n:,} outcomes on {where}; built in {build_s:.1f} s, "
+        f"N = {n:,} payments, {n:,} outcomes on {where}{listed}; built in {build_s:.1f} s, "
         f"{size_mb:.0f} MB; {args.rounds} alternating rounds, timed by {r['clock']}"
     )
     print(f"floor   (bare SQL per-payment aggregate): {median['floor']:7.2f} s (median of rounds)")

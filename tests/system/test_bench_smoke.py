@@ -81,14 +81,46 @@ def test_the_reconcile_bench_reports_every_payment(tmp_path: Path) -> None:
     assert not any("TEMP B-TREE" in step for step in plan), plan
 
 
-def test_the_reconcile_bench_on_postgresql_reports_every_payment(postgres_url: str) -> None:
+def test_a_synced_bench_ledger_reconciles_as_an_unsynced_one_with_only_unexpected_drift(
+    tmp_path: Path,
+) -> None:
+    """``--synced`` lists every outcome's transaction with the status notified: the report
+    then reads each payment's listed transactions, and must come out the same, or the bench
+    would compare two different reconciliations."""
+    files = {synced: tmp_path / f"synced-{synced}.db" for synced in (False, True)}
+    for synced, path in files.items():
+        flag = ("--synced",) if synced else ()
+        output = _run(
+            "-m", "bench.reconcile", "--n", "500", "--rounds", "1", "--database", str(path), *flag,
+            timeout=120,
+        )  # fmt: skip
+        assert ("every transaction listed by a sync" in output) == synced, output
+        assert re.search(r"^rows: report 515, floor 500, summary \d+$", output, re.MULTILINE)
+    rows = {}
+    for synced, path in files.items():
+        with closing(sqlite3.connect(path)) as conn:
+            rows[synced] = conn.execute("SELECT * FROM reconciliation").fetchall()
+            listed, kinds = conn.execute(
+                "SELECT (SELECT COUNT(*) FROM service_transactions), "
+                "(SELECT group_concat(DISTINCT kind) FROM sync_drift)"
+            ).fetchone()
+        assert (listed, kinds) == ((500, "unexpected") if synced else (0, None))
+    assert rows[True] == rows[False]
+
+
+@pytest.mark.parametrize("synced", [False, True], ids=["never-synced", "synced"])
+def test_the_reconcile_bench_on_postgresql_reports_every_payment(
+    postgres_url: str, synced: bool
+) -> None:
     # The suite's database is migrated and empty: the bench fills it by COPY.
+    flag = ("--synced",) if synced else ()
     output = _run(
-        "-m", "bench.reconcile", "--n", "500", "--rounds", "2", "--postgres", postgres_url,
+        "-m", "bench.reconcile", "--n", "500", "--rounds", "2", "--postgres", postgres_url, *flag,
         timeout=120,
     )  # fmt: skip
 
     assert "N = 500 payments, 500 outcomes on PostgreSQL" in output
+    assert ("every transaction listed by a sync" in output) == synced, output
     # The same rows as on SQLite's ledger: 500 payments and the unexpected identifiers.
     assert re.search(r"^rows: report 515, floor 500, summary \d+$", output, re.MULTILINE), output
     assert re.search(r"peak RSS \d+ MB", output), output
