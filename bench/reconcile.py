@@ -152,7 +152,15 @@ def _deliveries(n: int) -> Iterator[tuple[object, ...]]:
 
 #: The sync run every listed transaction of a ``--synced`` build belongs to: complete, and its
 #: ``expected_before`` earlier than every payment, so none is ``missing_at_service``.
-SYNC_RUN = (1, START.isoformat(), (START - timedelta(days=1)).isoformat(), "complete", 1, 1)
+SYNC_RUN = (
+    1,
+    START.isoformat(),
+    (START - timedelta(days=1)).isoformat(),
+    "complete",
+    1,
+    1,
+    START.isoformat(),
+)
 SYNC_RUN_COLUMNS = "id, started_at, expected_before, status, pages, items, updated_at"
 LISTED_COLUMNS = (
     "transaction_id, external_identifier, status, state, state_rank, currency, amount_minor, "
@@ -200,7 +208,7 @@ def build(path: Path, n: int, *, synced: bool = False) -> float:
         if synced:
             conn.execute(
                 f"INSERT INTO sync_runs ({SYNC_RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",  # noqa: S608
-                (*SYNC_RUN, START.isoformat()),
+                SYNC_RUN,
             )
             conn.executemany(
                 f"INSERT INTO service_transactions ({LISTED_COLUMNS}) "  # noqa: S608
@@ -253,7 +261,7 @@ def build_postgres(url: str, n: int, *, synced: bool = False) -> float:
             ]
             if synced:
                 tables += [
-                    ("sync_runs", SYNC_RUN_COLUMNS, [(*SYNC_RUN, START.isoformat())]),
+                    ("sync_runs", SYNC_RUN_COLUMNS, [SYNC_RUN]),
                     ("service_transactions", LISTED_COLUMNS, (_listed(j, n) for j in range(n))),
                 ]
             with conn.cursor() as cursor:
