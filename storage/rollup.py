@@ -30,6 +30,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
+from payhooks.storage.listed_identifiers import (
+    LISTED_TRIGGERS,
+    rebuild_listed_sql,
+    recompute_if_listed,
+)
 from payhooks.storage.records import STATE_RANK, PaymentState
 
 __all__ = [
@@ -292,7 +297,8 @@ _IDENTIFIER_LIST = ", ".join(IDENTIFIER_COLUMNS)
 
 def _recompute(row: str) -> str:
     """Statements that make the rows of ``row``'s (``NEW`` or ``OLD``) transaction and
-    identifier their views' again.
+    identifier their views' again, and its identifier's drift when the service's list names it
+    (:mod:`payhooks.storage.listed_identifiers`).
 
     Delete, then insert: a REPLACE here would take the conflict policy of the statement that
     fired the trigger (an upsert's DO NOTHING), not its own.
@@ -307,7 +313,8 @@ def _recompute(row: str) -> str:
         f"FROM transactions_from_outcomes WHERE {same_transaction};\n"
         f"DELETE FROM identifiers WHERE {same_identifier};\n"
         f"INSERT INTO identifiers ({_IDENTIFIER_LIST}) SELECT {_IDENTIFIER_LIST} "
-        f"FROM identifiers_from_transactions WHERE {same_identifier};"
+        f"FROM identifiers_from_transactions WHERE {same_identifier};\n"
+        f"{recompute_if_listed(row)}"
     )
 
 
@@ -343,7 +350,8 @@ OUTCOME_COLUMNS: Final = (
     "recorded_at",
 )
 
-#: name -> ``CREATE TRIGGER`` statement; created (again) with the views, after migrations.
+#: name -> ``CREATE TRIGGER`` statement; created (again) with the views, after migrations:
+#: these tables' and ``listed_identifiers``'.
 ROLLUP_TRIGGERS: Mapping[str, str] = {
     "outcomes_rollup_insert": (
         "CREATE TRIGGER outcomes_rollup_insert AFTER INSERT ON outcomes BEGIN\n"
@@ -370,12 +378,14 @@ ROLLUP_TRIGGERS: Mapping[str, str] = {
         "CREATE TRIGGER payments_rollup_update AFTER UPDATE OF external_identifier "
         f"ON payments BEGIN\n{_expected('OLD', 0)}\n{_expected('NEW', 1)}\nEND"
     ),
+    **LISTED_TRIGGERS,
 }
 
 
 def rebuild_sql() -> tuple[str, ...]:
     """The statements that refill both tables from their views, whole (transactions first:
-    the identifiers are computed from them)."""
+    the identifiers are computed from them), then ``listed_identifiers``, which reads
+    ``transactions`` too."""
     return (
         "DELETE FROM identifiers",
         "DELETE FROM transactions",
@@ -383,4 +393,5 @@ def rebuild_sql() -> tuple[str, ...]:
         f"SELECT {_TRANSACTION_LIST} FROM transactions_from_outcomes",
         f"INSERT INTO identifiers ({_IDENTIFIER_LIST}) "  # noqa: S608 - constants only
         f"SELECT {_IDENTIFIER_LIST} FROM identifiers_from_transactions",
+        *rebuild_listed_sql(),
     )

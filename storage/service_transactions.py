@@ -35,8 +35,10 @@ from payhooks.storage.sql import Connection, Cursor
 
 __all__ = [
     "DRIFT_KIND_SQL",
+    "DRIFT_URGENCY",
     "DRIFT_VIEW_SQL",
     "LATEST_COMPLETE_THRESHOLD_SQL",
+    "NAMED_DRIFT_KIND_SQL",
     "RUNS_TABLE_SQL",
     "TABLE_INDEX_SQL",
     "TABLE_SQL",
@@ -91,16 +93,28 @@ RUNS_TABLE_SQL: Final = """
 _PENDING = PaymentState.PENDING.value
 _UNKNOWN = PaymentState.UNKNOWN.value
 
-#: One listed transaction ``s`` against its payment ``p`` and its rolled-up outcomes ``t``
-#: (``LEFT JOIN``s: NULL when absent): its drift kind, or NULL when the two views agree.
-DRIFT_KIND_SQL: Final = f"""CASE
-        WHEN p.external_identifier IS NULL THEN 'unexpected'
+# The drift of a listed transaction ``s`` whose identifier a payment names, against its
+# rolled-up outcomes ``t`` (NULL when none): the arms of DRIFT_KIND_SQL after the first.
+_NAMED_DRIFT_ARMS = f"""
         WHEN s.state = '{_UNKNOWN}' THEN 'unknown_status'
         WHEN s.state <> '{_PENDING}' AND s.state_rank > COALESCE(t.top_rank, -1)
             THEN 'missed_notification'
         WHEN t.transaction_id IS NOT NULL AND s.state <> COALESCE(t.lifecycle_state, '')
             THEN 'status_differs'
     END"""
+
+#: One listed transaction ``s`` against its payment ``p`` and its rolled-up outcomes ``t``
+#: (``LEFT JOIN``s: NULL when absent): its drift kind, or NULL when the two views agree.
+DRIFT_KIND_SQL: Final = f"""CASE
+        WHEN p.external_identifier IS NULL THEN 'unexpected'{_NAMED_DRIFT_ARMS}"""
+
+#: The same for a transaction whose identifier a payment names, without reading ``payments``:
+#: what :mod:`payhooks.storage.listed_identifiers` rolls up per identifier.
+NAMED_DRIFT_KIND_SQL: Final = f"CASE{_NAMED_DRIFT_ARMS}"
+
+#: The drift kinds of an expected payment's listed transactions, most urgent first: a payment
+#: whose transactions drift in several ways is reported as the first.
+DRIFT_URGENCY: Final = ("missed_notification", "unknown_status", "status_differs")
 
 #: The ``expected_before`` of the latest complete sync (NULL before the first).
 LATEST_COMPLETE_THRESHOLD_SQL: Final = (

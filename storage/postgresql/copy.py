@@ -43,7 +43,9 @@ TABLES = (
     "sync_runs",
     "service_transactions",
 )
-_ROLLUPS = ("transactions", "identifiers")
+_ROLLUPS = ("transactions", "identifiers", "listed_identifiers")
+#: The tables whose triggers keep the rollups: off while copying, the rollups refilled after.
+_WITH_ROLLUP_TRIGGERS = ("outcomes", "payments", "service_transactions")
 #: Views whose rows are counted on both sides too: the owed signals are kept on the deliveries'
 #: rows (migration 0009), so their count checks that those columns came across whole.
 _COUNTED_VIEWS = ("owed_signals",)
@@ -112,8 +114,8 @@ def _copy(source: Database, conn: psycopg.Connection[Any]) -> None:
                     f"The PostgreSQL database already holds a ledger ({table} has rows); "
                     "copy into an empty one."
                 )
-        conn.execute("ALTER TABLE outcomes DISABLE TRIGGER USER")
-        conn.execute("ALTER TABLE payments DISABLE TRIGGER USER")
+        for table in _WITH_ROLLUP_TRIGGERS:
+            conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
         outcome_links: list[tuple[int, int]] = []
         for table in TABLES:
             columns = _columns(source, table)
@@ -141,5 +143,5 @@ def _copy(source: Database, conn: psycopg.Connection[Any]) -> None:
         # Outcomes' references to their deliveries are checked at commit (0009); checked now,
         # so that no check is pending on the table the next statement alters.
         conn.execute("SET CONSTRAINTS ALL IMMEDIATE")
-        conn.execute("ALTER TABLE outcomes ENABLE TRIGGER USER")
-        conn.execute("ALTER TABLE payments ENABLE TRIGGER USER")
+        for table in _WITH_ROLLUP_TRIGGERS:
+            conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")

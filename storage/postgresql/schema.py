@@ -28,6 +28,7 @@ from typing import Any, Final
 import psycopg
 
 from payhooks.storage.errors import SchemaVersionError
+from payhooks.storage.listed_identifiers import LISTED_TABLE_SQL
 from payhooks.storage.owed_signals import COLUMNS as SIGNALS_COLUMNS
 from payhooks.storage.postgresql.dialect import cast_sums
 from payhooks.storage.rollup import (
@@ -144,7 +145,7 @@ def _trigger_sql(name: str, sqlite_sql: str) -> tuple[str, str]:
     """
     header, rest = sqlite_sql.split(" BEGIN\n", 1)
     body = rest.rsplit("\nEND", 1)[0]
-    event = header.removeprefix(f"CREATE TRIGGER {name} ")
+    event, _, condition = header.removeprefix(f"CREATE TRIGGER {name} ").partition(" WHEN ")
     locks = "".join(
         f"    PERFORM pg_advisory_xact_lock({ROLLUP_LOCK_CLASS}, "
         f"hashtext({row}.external_identifier));\n"
@@ -155,8 +156,17 @@ def _trigger_sql(name: str, sqlite_sql: str) -> tuple[str, str]:
         f"CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$\nBEGIN\n"
         f"{locks}{body}\n    RETURN NULL;\nEND\n$$"
     )
-    trigger = f"CREATE TRIGGER {name} {event} FOR EACH ROW EXECUTE FUNCTION {name}()"
+    when = f" WHEN ({condition})" if condition else ""
+    trigger = f"CREATE TRIGGER {name} {event} FOR EACH ROW{when} EXECUTE FUNCTION {name}()"
     return function, trigger
+
+
+def _trigger_table(sqlite_sql: str) -> str:
+    """The table a ``CREATE TRIGGER`` statement of SQLite's is on."""
+    found = re.search(r" ON (\w+)", sqlite_sql)
+    if found is None:  # pragma: no cover - guards a future edit of the triggers
+        raise ValueError(f"no table in {sqlite_sql[:60]!r}")
+    return found.group(1)
 
 
 # -- the migrations, parallel to SQLite's ------------------------------------------------------
@@ -310,6 +320,13 @@ def _flattened_reconciliation_view(conn: Connection) -> None:
     refilled (SQLite's 0010 says why)."""
 
 
+@_migration("0011_listed_identifiers")
+def _listed_identifiers(conn: Connection) -> None:
+    """``listed_identifiers``, filled with its triggers after the migrations (SQLite's 0011
+    says why)."""
+    conn.execute(to_postgres_ddl(LISTED_TABLE_SQL))
+
+
 #: The schema version this code writes: the number of migrations it knows.
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 _NAMES = [name for name, _ in MIGRATIONS]
@@ -344,9 +361,8 @@ def create_views(conn: Connection) -> None:
     rollup tables they keep."""
     from payhooks.storage.rollup import rebuild_sql
 
-    for name in ROLLUP_TRIGGERS:
-        table = "outcomes" if name.startswith("outcomes") else "payments"
-        conn.execute(f"DROP TRIGGER IF EXISTS {name} ON {table}")
+    for name, sql in ROLLUP_TRIGGERS.items():
+        conn.execute(f"DROP TRIGGER IF EXISTS {name} ON {_trigger_table(sql)}")
         conn.execute(f"DROP FUNCTION IF EXISTS {name}()")
     for name in reversed(VIEWS):
         conn.execute(f"DROP VIEW IF EXISTS {name}")

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from sqlite_utils import Database, Migrations
 
 from payhooks.storage.errors import SchemaVersionError
+from payhooks.storage.listed_identifiers import LISTED_TABLE_SQL, listed_view_sql
 from payhooks.storage.owed_signals import COLUMNS as SIGNALS_COLUMNS
 from payhooks.storage.owed_signals import VIEW_SQL as OWED_SIGNALS_VIEW_SQL
 from payhooks.storage.reconciliation import RECONCILIATION_VIEW_SQL
@@ -232,6 +233,15 @@ def _flattened_reconciliation_view(db: Database) -> None:
     something was listed (issue 17: :mod:`payhooks.storage.reconciliation`)."""
 
 
+@_migration("0011_listed_identifiers")
+def _listed_identifiers(db: Database) -> None:
+    """``listed_identifiers``: the drift the service's list shows per identifier, kept by
+    triggers, so the reconciliation reads one row per payment instead of searching its listed
+    transactions (issue 17: :mod:`payhooks.storage.listed_identifiers`). Filled, with its
+    triggers, by :func:`create_views`."""
+    db.execute(LISTED_TABLE_SQL)
+
+
 #: The schema version this code writes: the number of migrations it knows.
 SCHEMA_VERSION = len(_MIGRATION_NAMES)
 
@@ -263,6 +273,7 @@ def schema_version(db: Database) -> int:
 VIEWS = {
     "transactions_from_outcomes": transactions_view_sql(),
     "identifiers_from_transactions": identifiers_view_sql(),
+    "listed_identifiers_from_service": listed_view_sql(),
     "reconciliation": RECONCILIATION_VIEW_SQL,
     "sync_drift": DRIFT_VIEW_SQL,
     "owed_signals": OWED_SIGNALS_VIEW_SQL,
@@ -272,7 +283,8 @@ TRIGGERS = ROLLUP_TRIGGERS
 
 def create_views(db: Database) -> None:
     """Drop and create every view and trigger from the current definitions, and refill the
-    rollup tables they keep (one pass over ``outcomes``, one over ``transactions``)."""
+    rollup tables they keep (one pass over ``outcomes``, one over ``transactions``, one over
+    ``service_transactions``)."""
     for name in TRIGGERS:
         db.execute(f"DROP TRIGGER IF EXISTS {name}")
     for name in reversed(VIEWS):

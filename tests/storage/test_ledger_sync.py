@@ -65,16 +65,23 @@ def sync(ledger: Ledger, *items: ListedTransaction, max_age: timedelta = AGE) ->
         (S.SUCCEEDED, S.UNKNOWN, R.UNKNOWN_STATUS),
     ],
 )
+@pytest.mark.parametrize("listed_first", [False, True], ids=["notified-first", "listed-first"])
 def test_the_listed_state_against_the_notified_one_decides_the_drift(
     ledger: Ledger,
     notified: PaymentState | None,
     service: PaymentState,
     expected: ReconciliationState,
+    listed_first: bool,
 ) -> None:
+    """Whichever comes first: the drift kept per identifier (``listed_identifiers``) follows
+    both the list and the outcomes."""
     ledger.expect_transaction("order-1", 2500, "CNY")
+    if listed_first:
+        sync(ledger, listed(service))
     if notified is not None:
         record(ledger, make_outcome(state=notified))
-    sync(ledger, listed(service))
+    if not listed_first:
+        sync(ledger, listed(service))
     assert ledger.state("order-1") is expected
     drift = [row.kind for row in ledger.sync_drift()]
     agrees = expected not in MISMATCH_STATES

@@ -39,7 +39,14 @@ from payhooks.storage.postgresql import migrate as migrate_to
 from tests.support.cli import run
 from tests.support.engines import tables
 from tests.support.factories import FixedClock, make_outcome, record
-from tests.support.ledger_ops import apply_expectation, apply_outcome, expectations, outcomes
+from tests.support.ledger_ops import (
+    apply_expectation,
+    apply_listing,
+    apply_outcome,
+    expectations,
+    listings,
+    outcomes,
+)
 from tests.support.postgres import PostgresServer
 
 
@@ -413,11 +420,14 @@ _outcome_op = outcomes(
     ["a", "b", "c"], ["CB", "PF", "PS", "RS", "WP", "ZZ"], [999, 1999], ["EUR", "USD"]
 )
 _expect_op = expectations(["a", "b", "c"], ["EUR"])
+_listing_op = listings(["a", "b", "c"])
 _ROLLUP_SQL = (
     ("SELECT * FROM transactions ORDER BY 1, 2", "SELECT * FROM transactions_from_outcomes "
      "ORDER BY 1, 2"),
     ("SELECT * FROM identifiers ORDER BY 1", "SELECT * FROM identifiers_from_transactions "
      "ORDER BY 1"),
+    ("SELECT * FROM listed_identifiers ORDER BY 1", "SELECT * FROM "
+     "listed_identifiers_from_service ORDER BY 1"),
 )  # fmt: skip
 
 
@@ -425,6 +435,8 @@ def _apply(ledger: Ledger, ops: list[tuple[Any, ...]]) -> None:
     for n, op in enumerate(ops):
         if op[0] == "outcome":
             apply_outcome(ledger, op, dedupe_key=f"op-{n}")
+        elif op[0] == "listed":
+            apply_listing(ledger, op)
         else:
             apply_expectation(ledger, op)
 
@@ -433,7 +445,7 @@ def _apply(ledger: Ledger, ops: list[tuple[Any, ...]]) -> None:
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
-    ops=st.lists(st.one_of(_outcome_op, _outcome_op, _expect_op), max_size=12).filter(
+    ops=st.lists(st.one_of(_outcome_op, _outcome_op, _expect_op, _listing_op), max_size=12).filter(
         lambda ops: (
             len({op[1] for op in ops if op[0] == "expect"})
             == len([op for op in ops if op[0] == "expect"])
@@ -445,7 +457,8 @@ def test_both_engines_reconcile_the_same_writes_alike(
 ) -> None:
     with Ledger(postgres_url, clock=FixedClock()) as pg:
         tables(pg).execute(
-            "TRUNCATE outcomes, deliveries, payments, transactions, identifiers RESTART IDENTITY"
+            "TRUNCATE outcomes, deliveries, payments, transactions, identifiers, "
+            "service_transactions, sync_runs, listed_identifiers RESTART IDENTITY"
         )
         with (
             tempfile.TemporaryDirectory() as folder,

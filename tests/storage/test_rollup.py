@@ -9,11 +9,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from sqlite_utils import Database
 
-from payhooks.storage import SCHEMA_VERSION, Ledger, ReconciliationState
+from payhooks.storage import SCHEMA_VERSION, Ledger, PaymentState, ReconciliationState
+from payhooks.storage.listed_identifiers import listed_view_sql
 from payhooks.storage.reconciliation import reconciliation_view_sql
 from payhooks.storage.rollup import identifiers_view_sql
 from payhooks.storage.sqlite import MIGRATIONS, TRIGGERS, configure
@@ -21,8 +22,10 @@ from tests.support.factories import T0, make_outcome, record
 from tests.support.ledger_ops import (
     CODES,
     apply_expectation,
+    apply_listing,
     apply_outcome,
     expectations,
+    listings,
     outcomes,
 )
 
@@ -30,16 +33,19 @@ IDENTIFIERS = ("a", "b", "c")
 
 
 def plain_views(conn: sqlite3.Connection) -> None:
-    """The reconciliation computed from ``outcomes`` at query time, as temporary views: the
-    identifiers over ``transactions_from_outcomes`` rather than the stored tables."""
+    """The reconciliation computed from ``outcomes`` and ``service_transactions`` at query
+    time, as temporary views: the identifiers and the listed identifiers over
+    ``transactions_from_outcomes`` rather than the stored tables."""
     conn.execute(
         identifiers_view_sql("temp.plain_identifiers", transactions="transactions_from_outcomes")
     )
+    conn.execute(listed_view_sql("temp.plain_listed", transactions="transactions_from_outcomes"))
     conn.execute(
         reconciliation_view_sql(
             "temp.plain_reconciliation",
             identifiers="plain_identifiers",
             transactions="transactions_from_outcomes",
+            listed="plain_listed",
         )
     )
 
@@ -56,6 +62,9 @@ def assert_rollups_are_their_views(conn: sqlite3.Connection) -> None:
     assert rows(conn, "identifiers", "external_identifier") == rows(
         conn, "plain_identifiers", "external_identifier"
     )
+    assert rows(conn, "listed_identifiers", "external_identifier") == rows(
+        conn, "plain_listed", "external_identifier"
+    )
     assert rows(conn, "reconciliation", "external_identifier") == rows(
         conn, "plain_reconciliation", "external_identifier"
     )
@@ -63,15 +72,19 @@ def assert_rollups_are_their_views(conn: sqlite3.Connection) -> None:
 
 outcome_op = outcomes(IDENTIFIERS, sorted(CODES), [999, 1999, 2999], ["AUD", "EUR", "USD"])
 expect_op = expectations(IDENTIFIERS, ["AUD", "EUR", "USD"])
+listing_op = listings(IDENTIFIERS)
+outcome_example = ("outcome", "a", "t1", "PS", 999, "USD", 0)
 sql_op = st.tuples(
-    st.sampled_from(["forget", "drop", "move", "rename"]),
+    st.sampled_from(["forget", "drop", "move", "rename", "unlist"]),
     st.sampled_from(IDENTIFIERS),
     st.integers(0, 5),
 )
 
 
 @settings(max_examples=120, deadline=None)
-@given(ops=st.lists(st.one_of(outcome_op, outcome_op, expect_op, sql_op), max_size=14))
+@given(ops=st.lists(st.one_of(outcome_op, outcome_op, expect_op, listing_op, sql_op), max_size=14))
+# The listed transaction's notification arrives after the listing (its identifier is listed).
+@example(ops=[("listed", "a", "a", "t1", PaymentState.SUCCEEDED), outcome_example])
 def test_the_rollups_follow_every_write_and_reconcile_as_the_outcomes_do(
     ops: list[tuple[Any, ...]],
 ) -> None:
@@ -85,6 +98,8 @@ def test_the_rollups_follow_every_write_and_reconcile_as_the_outcomes_do(
             elif kind == "expect":
                 if ledger.state(identifier) in (None, ReconciliationState.UNEXPECTED):
                     apply_expectation(ledger, op)
+            elif kind == "listed":
+                apply_listing(ledger, op)
             else:
                 # What a person might do with an SQL tool: the triggers follow it too.
                 nth = op[2]
@@ -102,6 +117,13 @@ def test_the_rollups_follow_every_write_and_reconcile_as_the_outcomes_do(
                         conn.execute(
                             "DELETE FROM outcomes WHERE id = "
                             "(SELECT id FROM outcomes ORDER BY id LIMIT 1 OFFSET ?)",
+                            (nth,),
+                        )
+                    elif kind == "unlist":
+                        conn.execute(
+                            "DELETE FROM service_transactions WHERE transaction_id = "
+                            "(SELECT transaction_id FROM service_transactions "
+                            "ORDER BY transaction_id LIMIT 1 OFFSET ?)",
                             (nth,),
                         )
                     elif kind == "move":
@@ -140,6 +162,10 @@ def version_3_file(path: Path) -> None:
     for name in TRIGGERS:
         db.execute(f"DROP TRIGGER {name}")
     for statement in (
+        # migration 0011: the listed identifiers (and the view that reads them)
+        "DROP VIEW reconciliation",
+        "DROP VIEW listed_identifiers_from_service",
+        "DROP TABLE listed_identifiers",
         # migration 0009: the owed signals' columns on deliveries, the full status index
         "DROP VIEW owed_signals",
         "DROP INDEX deliveries_signals_owed",
@@ -155,7 +181,6 @@ def version_3_file(path: Path) -> None:
         "CREATE INDEX IF NOT EXISTS outcomes_delivery ON outcomes (delivery_id)",
         # migration 0006, after the rollups (the views that read its columns first)
         "DROP VIEW sync_drift",
-        "DROP VIEW reconciliation",
         "DROP TABLE service_transactions",
         "DROP TABLE sync_runs",
         "ALTER TABLE payments DROP COLUMN creation",

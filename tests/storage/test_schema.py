@@ -27,9 +27,10 @@ def test_a_new_file_gets_every_table_and_the_view(tmp_path: Path) -> None:
         assert {"payments", "deliveries", "rejected_deliveries", "outcomes", "returns"} <= set(
             db.table_names()
         )
-        assert {"transactions", "identifiers"} <= set(db.table_names())
+        assert {"transactions", "identifiers", "listed_identifiers"} <= set(db.table_names())
         assert sorted(db.view_names()) == [
             "identifiers_from_transactions",
+            "listed_identifiers_from_service",
             "owed_signals",
             "reconciliation",
             "sync_drift",
@@ -61,6 +62,7 @@ def test_applied_migrations_are_recorded_by_name(tmp_path: Path) -> None:
             "0008_rollups_by_transaction_key",
             "0009_signals_on_deliveries",
             "0010_flattened_reconciliation_view",
+            "0011_listed_identifiers",
         ]
         assert MIGRATIONS.pending(ledger.database) == []
 

@@ -3,7 +3,11 @@ applies them, shared by the rollup tests (SQLite, with SQL-tool writes besides) 
 comparison of the two engines.
 
 An outcome operation is ``("outcome", identifier, transaction, code, amount_minor, currency,
-minute)``; an expectation ``("expect", identifier, is_subscription, currency)``.
+minute)``; an expectation ``("expect", identifier, is_subscription, currency)``; a listing
+``("listed", identifier, transaction_identifier, transaction, state)``: one item of the
+service's list as ``payhooks sync`` records it, the transaction named as the outcomes name
+theirs (``<transaction_identifier>-<transaction>``), so a listing can agree with the outcomes,
+drift from them, or move a transaction to another identifier.
 """
 
 from __future__ import annotations
@@ -14,10 +18,18 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from payhooks.storage import Ledger, PaymentState
+from payhooks.storage import Ledger, ListedTransaction, PaymentState
 from tests.support.factories import T0, make_outcome, record
 
-__all__ = ["CODES", "apply_expectation", "apply_outcome", "expectations", "outcomes"]
+__all__ = [
+    "CODES",
+    "apply_expectation",
+    "apply_listing",
+    "apply_outcome",
+    "expectations",
+    "listings",
+    "outcomes",
+]
 
 #: Status codes and the states the operations record them as.
 CODES = {
@@ -81,3 +93,29 @@ def apply_expectation(ledger: Ledger, op: Op) -> None:
         ledger.expect_subscription(identifier, 999, currency, 1999)
     else:
         ledger.expect_transaction(identifier, 1999, currency)
+
+
+def listings(identifiers: Sequence[str]) -> st.SearchStrategy[Op]:
+    """Listing operations: a transaction (one the outcomes may name, or a fourth they never
+    do) listed under one of ``identifiers`` in any state, ``unknown`` included."""
+    return st.tuples(
+        st.just("listed"),
+        st.sampled_from(identifiers),
+        st.sampled_from(identifiers),
+        st.sampled_from(["t1", "t2", "t3", "t4"]),
+        st.sampled_from(sorted(PaymentState)),
+    )
+
+
+def apply_listing(ledger: Ledger, op: Op) -> None:
+    """Record the item ``op`` describes as one page of a complete sync."""
+    _, identifier, transaction_identifier, transaction, state = op
+    run = ledger.begin_sync(max_age=timedelta(days=1))
+    item = ListedTransaction(
+        transaction_id=f"{transaction_identifier}-{transaction}",
+        external_identifier=identifier,
+        status=f"listed-{state}",
+        state=state,
+    )
+    ledger.record_service_page(run.id, [item], next_cursor=None)
+    ledger.end_sync(run.id)
