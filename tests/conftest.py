@@ -225,7 +225,13 @@ def serve() -> Iterator[Callable[[Flask], LiveServer]]:
 
     def start(app: Flask) -> LiveServer:
         server = make_server("127.0.0.1", 0, app, threaded=True)
-        thread = threading.Thread(target=server.serve_forever, name="live-server", daemon=True)
+        # A short poll: shutdown() waits for the loop to notice (0.5 s by default).
+        thread = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.02},
+            name="live-server",
+            daemon=True,
+        )
         thread.start()
         started.append((server, thread))
         return LiveServer(server, f"http://127.0.0.1:{server.server_port}")

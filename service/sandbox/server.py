@@ -25,6 +25,9 @@ from payhooks.service.sandbox.settings import SandboxSettings
 
 __all__ = ["SandboxServer"]
 
+#: How often a sandbox serving in the background checks whether it was told to stop.
+_STOP_POLL_SECONDS = 0.05
+
 
 class _QuietHandler(WSGIRequestHandler):
     """Serves without a log line per request: tests and CI read the sandbox's own log."""
@@ -79,8 +82,12 @@ class SandboxServer:
         served = cls(sandbox, server)
         sandbox.public_url = served.url
         if background:
+            # stop() waits for the serving loop to notice: a short poll keeps that short.
             served._thread = threading.Thread(
-                target=server.serve_forever, name="payhooks-sandbox", daemon=True
+                target=server.serve_forever,
+                kwargs={"poll_interval": _STOP_POLL_SECONDS},
+                name="payhooks-sandbox",
+                daemon=True,
             )
             served._thread.start()
         return served
