@@ -5,8 +5,8 @@ failed, pending, refunded before their success arrived, duplicated, unexpected; 
 tables filled once at the end, as an upgrade does), then, in a fresh child process so its peak
 memory is the report's own and not the build's. With ``--synced``, the ledger also holds one
 complete ``payhooks sync`` that listed every outcome's transaction with the status notified:
-the reconciliation then looks up each payment's listed transactions for drift, which it skips
-in a ledger that was never synced.
+every payment then has a row of ``listed_identifiers`` (its drift: none), which the
+reconciliation reads, as a production ledger that syncs has.
 
 - ``floor``: a bare SQL aggregate over the same tables, one row per payment joined to its
   outcomes (``COUNT``, ``SUM``, ``MAX``) through an index made for it (:data:`FLOOR_INDEX_SQL`),
@@ -242,7 +242,7 @@ def build_postgres(url: str, n: int, *, synced: bool = False) -> float:
     import psycopg
 
     from payhooks.storage.postgresql import create_views as create_postgres_views
-    from payhooks.storage.rollup import ROLLUP_TRIGGERS
+    from payhooks.storage.postgresql import drop_rollup_triggers
 
     started = time.perf_counter()
     migrate(url)
@@ -251,9 +251,7 @@ def build_postgres(url: str, n: int, *, synced: bool = False) -> float:
         if found is None or found[0]:
             raise SystemExit("--postgres: give an empty database; this one holds payments")
         with conn.transaction():
-            for name in ROLLUP_TRIGGERS:
-                table = "outcomes" if name.startswith("outcomes") else "payments"
-                conn.execute(f"DROP TRIGGER IF EXISTS {name} ON {table}")  # type: ignore[arg-type,unused-ignore]
+            drop_rollup_triggers(conn)
             tables: list[tuple[str, str, Iterable[tuple[object, ...]]]] = [
                 ("payments", PAYMENT_COLUMNS, (_payment(i) for i in range(n))),
                 ("deliveries", DELIVERY_COLUMNS, _deliveries(n)),

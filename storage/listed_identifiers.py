@@ -33,6 +33,7 @@ from typing import Final
 from payhooks.storage.service_transactions import DRIFT_URGENCY, NAMED_DRIFT_KIND_SQL
 
 __all__ = [
+    "DRIFT_INPUTS",
     "LISTED_COLUMNS",
     "LISTED_TABLE_SQL",
     "LISTED_TRIGGERS",
@@ -93,10 +94,11 @@ def recompute_if_listed(row: str) -> str:
     )
 
 
-# What a listed transaction's drift reads of its own row (all NOT NULL, so ``<>`` is exact on
-# both engines).
-_DRIFT_INPUTS = ("external_identifier", "transaction_id", "state", "state_rank")
-_CHANGED = " OR ".join(f"OLD.{column} <> NEW.{column}" for column in _DRIFT_INPUTS)
+#: What a listed transaction's drift reads of its own row: the update trigger recomputes only
+#: when one of them changes (a sync rewrites ``last_seen_at`` of every row it sees). All NOT
+#: NULL, so ``<>`` is exact on both engines. A test checks the view reads no other column.
+DRIFT_INPUTS: Final = ("external_identifier", "transaction_id", "state", "state_rank")
+_CHANGED = " OR ".join(f"OLD.{column} <> NEW.{column}" for column in DRIFT_INPUTS)
 
 #: name -> ``CREATE TRIGGER`` statement, made anew with the views after migrations.
 LISTED_TRIGGERS: Mapping[str, str] = {
@@ -110,7 +112,7 @@ LISTED_TRIGGERS: Mapping[str, str] = {
     ),
     "service_transactions_listed_update": (
         "CREATE TRIGGER service_transactions_listed_update AFTER UPDATE OF "
-        f"{', '.join(_DRIFT_INPUTS)} ON service_transactions WHEN {_CHANGED} "
+        f"{', '.join(DRIFT_INPUTS)} ON service_transactions WHEN {_CHANGED} "
         f"BEGIN\n{_recompute('OLD')}\n{_recompute('NEW')}\nEND"
     ),
 }

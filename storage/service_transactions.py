@@ -67,7 +67,8 @@ TABLE_SQL: Final = """
         sync_run INTEGER NOT NULL REFERENCES sync_runs (id)
     )"""
 
-#: The reconciliation looks a payment's listed transactions up by identifier.
+#: A listed identifier's transactions, by identifier: for the triggers that keep its
+#: ``listed_identifiers`` row, and the identifiers only the list names.
 TABLE_INDEX_SQL: Final = (
     "CREATE INDEX service_transactions_identifier "
     "ON service_transactions (external_identifier, transaction_id)"

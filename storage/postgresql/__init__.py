@@ -20,6 +20,7 @@ from payhooks.storage.postgresql.schema import (
     MIGRATIONS,
     SCHEMA_VERSION,
     create_views,
+    drop_rollup_triggers,
     migrate,
     schema_version,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "PostgresEngine",
     "close_pools",
     "create_views",
+    "drop_rollup_triggers",
     "from_postgres_error",
     "migrate",
     "pool_for",

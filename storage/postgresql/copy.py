@@ -4,9 +4,10 @@ The copy is one PostgreSQL transaction into a migrated, empty database: every ta
 with their ids (the bodies byte for byte, as ``bytea``), through ``COPY``; the identity
 sequences moved past the highest id; ``deliveries.outcome_id`` set once the outcomes it names
 exist (the two tables refer to each other). The rollup tables are derived
-(:mod:`payhooks.storage.rollup`): the rollup triggers are off while outcomes are copied, and
-the tables are refilled from the outcomes at the end, by PostgreSQL's own SQL, so the check
-below also compares the two engines' reconciliation rules on real data.
+(:mod:`payhooks.storage.rollup`, :mod:`payhooks.storage.listed_identifiers`): the rollup
+triggers are off while the rows are copied, and the tables are refilled from the outcomes and
+the service's list at the end, by PostgreSQL's own SQL, so the check below also compares the
+two engines' reconciliation rules on real data.
 
 The check, after the commit: the row count of every table equal on both (and of the
 ``owed_signals`` view, whose rows live in the deliveries' columns), every body's SHA-256

@@ -57,6 +57,7 @@ __all__ = [
     "MIGRATION_LOCK",
     "SCHEMA_VERSION",
     "create_views",
+    "drop_rollup_triggers",
     "migrate",
     "schema_version",
     "to_postgres_ddl",
@@ -356,14 +357,20 @@ def schema_version(conn: Connection) -> int:
     return len(names)
 
 
+def drop_rollup_triggers(conn: Connection) -> None:
+    """Drop the triggers that keep the rollup tables, and their functions (a bulk load does,
+    then :func:`create_views` makes them anew and refills the tables once)."""
+    for name, sql in ROLLUP_TRIGGERS.items():
+        conn.execute(f"DROP TRIGGER IF EXISTS {name} ON {_trigger_table(sql)}")
+        conn.execute(f"DROP FUNCTION IF EXISTS {name}()")
+
+
 def create_views(conn: Connection) -> None:
     """Drop and create every view and trigger from the current definitions, and refill the
     rollup tables they keep."""
     from payhooks.storage.rollup import rebuild_sql
 
-    for name, sql in ROLLUP_TRIGGERS.items():
-        conn.execute(f"DROP TRIGGER IF EXISTS {name} ON {_trigger_table(sql)}")
-        conn.execute(f"DROP FUNCTION IF EXISTS {name}()")
+    drop_rollup_triggers(conn)
     for name in reversed(VIEWS):
         conn.execute(f"DROP VIEW IF EXISTS {name}")
     for sql in VIEWS.values():

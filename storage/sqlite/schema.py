@@ -230,7 +230,8 @@ def _flattened_reconciliation_view(db: Database) -> None:
     after any migration (with the rollup tables refilled from ``outcomes``, one pass under the
     write lock). Each column has one affinity in every arm, so SQLite flattens the view into a
     plain query that reads it, and a payment's listed transactions are looked up only when
-    something was listed (issue 17: :mod:`payhooks.storage.reconciliation`)."""
+    something was listed (until 0011 rolled their drift up; issue 17:
+    :mod:`payhooks.storage.reconciliation`)."""
 
 
 @_migration("0011_listed_identifiers")

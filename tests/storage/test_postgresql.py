@@ -34,8 +34,9 @@ from payhooks.storage import (
     StorageUnavailableError,
     migrate,
 )
-from payhooks.storage.postgresql import close_pools
+from payhooks.storage.postgresql import close_pools, create_views, drop_rollup_triggers
 from payhooks.storage.postgresql import migrate as migrate_to
+from payhooks.storage.rollup import ROLLUP_TRIGGERS
 from tests.support.cli import run
 from tests.support.engines import tables
 from tests.support.factories import FixedClock, make_outcome, record
@@ -83,6 +84,26 @@ def test_an_unmigrated_database_is_refused_until_payhooks_migrate(empty_url: str
     with Ledger(empty_url) as ledger:
         assert ledger.schema_version == SCHEMA_VERSION
         assert ledger.engine == "postgresql"
+
+
+def test_a_bulk_load_drops_every_rollup_trigger_and_create_views_makes_them_anew(
+    empty_url: str,
+) -> None:
+    """Each trigger is dropped from its own table (outcomes, payments, service_transactions):
+    one left on would recompute a rollup row, under an advisory lock, per loaded row."""
+    migrate(empty_url)
+    user_triggers = (
+        "SELECT tgrelid::regclass::text, tgname FROM pg_trigger WHERE NOT tgisinternal "
+        "ORDER BY 1, 2"
+    )
+    with psycopg.connect(empty_url, autocommit=True) as conn:
+        made = conn.execute(user_triggers).fetchall()
+        assert {table for table, _ in made} == {"outcomes", "payments", "service_transactions"}
+        assert sorted(name for _, name in made) == sorted(ROLLUP_TRIGGERS)
+        drop_rollup_triggers(conn)
+        assert conn.execute(user_triggers).fetchall() == []
+        create_views(conn)
+        assert conn.execute(user_triggers).fetchall() == made
 
 
 def test_postgresql_has_sqlites_migrations_by_name_in_order() -> None:

@@ -3,6 +3,7 @@ always the same as over rows computed from the outcomes at query time."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from contextlib import closing
 from datetime import timedelta
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from sqlite_utils import Database
 
 from payhooks.storage import SCHEMA_VERSION, Ledger, PaymentState, ReconciliationState
-from payhooks.storage.listed_identifiers import listed_view_sql
+from payhooks.storage.listed_identifiers import DRIFT_INPUTS, listed_view_sql
 from payhooks.storage.reconciliation import reconciliation_view_sql
 from payhooks.storage.rollup import identifiers_view_sql
 from payhooks.storage.sqlite import MIGRATIONS, TRIGGERS, configure
@@ -220,3 +221,57 @@ def test_a_file_from_before_the_rollups_gets_them_filled_on_opening(tmp_path: Pa
         ledger.expect_transaction("stray", 2500, "CNY")
         assert ledger.state("stray") is ReconciliationState.PAID
         assert_rollups_are_their_views(conn)
+
+
+def version_10_file(path: Path) -> None:
+    """A ledger as payhooks left it before ``listed_identifiers`` (migration 0011): a payment
+    whose one listed transaction no notification told about, and an agreeing one."""
+    with Ledger(path) as ledger:
+        ledger.expect_transaction("a", 1999, "USD")
+        ledger.expect_transaction("b", 1999, "USD")
+        apply_outcome(ledger, ("outcome", "b", "t1", "PS", 1999, "USD", 0))
+        apply_listing(ledger, ("listed", "a", "a", "t1", PaymentState.SUCCEEDED))
+        apply_listing(ledger, ("listed", "b", "b", "t1", PaymentState.SUCCEEDED))
+    db = Database(path)
+    configure(db, busy_timeout_ms=5000)
+    for name in TRIGGERS:
+        db.execute(f"DROP TRIGGER {name}")
+    for statement in (
+        "DROP VIEW reconciliation",
+        "DROP VIEW listed_identifiers_from_service",
+        "DROP TABLE listed_identifiers",
+        "DELETE FROM _sqlite_migrations WHERE name = '0011_listed_identifiers'",
+    ):
+        db.execute(statement)
+    db.conn.commit()
+    db.close()
+
+
+def test_a_file_from_before_the_listed_identifiers_gets_them_filled_on_opening(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "v10.db"
+    version_10_file(path)
+    with Ledger(path) as ledger:
+        assert ledger.schema_version == SCHEMA_VERSION
+        conn = ledger.database.conn
+        assert conn.execute("SELECT * FROM listed_identifiers ORDER BY 1").fetchall() == [
+            ("a", "missed_notification"),
+            ("b", None),
+        ]
+        assert ledger.state("a") is ReconciliationState.MISSED_NOTIFICATION
+        assert ledger.state("b") is ReconciliationState.PAID
+        # And the triggers are there: the missed notification arrives, the drift goes.
+        apply_outcome(ledger, ("outcome", "a", "t1", "PS", 1999, "USD", 0))
+        assert ledger.state("a") is ReconciliationState.PAID
+        plain_views(conn)
+        assert_rollups_are_their_views(conn)
+
+
+def test_a_listed_transactions_drift_reads_only_the_columns_its_update_trigger_watches() -> None:
+    """The update trigger on ``service_transactions`` recomputes only when one of
+    ``DRIFT_INPUTS`` changes (a sync rewrites ``last_seen_at`` on every row it sees): a column
+    the drift reads must be one of them."""
+    read = set(re.findall(r"\bs\.(\w+)", listed_view_sql()))
+    assert read, listed_view_sql()
+    assert read <= set(DRIFT_INPUTS)

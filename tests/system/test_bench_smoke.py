@@ -85,8 +85,8 @@ def test_a_synced_bench_ledger_reconciles_as_an_unsynced_one_with_only_unexpecte
     tmp_path: Path,
 ) -> None:
     """``--synced`` lists every outcome's transaction with the status notified: the report
-    then reads each payment's listed transactions, and must come out the same, or the bench
-    would compare two different reconciliations."""
+    then reads each payment's row of ``listed_identifiers`` (no drift), and must come out the
+    same, or the bench would compare two different reconciliations."""
     files = {synced: tmp_path / f"synced-{synced}.db" for synced in (False, True)}
     for synced, path in files.items():
         flag = ("--synced",) if synced else ()
