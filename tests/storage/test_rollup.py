@@ -142,6 +142,30 @@ def test_the_rollups_follow_every_write_and_reconcile_as_the_outcomes_do(
             assert_rollups_are_their_views(conn)
 
 
+#: Undoing migration 0011: the listed identifiers (and the view that reads them).
+UNDO_0011 = (
+    "DROP VIEW reconciliation",
+    "DROP VIEW listed_identifiers_from_service",
+    "DROP TABLE listed_identifiers",
+)
+
+
+def downgrade(path: Path, *statements: str, keep: int) -> None:
+    """Take the ledger at ``path`` back to its first ``keep`` migrations: its derived triggers
+    dropped, ``statements`` run (each later migration undone, newest first), and the later
+    migrations' records deleted."""
+    db = Database(path)
+    configure(db, busy_timeout_ms=5000)
+    for name in TRIGGERS:
+        db.execute(f"DROP TRIGGER {name}")
+    for statement in statements:
+        db.execute(statement)
+    for migration in MIGRATIONS.applied(db)[keep:]:
+        db.execute("DELETE FROM _sqlite_migrations WHERE name = ?", (migration.name,))
+    db.conn.commit()
+    db.close()
+
+
 def version_3_file(path: Path) -> None:
     """A ledger as payhooks left it before the rollup tables: a payment and its outcomes."""
     with Ledger(path) as ledger:
@@ -158,15 +182,9 @@ def version_3_file(path: Path) -> None:
                 ),
             )
         record(ledger, make_outcome(external_identifier="stray", transaction_id="ll-9"))
-    db = Database(path)
-    configure(db, busy_timeout_ms=5000)
-    for name in TRIGGERS:
-        db.execute(f"DROP TRIGGER {name}")
-    for statement in (
-        # migration 0011: the listed identifiers (and the view that reads them)
-        "DROP VIEW reconciliation",
-        "DROP VIEW listed_identifiers_from_service",
-        "DROP TABLE listed_identifiers",
+    downgrade(
+        path,
+        *UNDO_0011,
         # migration 0009: the owed signals' columns on deliveries, the full status index
         "DROP VIEW owed_signals",
         "DROP INDEX deliveries_signals_owed",
@@ -192,12 +210,8 @@ def version_3_file(path: Path) -> None:
         "DROP TABLE identifiers",
         "DROP TABLE transactions",
         # migration 0005 made owed_signals, a table until 0007 turned it into the view above
-    ):
-        db.execute(statement)
-    for migration in MIGRATIONS.applied(db)[3:]:
-        db.execute("DELETE FROM _sqlite_migrations WHERE name = ?", (migration.name,))
-    db.conn.commit()
-    db.close()
+        keep=3,
+    )
 
 
 def test_a_file_from_before_the_rollups_gets_them_filled_on_opening(tmp_path: Path) -> None:
@@ -232,19 +246,7 @@ def version_10_file(path: Path) -> None:
         apply_outcome(ledger, ("outcome", "b", "t1", "PS", 1999, "USD", 0))
         apply_listing(ledger, ("listed", "a", "a", "t1", PaymentState.SUCCEEDED))
         apply_listing(ledger, ("listed", "b", "b", "t1", PaymentState.SUCCEEDED))
-    db = Database(path)
-    configure(db, busy_timeout_ms=5000)
-    for name in TRIGGERS:
-        db.execute(f"DROP TRIGGER {name}")
-    for statement in (
-        "DROP VIEW reconciliation",
-        "DROP VIEW listed_identifiers_from_service",
-        "DROP TABLE listed_identifiers",
-        "DELETE FROM _sqlite_migrations WHERE name = '0011_listed_identifiers'",
-    ):
-        db.execute(statement)
-    db.conn.commit()
-    db.close()
+    downgrade(path, *UNDO_0011, keep=10)
 
 
 def test_a_file_from_before_the_listed_identifiers_gets_them_filled_on_opening(
