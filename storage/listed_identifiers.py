@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
+from payhooks.storage.refill import refill_sql
 from payhooks.storage.service_transactions import DRIFT_URGENCY, NAMED_DRIFT_KIND_SQL
 
 __all__ = [
@@ -44,7 +45,7 @@ __all__ = [
 
 #: The columns of ``listed_identifiers`` and of its view, in order.
 LISTED_COLUMNS: Final = ("external_identifier", "drift")
-_LIST = ", ".join(LISTED_COLUMNS)
+_TABLE, _VIEW = "listed_identifiers", "listed_identifiers_from_service"
 
 LISTED_TABLE_SQL: Final = """
 CREATE TABLE listed_identifiers (
@@ -56,9 +57,7 @@ _URGENCY = " ".join(f"WHEN '{kind}' THEN {rank}" for rank, kind in enumerate(DRI
 _BY_URGENCY = " ".join(f"WHEN {rank} THEN '{kind}'" for rank, kind in enumerate(DRIFT_URGENCY, 1))
 
 
-def listed_view_sql(
-    name: str = "listed_identifiers_from_service", transactions: str = "transactions"
-) -> str:
+def listed_view_sql(name: str = _VIEW, transactions: str = "transactions") -> str:
     """One row per listed identifier, computed from ``service_transactions`` and the rolled-up
     outcomes (the table ``transactions``, or for tests its view): what the table holds."""
     return f"""
@@ -74,13 +73,11 @@ GROUP BY s.external_identifier"""  # noqa: S608 - constants only
 
 def _recompute(row: str) -> str:
     """Make the row of ``row``'s (``NEW`` or ``OLD``) identifier its view's again (none when
-    nothing lists it any more). Delete, then insert: see :mod:`payhooks.storage.rollup`."""
-    same = f"external_identifier = {row}.external_identifier"
-    return (
-        f"DELETE FROM listed_identifiers WHERE {same};\n"  # noqa: S608 - constants only
-        f"INSERT INTO listed_identifiers ({_LIST}) SELECT {_LIST} "
-        f"FROM listed_identifiers_from_service WHERE {same};"
+    nothing lists it any more)."""
+    statements = refill_sql(
+        _TABLE, _VIEW, LISTED_COLUMNS, f"external_identifier = {row}.external_identifier"
     )
+    return ";\n".join(statements) + ";"
 
 
 def recompute_if_listed(row: str) -> str:
@@ -88,9 +85,8 @@ def recompute_if_listed(row: str) -> str:
     identifier again, when the list names it (nothing written otherwise)."""
     same = f"external_identifier = {row}.external_identifier"
     return (
-        "UPDATE listed_identifiers SET drift = ("  # noqa: S608 - constants only
-        f"SELECT v.drift FROM listed_identifiers_from_service AS v WHERE v.{same}) "
-        f"WHERE {same};"
+        f"UPDATE {_TABLE} SET drift = ("  # noqa: S608 - constants only
+        f"SELECT v.drift FROM {_VIEW} AS v WHERE v.{same}) WHERE {same};"
     )
 
 
@@ -120,8 +116,4 @@ LISTED_TRIGGERS: Mapping[str, str] = {
 
 def rebuild_listed_sql() -> tuple[str, ...]:
     """The statements that refill the table from its view, whole (after ``transactions``)."""
-    return (
-        "DELETE FROM listed_identifiers",
-        f"INSERT INTO listed_identifiers ({_LIST}) "  # noqa: S608 - constants only
-        f"SELECT {_LIST} FROM listed_identifiers_from_service",
-    )
+    return refill_sql(_TABLE, _VIEW, LISTED_COLUMNS)

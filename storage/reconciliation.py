@@ -86,10 +86,7 @@ from typing import Any
 from payhooks.storage.currencies import from_minor_units
 from payhooks.storage.records import STATE_RANK, PaymentState, ReconciliationState
 from payhooks.storage.rows import PaymentKind, ReconciliationRow, SummaryRow
-from payhooks.storage.service_transactions import (
-    DRIFT_URGENCY,
-    LATEST_COMPLETE_THRESHOLD_SQL,
-)
+from payhooks.storage.service_transactions import LATEST_COMPLETE_THRESHOLD_SQL
 from payhooks.storage.sql import Connection, Cursor
 from payhooks.storage.times import to_text
 
@@ -106,9 +103,6 @@ __all__ = [
 
 _SUCCEEDED = STATE_RANK[PaymentState.SUCCEEDED]
 _R = ReconciliationState
-# ``listed_identifiers.drift`` is read as the payment's state: each kind must name one (an
-# import error, not a wrong report, if they part).
-_DRIFT_STATES = tuple(ReconciliationState(kind) for kind in DRIFT_URGENCY)
 
 # For an expected payment `p` and its identifier's row `i` (NULL columns when no outcome;
 # the period columns are NULL too when nothing succeeded). Some period was paid in another

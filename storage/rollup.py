@@ -36,6 +36,7 @@ from payhooks.storage.listed_identifiers import (
     recompute_if_listed,
 )
 from payhooks.storage.records import STATE_RANK, PaymentState
+from payhooks.storage.refill import refill_sql
 
 __all__ = [
     "IDENTIFIERS_INDEX_SQL",
@@ -291,31 +292,24 @@ IDENTIFIERS_INDEX_SQL = (
 
 # -- keeping them current ------------------------------------------------------------------
 
-_TRANSACTION_LIST = ", ".join(TRANSACTION_COLUMNS)
-_IDENTIFIER_LIST = ", ".join(IDENTIFIER_COLUMNS)
-
 
 def _recompute(row: str) -> str:
     """Statements that make the rows of ``row``'s (``NEW`` or ``OLD``) transaction and
-    identifier their views' again, and its identifier's drift when the service's list names it
-    (:mod:`payhooks.storage.listed_identifiers`).
-
-    Delete, then insert: a REPLACE here would take the conflict policy of the statement that
-    fired the trigger (an upsert's DO NOTHING), not its own.
-    """
+    identifier their views' again (:mod:`payhooks.storage.refill`), and its identifier's drift
+    when the service's list names it (:mod:`payhooks.storage.listed_identifiers`)."""
     same_transaction = (
         f"external_identifier = {row}.external_identifier AND transaction_id = {row}.transaction_id"
     )
     same_identifier = f"external_identifier = {row}.external_identifier"
-    return (
-        f"DELETE FROM transactions WHERE {same_transaction};\n"  # noqa: S608 - constants
-        f"INSERT INTO transactions ({_TRANSACTION_LIST}) SELECT {_TRANSACTION_LIST} "
-        f"FROM transactions_from_outcomes WHERE {same_transaction};\n"
-        f"DELETE FROM identifiers WHERE {same_identifier};\n"
-        f"INSERT INTO identifiers ({_IDENTIFIER_LIST}) SELECT {_IDENTIFIER_LIST} "
-        f"FROM identifiers_from_transactions WHERE {same_identifier};\n"
-        f"{recompute_if_listed(row)}"
+    statements = (
+        *refill_sql(
+            "transactions", "transactions_from_outcomes", TRANSACTION_COLUMNS, same_transaction
+        ),
+        *refill_sql(
+            "identifiers", "identifiers_from_transactions", IDENTIFIER_COLUMNS, same_identifier
+        ),
     )
+    return "".join(f"{statement};\n" for statement in statements) + recompute_if_listed(row)
 
 
 def _expected(row: str, value: int) -> str:
@@ -387,11 +381,7 @@ def rebuild_sql() -> tuple[str, ...]:
     the identifiers are computed from them), then ``listed_identifiers``, which reads
     ``transactions`` too."""
     return (
-        "DELETE FROM identifiers",
-        "DELETE FROM transactions",
-        f"INSERT INTO transactions ({_TRANSACTION_LIST}) "  # noqa: S608 - constants only
-        f"SELECT {_TRANSACTION_LIST} FROM transactions_from_outcomes",
-        f"INSERT INTO identifiers ({_IDENTIFIER_LIST}) "  # noqa: S608 - constants only
-        f"SELECT {_IDENTIFIER_LIST} FROM identifiers_from_transactions",
+        *refill_sql("transactions", "transactions_from_outcomes", TRANSACTION_COLUMNS),
+        *refill_sql("identifiers", "identifiers_from_transactions", IDENTIFIER_COLUMNS),
         *rebuild_listed_sql(),
     )

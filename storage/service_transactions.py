@@ -32,6 +32,7 @@ from typing import Any, Final
 
 from payhooks.storage.records import STATE_RANK, PaymentState
 from payhooks.storage.sql import Connection, Cursor
+from payhooks.storage.sync_rows import DriftKind
 
 __all__ = [
     "DRIFT_KIND_SQL",
@@ -114,8 +115,13 @@ DRIFT_KIND_SQL: Final = f"""CASE
 NAMED_DRIFT_KIND_SQL: Final = f"CASE{_NAMED_DRIFT_ARMS}"
 
 #: The drift kinds of an expected payment's listed transactions, most urgent first: a payment
-#: whose transactions drift in several ways is reported as the first.
-DRIFT_URGENCY: Final = ("missed_notification", "unknown_status", "status_differs")
+#: whose transactions drift in several ways is reported as the first (each kind is also the
+#: name of the reconciliation state it gives).
+DRIFT_URGENCY: Final = (
+    DriftKind.MISSED_NOTIFICATION,
+    DriftKind.UNKNOWN_STATUS,
+    DriftKind.STATUS_DIFFERS,
+)
 
 #: The ``expected_before`` of the latest complete sync (NULL before the first).
 LATEST_COMPLETE_THRESHOLD_SQL: Final = (

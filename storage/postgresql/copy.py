@@ -27,7 +27,7 @@ from sqlite_utils import Database
 from payhooks.storage.errors import StorageError
 from payhooks.storage.ledger import Ledger
 from payhooks.storage.postgresql.errors import translate_errors
-from payhooks.storage.postgresql.schema import migrate
+from payhooks.storage.postgresql.schema import ROLLUP_TRIGGER_TABLES, migrate
 from payhooks.storage.rollup import rebuild_sql
 from payhooks.storage.rows import CopyReport
 from payhooks.storage.times import system_clock, to_text
@@ -45,8 +45,6 @@ TABLES = (
     "service_transactions",
 )
 _ROLLUPS = ("transactions", "identifiers", "listed_identifiers")
-#: The tables whose triggers keep the rollups: off while copying, the rollups refilled after.
-_WITH_ROLLUP_TRIGGERS = ("outcomes", "payments", "service_transactions")
 #: Views whose rows are counted on both sides too: the owed signals are kept on the deliveries'
 #: rows (migration 0009), so their count checks that those columns came across whole.
 _COUNTED_VIEWS = ("owed_signals",)
@@ -115,7 +113,7 @@ def _copy(source: Database, conn: psycopg.Connection[Any]) -> None:
                     f"The PostgreSQL database already holds a ledger ({table} has rows); "
                     "copy into an empty one."
                 )
-        for table in _WITH_ROLLUP_TRIGGERS:
+        for table in ROLLUP_TRIGGER_TABLES:
             conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
         outcome_links: list[tuple[int, int]] = []
         for table in TABLES:
@@ -144,5 +142,5 @@ def _copy(source: Database, conn: psycopg.Connection[Any]) -> None:
         # Outcomes' references to their deliveries are checked at commit (0009); checked now,
         # so that no check is pending on the table the next statement alters.
         conn.execute("SET CONSTRAINTS ALL IMMEDIATE")
-        for table in _WITH_ROLLUP_TRIGGERS:
+        for table in ROLLUP_TRIGGER_TABLES:
             conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")

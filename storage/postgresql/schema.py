@@ -55,6 +55,7 @@ from payhooks.storage.sqlite.schema import VIEWS
 __all__ = [
     "MIGRATIONS",
     "MIGRATION_LOCK",
+    "ROLLUP_TRIGGER_TABLES",
     "SCHEMA_VERSION",
     "create_views",
     "drop_rollup_triggers",
@@ -355,6 +356,12 @@ def schema_version(conn: Connection) -> int:
             "it was written by a newer version."
         )
     return len(names)
+
+
+#: The tables the rollup triggers are on (a bulk copy turns their triggers off).
+ROLLUP_TRIGGER_TABLES: Final = tuple(
+    sorted({_trigger_table(sql) for sql in ROLLUP_TRIGGERS.values()})
+)
 
 
 def drop_rollup_triggers(conn: Connection) -> None:
