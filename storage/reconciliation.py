@@ -56,24 +56,27 @@ its transactions: their most urgent drift, kept by triggers too
 what was registered, beyond whether something was: the view compares amounts and currencies
 itself. The rare payment whose periods came in several
 currencies reads its transactions for the amount in the other one. The expected arm walks
-``payments`` by primary key and the unexpected one the partial index
-``identifiers_unexpected``, so rows come out without sorting or holding anything, expected
-payments first, then unexpected ones, each sorted by identifier. A lookup of one identifier is
-pushed down into both arms as primary-key searches.
+``payments`` by primary key, the unexpected one the partial index ``identifiers_unexpected``,
+and the listed-only one the partial index ``listed_identifiers_unnamed``, so rows come out
+without sorting or holding anything, expected payments first, then unexpected ones, each sorted
+by identifier. A lookup of one identifier is pushed down into every arm as primary-key
+searches.
 
 The view is written so that SQLite flattens it into a plain query that reads it, one with no
 aggregate, ``DISTINCT`` or ``ORDER BY`` over it (the report, :func:`row_for`,
 :func:`state_for`; migration 0010): each column has the same affinity in every arm (a ``NULL``
 cast to ``TEXT``, a column read through ``COALESCE`` where another arm computes it), and no arm
-aggregates (the listed-only arm groups in a subquery of its own). Otherwise SQLite runs a
+aggregates. Otherwise SQLite runs a
 ``UNION ALL`` view as a co-routine that computes and copies out every column of every row;
 flattened, a query computes only the columns it names. ``bench.reconcile`` at 10^6 payments,
 the report against the bare aggregate: never synced, 3.19x before the flattening and 2.48x
 after it (with a guard, since replaced, that skipped the drift's search when nothing was
 listed), 2.52x with ``listed_identifiers``; ``--synced`` (every transaction listed), 4.33x
-before the flattening, 3.84x after it, and 2.95x once each payment read its one
+before the flattening, 3.84x after it, 2.95x once each payment read its one
 ``listed_identifiers`` row instead of searching its listed transactions and their rolled-up
-rows (summary 2.31x to 1.52x).
+rows (summary 2.31x to 1.52x), and 2.68x once the identifiers only the list names were read
+through a partial index of their own instead of searching ``payments`` and ``identifiers`` for
+every listed transaction (summary 1.24x; migration 0012).
 """
 
 from __future__ import annotations
@@ -201,35 +204,32 @@ FROM {identifiers} AS i
 WHERE NOT i.expected"""  # noqa: S608
 
 
-def _listed_only_arm(identifiers: str) -> str:
+def _listed_only_arm(listed: str) -> str:
     """Identifiers only the service's list names (``payhooks sync``): no payment, no outcome.
     ``unexpected`` too; ``currency`` is the list's when it gave a known one, else ``XXX``
-    (ISO 4217's "no currency"), and nothing counts as received: the list is not signed."""
+    (ISO 4217's "no currency"), and nothing counts as received: the list is not signed. Found
+    through ``listed_identifiers``' partial index of the rows nothing else names, so a ledger
+    whose every payment is listed reads none of them here."""
+    listed_transactions = (
+        "FROM service_transactions AS s WHERE s.external_identifier = l.external_identifier"
+    )
     return f"""
 SELECT
-    listed.external_identifier AS external_identifier,
+    l.external_identifier AS external_identifier,
     CAST(NULL AS TEXT) AS kind,
     '{_R.UNEXPECTED}' AS state,
-    CAST(COALESCE(listed.currency, 'XXX') AS TEXT) AS currency,
+    CAST(COALESCE((SELECT MIN(s.currency) {listed_transactions}), 'XXX') AS TEXT) AS currency,
     NULL AS expected_amount_minor,
     CAST(NULL AS TEXT) AS received_currency,
     NULL AS received_amount_minor,
-    CAST(listed.first_seen_at AS TEXT) AS opened_at,
+    CAST((SELECT MIN(s.first_seen_at) {listed_transactions}) AS TEXT) AS opened_at,
     CAST(NULL AS TEXT) AS lifecycle_state,
     0 AS periods_paid,
     '[]' AS transaction_ids,
     0 AS unknown_outcomes,
     CAST(NULL AS TEXT) AS last_outcome_at
-FROM (
-    SELECT s.external_identifier, MIN(s.currency) AS currency,
-        MIN(s.first_seen_at) AS first_seen_at
-    FROM service_transactions AS s
-    WHERE NOT EXISTS (
-            SELECT 1 FROM payments AS p WHERE p.external_identifier = s.external_identifier)
-      AND NOT EXISTS (SELECT 1 FROM {identifiers} AS i
-                      WHERE i.external_identifier = s.external_identifier)
-    GROUP BY s.external_identifier
-) AS listed"""  # noqa: S608
+FROM {listed} AS l
+WHERE l.named = 0"""  # noqa: S608
 
 
 def reconciliation_view_sql(
@@ -246,7 +246,7 @@ def reconciliation_view_sql(
     return (
         f"CREATE VIEW {name} AS{_expected_arm(identifiers, transactions, listed)}"
         f"\nUNION ALL{_unexpected_arm(identifiers)}"
-        f"\nUNION ALL{_listed_only_arm(identifiers)}"
+        f"\nUNION ALL{_listed_only_arm(listed)}"
     )
 
 

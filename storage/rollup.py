@@ -17,7 +17,8 @@ payment to one row:
 Each table is its view, stored. Triggers keep them so in the same transaction as the write
 that changes them: a row of ``outcomes`` inserted, deleted or updated recomputes its
 transaction's row and then its identifier's row (index ranges of that transaction and that
-identifier); a payment registered, removed or renamed sets ``expected``. Writes made with SQL
+identifier); a payment registered, removed or renamed sets ``expected`` (and, when the
+service's list names the identifier, its row of ``listed_identifiers``). Writes made with SQL
 tools keep them current too, not only the ledger's.
 :func:`payhooks.storage.sqlite.schema.migrate` refills both from the views whenever it applies a
 migration, so a change of these rules is a migration, and a file from before the tables gets
@@ -295,8 +296,9 @@ IDENTIFIERS_INDEX_SQL = (
 
 def _recompute(row: str) -> str:
     """Statements that make the rows of ``row``'s (``NEW`` or ``OLD``) transaction and
-    identifier their views' again (:mod:`payhooks.storage.refill`), and its identifier's drift
-    when the service's list names it (:mod:`payhooks.storage.listed_identifiers`)."""
+    identifier their views' again (:mod:`payhooks.storage.refill`), and its identifier's row of
+    ``listed_identifiers`` (drift, and whether anything but the list names it) when the
+    service's list names it (:mod:`payhooks.storage.listed_identifiers`)."""
     same_transaction = (
         f"external_identifier = {row}.external_identifier AND transaction_id = {row}.transaction_id"
     )
@@ -313,9 +315,11 @@ def _recompute(row: str) -> str:
 
 
 def _expected(row: str, value: int) -> str:
+    """A payment registered (1) or removed (0): the ``expected`` flag of ``row``'s identifier,
+    and whether anything but the service's list names it."""
     return (
         f"UPDATE identifiers SET expected = {value} "  # noqa: S608 - constants only
-        f"WHERE external_identifier = {row}.external_identifier;"
+        f"WHERE external_identifier = {row}.external_identifier;\n{recompute_if_listed(row)}"
     )
 
 

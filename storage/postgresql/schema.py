@@ -28,7 +28,7 @@ from typing import Any, Final
 import psycopg
 
 from payhooks.storage.errors import SchemaVersionError
-from payhooks.storage.listed_identifiers import LISTED_TABLE_SQL
+from payhooks.storage.listed_identifiers import LISTED_NAMED_SQL, LISTED_TABLE_SQL
 from payhooks.storage.owed_signals import COLUMNS as SIGNALS_COLUMNS
 from payhooks.storage.postgresql.dialect import cast_sums
 from payhooks.storage.rollup import (
@@ -327,6 +327,14 @@ def _listed_identifiers(conn: Connection) -> None:
     """``listed_identifiers``, filled with its triggers after the migrations (SQLite's 0011
     says why)."""
     conn.execute(to_postgres_ddl(LISTED_TABLE_SQL))
+
+
+@_migration("0012_listed_identifiers_named")
+def _listed_identifiers_named(conn: Connection) -> None:
+    """``listed_identifiers.named`` and its partial index, filled after the migrations
+    (SQLite's 0012 says why)."""
+    for statement in LISTED_NAMED_SQL:
+        conn.execute(to_postgres_ddl(statement))
 
 
 #: The schema version this code writes: the number of migrations it knows.

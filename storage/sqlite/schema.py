@@ -27,7 +27,7 @@ from collections.abc import Callable
 from sqlite_utils import Database, Migrations
 
 from payhooks.storage.errors import SchemaVersionError
-from payhooks.storage.listed_identifiers import LISTED_TABLE_SQL, listed_view_sql
+from payhooks.storage.listed_identifiers import LISTED_NAMED_SQL, LISTED_TABLE_SQL, listed_view_sql
 from payhooks.storage.owed_signals import COLUMNS as SIGNALS_COLUMNS
 from payhooks.storage.owed_signals import VIEW_SQL as OWED_SIGNALS_VIEW_SQL
 from payhooks.storage.reconciliation import RECONCILIATION_VIEW_SQL
@@ -241,6 +241,16 @@ def _listed_identifiers(db: Database) -> None:
     transactions (issue 17: :mod:`payhooks.storage.listed_identifiers`). Filled, with its
     triggers, by :func:`create_views`."""
     db.execute(LISTED_TABLE_SQL)
+
+
+@_migration("0012_listed_identifiers_named")
+def _listed_identifiers_named(db: Database) -> None:
+    """``listed_identifiers.named`` and its partial index: the reconciliation's rows for the
+    identifiers only the service's list names read the few rows nothing else names, instead
+    of searching ``payments`` and ``identifiers`` for every listed transaction (issue 17).
+    Filled by :func:`create_views`' refill."""
+    for statement in LISTED_NAMED_SQL:
+        db.execute(statement)
 
 
 #: The schema version this code writes: the number of migrations it knows.

@@ -16,6 +16,7 @@ from payhooks.storage import (
     DriftKind,
     Ledger,
     ListedTransaction,
+    PaymentKind,
     PaymentState,
     ReconciliationState,
     SyncStatus,
@@ -120,6 +121,29 @@ def test_a_transaction_only_the_list_names_is_unexpected_with_no_money_received(
     )
     assert [d.kind for d in ledger.sync_drift()] == [DriftKind.UNEXPECTED]
     assert {(s.state, s.count) for s in ledger.summary()} == {(R.UNEXPECTED, 1)}
+
+
+def test_an_identifier_only_the_list_names_shows_its_first_sighting_and_known_currency(
+    ledger: Ledger, clock: FixedClock
+) -> None:
+    first_seen = clock()
+    sync(
+        ledger,
+        ListedTransaction("ll-1", "nobody-1", "listed", S.SUCCEEDED, None, None),
+        ListedTransaction("ll-9", "nobody-2", "listed", S.SUCCEEDED, None, None),
+    )
+    clock.advance(60)
+    sync(ledger, ListedTransaction("ll-2", "nobody-1", "listed", S.PENDING, "EUR", 100))
+    rows = {row.external_identifier: row for row in ledger.reconcile()}
+    assert (rows["nobody-1"].state, rows["nobody-1"].currency) == (R.UNEXPECTED, "EUR")
+    assert rows["nobody-1"].opened_at == first_seen
+    assert (rows["nobody-2"].state, rows["nobody-2"].currency) == (R.UNEXPECTED, "XXX")
+    # Once a payment names it, it is the payment's one row.
+    ledger.expect_transaction("nobody-1", 100, "EUR")
+    named = [row for row in ledger.reconcile() if row.external_identifier == "nobody-1"]
+    assert [(row.kind, row.state) for row in named] == [
+        (PaymentKind.TRANSACTION, R.MISSED_NOTIFICATION)
+    ]
 
 
 def test_an_old_payment_missing_from_a_complete_list_is_missing_at_service(

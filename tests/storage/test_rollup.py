@@ -10,6 +10,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from sqlite_utils import Database
@@ -69,6 +70,11 @@ def assert_rollups_are_their_views(conn: sqlite3.Connection) -> None:
     assert rows(conn, "reconciliation", "external_identifier") == rows(
         conn, "plain_reconciliation", "external_identifier"
     )
+    # One row per identifier: no two arms take the same one.
+    (repeated,) = conn.execute(
+        "SELECT COUNT(*) - COUNT(DISTINCT external_identifier) FROM reconciliation"
+    ).fetchone()
+    assert repeated == 0
 
 
 outcome_op = outcomes(IDENTIFIERS, sorted(CODES), [999, 1999, 2999], ["AUD", "EUR", "USD"])
@@ -76,7 +82,7 @@ expect_op = expectations(IDENTIFIERS, ["AUD", "EUR", "USD"])
 listing_op = listings(IDENTIFIERS)
 outcome_example = ("outcome", "a", "t1", "PS", 999, "USD", 0)
 sql_op = st.tuples(
-    st.sampled_from(["forget", "drop", "move", "rename", "unlist"]),
+    st.sampled_from(["forget", "drop", "move", "rename", "unlist", "rekey"]),
     st.sampled_from(IDENTIFIERS),
     st.integers(0, 5),
 )
@@ -127,6 +133,14 @@ def test_the_rollups_follow_every_write_and_reconcile_as_the_outcomes_do(
                             "ORDER BY transaction_id LIMIT 1 OFFSET ?)",
                             (nth,),
                         )
+                    elif kind == "rekey":  # a payment's identifier changed in place
+                        conn.execute(
+                            "UPDATE payments SET external_identifier = ? WHERE "
+                            "external_identifier = (SELECT external_identifier FROM payments "
+                            "ORDER BY 1 LIMIT 1 OFFSET ?) AND NOT EXISTS (SELECT 1 FROM "
+                            "payments WHERE external_identifier = ?)",
+                            (identifier, nth % 3, identifier),
+                        )
                     elif kind == "move":
                         conn.execute(
                             "UPDATE outcomes SET paid_at = ? WHERE id = "
@@ -142,12 +156,15 @@ def test_the_rollups_follow_every_write_and_reconcile_as_the_outcomes_do(
             assert_rollups_are_their_views(conn)
 
 
-#: Undoing migration 0011: the listed identifiers (and the view that reads them).
-UNDO_0011 = (
+#: Undoing migration 0012: whether anything but the list names a listed identifier.
+UNDO_0012 = (
     "DROP VIEW reconciliation",
     "DROP VIEW listed_identifiers_from_service",
-    "DROP TABLE listed_identifiers",
+    "DROP INDEX listed_identifiers_unnamed",
+    "ALTER TABLE listed_identifiers DROP COLUMN named",
 )
+#: Undoing migrations 0012 and 0011: the listed identifiers (and the views that read them).
+UNDO_0011 = (*UNDO_0012, "DROP TABLE listed_identifiers")
 
 
 def downgrade(path: Path, *statements: str, keep: int) -> None:
@@ -237,35 +254,43 @@ def test_a_file_from_before_the_rollups_gets_them_filled_on_opening(tmp_path: Pa
         assert_rollups_are_their_views(conn)
 
 
-def version_10_file(path: Path) -> None:
-    """A ledger as payhooks left it before ``listed_identifiers`` (migration 0011): a payment
-    whose one listed transaction no notification told about, and an agreeing one."""
+def listed_file(path: Path, undo: tuple[str, ...], keep: int) -> None:
+    """A ledger as payhooks left it at migration ``keep`` (10: before ``listed_identifiers``;
+    11: before its ``named``): a payment whose one listed transaction no notification told
+    about, an agreeing one, and an identifier only the list names."""
     with Ledger(path) as ledger:
         ledger.expect_transaction("a", 1999, "USD")
         ledger.expect_transaction("b", 1999, "USD")
         apply_outcome(ledger, ("outcome", "b", "t1", "PS", 1999, "USD", 0))
         apply_listing(ledger, ("listed", "a", "a", "t1", PaymentState.SUCCEEDED))
         apply_listing(ledger, ("listed", "b", "b", "t1", PaymentState.SUCCEEDED))
-    downgrade(path, *UNDO_0011, keep=10)
+        apply_listing(ledger, ("listed", "c", "c", "t1", PaymentState.SUCCEEDED))
+    downgrade(path, *undo, keep=keep)
 
 
+@pytest.mark.parametrize(("undo", "keep"), [(UNDO_0011, 10), (UNDO_0012, 11)], ids=["v10", "v11"])
 def test_a_file_from_before_the_listed_identifiers_gets_them_filled_on_opening(
-    tmp_path: Path,
+    tmp_path: Path, undo: tuple[str, ...], keep: int
 ) -> None:
-    path = tmp_path / "v10.db"
-    version_10_file(path)
+    path = tmp_path / "old.db"
+    listed_file(path, undo, keep)
     with Ledger(path) as ledger:
         assert ledger.schema_version == SCHEMA_VERSION
         conn = ledger.database.conn
         assert conn.execute("SELECT * FROM listed_identifiers ORDER BY 1").fetchall() == [
-            ("a", "missed_notification"),
-            ("b", None),
+            ("a", "missed_notification", 1),
+            ("b", None, 1),
+            ("c", "missed_notification", 0),
         ]
         assert ledger.state("a") is ReconciliationState.MISSED_NOTIFICATION
         assert ledger.state("b") is ReconciliationState.PAID
-        # And the triggers are there: the missed notification arrives, the drift goes.
+        assert ledger.state("c") is ReconciliationState.UNEXPECTED
+        # And the triggers are there: the missed notification arrives, the drift goes; a
+        # payment is registered for the identifier only the list named.
         apply_outcome(ledger, ("outcome", "a", "t1", "PS", 1999, "USD", 0))
         assert ledger.state("a") is ReconciliationState.PAID
+        ledger.expect_transaction("c", 1999, "USD")
+        assert ledger.state("c") is ReconciliationState.MISSED_NOTIFICATION
         plain_views(conn)
         assert_rollups_are_their_views(conn)
 

@@ -63,6 +63,7 @@ def test_applied_migrations_are_recorded_by_name(tmp_path: Path) -> None:
             "0009_signals_on_deliveries",
             "0010_flattened_reconciliation_view",
             "0011_listed_identifiers",
+            "0012_listed_identifiers_named",
         ]
         assert MIGRATIONS.pending(ledger.database) == []
 
