@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from typing import Final
 
 from payhooks.storage.refill import refill_sql
-from payhooks.storage.service_transactions import DRIFT_URGENCY, NAMED_DRIFT_KIND_SQL
+from payhooks.storage.service_transactions import DRIFT_URGENCY, EXPECTED_DRIFT_KIND_SQL
 
 __all__ = [
     "DRIFT_INPUTS",
@@ -81,7 +81,7 @@ def listed_view_sql(name: str = _VIEW, transactions: str = "transactions") -> st
 CREATE VIEW {name} AS
 SELECT
     s.external_identifier AS external_identifier,
-    CASE MIN(CASE {NAMED_DRIFT_KIND_SQL} {_URGENCY} END) {_BY_URGENCY} END AS drift,
+    CASE MIN(CASE {EXPECTED_DRIFT_KIND_SQL} {_URGENCY} END) {_BY_URGENCY} END AS drift,
     CASE WHEN EXISTS (
             SELECT 1 FROM payments AS p WHERE p.external_identifier = s.external_identifier)
         OR EXISTS (

@@ -38,8 +38,8 @@ __all__ = [
     "DRIFT_KIND_SQL",
     "DRIFT_URGENCY",
     "DRIFT_VIEW_SQL",
+    "EXPECTED_DRIFT_KIND_SQL",
     "LATEST_COMPLETE_THRESHOLD_SQL",
-    "NAMED_DRIFT_KIND_SQL",
     "RUNS_TABLE_SQL",
     "TABLE_INDEX_SQL",
     "TABLE_SQL",
@@ -97,7 +97,7 @@ _UNKNOWN = PaymentState.UNKNOWN.value
 
 # The drift of a listed transaction ``s`` whose identifier a payment names, against its
 # rolled-up outcomes ``t`` (NULL when none): the arms of DRIFT_KIND_SQL after the first.
-_NAMED_DRIFT_ARMS = f"""
+_EXPECTED_DRIFT_ARMS = f"""
         WHEN s.state = '{_UNKNOWN}' THEN 'unknown_status'
         WHEN s.state <> '{_PENDING}' AND s.state_rank > COALESCE(t.top_rank, -1)
             THEN 'missed_notification'
@@ -108,11 +108,11 @@ _NAMED_DRIFT_ARMS = f"""
 #: One listed transaction ``s`` against its payment ``p`` and its rolled-up outcomes ``t``
 #: (``LEFT JOIN``s: NULL when absent): its drift kind, or NULL when the two views agree.
 DRIFT_KIND_SQL: Final = f"""CASE
-        WHEN p.external_identifier IS NULL THEN 'unexpected'{_NAMED_DRIFT_ARMS}"""
+        WHEN p.external_identifier IS NULL THEN 'unexpected'{_EXPECTED_DRIFT_ARMS}"""
 
 #: The same for a transaction whose identifier a payment names, without reading ``payments``:
 #: what :mod:`payhooks.storage.listed_identifiers` rolls up per identifier.
-NAMED_DRIFT_KIND_SQL: Final = f"CASE{_NAMED_DRIFT_ARMS}"
+EXPECTED_DRIFT_KIND_SQL: Final = f"CASE{_EXPECTED_DRIFT_ARMS}"
 
 #: The drift kinds of an expected payment's listed transactions, most urgent first: a payment
 #: whose transactions drift in several ways is reported as the first (each kind is also the
