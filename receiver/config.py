@@ -17,10 +17,9 @@ docs/configuration.md):
   to disk before the answer, so an acknowledged delivery survives a power loss; ``NORMAL`` (opt-in)
   is much cheaper per commit but survives only a crash of the process, not of the machine: the
   last acknowledged deliveries can vanish, and the service will not send them again.
-- ``PAYHOOKS_SIGNALS_MARK_DELAY_MS`` (200): how long the mark of signals the receiver sent may
-  wait for the process's next delivery to write it in its commit, before a thread writes it
-  alone (:mod:`payhooks.receiver.pipeline.sent_marks`); ``0`` writes each mark at once, in a
-  commit of its own.
+- ``PAYHOOKS_SIGNALS_LEASE_SECONDS`` (300): how long a sender's claim on owed signals holds
+  off other senders; a process that dies holding it leaves the signals to the next sender once
+  it passes. Longer than any receiver takes.
 - ``PAYHOOKS_RETURN_MAX_AGE`` (7 days, in seconds): how long a URL made by
   :func:`payhooks.receiver.return_url` stays valid.
 - ``PAYHOOKS_RETURN_REDIRECT`` (None): a merchant page to send returning customers to with a
@@ -69,7 +68,7 @@ CONFIG_DEFAULTS: Mapping[str, Any] = {
     "PAYHOOKS_URL_PREFIX": "/payhooks",
     "PAYHOOKS_BUSY_TIMEOUT_MS": 5000,
     "PAYHOOKS_SQLITE_SYNCHRONOUS": "FULL",
-    "PAYHOOKS_SIGNALS_MARK_DELAY_MS": 200,
+    "PAYHOOKS_SIGNALS_LEASE_SECONDS": 300,
     "PAYHOOKS_RETURN_MAX_AGE": 7 * 24 * 3600,
     "PAYHOOKS_RETURN_REDIRECT": None,
     "PAYHOOKS_SERVICE_URL": None,
@@ -165,7 +164,7 @@ ENV_PARSERS: Mapping[str, Callable[[str], Any]] = {
     "PAYHOOKS_URL_PREFIX": str,
     "PAYHOOKS_BUSY_TIMEOUT_MS": int,
     "PAYHOOKS_SQLITE_SYNCHRONOUS": str,
-    "PAYHOOKS_SIGNALS_MARK_DELAY_MS": int,
+    "PAYHOOKS_SIGNALS_LEASE_SECONDS": int,
     "PAYHOOKS_RETURN_MAX_AGE": int,
     "PAYHOOKS_RETURN_REDIRECT": _optional_text,
     "PAYHOOKS_SERVICE_URL": _optional_text,

@@ -67,8 +67,8 @@ class ReceiverSettings:
     sync_status_map: Mapping[str, PaymentState] = field(default_factory=dict)
     #: ``PAYHOOKS_SYNC_MAX_AGE`` in seconds.
     sync_max_age: int = 24 * 3600
-    #: ``PAYHOOKS_SIGNALS_MARK_DELAY_MS``: 0 writes each mark of sent signals at once.
-    signals_mark_delay_ms: int = 200
+    #: ``PAYHOOKS_SIGNALS_LEASE_SECONDS``: how long a claim on owed signals lasts.
+    signals_lease_seconds: int = 300
     #: The verifier built from the keys while checking them (None when there were none).
     verifier: Verifier | None = field(default=None, compare=False, repr=False)
 
@@ -171,7 +171,7 @@ def load_settings(config: Mapping[str, Any], *, require_keys: bool = True) -> Re
         merchant_account_id=_optional_string(merged, "PAYHOOKS_MERCHANT_ACCOUNT_ID"),
         sync_status_map=_sync_status_map(merged["PAYHOOKS_SYNC_STATUS_MAP"]),
         sync_max_age=_positive_int(merged, "PAYHOOKS_SYNC_MAX_AGE"),
-        signals_mark_delay_ms=_mark_delay(merged),
+        signals_lease_seconds=_lease(merged),
         verifier=verifier,
     )
 
@@ -230,16 +230,16 @@ def _synchronous(config: Mapping[str, Any]) -> str:
     return mode
 
 
-#: The longest ``PAYHOOKS_SIGNALS_MARK_DELAY_MS``: longer would only widen the window in which
-#: ``flask payhooks signals --send`` sends a signal again, for no further gain.
-MAX_MARK_DELAY_MS = 10_000
+#: The longest ``PAYHOOKS_SIGNALS_LEASE_SECONDS``: a day. Signals a dead sender held wait this
+#: long for the next one.
+MAX_LEASE_SECONDS = 86_400
 
 
-def _mark_delay(config: Mapping[str, Any]) -> int:
-    key = "PAYHOOKS_SIGNALS_MARK_DELAY_MS"
+def _lease(config: Mapping[str, Any]) -> int:
+    key = "PAYHOOKS_SIGNALS_LEASE_SECONDS"
     value = config[key]
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_MARK_DELAY_MS:
-        raise ValueError(f"{key} must be an integer from 0 to {MAX_MARK_DELAY_MS}, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LEASE_SECONDS:
+        raise ValueError(f"{key} must be an integer from 1 to {MAX_LEASE_SECONDS}, got {value!r}")
     return value
 
 

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import tzinfo
+from datetime import timedelta, tzinfo
 from pathlib import Path
 from typing import Any
 
 from flask import Flask, current_app
 
 from payhooks.receiver.ledgers import LedgerPool
-from payhooks.receiver.pipeline.sent_marks import SentMarks
 from payhooks.receiver.settings import load_settings
 from payhooks.storage import Ledger, PaymentState, is_postgres_url
 from payhooks.verify import Verifier
@@ -36,9 +35,8 @@ class ReceiverState:
     status_map: Mapping[str, PaymentState]
     time_zone: tzinfo
     max_body_bytes: int
-    #: The marks of signals sent in this process, waiting for its next delivery's commit;
-    #: None when ``PAYHOOKS_SIGNALS_MARK_DELAY_MS`` is 0 (each written at once).
-    sent_marks: SentMarks | None
+    #: ``PAYHOOKS_SIGNALS_LEASE_SECONDS``: how long a claim on owed signals lasts.
+    signal_lease: timedelta
     #: ``PAYHOOKS_RETURN_REDIRECT``, checked: a template for the return handler's 303, or None.
     return_redirect: str | None = None
 
@@ -82,13 +80,10 @@ def build_state(config: Mapping[str, Any]) -> ReceiverState:
     return ReceiverState(
         verifier=settings.verifier,
         ledgers=ledgers,
-        sent_marks=_sent_marks(ledgers, settings.signals_mark_delay_ms),
+        signal_lease=timedelta(seconds=settings.signals_lease_seconds),
         status_map=settings.status_map,
         time_zone=settings.time_zone,
         max_body_bytes=settings.max_body_bytes,
         return_redirect=settings.return_redirect,
     )
 
-
-def _sent_marks(ledgers: LedgerPool, delay_ms: int) -> SentMarks | None:
-    return SentMarks(ledgers.get, delay=delay_ms / 1000) if delay_ms else None

@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-from payhooks.storage.arrivals import Arrival, KeyTakenError
 from payhooks.storage.currencies import (
     MINOR_UNIT_EXPONENTS,
     UnknownCurrencyError,
@@ -74,7 +73,6 @@ __all__ = [
     "SCHEMA_VERSION",
     "STATE_RANK",
     "SYNCHRONOUS_MODES",
-    "Arrival",
     "ConflictError",
     "CopyReport",
     "CreationFailure",
@@ -83,7 +81,6 @@ __all__ = [
     "DriftKind",
     "DriftRow",
     "Flow",
-    "KeyTakenError",
     "Ledger",
     "ListedTransaction",
     "Outcome",

@@ -38,14 +38,15 @@ __all__ = [
 # A finished delivery keeps its status: see Ledger.mark_delivery.
 _FINISHED_SQL = ", ".join(f"'{status}'" for status in sorted(FINISHED_DELIVERY_STATUSES))
 _MARK = f"""
-    UPDATE deliveries SET status = ?, error = ?, updated_at = ?
+    UPDATE deliveries SET status = ?, error = ?, updated_at = ?,
+        external_identifier = COALESCE(?, external_identifier)
     WHERE id = ? AND status NOT IN ({_FINISHED_SQL})"""  # noqa: S608 - constants only
 
-# A delivery holding the signals of one outcome is never pointed at another: the signals are
-# the outcome's, found through it (owed_signals).
+# A delivery that recorded an outcome is never pointed at another: the outcome's signals name
+# it as the delivery that recorded it.
 _MARK_RECORDED = (
-    "UPDATE deliveries SET status = ?, error = ?, outcome_id = ?, updated_at = ? "
-    "WHERE id = ? AND (signals IS NULL OR outcome_id = ?)"
+    "UPDATE deliveries SET status = ?, error = ?, outcome_id = ?, external_identifier = ?, "
+    "updated_at = ? WHERE id = ? AND (outcome_id IS NULL OR outcome_id = ?)"
 )
 
 _NOTE_SIGNAL_ERROR = (
@@ -77,8 +78,8 @@ _UPSERT_BY_CONTENT = _UPSERT.replace("WHERE deliveries.body_sha256 = excluded.bo
 _SELECT = f"SELECT {_COLUMNS} FROM deliveries WHERE id = ?"  # noqa: S608
 _SELECT_ALL = f"SELECT {_COLUMNS} FROM deliveries ORDER BY id"  # noqa: S608
 _SELECT_STATUS = f"SELECT {_COLUMNS} FROM deliveries WHERE status = ? ORDER BY id"  # noqa: S608
-# Since migration 0009 the index ``deliveries_status`` leaves out ``processed`` (most deliveries,
-# which then write no entry in it); saying so in the query lets it be used for the others.
+# The index ``deliveries_status`` leaves out ``processed`` (most deliveries, which then write no
+# entry in it); saying so in the query lets it be used for the others.
 _SELECT_INDEXED_STATUS = _SELECT_STATUS.replace(
     "WHERE status = ?", "WHERE status = ? AND status <> 'processed'"
 )
@@ -211,11 +212,18 @@ def new_delivery(
 
 
 def mark(
-    conn: Connection, delivery_id: int, status: str, error: str | None, updated_at: str
+    conn: Connection,
+    delivery_id: int,
+    status: str,
+    error: str | None,
+    updated_at: str,
+    external_identifier: str | None = None,
 ) -> bool:
-    """Set an error status unless the delivery already finished; False when nothing changed
-    (finished, or no such delivery: see :func:`exists`)."""
-    return bool(conn.execute(_MARK, (status, error, updated_at, delivery_id)).rowcount)
+    """Set an error status (and the payment the body names, when known) unless the delivery
+    already finished; False when nothing changed (finished, or no such delivery: see
+    :func:`exists`)."""
+    params = (status, error, updated_at, external_identifier, delivery_id)
+    return bool(conn.execute(_MARK, params).rowcount)
 
 
 def mark_recorded(
@@ -224,21 +232,21 @@ def mark_recorded(
     status: str,
     error: str | None,
     outcome_id: int,
+    external_identifier: str,
     updated_at: str,
 ) -> bool:
-    """Point the delivery at the outcome it recorded (or that stood before it), with its
-    status; False when there is no such delivery.
+    """Point the delivery at the outcome it recorded (or that stood before it) and at that
+    outcome's payment, with its status; False when there is no such delivery.
 
-    :raises StorageError: the delivery holds the signals of another outcome (it recorded one
-        already, and a parser of another version reads its body as another).
+    :raises StorageError: the delivery recorded another outcome already (a parser of another
+        version reads its body as another).
     """
-    params = (status, error, outcome_id, updated_at, delivery_id, outcome_id)
+    params = (status, error, outcome_id, external_identifier, updated_at, delivery_id, outcome_id)
     if conn.execute(_MARK_RECORDED, params).rowcount:
         return True
     if exists(conn, delivery_id):
         raise StorageError(
-            f"Delivery {delivery_id} recorded another outcome, whose signals it holds; it is "
-            "left pointing at that one."
+            f"Delivery {delivery_id} recorded another outcome; it is left pointing at that one."
         )
     return False
 

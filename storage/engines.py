@@ -3,25 +3,51 @@
 A ``postgresql://`` URL opens a :class:`~payhooks.storage.postgresql.engine.PostgresEngine`
 (psycopg is an optional extra, so it is imported only then); anything else is a SQLite file's
 path or a caller's ``sqlite_utils.Database``, opened by a
-:class:`~payhooks.storage.sqlite.engine.SQLiteEngine`.
+:class:`~payhooks.storage.sqlite.engine.SQLiteEngine`. Both offer :class:`Engine`; nothing above
+them asks which one it holds.
 """
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, TypeAlias
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import Any, Protocol, TypeVar
 
 from sqlite_utils import Database
 
+from payhooks.storage.sql import Connection
 from payhooks.storage.sqlite.engine import SQLiteEngine
 from payhooks.storage.targets import is_postgres_url
 
-if TYPE_CHECKING:
-    from payhooks.storage.postgresql.engine import PostgresEngine
-
 __all__ = ["Engine", "open_engine"]
 
-Engine: TypeAlias = "SQLiteEngine | PostgresEngine"
+_T = TypeVar("_T")
+
+
+class Engine(Protocol):
+    """What the ledger needs of a database engine."""
+
+    #: ``"sqlite"`` or ``"postgresql"``.
+    kind: str
+    #: The target, without a password: for ``repr`` and messages.
+    name: str
+    schema_version: int
+    #: Makes every write: a transaction, or a savepoint of the open one.
+    writer: Any
+
+    @property
+    def database(self) -> Any: ...
+
+    def read(self) -> AbstractContextManager[Any]: ...
+
+    def stream(
+        self, query: Callable[[Any], Any], convert: Callable[[tuple[Any, ...]], _T]
+    ) -> Iterator[_T]: ...
+
+    def lock_payment(self, conn: Connection, external_identifier: str) -> None: ...
+
+    def close(self) -> None: ...
 
 
 def open_engine(

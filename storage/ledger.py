@@ -11,15 +11,17 @@ keys, never read-then-write.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlite_utils import Database
 
 import payhooks.storage.deliveries as deliveries
 import payhooks.storage.outcomes as outcomes
+import payhooks.storage.owed_signals as owed_signals
+import payhooks.storage.payment_states as payment_states
 import payhooks.storage.payments as payments
 import payhooks.storage.reconciliation as reconciliation
 import payhooks.storage.rejected_deliveries as rejected_deliveries
@@ -35,31 +37,31 @@ from payhooks.storage.checks import (
 )
 from payhooks.storage.engines import Engine, open_engine
 from payhooks.storage.errors import ConflictError, UnknownDeliveryError
-from payhooks.storage.ledger_arrivals import ArrivalRecords
-from payhooks.storage.ledger_signals import SignalRecords
 from payhooks.storage.ledger_sync import SyncRecords
 from payhooks.storage.limits import DEFAULT_MAX_REJECTED, DEFAULT_MAX_RETURNS
 from payhooks.storage.records import Outcome, ReconciliationState
 from payhooks.storage.rows import (
     Delivery,
     DeliveryStatus,
+    OwedSignal,
     PaymentKind,
     ReconciliationRow,
     RecordedOutcome,
     ReturnKind,
     SummaryRow,
 )
-from payhooks.storage.sqlite.engine import SQLiteEngine
 from payhooks.storage.times import Clock, system_clock, to_text
 
 __all__ = ["DEFAULT_MAX_REJECTED", "DEFAULT_MAX_RETURNS", "SYNCHRONOUS_MODES", "Ledger"]
 
 
-class Ledger(ArrivalRecords, SignalRecords, SyncRecords):
+class Ledger(SyncRecords):
     """The ledger (docs/reconciliation.md, docs/deployment.md), on SQLite or PostgreSQL; the
-    service's side (creation failures, the sync's records) is in :class:`SyncRecords`, the
-    receiver's one write of a new delivery in :class:`ArrivalRecords`, the signals owed and
-    their marks in :class:`SignalRecords`.
+    service's side (creation failures, the sync's records) is in :class:`SyncRecords`.
+
+    Every write that changes what a payment's state depends on (a registration, an outcome, a
+    refused delivery, a listed transaction) stores the payment's new reconciliation row and the
+    signals it owes in the same transaction (:mod:`payhooks.storage.payment_states`).
 
     :param path_or_database: a file path (opened and owned: :meth:`close` closes it), or a
         ``sqlite_utils.Database`` the caller owns and closes (when it is already inside a
@@ -130,7 +132,7 @@ class Ledger(ArrivalRecords, SignalRecords, SyncRecords):
     @property
     def engine(self) -> str:
         """``"sqlite"`` or ``"postgresql"``."""
-        return "sqlite" if isinstance(self._engine, SQLiteEngine) else "postgresql"
+        return self._engine.kind
 
     def close(self) -> None:
         """Close the connection if the ledger opened it (never a PostgreSQL pool, which is the
@@ -211,9 +213,25 @@ class Ledger(ArrivalRecords, SignalRecords, SyncRecords):
         )
         return self._register(external_identifier, values)
 
+    def _refresh(
+        self, conn: Any, external_identifier: str, now: str, new_outcome_id: int | None = None
+    ) -> ReconciliationState | None:
+        """Store one payment's row anew and owe what its change owes, in ``conn``'s transaction."""
+        row = payment_states.refresh(
+            conn,
+            external_identifier,
+            now=now,
+            lock=self._engine.lock_payment,
+            new_outcome_id=new_outcome_id,
+        )
+        return None if row is None else row.state
+
     def _register(self, external_identifier: str, values: tuple[Any, ...]) -> bool:
+        now = self._now(None, "clock()")
         with self._write() as conn:
-            stored = payments.insert(conn, external_identifier, self._now(None, "clock()"), values)
+            stored = payments.insert(conn, external_identifier, now, values)
+            if stored is None:
+                self._refresh(conn, external_identifier, now)
         differing = None if stored is None else payments.differing(stored, values)
         if differing:
             raise ConflictError(external_identifier, differing)
@@ -259,7 +277,12 @@ class Ledger(ArrivalRecords, SignalRecords, SyncRecords):
         )
 
     def mark_delivery(
-        self, delivery_id: int, status: DeliveryStatus | str, error: str | None = None
+        self,
+        delivery_id: int,
+        status: DeliveryStatus | str,
+        error: str | None = None,
+        *,
+        external_identifier: str | None = None,
     ) -> bool:
         """Record that a stored delivery could not be processed, and why.
 
@@ -269,12 +292,17 @@ class Ledger(ArrivalRecords, SignalRecords, SyncRecords):
         recorded outcome into an error.
 
         :param status: ``malformed_json``, ``invalid_payload`` or ``processing_error``.
+        :param external_identifier: the payment the refused body names, when it names one: its
+            reconciliation row then counts the refusal.
         :returns: True when marked; False when the delivery had already finished.
         :raises UnknownDeliveryError: no such delivery.
         """
         marked = markable_status(status)
+        now = self._now(None, "clock()")
         with self._write() as conn:
-            if deliveries.mark(conn, delivery_id, marked.value, error, self._now(None, "clock()")):
+            if deliveries.mark(conn, delivery_id, marked.value, error, now, external_identifier):
+                if external_identifier is not None:
+                    self._refresh(conn, external_identifier, now)
                 return True
             if deliveries.exists(conn, delivery_id):
                 return False
@@ -348,7 +376,8 @@ class Ledger(ArrivalRecords, SignalRecords, SyncRecords):
         # Everything is made ready before the write lock is taken, so it is held only for SQL.
         values = outcomes.to_values(outcome, delivery_id, now)
         with self._write() as conn:
-            outcome_id, is_new, status, state = outcomes.record(conn, outcome, values, now)
+            outcome_id, is_new, status, identifier = outcomes.record(conn, outcome, values, now)
+            state = self._refresh(conn, identifier, now, outcome_id if is_new else None)
         if state is None:  # pragma: no cover - the outcome is stored, so it has a row
             raise AssertionError("a recorded outcome has no reconciliation row")
         return RecordedOutcome(
@@ -389,16 +418,68 @@ class Ledger(ArrivalRecords, SignalRecords, SyncRecords):
         with self._read() as conn:
             return reconciliation.row_for(conn, external_identifier)
 
+    def outcome(self, outcome_id: int) -> Outcome | None:
+        """The stored outcome ``outcome_id``, as it was recorded, or None."""
+        with self._read() as conn:
+            return outcomes.select(conn, outcome_id)
+
+    # -- signals owed ----------------------------------------------------------------------
+
+    def owed_signals(self, delivery_id: int | None = None) -> list[OwedSignal]:
+        """The signals still owed (claimed or not), oldest outcome first: for one delivery, or
+        all of them."""
+        with self._read() as conn:
+            return owed_signals.unsent(conn, delivery_id)
+
+    def claim_signals(
+        self, outcome_ids: Iterable[int] | None = None, *, lease: timedelta, limit: int = 100
+    ) -> list[OwedSignal]:
+        """Claim owed signals for sending, in a commit (or the open transaction), for ``lease``:
+        those of ``outcome_ids``, or (None) up to ``limit`` outcomes' that nobody holds (never
+        claimed, or their sender's lease has passed). A signal another sender holds is never
+        returned, so no two senders run one outcome's receivers at once; one that dies holding
+        a claim leaves it to the next sender after ``lease``."""
+        moment = self._clock()
+        now, until = to_text(moment), to_text(moment + lease, argument="lease")
+        with self._write(durable=False) as conn:
+            if outcome_ids is None:
+                outcome_ids = owed_signals.claimable(conn, now=now, limit=limit)
+            return owed_signals.claim(conn, outcome_ids, now=now, until=until)
+
+    def has_unclaimed_signals(self) -> bool:
+        """Whether :meth:`claim_signals` without ids would find something: a read, so that a
+        caller pays for a write only when there is work."""
+        with self._read() as conn:
+            return bool(owed_signals.claimable(conn, now=to_text(self._clock()), limit=1))
+
+    def mark_signals_sent(
+        self, signals: Iterable[OwedSignal], *, errors: Mapping[str, str] | None = None
+    ) -> int:
+        """Mark claimed signals sent (their receivers ran), keeping what a receiver raised per
+        signal name (also on the delivery's ``signal_error``); how many. Not synced: a mark lost
+        to a power cut means one more sending, never none."""
+        sent = list(signals)
+        errors = dict(errors or {})
+        now = self._now(None, "clock()")
+        with self._write(durable=False) as conn:
+            for delivery_id in sorted({s.delivery_id for s in sent if s.signal in errors}):
+                for signal in sent:
+                    if signal.delivery_id == delivery_id and signal.signal in errors:
+                        deliveries.note_signal_error(conn, delivery_id, errors[signal.signal], now)
+            return owed_signals.mark_sent(conn, sent, now, errors)
+
+    # -- reconciliation --------------------------------------------------------------------
+
     def reconcile(
         self,
         *,
-        state: ReconciliationState | str | None = None,
+        state: ReconciliationState | str | Iterable[ReconciliationState | str] | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
     ) -> Iterator[ReconciliationRow]:
         """Stream the reconciliation, one row per payment and per unexpected identifier.
 
-        :param state: only rows in this state.
+        :param state: only rows in this state, or in any of several.
         :param since: only rows opened at or after this aware time (a payment: when it was
             registered; an unexpected identifier: its earliest ``paid_at``).
         :param until: only rows opened before this aware time.
@@ -406,9 +487,14 @@ class Ledger(ArrivalRecords, SignalRecords, SyncRecords):
         Rows come from a cursor as they are computed (expected payments by identifier, then
         unexpected ones), so memory stays flat however many there are.
         """
-        wanted = None if state is None else enum_member(ReconciliationState, state, "state")
+        if state is None:
+            wanted = None
+        elif isinstance(state, str):
+            wanted = frozenset({enum_member(ReconciliationState, state, "state")})
+        else:
+            wanted = frozenset(enum_member(ReconciliationState, s, "state") for s in state)
         return self._engine.stream(
-            lambda conn: reconciliation.select_rows(conn, state=wanted, since=since, until=until),
+            lambda conn: reconciliation.select_rows(conn, states=wanted, since=since, until=until),
             reconciliation.to_row,
         )
 

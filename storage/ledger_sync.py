@@ -13,6 +13,7 @@ from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+import payhooks.storage.payment_states as payment_states
 import payhooks.storage.service_transactions as service_transactions
 from payhooks.storage.currencies import MINOR_UNIT_EXPONENTS
 from payhooks.storage.records import PaymentState
@@ -122,12 +123,19 @@ class SyncRecords:
             cursor = conn.execute(
                 _MARK_FAILED, (creation, reason[:_MAX_ERROR_LENGTH], at, external_identifier)
             )
-            return bool(cursor.rowcount)
+            if not cursor.rowcount:
+                return False
+            self._refresh(conn, external_identifier, at)
+            return True
 
     def mark_creation_succeeded(self, external_identifier: str) -> bool:
         """Clear a creation failure (a retry created it). True when a payment was found."""
+        at = to_text(self._clock(), argument="clock()")
         with self._write() as conn:
-            return bool(conn.execute(_MARK_SUCCEEDED, (external_identifier,)).rowcount)
+            if not conn.execute(_MARK_SUCCEEDED, (external_identifier,)).rowcount:
+                return False
+            self._refresh(conn, external_identifier, at)
+            return True
 
     def creation_failure(self, external_identifier: str) -> CreationFailure | None:
         """The creation failure marked on this payment, or None."""
@@ -179,7 +187,10 @@ class SyncRecords:
         values = [_values(item) for item in items]
         at = to_text(self._clock(), argument="clock()")
         with self._write() as conn:
-            return service_transactions.record_page(conn, run_id, values, next_cursor, at)
+            identifiers = service_transactions.record_page(conn, run_id, values, next_cursor, at)
+            for identifier in identifiers:
+                self._refresh(conn, identifier, at)
+            return len(values)
 
     def end_sync(self, run_id: int, *, error: str | None = None) -> SyncRun:
         """Mark a run ``complete``, or ``interrupted`` with ``error`` (what was recorded stays,
@@ -190,6 +201,8 @@ class SyncRecords:
             service_transactions.end_run(
                 conn, run_id, status, None if error is None else error[:_MAX_ERROR_LENGTH], at
             )
+            if error is None:
+                payment_states.refresh_missing(conn, now=at, lock=self._engine.lock_payment)
             found = _run(service_transactions.latest_run(conn))
         assert found is not None
         return found

@@ -11,19 +11,28 @@ delivery (a foreign-key violation) from other integrity errors, in :func:`_inser
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any, Final
 
 from payhooks.storage.deliveries import mark_recorded
 from payhooks.storage.encoding import to_json
 from payhooks.storage.errors import UnknownDeliveryError
-from payhooks.storage.reconciliation import state_for
-from payhooks.storage.records import STATE_RANK, Outcome, ReconciliationState
+from payhooks.storage.records import STATE_RANK, Flow, Outcome, PaymentState
 from payhooks.storage.rows import DeliveryStatus
 from payhooks.storage.sql import Connection
-from payhooks.storage.times import to_text
+from payhooks.storage.times import from_text, to_text
 
-__all__ = ["COMPARED_FIELDS", "conflict", "identifier", "record", "settle", "to_values"]
+__all__ = [
+    "COMPARED_FIELDS",
+    "conflict",
+    "identifier",
+    "record",
+    "select",
+    "settle",
+    "to_values",
+]
 
 _INSERT = """
     INSERT INTO outcomes (delivery_id, transaction_id, external_identifier, flow, provider,
@@ -149,12 +158,12 @@ def settle(
 
 def record(
     conn: Connection, outcome: Outcome, values: tuple[Any, ...], now: str
-) -> tuple[int, bool, DeliveryStatus, ReconciliationState | None]:
+) -> tuple[int, bool, DeliveryStatus, str]:
     """Record ``outcome`` (``values`` from :func:`to_values`) and mark its delivery, inside the
-    caller's write transaction.
+    caller's write transaction; the caller then refreshes the payment's row.
 
     :returns: the id of the outcome that stands, whether it is the one just inserted, the
-        status its delivery was given, and the reconciliation state of the payment that
+        status its delivery was given, and the ``external_identifier`` of the payment that
         outcome names.
     :raises UnknownDeliveryError: the delivery is not stored (the caller's transaction is then
         undone).
@@ -163,9 +172,11 @@ def record(
     # An unknown delivery_id: the foreign key refuses a new outcome (or, deferred, fails the
     # commit), and the update below finds no delivery to mark; either way the write is undone.
     outcome_id, is_new, status, error, external_identifier = settle(conn, outcome, values)
-    if not mark_recorded(conn, delivery_id, status.value, error, outcome_id, now):
+    if not mark_recorded(
+        conn, delivery_id, status.value, error, outcome_id, external_identifier, now
+    ):
         raise UnknownDeliveryError(delivery_id)
-    return outcome_id, is_new, status, state_for(conn, external_identifier)
+    return outcome_id, is_new, status, external_identifier
 
 
 def identifier(conn: Connection, outcome_id: int) -> str | None:
@@ -174,3 +185,34 @@ def identifier(conn: Connection, outcome_id: int) -> str | None:
         "SELECT external_identifier FROM outcomes WHERE id = ?", (outcome_id,)
     ).fetchone()
     return None if row is None else str(row[0])
+
+
+_SELECT_OUTCOME = """
+    SELECT transaction_id, external_identifier, flow, provider, provider_reference,
+        provider_status, payment_status, state, amount, currency, amount_minor, paid_at, extra
+    FROM outcomes WHERE id = ?"""
+
+
+def select(conn: Connection, outcome_id: int) -> Outcome | None:
+    """The stored outcome ``outcome_id`` as an :class:`Outcome`, or None: what its signals are
+    sent with, without parsing its delivery's body again."""
+    row = conn.execute(_SELECT_OUTCOME, (outcome_id,)).fetchone()
+    if row is None:
+        return None
+    (transaction_id, identifier, flow, provider, reference, provider_status, payment_status,
+     state, amount, currency, amount_minor, paid_at, extra) = row  # fmt: skip
+    return Outcome(
+        transaction_id=transaction_id,
+        external_identifier=identifier,
+        flow=Flow(flow),
+        provider=provider,
+        provider_reference=reference,
+        provider_status=provider_status,
+        payment_status=payment_status,
+        state=PaymentState(state),
+        amount=Decimal(amount),
+        currency=currency,
+        amount_minor=amount_minor,
+        paid_at=from_text(paid_at),
+        extra=json.loads(extra),
+    )

@@ -103,24 +103,16 @@ class ReconciliationState(StrEnum):
     CHARGED_BACK = "charged_back"
     UNKNOWN_STATUS = "unknown_status"
     UNEXPECTED = "unexpected"
-    #: The service lists a transaction of it further along than any notification told us
-    #: (``payhooks sync``): a notification was lost. Resolved when it arrives.
-    MISSED_NOTIFICATION = "missed_notification"
-    #: The service lists a state other than the one the notifications gave.
-    STATUS_DIFFERS = "status_differs"
-    #: Registered longer ago than the sync's age, yet the complete list has no transaction
-    #: for it and no notification names it: never created, or its creation failed.
-    MISSING_AT_SERVICE = "missing_at_service"
     #: The service refused to create it (``Ledger.mark_creation_failed(certain=True)``), and
     #: nothing since says otherwise: nobody was charged.
     NOT_CREATED = "not_created"
 
 
 #: The states that need a person: money that differs from what was expected, money nobody
-#: expected, news nobody can read, or the service's list disagreeing with the notifications
-#: (``payhooks sync``). ``payhooks reconcile --fail-on-mismatch`` fails on them and the
-#: ``payment_mismatch`` signal is sent for them; every other state is an ordinary step of a
-#: payment's life (``failed``, ``cancelled`` and ``not_created`` included: nobody was charged).
+#: expected, or news nobody can read. ``payhooks reconcile --fail-on-mismatch`` fails on them
+#: (and on drift) and the ``payment_mismatch`` signal is sent for them; every other state is an
+#: ordinary step of a payment's life (``failed``, ``cancelled`` and ``not_created`` included:
+#: nobody was charged). What the service's list says is a row's ``drift``, never its state.
 MISMATCH_STATES: frozenset[ReconciliationState] = frozenset(
     {
         ReconciliationState.AMOUNT_MISMATCH,
@@ -128,9 +120,6 @@ MISMATCH_STATES: frozenset[ReconciliationState] = frozenset(
         ReconciliationState.DUPLICATE_PAYMENT,
         ReconciliationState.UNEXPECTED,
         ReconciliationState.UNKNOWN_STATUS,
-        ReconciliationState.MISSED_NOTIFICATION,
-        ReconciliationState.STATUS_DIFFERS,
-        ReconciliationState.MISSING_AT_SERVICE,
     }
 )
 

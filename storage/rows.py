@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from payhooks.storage.currencies import TIMES_MINOR_UNIT, from_minor_units
 from payhooks.storage.records import PaymentState, ReconciliationState
+from payhooks.storage.sync_rows import DriftKind
 
 __all__ = [
     "FINISHED_DELIVERY_STATUSES",
@@ -133,9 +134,7 @@ class RecordedOutcome:
 
 
 class OwedSignal(NamedTuple):
-    """A signal the merchant's code is owed for an outcome (a row of the ``owed_signals``
-    view: the signals are kept on the row of the delivery that recorded the outcome since
-    migration 0009)."""
+    """A signal the merchant's code is owed for an outcome: a row of ``owed_signals``."""
 
     #: The outcome it is for: the stable id receivers are given to be idempotent with.
     outcome_id: int
@@ -143,12 +142,12 @@ class OwedSignal(NamedTuple):
     delivery_id: int
     #: The signal's name (``payment-succeeded``...).
     signal: str
-    #: Its place in the outcome's sending order, from 0. (Until migration 0007 each owed
-    #: signal was a row of its own, and this tuple began with that row's ``id``.)
+    #: Its place in an outcome's sending order, from 0.
     position: int
     #: The payment's reconciliation state the signal was decided on, sent with it.
     reconciliation: str
-    #: When the outcome was recorded: its signals are owed in that commit.
+    #: When it became owed: the commit that recorded the outcome, or the later one that
+    #: changed its payment's state (a registration, a late outcome).
     owed_at: str
     #: When its receivers had run; None while it is owed.
     sent_at: str | None
@@ -193,6 +192,21 @@ class ReconciliationRow(NamedTuple):
     unknown_outcomes: int
     #: The latest ``paid_at`` of its outcomes.
     last_outcome_at: datetime | None
+    #: How the service's list (``payhooks sync``) disagrees with the notifications; None when
+    #: it agrees or was never read. A flag for a person: it never changes :attr:`state`.
+    drift: DriftKind | None = None
+    #: Of the money received, the periods refunded in full, and those charged back.
+    refunded_amount_minor: int = 0
+    charged_back_amount_minor: int = 0
+    #: Received, less refunded and charged back; None when nothing was received.
+    net_amount_minor: int | None = None
+    #: Authenticated deliveries about it whose body was refused (400, 422): they arrived, and
+    #: recorded nothing.
+    refused_deliveries: int = 0
+    #: Deliveries that contradicted a stored outcome (``conflicting_outcome``).
+    conflicting_deliveries: int = 0
+    #: The newest refused or conflicting delivery's reason.
+    latest_problem: str | None = None
 
     @property
     def expected_amount(self) -> Decimal | None:
@@ -236,6 +250,18 @@ class SummaryRow:
     expected_total: Decimal
     #: ``received_amount_minor`` in major units of ``currency``.
     received_total: Decimal
+    #: Of the money received in ``currency``, refunded in full and charged back.
+    refunded_amount_minor: int = 0
+    charged_back_amount_minor: int = 0
+
+    @property
+    def net_amount_minor(self) -> int:
+        """Received, less refunded and charged back."""
+        return (
+            self.received_amount_minor
+            - self.refunded_amount_minor
+            - (self.charged_back_amount_minor)
+        )
 
 
 @dataclass

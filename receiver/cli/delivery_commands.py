@@ -2,16 +2,18 @@
 outcomes still owe the merchant's code.
 
 Both send signals only inside the merchant's app (``flask payhooks ...``): the receivers are
-connected there. Signals are owed from the commit that records an outcome until its receivers
-have run, so a worker that died in between leaves them here: ``flask payhooks signals`` lists
-them and ``--send`` sends them (after an incident, or from a cron). Delivery to receivers is at
-least once; each carries the stable ``outcome_id`` to act once on.
+connected there. Signals are owed from the commit that makes them owed until their receivers
+have run; a sender claims them first, with a lease (``PAYHOOKS_SIGNALS_LEASE_SECONDS``), so a
+worker that died in between leaves them here: ``flask payhooks signals`` lists them and
+``--send`` sends those nobody holds (after an incident, or from a cron). Delivery to receivers
+is at least once, never twice at the same time; each carries the stable ``outcome_id`` to act
+once on.
 """
 
 from __future__ import annotations
 
 import sys
-from functools import partial
+from datetime import timedelta
 from pathlib import Path
 from typing import TextIO
 
@@ -28,9 +30,8 @@ from payhooks.receiver.cli.escaping import terminal_text
 from payhooks.receiver.pipeline import (
     UNFINISHED_STATUSES,
     delivery_ids,
-    owed_for,
     reprocess_deliveries,
-    send_owed_signals,
+    send_claimed,
 )
 from payhooks.storage import DeliveryStatus
 
@@ -70,8 +71,8 @@ def reprocess(status: str | None, no_signals: bool, database: Path | None) -> No
     `payhooks reprocess` cannot, and refuses (exit 2) unless given --no-signals.
     """
     config = settings()
-    sender = None if no_signals else _signal_sender()
-    if sender is None and not no_signals:
+    app = None if no_signals else _app()
+    if app is None and not no_signals:
         raise click.UsageError(
             "Outside your app, reprocess cannot send its signals: run `flask payhooks "
             "reprocess` in the app, or pass --no-signals to record the outcomes and leave "
@@ -87,7 +88,7 @@ def reprocess(status: str | None, no_signals: bool, database: Path | None) -> No
                     bar,
                     time_zone=config.time_zone,
                     status_map=config.status_map,
-                    on_owed=None if sender is None else partial(sender, ledger),
+                    app=app,
                 )
             except ValueError as err:
                 raise click.ClickException(f"The configuration cannot be used: {err}.") from err
@@ -114,14 +115,15 @@ def reprocess(status: str | None, no_signals: bool, database: Path | None) -> No
 def signals(send: bool, database: Path | None) -> None:
     """List the signals still owed to the app's receivers; with --send, send them.
 
-    A signal is owed from the commit that records a new outcome until its receivers ran: a
-    worker that died in between leaves it here. Sending needs the app (`flask payhooks
-    signals --send`); plain `payhooks signals --send` refuses (exit 2). Exit 1 when a
-    receiver raised (its error is kept on the delivery).
+    A signal is owed from the commit that makes it owed until its receivers ran: a worker that
+    died in between leaves it here. --send sends those no other sender holds (a claim lasts
+    PAYHOOKS_SIGNALS_LEASE_SECONDS). Sending needs the app (`flask payhooks signals --send`);
+    plain `payhooks signals --send` refuses (exit 2). Exit 1 when a receiver raised (its
+    error is kept with the signal and on the delivery).
     """
     config = settings()  # first: inside `flask payhooks`, this pushes the app's context
-    sender = _signal_sender() if send else None
-    if send and sender is None:
+    app = _app() if send else None
+    if send and app is None:
         raise click.UsageError(
             "Outside your app there are no receivers to send to: run `flask payhooks signals "
             "--send` in the app."
@@ -131,7 +133,7 @@ def signals(send: bool, database: Path | None) -> None:
         if not owed:
             click.echo("No signal is owed.")
             return
-        if sender is None:
+        if app is None:
             click.echo("outcome  delivery  signal               reconciliation      owed at")
             for row in owed:
                 click.echo(
@@ -140,24 +142,29 @@ def signals(send: bool, database: Path | None) -> None:
                 )
             click.echo(f"{len(owed)} signal(s) owed; `flask payhooks signals --send` sends them.")
             return
-        outcomes = owed_for(ledger, owed, config.time_zone, config.status_map)
-        failures = [error for outcome in outcomes for error in sender(ledger, outcome)]
-    sent = sum(len(outcome.signals) for outcome in outcomes)
+        lease = timedelta(seconds=config.signals_lease_seconds)
+        sent, outcomes, failures = 0, set(), 0
+        while claimed := ledger.claim_signals(None, lease=lease, limit=100):
+            failures += len(send_claimed(app, ledger, claimed))
+            sent += len(claimed)
+            outcomes.update(signal.outcome_id for signal in claimed)
     click.echo(f"Sent {sent} signal(s) for {len(outcomes)} outcome(s).")
-    if len(outcomes) < len({row.outcome_id for row in owed}):
-        raise click.ClickException(
-            "Some outcomes owe signals but their deliveries no longer parse; see the log."
+    held = len(owed) - sent
+    if held > 0:
+        click.echo(
+            f"{held} signal(s) are held by a sender now; they are sent by it, or after its lease."
         )
     if failures:
         raise click.ClickException(
-            f"{len(failures)} receiver(s) raised; their errors are kept on the deliveries."
+            f"{failures} signal(s) had a receiver that raised; their errors are kept with "
+            "the signals and on the deliveries."
         )
 
 
-def _signal_sender() -> partial[list[str]] | None:
-    """Inside a merchant's app with payhooks (``flask payhooks``), a sender of its signals as
-    the receiver sends them, taking ``(ledger, owed)``; None for the plain ``payhooks``
-    script."""
+def _app() -> object | None:
+    """Inside a merchant's app with payhooks (``flask payhooks``), the app whose receivers get
+    the signals; None for the plain ``payhooks`` script."""
     if not current_app or "payhooks" not in current_app.extensions:
         return None
-    return partial(send_owed_signals, current_app._get_current_object())  # type: ignore[attr-defined]
+    app: object = current_app._get_current_object()  # type: ignore[attr-defined]
+    return app

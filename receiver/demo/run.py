@@ -36,7 +36,7 @@ from payhooks.receiver.demo.app import create_app
 from payhooks.receiver.demo.sandbox_flow import run_sandbox_act
 from payhooks.receiver.state import STATE_KEY, receiver_state
 from payhooks.receiver.web.returns import return_url
-from payhooks.storage import Ledger, StorageError
+from payhooks.storage import Ledger
 from payhooks.verify import DEFAULT_SCHEME, Signer, generate_keypair, get_signer
 
 __all__ = ["DemoResult", "run_demo", "serving"]
@@ -163,17 +163,9 @@ def serving(
         try:
             server.serve_forever(poll_interval=0.05)
         finally:
-            # Unthreaded, the server thread opened the app's ledger: close it in that thread,
-            # after writing the marks of sent signals that wait (before the ledger may go).
+            # Unthreaded, the server thread opened the app's ledger: close it in that thread.
             if STATE_KEY in app.extensions:
-                state = receiver_state(app)
-                try:
-                    if state.sent_marks is not None:
-                        state.sent_marks.close()
-                except StorageError:  # left owed: sent again later, at least once
-                    pass
-                finally:
-                    state.ledgers.close()
+                receiver_state(app).ledgers.close()
 
     thread = threading.Thread(target=serve, name="payhooks-server", daemon=True)
     thread.start()

@@ -36,6 +36,10 @@ class PayloadError(Exception):
     def __init__(self, message: str, details: Mapping[str, Any] | None = None) -> None:
         self.message = message
         self.details: dict[str, Any] = dict(details or {})
+        #: The ``merchant_transaction_id`` a JSON object body names, when it names one that
+        #: could be a payment's (1 to 64 characters): the ledger counts the refusal on that
+        #: payment's row. A hint, never acted on: the body is not a notification.
+        self.external_identifier: str | None = None
         super().__init__(message)
 
     @property

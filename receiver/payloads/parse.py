@@ -18,7 +18,11 @@ from marshmallow import ValidationError
 
 from payhooks.receiver.payloads.decoding import decode_body, plain_json
 from payhooks.receiver.payloads.errors import SCHEMA_KEY, InvalidPayloadError
-from payhooks.receiver.payloads.schemas import Notification, NotificationSchema
+from payhooks.receiver.payloads.schemas import (
+    MAX_EXTERNAL_IDENTIFIER_LENGTH,
+    Notification,
+    NotificationSchema,
+)
 from payhooks.receiver.payloads.status import load_status_map, resolve_state
 from payhooks.receiver.payloads.zones import delivery_zone, load_time_zone, to_utc
 from payhooks.storage import DEFAULT_STATUS_MAP, Outcome
@@ -62,12 +66,16 @@ def parse_notification(
     try:
         notification: Notification = _SCHEMA.load(document)
     except ValidationError as err:
-        raise InvalidPayloadError.from_messages(_as_mapping(err.messages)) from err
+        invalid = InvalidPayloadError.from_messages(_as_mapping(err.messages))
+        invalid.external_identifier = _named_identifier(document)
+        raise invalid from err
     paid_at = to_utc(notification.local_time, delivery_zone(delivery_time_zone) or zone)
     if paid_at is None:
-        raise InvalidPayloadError.at(
+        invalid = InvalidPayloadError.at(
             ("payment_data", "payment_time"), "Outside the range of representable times."
         )
+        invalid.external_identifier = notification.external_identifier
+        raise invalid
     form = notification.form
     return Outcome(
         transaction_id=notification.transaction_id,
@@ -86,6 +94,25 @@ def parse_notification(
         paid_at=paid_at,
         extra=notification.extra,
     )
+
+
+def _named_identifier(document: Mapping[str, Any]) -> str | None:
+    """The identifier an invalid body names, when it could be stored as one (no NUL, no lone
+    surrogate)."""
+    named = document.get("merchant_transaction_id")
+    if not isinstance(named, str) or not 1 <= len(named) <= MAX_EXTERNAL_IDENTIFIER_LENGTH:
+        return None
+    if "\x00" in named or (not named.isascii() and not _encodable(named)):
+        return None
+    return named
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _as_mapping(messages: Any) -> Mapping[str, Any]:

@@ -1,5 +1,5 @@
-"""What happens to a delivery once its signature is checked: store it, parse it, record and
-reconcile its outcome, and say which signals it owes; and running stored deliveries again.
+"""What happens to a delivery once its signature is checked: parse it, store it with its
+outcome and claim the signals it owes; send what was claimed; run stored deliveries again.
 
 Rule: no Flask and no request here (``tests/test_layers.py`` imports this package in a
 fresh interpreter and checks that Flask is not loaded). The web layer hands in bytes, headers
@@ -9,8 +9,8 @@ and settings; the CLI's ``reprocess`` calls the same functions.
 from __future__ import annotations
 
 from payhooks.receiver.pipeline.processing import (
+    DEFAULT_SIGNAL_LEASE,
     ProcessedDelivery,
-    owed_for,
     payload_error_text,
     process_stored_delivery,
     receive_delivery,
@@ -21,27 +21,18 @@ from payhooks.receiver.pipeline.reprocess import (
     delivery_ids,
     reprocess_deliveries,
 )
-from payhooks.receiver.pipeline.signal_dispatch import (
-    OnOwed,
-    OwedOutcome,
-    send_owed_signals,
-    signal_names,
-    signals_for,
-)
+from payhooks.receiver.pipeline.signal_dispatch import send_claimed, sweep_unclaimed
 
 __all__ = [
+    "DEFAULT_SIGNAL_LEASE",
     "UNFINISHED_STATUSES",
-    "OnOwed",
-    "OwedOutcome",
     "ProcessedDelivery",
     "ReprocessReport",
     "delivery_ids",
-    "owed_for",
     "payload_error_text",
     "process_stored_delivery",
     "receive_delivery",
     "reprocess_deliveries",
-    "send_owed_signals",
-    "signal_names",
-    "signals_for",
+    "send_claimed",
+    "sweep_unclaimed",
 ]

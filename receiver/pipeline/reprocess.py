@@ -17,8 +17,8 @@ from datetime import tzinfo
 from typing import Final
 
 from payhooks.receiver.payloads import load_status_map, load_time_zone
-from payhooks.receiver.pipeline.processing import process_stored_delivery
-from payhooks.receiver.pipeline.signal_dispatch import OnOwed
+from payhooks.receiver.pipeline.processing import DEFAULT_SIGNAL_LEASE, process_stored_delivery
+from payhooks.receiver.pipeline.signal_dispatch import send_claimed
 from payhooks.storage import FINISHED_DELIVERY_STATUSES, DeliveryStatus, Ledger, PaymentState
 
 __all__ = [
@@ -76,7 +76,7 @@ def reprocess_deliveries(
     *,
     time_zone: str | tzinfo = "UTC",
     status_map: Mapping[str, PaymentState | str] | None = None,
-    on_owed: OnOwed | None = None,
+    app: object | None = None,
 ) -> ReprocessReport:
     """Run the stored deliveries ``ids`` (see :func:`delivery_ids`) through
     :func:`~payhooks.receiver.pipeline.processing.process_stored_delivery` again, as the receiver
@@ -85,9 +85,9 @@ def reprocess_deliveries(
     :param time_zone: ``PAYHOOKS_PAYMENT_TIME_ZONE``; a stored ``timezone`` header wins, as it
         did on arrival.
     :param status_map: ``PAYHOOKS_STATUS_MAP`` (default: the service's codes).
-    :param on_owed: called after each outcome recorded for the first time, to send the
-        signals it owes. Without it they stay owed: ``flask payhooks signals --send`` in the
-        app sends them later.
+    :param app: the Flask app whose receivers get the signals each outcome owes, sent after
+        its commit. Without it they stay owed: ``flask payhooks signals --send`` in the app,
+        or the receiver's next delivery, sends them later.
     :raises ValueError: a ``time_zone`` or ``status_map`` that is not valid configuration,
         before anything is processed.
     :raises payhooks.storage.StorageUnavailableError: the ledger cannot be written; the deliveries
@@ -102,7 +102,13 @@ def reprocess_deliveries(
             report.counts["not_found"] += 1
             continue
         result = process_stored_delivery(
-            ledger, delivery, time_zone=zone, status_map=states, on_owed=on_owed
+            ledger,
+            delivery,
+            time_zone=zone,
+            status_map=states,
+            lease=None if app is None else DEFAULT_SIGNAL_LEASE,
         )
+        if app is not None:
+            send_claimed(app, ledger, result.claimed)
         report.counts[str(result.status)] += 1
     return report

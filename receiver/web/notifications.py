@@ -8,18 +8,21 @@
    :class:`payhooks.verify.SignatureError` code, and a row in ``rejected_deliveries``. For
    the sorted-fields schemes that includes ``non_canonical_body``: a signature that holds
    for a string which does not determine the body.
-3. Parse into an :class:`payhooks.storage.Outcome` (pure work: nothing is acted on yet).
+3. Parse into an :class:`payhooks.storage.Outcome`, once (pure work: nothing is acted on yet).
 4. Store the delivery and what came of it in one ledger transaction
-   (:func:`~payhooks.receiver.pipeline.processing.receive_delivery`): the outcome, recorded and
-   reconciled, or the parse error, kept for ``payhooks reprocess`` (400 ``malformed_json``, 422
-   ``invalid_payload``). A delivery already finished answers ``duplicate`` and does nothing
-   again; one stored but not finished (a 503 earlier) is finished now.
+   (:func:`~payhooks.receiver.pipeline.processing.receive_delivery`): the outcome, the payment's
+   reconciliation and the signals it owes, claimed for this process; or the parse error, kept
+   for ``payhooks reprocess`` (400 ``malformed_json``, 422 ``invalid_payload``). A delivery
+   already finished answers ``duplicate``; one stored but not finished (a 503 earlier) is
+   finished now.
 5. Answer, after the commit: 200 with the acknowledgement the service's SDK expects.
-6. Send the signals (:mod:`payhooks.receiver.signals`), after the commit.
+6. After the answer is sent (the response's close), run the receivers of the claimed signals
+   (:mod:`payhooks.receiver.signals`) and mark them sent.
 
-Nothing is answered, signalled or acted on before the commit, so a crash before it only leaves
-a delivery unanswered, which the service sends again: storing the delivery and its outcome in
-one commit loses nothing, and costs one wait for the lock and one sync to disk instead of two.
+Nothing is answered or acted on before the commit, so a crash before it only leaves a delivery
+unanswered, which the service sends again. After it, what is owed is stored and claimed with a
+lease: a crash before the receivers ran leaves the signals to the next sender once the lease
+passes (the next delivery of any payment sends them, or ``flask payhooks signals --send``).
 
 A ledger that cannot be written answers 503 ``storage_unavailable`` so the service retries;
 nothing of the delivery is stored then. A failure of our own (a bug in the parser, a fault of
@@ -40,10 +43,15 @@ from flask import Flask, Response, current_app, request
 from werkzeug.exceptions import BadRequest, HTTPException, RequestEntityTooLarge
 
 from payhooks.receiver.pipeline.processing import receive_delivery
-from payhooks.receiver.pipeline.signal_dispatch import send_owed_signals
+from payhooks.receiver.pipeline.signal_dispatch import send_claimed, sweep_unclaimed
 from payhooks.receiver.state import ReceiverState, receiver_state
 from payhooks.receiver.web.errors import error_response
-from payhooks.storage import ReconciliationState, StorageError, StorageUnavailableError
+from payhooks.storage import (
+    OwedSignal,
+    ReconciliationState,
+    StorageError,
+    StorageUnavailableError,
+)
 from payhooks.verify import SignatureError
 
 __all__ = ["STORED_HEADERS", "receive_notification"]
@@ -96,9 +104,8 @@ def receive_notification() -> Response:
             headers=headers,
             time_zone=state.time_zone,
             status_map=state.status_map,
-            on_owed=partial(send_owed_signals, app, ledger, marks=state.sent_marks),
             key_names_content=verified.webhook_id is None and verified.signed_digest is not None,
-            sent_marks=state.sent_marks,
+            lease=state.signal_lease,
         )
     except StorageUnavailableError as err:
         logger.warning("payhooks: storage unavailable: %s", err.message)
@@ -118,7 +125,22 @@ def receive_notification() -> Response:
             "processing_error",
             "The delivery is stored but could not be processed; try again.",
         )
-    return _acknowledge(str(result.status), result.delivery_id, result.reconciliation)
+    response = _acknowledge(str(result.status), result.delivery_id, result.reconciliation)
+    response.call_on_close(partial(_send_signals, app, state, result.claimed))
+    return response
+
+
+def _send_signals(app: Flask, state: ReceiverState, claimed: tuple[OwedSignal, ...]) -> None:
+    """After the answer has gone out: run the receivers of the signals this delivery claimed,
+    then of any that nobody holds (a sender that died, a registration's). A slow receiver
+    never delays the acknowledgment, so it never provokes the service's retry."""
+    with app.app_context():
+        ledger = state.ledger
+        try:
+            send_claimed(app, ledger, claimed)
+            sweep_unclaimed(app, ledger, lease=state.signal_lease)
+        except Exception:  # the answer is sent: nothing may escape into the server
+            logger.exception("payhooks: sending signals failed; they stay owed")
 
 
 def _read_capped_body(limit: int) -> bytes | None:

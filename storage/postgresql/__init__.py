@@ -4,8 +4,8 @@ The rule of this folder, as of ``sqlite/``: engine-specific machinery only, and 
 knows PostgreSQL's pools, transactions or spellings. :mod:`.engine` checks the schema and reads;
 :mod:`.pools` keeps one connection pool per process and database, safe across ``fork()``;
 :mod:`.writer` is the write protocol (a transaction at READ COMMITTED, savepoints inside, no
-lock file); :mod:`.schema` holds the migrations, parallel to SQLite's, and the views and
-triggers in PostgreSQL's spelling; :mod:`.dialect` and :mod:`.connection` let the table modules
+lock file); :mod:`.schema` holds the schema, written out, one migration per release,
+parallel to SQLite's; :mod:`.dialect` and :mod:`.connection` let the table modules
 run their one SQL text here; :mod:`.errors` turns ``psycopg`` errors into the ledger's; and
 :mod:`.copy` moves a SQLite ledger here. Only :class:`payhooks.storage.Ledger` chooses this
 engine, for a ``postgresql://`` URL.
@@ -16,14 +16,7 @@ from __future__ import annotations
 from payhooks.storage.postgresql.engine import PostgresEngine
 from payhooks.storage.postgresql.errors import from_postgres_error, translate_errors
 from payhooks.storage.postgresql.pools import POOL_MAX_SIZE, close_pools, pool_for
-from payhooks.storage.postgresql.schema import (
-    MIGRATIONS,
-    SCHEMA_VERSION,
-    create_views,
-    drop_rollup_triggers,
-    migrate,
-    schema_version,
-)
+from payhooks.storage.postgresql.schema import MIGRATIONS, SCHEMA_VERSION, migrate, schema_version
 
 __all__ = [
     "MIGRATIONS",
@@ -31,8 +24,6 @@ __all__ = [
     "SCHEMA_VERSION",
     "PostgresEngine",
     "close_pools",
-    "create_views",
-    "drop_rollup_triggers",
     "from_postgres_error",
     "migrate",
     "pool_for",

@@ -29,6 +29,7 @@ from payhooks.storage.postgresql.errors import translate_errors
 from payhooks.storage.postgresql.pools import pool_for
 from payhooks.storage.postgresql.schema import SCHEMA_VERSION, schema_version
 from payhooks.storage.postgresql.writer import Writer
+from payhooks.storage.sql import Connection
 from payhooks.storage.targets import redacted
 
 __all__ = ["STREAM_BATCH_ROWS", "PostgresEngine"]
@@ -68,6 +69,16 @@ class PostgresEngine:
             )
         #: How many schema migrations the database has.
         self.schema_version = version
+
+    #: Which engine this is.
+    kind = "postgresql"
+
+    @staticmethod
+    def lock_payment(conn: Connection, external_identifier: str) -> None:
+        """Hold one payment's lock until the transaction ends: a second writer of the same
+        payment waits, then reads what the first committed (READ COMMITTED reads anew at each
+        statement), so neither stores a row computed without the other's outcome."""
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (external_identifier,))
 
     def _pool(self) -> ConnectionPool[Any]:
         """The calling process's pool (:func:`~.pools.pool_for`: a dictionary lookup by process

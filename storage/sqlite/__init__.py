@@ -4,7 +4,8 @@ The rule of this folder: it holds the engine-specific machinery, and nothing abo
 SQLite's locks, pragmas or durability tricks. :mod:`.engine` opens and sets up the connection
 and reads through it; :mod:`.writer` is the write protocol (the flock queue of
 :mod:`.write_lock`, ``BEGIN IMMEDIATE``, savepoints, commit, the log sync of :mod:`.wal_sync`);
-:mod:`.schema` holds the migrations; :mod:`.errors` turns ``sqlite3`` errors into the ledger's.
+:mod:`.schema` holds the schema, written out, one migration per release; :mod:`.errors`
+turns ``sqlite3`` errors into the ledger's.
 Modules here import the engine-neutral ones of :mod:`payhooks.storage` (errors, rows, the table
 modules' SQL), never the other way round; only :class:`payhooks.storage.Ledger` chooses this
 engine.
@@ -18,15 +19,7 @@ from __future__ import annotations
 
 from payhooks.storage.sqlite.engine import SQLiteEngine, configure
 from payhooks.storage.sqlite.errors import from_sqlite_error, translate_errors
-from payhooks.storage.sqlite.schema import (
-    MIGRATIONS,
-    SCHEMA_VERSION,
-    TRIGGERS,
-    VIEWS,
-    create_views,
-    migrate,
-    schema_version,
-)
+from payhooks.storage.sqlite.schema import MIGRATIONS, SCHEMA_VERSION, migrate, schema_version
 from payhooks.storage.sqlite.wal_sync import WalReplacedError, WalSync
 from payhooks.storage.sqlite.write_lock import WriteLock
 from payhooks.storage.sqlite.writer import Writer
@@ -34,15 +27,12 @@ from payhooks.storage.sqlite.writer import Writer
 __all__ = [
     "MIGRATIONS",
     "SCHEMA_VERSION",
-    "TRIGGERS",
-    "VIEWS",
     "SQLiteEngine",
     "WalReplacedError",
     "WalSync",
     "WriteLock",
     "Writer",
     "configure",
-    "create_views",
     "from_sqlite_error",
     "migrate",
     "schema_version",

@@ -168,6 +168,13 @@ class SQLiteEngine:
         )
         self._closed = False
 
+    #: Which engine this is.
+    kind = "sqlite"
+
+    @staticmethod
+    def lock_payment(conn: Connection, external_identifier: str) -> None:
+        """Nothing to take: SQLite runs one write transaction at a time (``BEGIN IMMEDIATE``)."""
+
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
         """The connection, for reads outside a write; ``sqlite3`` errors become the ledger's.

@@ -1,85 +1,205 @@
-"""The ledger's schema on SQLite: its tables, its forward migrations, and the derived views and
-triggers made anew after each.
+"""The ledger's schema on SQLite, written out: its tables, indexes and views.
 
-Migrations are ``sqlite_utils.Migrations``: each applied one is recorded by name in
-``_sqlite_migrations`` (set ``payhooks``), and the *schema version* is how many are applied.
-Opening a ledger whose file is current costs one small query. When it is behind, the
-migrations run under ``BEGIN IMMEDIATE``: the first of several processes opening a new file at
-once takes the write lock and migrates, the others wait on the busy timeout, re-read the
-version under the lock, find nothing left to do and go on.
+One migration per release, recorded by name in ``_sqlite_migrations`` (set ``payhooks``, through
+``sqlite_utils.Migrations``); the *schema version* is how many are applied. Opening a current
+file costs one small query. When it is behind, the migrations run under ``BEGIN IMMEDIATE``:
+the first of several processes opening a new file takes the write lock and migrates, the
+others wait on the busy timeout, find nothing left to do and go on. CHANGELOG.md lists what
+each release's migration changes.
 
-Table and view names and the state names are a contract (docs/reconciliation.md): finance
+Table and view names, and the state names, are a contract (docs/reconciliation.md): finance
 tools read them directly. Times are UTC ISO 8601 text (:mod:`payhooks.storage.times`); money is
-``INTEGER`` minor units beside the amount exactly as sent (``TEXT``).
-
-The statements are SQLite's (``WITHOUT ROWID``, rebuilding a table to change a ``CHECK``), and
-so is ``sqlite_utils.Migrations``. PostgreSQL's schema, with the same table, column and view
-names and the same migrations by name, is :mod:`payhooks.storage.postgresql.schema`: a new
-migration here is one function there too.
+``INTEGER`` minor units beside the amount exactly as sent (``TEXT``). PostgreSQL's schema, with
+the same names, is :mod:`payhooks.storage.postgresql.schema`, written out in its own spelling.
+No trigger: a payment's reconciliation row is computed in Python
+(:mod:`payhooks.storage.rules`) and stored by the transaction that changes one of its inputs.
 """
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 from collections.abc import Callable
 
 from sqlite_utils import Database, Migrations
 
 from payhooks.storage.errors import SchemaVersionError
-from payhooks.storage.listed_identifiers import LISTED_NAMED_SQL, LISTED_TABLE_SQL, listed_view_sql
-from payhooks.storage.owed_signals import COLUMNS as SIGNALS_COLUMNS
-from payhooks.storage.owed_signals import VIEW_SQL as OWED_SIGNALS_VIEW_SQL
-from payhooks.storage.reconciliation import RECONCILIATION_VIEW_SQL
-from payhooks.storage.rollup import (
-    IDENTIFIERS_INDEX_SQL,
-    IDENTIFIERS_TABLE_SQL,
-    ROLLUP_TRIGGERS,
-    TRANSACTIONS_TABLE_SQL,
-    identifiers_view_sql,
-    rebuild_sql,
-    transactions_view_sql,
-)
-from payhooks.storage.service_transactions import (
-    DRIFT_VIEW_SQL,
-    RUNS_TABLE_SQL,
-    TABLE_INDEX_SQL,
-    TABLE_SQL,
-)
-from payhooks.storage.sqlite.past_schemas import (
-    DELIVERIES_STATUS_INDEX,
-    DELIVERIES_V2,
-    INITIAL_SCHEMA,
-    MOVE_OWED_SIGNALS,
-    MOVE_SIGNALS_TO_DELIVERIES,
-    OWED_SIGNALS_V5,
-    OWED_SIGNALS_V7_INDEX,
-    PUT_BACK_V1_DELIVERIES,
-    SET_ASIDE_V1_DELIVERIES,
-    UNMOVABLE_OWED_SIGNALS,
-    V2_DELIVERY_STATUSES,
-    V9_INDEXES,
-    refuse_unmovable_owed_signals,
-)
+from payhooks.storage.views import RECONCILIATION_VIEW_SQL, SYNC_DRIFT_VIEW_SQL
 
-__all__ = [
-    "INITIAL_SCHEMA",
-    "MIGRATIONS",
-    "OWED_SIGNALS_V5",
-    "SCHEMA_VERSION",
-    "TRIGGERS",
-    "V2_DELIVERY_STATUSES",
-    "VIEWS",
-    "create_views",
-    "migrate",
-    "schema_version",
-]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "TABLES", "migrate", "schema_version"]
 
 #: The migration set; its name is what ``_sqlite_migrations.migration_set`` holds.
 MIGRATIONS = Migrations("payhooks")
 
 # The names registered in MIGRATIONS, in order (Migrations keeps its list private).
 _MIGRATION_NAMES: list[str] = []
+
+_DELIVERY_STATUSES = (
+    "'received', 'processed', 'duplicate', 'malformed_json', 'invalid_payload', "
+    "'processing_error', 'conflicting_outcome'"
+)
+
+#: The 0.1.0 schema, in order: every table and index.
+TABLES = (
+    """
+    CREATE TABLE payments (
+        external_identifier TEXT NOT NULL PRIMARY KEY
+            CHECK (length(external_identifier) BETWEEN 1 AND 64),
+        kind TEXT NOT NULL CHECK (kind IN ('transaction', 'subscription')),
+        amount_minor INTEGER NOT NULL CHECK (amount_minor BETWEEN 0 AND 1000000000000000),
+        currency TEXT NOT NULL CHECK (length(currency) = 3),
+        plan_amount_minor INTEGER CHECK (plan_amount_minor BETWEEN 0 AND 1000000000000000),
+        created_at TEXT NOT NULL,
+        description TEXT,
+        metadata TEXT,
+        -- The service refused to create it ('refused'), or its answer was lost ('uncertain').
+        creation TEXT CHECK (creation IN ('refused', 'uncertain')),
+        creation_error TEXT,
+        creation_failed_at TEXT,
+        CHECK ((kind = 'subscription') = (plan_amount_minor IS NOT NULL))
+    ) WITHOUT ROWID""",
+    f"""
+    CREATE TABLE deliveries (
+        id INTEGER PRIMARY KEY,
+        dedupe_key TEXT NOT NULL UNIQUE,
+        -- The delivery whose dedupe_key this one arrived under with other bytes; this one is
+        -- then stored under '<dedupe_key>#<body_sha256>'.
+        reused_key_of INTEGER REFERENCES deliveries (id),
+        received_at TEXT NOT NULL,
+        headers TEXT NOT NULL,
+        body BLOB NOT NULL,
+        body_sha256 TEXT NOT NULL CHECK (length(body_sha256) = 64),
+        status TEXT NOT NULL DEFAULT 'received' CHECK (status IN ({_DELIVERY_STATUSES})),
+        error TEXT,
+        attempts INTEGER NOT NULL DEFAULT 1,
+        outcome_id INTEGER REFERENCES outcomes (id),
+        -- The payment it is about, when known: its outcome's, or the one a refused body names.
+        external_identifier TEXT,
+        signal_error TEXT,
+        updated_at TEXT NOT NULL
+    )""",
+    "CREATE INDEX deliveries_status ON deliveries (status, id) WHERE status <> 'processed'",
+    """
+    CREATE INDEX deliveries_problems ON deliveries (external_identifier, id)
+    WHERE status IN ('malformed_json', 'invalid_payload', 'conflicting_outcome')""",
+    """
+    CREATE TABLE outcomes (
+        id INTEGER PRIMARY KEY,
+        delivery_id INTEGER NOT NULL REFERENCES deliveries (id),
+        transaction_id TEXT NOT NULL,
+        external_identifier TEXT NOT NULL,
+        flow TEXT NOT NULL,
+        provider TEXT,
+        provider_reference TEXT,
+        provider_status TEXT,
+        payment_status TEXT NOT NULL,
+        state TEXT NOT NULL,
+        state_rank INTEGER NOT NULL,
+        amount TEXT NOT NULL,
+        currency TEXT NOT NULL CHECK (length(currency) = 3),
+        amount_minor INTEGER NOT NULL CHECK (amount_minor BETWEEN 0 AND 1000000000000000),
+        paid_at TEXT NOT NULL,
+        extra TEXT NOT NULL DEFAULT '{}',
+        recorded_at TEXT NOT NULL,
+        UNIQUE (transaction_id, payment_status)
+    )""",
+    "CREATE INDEX outcomes_identifier ON outcomes (external_identifier)",
+    """
+    CREATE TABLE owed_signals (
+        id INTEGER PRIMARY KEY,
+        outcome_id INTEGER NOT NULL REFERENCES outcomes (id),
+        delivery_id INTEGER NOT NULL REFERENCES deliveries (id),
+        signal TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        reconciliation TEXT NOT NULL,
+        owed_at TEXT NOT NULL,
+        -- A sender's claim: nobody else sends it before this time.
+        claimed_until TEXT,
+        sent_at TEXT,
+        error TEXT,
+        UNIQUE (outcome_id, signal)
+    )""",
+    "CREATE INDEX owed_signals_unsent ON owed_signals (outcome_id) WHERE sent_at IS NULL",
+    """
+    CREATE TABLE payment_states (
+        external_identifier TEXT NOT NULL PRIMARY KEY,
+        kind TEXT,
+        state TEXT NOT NULL,
+        drift TEXT,
+        currency TEXT NOT NULL,
+        expected_amount_minor INTEGER,
+        received_currency TEXT,
+        received_amount_minor INTEGER,
+        refunded_amount_minor INTEGER NOT NULL,
+        charged_back_amount_minor INTEGER NOT NULL,
+        opened_at TEXT NOT NULL,
+        lifecycle_state TEXT,
+        periods_paid INTEGER NOT NULL,
+        transaction_ids TEXT NOT NULL,
+        unknown_outcomes INTEGER NOT NULL,
+        last_outcome_at TEXT,
+        refused_deliveries INTEGER NOT NULL,
+        conflicting_deliveries INTEGER NOT NULL,
+        latest_problem TEXT,
+        updated_at TEXT NOT NULL
+    ) WITHOUT ROWID""",
+    "CREATE INDEX payment_states_order ON payment_states ((kind IS NULL), external_identifier)",
+    """
+    CREATE TABLE rejected_deliveries (
+        id INTEGER PRIMARY KEY,
+        received_at TEXT NOT NULL,
+        remote_addr TEXT,
+        reason TEXT NOT NULL,
+        body BLOB NOT NULL,
+        body_size INTEGER NOT NULL
+    )""",
+    """
+    CREATE TABLE returns (
+        id INTEGER PRIMARY KEY,
+        external_identifier TEXT NOT NULL,
+        returned_at TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('return', 'cancel')),
+        result_code TEXT
+    )""",
+    "CREATE INDEX returns_external_identifier ON returns (external_identifier, returned_at)",
+    """
+    CREATE TABLE sync_runs (
+        id INTEGER PRIMARY KEY,
+        started_at TEXT NOT NULL,
+        -- Payments registered before this and still unseen are missing_at_service, once the
+        -- run is complete: its start minus the configured age.
+        expected_before TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('running', 'interrupted', 'complete')),
+        -- The next_cursor of the last page committed: where a resumed run goes on.
+        next_cursor TEXT,
+        pages INTEGER NOT NULL DEFAULT 0,
+        items INTEGER NOT NULL DEFAULT 0,
+        error TEXT,
+        updated_at TEXT NOT NULL,
+        finished_at TEXT
+    )""",
+    """
+    CREATE TABLE service_transactions (
+        transaction_id TEXT NOT NULL PRIMARY KEY,
+        external_identifier TEXT NOT NULL,
+        -- The status string exactly as the service listed it.
+        status TEXT NOT NULL,
+        -- What the sync's status map made of it ('unknown' when the map lacks it).
+        state TEXT NOT NULL,
+        state_rank INTEGER NOT NULL,
+        currency TEXT,
+        amount_minor INTEGER,
+        first_seen_at TEXT NOT NULL,
+        last_seen_at TEXT NOT NULL,
+        sync_run INTEGER NOT NULL REFERENCES sync_runs (id),
+        -- How it disagrees with the notifications (payhooks.storage.rules), and the state
+        -- they gave it; both kept by the transaction that changes either side.
+        drift TEXT,
+        ledger_state TEXT
+    )""",
+    "CREATE INDEX service_transactions_identifier ON service_transactions (external_identifier)",
+    RECONCILIATION_VIEW_SQL,
+    SYNC_DRIFT_VIEW_SQL,
+)
 
 
 def _migration(name: str) -> Callable[[Callable[[Database], None]], Callable[[Database], None]]:
@@ -92,164 +212,10 @@ def _migration(name: str) -> Callable[[Callable[[Database], None]], Callable[[Da
     return register
 
 
-@_migration("0001_initial_schema")
-def _initial_schema(db: Database) -> None:
-    """Every table and index of the first schema (the view: see :func:`create_views`)."""
-    for statement in INITIAL_SCHEMA:
-        db.execute(statement)
-
-
-def _sha256_hex(body: bytes | None) -> str | None:
-    return None if body is None else hashlib.sha256(body).hexdigest()
-
-
-@_migration("0002_delivery_body_hash")
-def _delivery_body_hash(db: Database) -> None:
-    """``deliveries`` gains ``body_sha256`` (so a reused ``dedupe_key`` with other bytes is
-    told apart), ``reused_key_of``, and the status ``conflicting_outcome``.
-
-    SQLite cannot change a CHECK constraint in place, so the table is rebuilt. Its rows are set
-    aside in a temporary table, the old table dropped, the new one created and the rows put
-    back. ``outcomes`` refers to ``deliveries``, and ``PRAGMA foreign_keys`` cannot be switched
-    off inside a transaction (this one may be the caller's): with the checks deferred, dropping
-    the table counts its referring outcomes as violations and putting the rows back counts them
-    off again, so the transaction commits with every reference whole. The rows pass through
-    the temporary table once: a one-time cost of about twice the table's size in temporary
-    storage.
-    """
-    conn = db.conn
-    conn.create_function("payhooks_sha256", 1, _sha256_hex, deterministic=True)
-    deferred = conn.execute("PRAGMA defer_foreign_keys").fetchone()[0]
-    conn.execute("PRAGMA defer_foreign_keys = ON")
-    try:
-        conn.execute("DROP TABLE IF EXISTS temp.payhooks_deliveries_v1")
-        conn.execute(SET_ASIDE_V1_DELIVERIES)
-        conn.execute("DROP TABLE main.deliveries")
-        conn.execute(DELIVERIES_V2)
-        conn.execute(PUT_BACK_V1_DELIVERIES)
-        conn.execute("DROP TABLE temp.payhooks_deliveries_v1")
-        conn.execute(DELIVERIES_STATUS_INDEX)
-    finally:
-        if not deferred:
-            conn.execute("PRAGMA defer_foreign_keys = OFF")
-
-
-@_migration("0003_reconciliation_reads_the_latest_outcome")
-def _reconciliation_reads_the_latest_outcome(db: Database) -> None:
-    """The reconciliation rules read the latest outcome: an unknown code after a success is
-    ``unknown_status``, a retry after a failure or cancellation is ``pending`` again.
-
-    Nothing to change in the tables: the view is created again by :func:`migrate` after any
-    migration. This one records that files before it have the older view.
-    """
-
-
-@_migration("0004_rollup_tables")
-def _rollup_tables(db: Database) -> None:
-    """``transactions`` and ``identifiers``: what the outcomes say per transaction and per
-    identifier, which the reconciliation reads instead of every outcome
-    (:mod:`payhooks.storage.rollup`). Filled, with their triggers, by :func:`migrate`."""
-    db.execute(TRANSACTIONS_TABLE_SQL)
-    db.execute(IDENTIFIERS_TABLE_SQL)
-    db.execute(IDENTIFIERS_INDEX_SQL)
-
-
-@_migration("0005_owed_signals")
-def _owed_signals(db: Database) -> None:
-    """``owed_signals``: the signals each new outcome owes the merchant's code, kept until
-    they are sent (a table until 0007)."""
-    for statement in OWED_SIGNALS_V5:
-        db.execute(statement)
-
-
-@_migration("0006_service_transactions")
-def _service_transactions(db: Database) -> None:
-    """What ``payhooks sync`` reads from the service's transaction list (``sync_runs``,
-    ``service_transactions``: :mod:`payhooks.storage.service_transactions`), and
-    ``payments.creation``: ``refused`` or ``uncertain`` when creating it at the service failed
-    (``Ledger.mark_creation_failed``), with why and when."""
-    db.execute(RUNS_TABLE_SQL)
-    db.execute(TABLE_SQL)
-    db.execute(TABLE_INDEX_SQL)
-    db.execute(
-        "ALTER TABLE payments ADD COLUMN creation TEXT CHECK (creation IN ('refused', 'uncertain'))"
-    )
-    db.execute("ALTER TABLE payments ADD COLUMN creation_error TEXT")
-    db.execute("ALTER TABLE payments ADD COLUMN creation_failed_at TEXT")
-
-
-@_migration("0007_signals_on_outcomes")
-def _signals_on_outcomes(db: Database) -> None:
-    """The owed signals move onto their outcome's row (:mod:`payhooks.storage.owed_signals`):
-    ``owed_signals`` becomes a view, ``outcomes_signals_owed`` indexes what is still owed, and
-    ``outcomes_delivery`` goes (nothing looks outcomes up by delivery but the owed signals,
-    which have their own index, and deliveries are never deleted). Each delivery writes three
-    b-trees fewer (issue 17).
-
-    The rollup trigger on updates is dropped first: it is made anew by :func:`create_views`
-    (on the outcome's own columns only, so marking signals sent does not recompute the
-    rollups), and the rows moved here must not recompute them one by one.
-    """
-    db.execute("DROP TRIGGER IF EXISTS outcomes_rollup_update")
-    for column in SIGNALS_COLUMNS:
-        db.execute(f"ALTER TABLE outcomes ADD COLUMN {column} TEXT")
-    db.execute(MOVE_OWED_SIGNALS)
-    db.execute("DROP TABLE owed_signals")
-    db.execute("DROP INDEX IF EXISTS outcomes_delivery")
-    db.execute(OWED_SIGNALS_V7_INDEX)
-
-
-@_migration("0008_rollups_by_transaction_key")
-def _rollups_by_transaction_key(db: Database) -> None:
-    """``outcomes_reconciliation`` goes (issue 17: 1.4 WAL pages a delivery); the rollups' triggers
-    find a transaction's outcomes by its unique key, and a refill of the rollups sorts them."""
-    db.execute("DROP INDEX IF EXISTS outcomes_reconciliation")
-
-
-@_migration("0009_signals_on_deliveries")
-def _signals_on_deliveries(db: Database) -> None:
-    """The owed signals move from each outcome to the delivery that recorded it
-    (:mod:`payhooks.storage.owed_signals`), and ``deliveries_status`` leaves out ``processed``:
-    the receiver then writes each row of a delivery once (issue 17)."""
-    for column in SIGNALS_COLUMNS:
-        db.execute(f"ALTER TABLE deliveries ADD COLUMN {column} TEXT")
-    refuse_unmovable_owed_signals(db.execute(UNMOVABLE_OWED_SIGNALS).fetchone()[0])
-    db.execute(MOVE_SIGNALS_TO_DELIVERIES)
-    db.execute("DROP VIEW IF EXISTS owed_signals")  # it reads the columns dropped below
-    db.execute("DROP INDEX IF EXISTS outcomes_signals_owed")
-    for column in SIGNALS_COLUMNS:
-        db.execute(f"ALTER TABLE outcomes DROP COLUMN {column}")
-    db.execute("DROP INDEX IF EXISTS deliveries_status")
-    for statement in V9_INDEXES:
-        db.execute(statement)
-
-
-@_migration("0010_flattened_reconciliation_view")
-def _flattened_reconciliation_view(db: Database) -> None:
-    """No table changes: this marks the ``reconciliation`` view's new definition, made anew
-    after any migration (with the rollup tables refilled from ``outcomes``, one pass under the
-    write lock). Each column has one affinity in every arm, so SQLite flattens the view into a
-    plain query that reads it, and a payment's listed transactions are looked up only when
-    something was listed (until 0011 rolled their drift up; issue 17:
-    :mod:`payhooks.storage.reconciliation`)."""
-
-
-@_migration("0011_listed_identifiers")
-def _listed_identifiers(db: Database) -> None:
-    """``listed_identifiers``: the drift the service's list shows per identifier, kept by
-    triggers, so the reconciliation reads one row per payment instead of searching its listed
-    transactions (issue 17: :mod:`payhooks.storage.listed_identifiers`). Filled, with its
-    triggers, by :func:`create_views`."""
-    db.execute(LISTED_TABLE_SQL)
-
-
-@_migration("0012_listed_identifiers_named")
-def _listed_identifiers_named(db: Database) -> None:
-    """``listed_identifiers.named`` and its partial index: the reconciliation's rows for the
-    identifiers only the service's list names read the few rows nothing else names, instead
-    of searching ``payments`` and ``identifiers`` for every listed transaction (issue 17).
-    Filled by :func:`create_views`' refill."""
-    for statement in LISTED_NAMED_SQL:
+@_migration("0.1.0")
+def _release_0_1_0(db: Database) -> None:
+    """The first release's schema."""
+    for statement in TABLES:
         db.execute(statement)
 
 
@@ -272,64 +238,26 @@ def schema_version(db: Database) -> int:
     if unknown:
         raise SchemaVersionError(
             f"The database has migrations this payhooks does not know ({', '.join(unknown)}); "
-            "it was written by a newer version."
+            "it was written by another version (a newer one, or a build from before 0.1.0)."
         )
     return len(rows)
-
-
-#: Derived objects, created from this code rather than by any one migration: whenever a
-#: migration is applied they are dropped and created again (and the rollup tables refilled
-#: from ``outcomes``), so a change of the rules needs a (possibly empty) migration to mark the
-#: version, and no migration keeps a copy of old SQL.
-VIEWS = {
-    "transactions_from_outcomes": transactions_view_sql(),
-    "identifiers_from_transactions": identifiers_view_sql(),
-    "listed_identifiers_from_service": listed_view_sql(),
-    "reconciliation": RECONCILIATION_VIEW_SQL,
-    "sync_drift": DRIFT_VIEW_SQL,
-    "owed_signals": OWED_SIGNALS_VIEW_SQL,
-}
-TRIGGERS = ROLLUP_TRIGGERS
-
-
-def create_views(db: Database) -> None:
-    """Drop and create every view and trigger from the current definitions, and refill the
-    rollup tables they keep (one pass over ``outcomes``, one over ``transactions``, one over
-    ``service_transactions``)."""
-    for name in TRIGGERS:
-        db.execute(f"DROP TRIGGER IF EXISTS {name}")
-    for name in reversed(VIEWS):
-        db.execute(f"DROP VIEW IF EXISTS {name}")
-    for sql in VIEWS.values():
-        db.execute(sql)
-    for statement in rebuild_sql():
-        db.execute(statement)
-    for sql in TRIGGERS.values():
-        db.execute(sql)
-
-
-def _apply(db: Database) -> None:
-    if MIGRATIONS.pending(db):
-        MIGRATIONS.apply(db)
-        create_views(db)
 
 
 def migrate(db: Database) -> int:
     """Bring the file to :data:`SCHEMA_VERSION`, safely against other processes doing the same.
 
-    Cheap when the file is current. Otherwise every pending migration, its record and the
-    views made anew are one ``BEGIN IMMEDIATE`` transaction, re-checked under the lock.
-    Returns the version.
+    Cheap when the file is current. Otherwise every pending migration and its record are one
+    ``BEGIN IMMEDIATE`` transaction, re-checked under the lock. Returns the version.
     """
     if schema_version(db) == SCHEMA_VERSION:
         return SCHEMA_VERSION
     if db.conn.in_transaction:  # the caller's own transaction: migrate inside it
         with db.atomic():
-            _apply(db)
+            MIGRATIONS.apply(db)
         return schema_version(db)
     db.execute("BEGIN IMMEDIATE")
     try:
-        _apply(db)
+        MIGRATIONS.apply(db)
         version = schema_version(db)
         db.execute("COMMIT")
     except BaseException:

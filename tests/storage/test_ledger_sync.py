@@ -51,31 +51,35 @@ def sync(ledger: Ledger, *items: ListedTransaction, max_age: timedelta = AGE) ->
     ledger.end_sync(run.id)
 
 
+D = DriftKind
+
+
 @pytest.mark.parametrize(
-    ("notified", "service", "expected"),
+    ("notified", "service", "expected", "drift"),
     [
-        (None, S.PENDING, R.PENDING),  # under way at both ends
-        (None, S.SUCCEEDED, R.MISSED_NOTIFICATION),
-        (None, S.FAILED, R.MISSED_NOTIFICATION),
-        (S.SUCCEEDED, S.SUCCEEDED, R.PAID),
-        (S.SUCCEEDED, S.REFUNDED, R.MISSED_NOTIFICATION),  # the refund's notification
-        (S.SUCCEEDED, S.PENDING, R.STATUS_DIFFERS),
-        (S.FAILED, S.CANCELLED, R.STATUS_DIFFERS),
-        (S.FAILED, S.FAILED, R.FAILED),
-        (None, S.UNKNOWN, R.UNKNOWN_STATUS),
-        (S.SUCCEEDED, S.UNKNOWN, R.UNKNOWN_STATUS),
+        (None, S.PENDING, R.PENDING, None),  # under way at both ends
+        (None, S.SUCCEEDED, R.PENDING, D.MISSED_NOTIFICATION),
+        (None, S.FAILED, R.PENDING, D.MISSED_NOTIFICATION),
+        (S.SUCCEEDED, S.SUCCEEDED, R.PAID, None),
+        (S.SUCCEEDED, S.REFUNDED, R.PAID, D.MISSED_NOTIFICATION),  # the refund's notification
+        (S.SUCCEEDED, S.PENDING, R.PAID, D.STATUS_DIFFERS),
+        (S.FAILED, S.CANCELLED, R.FAILED, D.STATUS_DIFFERS),
+        (S.FAILED, S.FAILED, R.FAILED, None),
+        (None, S.UNKNOWN, R.PENDING, D.UNKNOWN_STATUS),
+        (S.SUCCEEDED, S.UNKNOWN, R.PAID, D.UNKNOWN_STATUS),
     ],
 )
 @pytest.mark.parametrize("listed_first", [False, True], ids=["notified-first", "listed-first"])
-def test_the_listed_state_against_the_notified_one_decides_the_drift(
+def test_the_listed_state_raises_a_drift_flag_and_never_moves_the_money_state(
     ledger: Ledger,
     notified: PaymentState | None,
     service: PaymentState,
     expected: ReconciliationState,
+    drift: DriftKind | None,
     listed_first: bool,
 ) -> None:
-    """Whichever comes first: the drift kept per identifier (``listed_identifiers``) follows
-    both the list and the outcomes."""
+    """Whichever comes first: the state is the notifications' alone, and the list's word is
+    the row's drift (and a row of ``sync_drift``)."""
     ledger.expect_transaction("order-1", 2500, "CNY")
     if listed_first:
         sync(ledger, listed(service))
@@ -83,10 +87,10 @@ def test_the_listed_state_against_the_notified_one_decides_the_drift(
         record(ledger, make_outcome(state=notified))
     if not listed_first:
         sync(ledger, listed(service))
-    assert ledger.state("order-1") is expected
-    drift = [row.kind for row in ledger.sync_drift()]
-    agrees = expected not in MISMATCH_STATES
-    assert (drift == []) is agrees
+    row = ledger.row("order-1")
+    assert row is not None
+    assert (row.state, row.drift) == (expected, drift)
+    assert [row.kind for row in ledger.sync_drift()] == ([] if drift is None else [drift])
 
 
 def test_a_notification_that_arrives_later_resolves_the_drift(ledger: Ledger) -> None:
@@ -98,13 +102,18 @@ def test_a_notification_that_arrives_later_resolves_the_drift(ledger: Ledger) ->
     record(ledger, make_outcome())
     assert ledger.state("order-1") is R.PAID
     assert list(ledger.sync_drift()) == []
+    row = ledger.row("order-1")
+    assert row is not None
+    assert row.drift is None
 
 
-def test_money_problems_come_before_drift(ledger: Ledger) -> None:
+def test_a_money_problem_and_drift_are_both_shown(ledger: Ledger) -> None:
     ledger.expect_transaction("order-1", 2500, "CNY")
     record(ledger, make_outcome(amount_minor=100))
     sync(ledger, listed(S.REFUNDED))
-    assert ledger.state("order-1") is R.AMOUNT_MISMATCH
+    row = ledger.row("order-1")
+    assert row is not None
+    assert (row.state, row.drift) == (R.AMOUNT_MISMATCH, D.MISSED_NOTIFICATION)
 
 
 def test_a_transaction_only_the_list_names_is_unexpected_with_no_money_received(
@@ -141,8 +150,8 @@ def test_an_identifier_only_the_list_names_shows_its_first_sighting_and_known_cu
     # Once a payment names it, it is the payment's one row.
     ledger.expect_transaction("nobody-1", 100, "EUR")
     named = [row for row in ledger.reconcile() if row.external_identifier == "nobody-1"]
-    assert [(row.kind, row.state) for row in named] == [
-        (PaymentKind.TRANSACTION, R.MISSED_NOTIFICATION)
+    assert [(row.kind, row.state, row.drift) for row in named] == [
+        (PaymentKind.TRANSACTION, R.PENDING, D.MISSED_NOTIFICATION)
     ]
 
 
@@ -154,8 +163,11 @@ def test_an_old_payment_missing_from_a_complete_list_is_missing_at_service(
     ledger.expect_transaction("young-1", 2500, "CNY")
     clock.advance(45 * 60)  # old-1 is 75 minutes old, young-1 45
     sync(ledger)
-    assert ledger.state("old-1") is R.MISSING_AT_SERVICE
-    assert ledger.state("young-1") is R.PENDING
+    old, young = ledger.row("old-1"), ledger.row("young-1")
+    assert old is not None
+    assert young is not None
+    assert (old.state, old.drift) == (R.PENDING, D.MISSING_AT_SERVICE)
+    assert (young.state, young.drift) == (R.PENDING, None)
     assert [(d.kind, d.external_identifier) for d in ledger.sync_drift()] == [
         (DriftKind.MISSING_AT_SERVICE, "old-1")
     ]

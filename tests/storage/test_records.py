@@ -55,9 +55,6 @@ def test_the_states_that_need_a_person_are_the_mismatches_and_nothing_ordinary()
         "duplicate_payment",
         "unexpected",
         "unknown_status",
-        "missed_notification",
-        "status_differs",
-        "missing_at_service",
     }
     assert isinstance(MISMATCH_STATES, frozenset)
     assert all(isinstance(state, ReconciliationState) for state in MISMATCH_STATES)

@@ -1,0 +1,243 @@
+"""The ``payment_states`` table: each payment's reconciliation row, kept in the transaction that
+changes any of its inputs, and the signals each change owes.
+
+:func:`refresh` is the one way a row changes: it loads the payment's inputs (what was
+registered, its outcomes, the service's listed transactions, its refused and conflicting
+deliveries), asks :func:`payhooks.storage.rules.reconcile`, stores the row (or deletes it when
+nothing names the identifier any more), keeps each listed transaction's drift, and owes the
+signals :func:`payhooks.storage.rules.owed_signals` gives. Every write of an input calls it
+before its commit, so finance's SQL reads one stored row per payment.
+
+Two writers of one payment at once (PostgreSQL, several hosts) are serialised by the engine's
+``lock_payment`` before anything is read, so the second reads what the first committed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, Final
+
+import payhooks.storage.owed_signals as owed_signals
+from payhooks.storage.records import PaymentState, ReconciliationState
+from payhooks.storage.rows import DeliveryStatus, PaymentKind
+from payhooks.storage.rules import (
+    Expectation,
+    Inputs,
+    ListedFact,
+    OutcomeFact,
+    Problems,
+    Reconciled,
+    reconcile,
+    transaction_drift,
+)
+from payhooks.storage.rules import (
+    owed_signals as decide_signals,
+)
+from payhooks.storage.sql import Connection
+
+__all__ = ["COLUMNS", "LockPayment", "refresh", "refresh_missing"]
+
+#: Takes the engine's lock on one payment for the rest of the transaction.
+LockPayment = Callable[[Connection, str], None]
+
+#: The stored columns, in the order :func:`refresh` writes them.
+COLUMNS: Final = (
+    "external_identifier",
+    "kind",
+    "state",
+    "drift",
+    "currency",
+    "expected_amount_minor",
+    "received_currency",
+    "received_amount_minor",
+    "refunded_amount_minor",
+    "charged_back_amount_minor",
+    "opened_at",
+    "lifecycle_state",
+    "periods_paid",
+    "transaction_ids",
+    "unknown_outcomes",
+    "last_outcome_at",
+    "refused_deliveries",
+    "conflicting_deliveries",
+    "latest_problem",
+    "updated_at",
+)
+
+_UPSERT = f"""
+    INSERT INTO payment_states ({", ".join(COLUMNS)})
+    VALUES ({", ".join("?" for _ in COLUMNS)})
+    ON CONFLICT (external_identifier) DO UPDATE SET
+    {", ".join(f"{c} = excluded.{c}" for c in COLUMNS[1:])}"""  # noqa: S608 - constants only
+
+_PROBLEM_STATUSES: Final = (
+    DeliveryStatus.MALFORMED_JSON,
+    DeliveryStatus.INVALID_PAYLOAD,
+    DeliveryStatus.CONFLICTING_OUTCOME,
+)
+_PROBLEMS = f"""
+    SELECT status, error FROM deliveries
+    WHERE external_identifier = ? AND status IN ({", ".join(f"'{s}'" for s in _PROBLEM_STATUSES)})
+    ORDER BY id"""  # noqa: S608 - constants only
+
+_LATEST_COMPLETE = (
+    "SELECT expected_before FROM sync_runs WHERE status = 'complete' ORDER BY id DESC LIMIT 1"
+)
+
+
+def _expectation(conn: Connection, identifier: str) -> Expectation | None:
+    row = conn.execute(
+        "SELECT kind, amount_minor, currency, plan_amount_minor, created_at, creation "
+        "FROM payments WHERE external_identifier = ?",
+        (identifier,),
+    ).fetchone()
+    if row is None:
+        return None
+    kind, amount, currency, plan, created_at, creation = row
+    return Expectation(PaymentKind(kind), amount, currency, plan, created_at, creation)
+
+
+def _outcomes(conn: Connection, identifier: str) -> tuple[list[OutcomeFact], dict[int, int]]:
+    """The payment's outcomes, and each one's delivery."""
+    rows = conn.execute(
+        "SELECT id, transaction_id, state, amount_minor, currency, paid_at, delivery_id "
+        "FROM outcomes WHERE external_identifier = ?",
+        (identifier,),
+    ).fetchall()
+    facts = [
+        OutcomeFact(oid, tid, PaymentState(state), amount, currency, paid_at)
+        for oid, tid, state, amount, currency, paid_at, _ in rows
+    ]
+    return facts, {row[0]: row[6] for row in rows}
+
+
+def _listed(conn: Connection, identifier: str) -> list[tuple[Any, ...]]:
+    rows: list[tuple[Any, ...]] = conn.execute(
+        "SELECT transaction_id, state, currency, first_seen_at, drift, ledger_state "
+        "FROM service_transactions WHERE external_identifier = ?",
+        (identifier,),
+    ).fetchall()
+    return rows
+
+
+def _problems(conn: Connection, identifier: str) -> Problems:
+    rows = conn.execute(_PROBLEMS, (identifier,)).fetchall()
+    if not rows:
+        return Problems()
+    conflicting = sum(status == DeliveryStatus.CONFLICTING_OUTCOME for status, _ in rows)
+    status, error = rows[-1]
+    return Problems(len(rows) - conflicting, conflicting, _reason(status, error))
+
+
+def _reason(status: str, error: str | None) -> str:
+    """One line for finance: the status, and the message kept with it."""
+    message = error or ""
+    if error and error.startswith("{"):
+        try:
+            message = str(json.loads(error).get("message", error))
+        except ValueError:
+            message = error
+    return f"{status}: {message}"[:300] if message else status
+
+
+def _before(conn: Connection, identifier: str) -> ReconciliationState | None:
+    row = conn.execute(
+        "SELECT state FROM payment_states WHERE external_identifier = ?", (identifier,)
+    ).fetchone()
+    return None if row is None else ReconciliationState(row[0])
+
+
+def _values(row: Reconciled, now: str) -> tuple[Any, ...]:
+    return (
+        row.external_identifier,
+        None if row.kind is None else row.kind.value,
+        row.state.value,
+        None if row.drift is None else row.drift.value,
+        row.currency,
+        row.expected_amount_minor,
+        row.received_currency,
+        row.received_amount_minor,
+        row.refunded_amount_minor,
+        row.charged_back_amount_minor,
+        row.opened_at,
+        None if row.lifecycle_state is None else row.lifecycle_state.value,
+        row.periods_paid,
+        json.dumps(list(row.transaction_ids), separators=(",", ":"), ensure_ascii=False),
+        row.unknown_outcomes,
+        row.last_outcome_at,
+        row.refused_deliveries,
+        row.conflicting_deliveries,
+        row.latest_problem,
+        now,
+    )
+
+
+def refresh(
+    conn: Connection,
+    identifier: str,
+    *,
+    now: str,
+    lock: LockPayment,
+    new_outcome_id: int | None = None,
+) -> Reconciled | None:
+    """Recompute and store one payment's row, in the caller's write transaction, and owe the
+    signals the change owes (``new_outcome_id``: the outcome this transaction just recorded).
+
+    :returns: the row stored, or None when nothing names the identifier.
+    """
+    lock(conn, identifier)
+    before_state = _before(conn, identifier)
+    outcomes, delivery_of = _outcomes(conn, identifier)
+    listed_rows = _listed(conn, identifier)
+    listed = [
+        ListedFact(tid, PaymentState(state), currency, first_seen)
+        for tid, state, currency, first_seen, _, _ in listed_rows
+    ]
+    expectation = _expectation(conn, identifier)
+    missing_before = None
+    if expectation is not None and not outcomes and not listed:
+        found = conn.execute(_LATEST_COMPLETE).fetchone()
+        missing_before = None if found is None else found[0]
+    inputs = Inputs(
+        identifier, expectation, outcomes, listed, _problems(conn, identifier), missing_before
+    )
+    row = reconcile(inputs)
+    if row is None:
+        conn.execute("DELETE FROM payment_states WHERE external_identifier = ?", (identifier,))
+    else:
+        conn.execute(_UPSERT, _values(row, now))
+    for item, stored in zip(listed, listed_rows, strict=True):
+        kind, lifecycle = transaction_drift(item, outcomes, expected=expectation is not None)
+        drift = None if kind is None else kind.value
+        ledger_state = None if lifecycle is None else lifecycle.value
+        if (drift, ledger_state) != (stored[4], stored[5]):
+            conn.execute(
+                "UPDATE service_transactions SET drift = ?, ledger_state = ? "
+                "WHERE transaction_id = ?",
+                (drift, ledger_state, item.transaction_id),
+            )
+    new_outcome = next((o for o in outcomes if o.id == new_outcome_id), None)
+    before = None
+    if before_state is not None and row is not None:
+        before = replace(row, state=before_state)
+    owed = decide_signals(before, row, outcomes, new_outcome)
+    if owed and row is not None:
+        owed_signals.owe(conn, owed, delivery_of, row.state.value, now)
+    return row
+
+
+def refresh_missing(conn: Connection, *, now: str, lock: LockPayment) -> int:
+    """After a complete sync: refresh every payment that may now be missing at the service (or
+    no longer is); how many."""
+    rows = conn.execute(
+        "SELECT p.external_identifier FROM payments AS p "
+        "LEFT JOIN payment_states AS s ON s.external_identifier = p.external_identifier "
+        "WHERE s.periods_paid = 0 AND s.transaction_ids = '[]' "
+        "AND (s.drift IS NULL OR s.drift = 'missing_at_service') "
+        "ORDER BY p.external_identifier"
+    ).fetchall()
+    for (identifier,) in rows:
+        refresh(conn, identifier, now=now, lock=lock)
+    return len(rows)

@@ -1,0 +1,63 @@
+"""The ledger's two views, in SQL both engines run as written: what finance reads.
+
+Neither computes anything: ``reconciliation`` reads the rows :mod:`payhooks.storage.rules`
+decided and :mod:`payhooks.storage.payment_states` stored, one per payment; ``sync_drift`` reads
+the drift stored on the service's listed transactions, and the payments missing at the service.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["RECONCILIATION_COLUMNS", "RECONCILIATION_VIEW_SQL", "SYNC_DRIFT_VIEW_SQL"]
+
+#: The ``reconciliation`` view's columns, in order.
+RECONCILIATION_COLUMNS: Final = (
+    "external_identifier",
+    "kind",
+    "state",
+    "currency",
+    "expected_amount_minor",
+    "received_currency",
+    "received_amount_minor",
+    "opened_at",
+    "lifecycle_state",
+    "periods_paid",
+    "transaction_ids",
+    "unknown_outcomes",
+    "last_outcome_at",
+    "drift",
+    "refunded_amount_minor",
+    "charged_back_amount_minor",
+    "net_amount_minor",
+    "refused_deliveries",
+    "conflicting_deliveries",
+    "latest_problem",
+)
+
+_NET = "received_amount_minor - refunded_amount_minor - charged_back_amount_minor"
+
+#: One row per payment and per identifier nobody expected; expected payments first, then the
+#: others, each by identifier, when read in ``payment_states_order``'s order.
+RECONCILIATION_VIEW_SQL: Final = f"""
+    CREATE VIEW reconciliation AS
+    SELECT {
+    ", ".join(
+        c if c != "net_amount_minor" else f"{_NET} AS net_amount_minor"
+        for c in RECONCILIATION_COLUMNS
+    )
+}
+    FROM payment_states"""  # noqa: S608 - constants only
+
+#: One row per drift: each listed transaction that disagrees with the notifications, then each
+#: payment missing at the service.
+SYNC_DRIFT_VIEW_SQL: Final = """
+    CREATE VIEW sync_drift AS
+    SELECT s.drift AS kind, s.external_identifier AS external_identifier,
+        s.transaction_id AS transaction_id, s.status AS service_status,
+        s.state AS service_state, s.ledger_state AS ledger_state, s.last_seen_at AS seen_at
+    FROM service_transactions AS s WHERE s.drift IS NOT NULL
+    UNION ALL
+    SELECT p.drift, p.external_identifier, CAST(NULL AS TEXT), CAST(NULL AS TEXT),
+        CAST(NULL AS TEXT), CAST(NULL AS TEXT), CAST(NULL AS TEXT)
+    FROM payment_states AS p WHERE p.drift = 'missing_at_service'"""
