@@ -12,10 +12,10 @@ How a delivery is judged, in this order (the codes are the contract):
 2. ``webhook-timestamp`` not a whole number of unix seconds (ASCII digits, at most 11), a
    ``webhook-signature`` in which no entry has the ``version,value`` form, one longer than
    :data:`MAX_SIGNATURE_HEADER_LENGTH` characters, or one with more than
-   :data:`MAX_SIGNATURE_ENTRIES` distinct entries of this scheme's version:
-   ``malformed_signature``. Each entry costs a verification per key (an Ed25519 one is about
-   as dear as a whole delivery), so what an unauthenticated request can make us do is
-   bounded before any of it is done; repeated entries are tried once.
+   :data:`MAX_SIGNATURE_ENTRIES` distinct entries of this scheme's version, or a ``webhook-id``
+   that is not encodable text: ``malformed_signature``. Each entry costs a verification per
+   key, so what an unauthenticated request can make us do is bounded before any of it is
+   done; repeated entries are tried once.
 3. No entry of this scheme's version matches any configured key: ``invalid_signature``. Entries
    of other versions are ignored, so a header holding only ``v1a`` entries is
    ``invalid_signature`` for the HMAC scheme (a signature for another scheme). An entry of this
