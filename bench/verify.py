@@ -2,13 +2,14 @@
 vs the floor.
 
 The floor is the least any HMAC-SHA256 verifier can do: one ``hmac.digest`` over the signed
-content and one ``compare_digest``, in the same kind of loop. Goals: payhooks at least twice
-as fast as the package, and within 1.5x of the floor's time per verification.
+content and one ``compare_digest``, in the same kind of loop. The verifier is written plainly
+rather than fast (docs/decisions/0001-signature-verification.md): the ratios are figures to
+watch, not goals.
 
 The three alternate round by round (:mod:`bench.rounds`): in each round each runs for
 ``--seconds`` of CPU time (the process's, so that time the scheduler gives to other processes
 is charged to none of them), the order rotating; the ratios are taken within each round and
-the median of them is printed with its spread, the goals' two figures last.
+the median of them is printed with its spread, the two ratios last.
 
 Run by hand: ``python -m bench.verify [--rounds N] [--seconds S]``. It prints figures and never
 fails on them: timings belong to the machine, not to the test suite (which runs it only
@@ -130,8 +131,8 @@ def main(argv: list[str] | None = None) -> None:
     # Time per call over time per call, round by round: how many times dearer the numerator.
     vs_package = ratios(times, "standardwebhooks", "payhooks")
     vs_floor = ratios(times, "payhooks", "floor")
-    print(f"  payhooks speed / standardwebhooks speed: {vs_package.text()}  (goal >= 2x)")
-    print(f"  payhooks time / floor time:              {vs_floor.text()}  (goal <= 1.5x)")
+    print(f"  payhooks speed / standardwebhooks speed: {vs_package.text()}")
+    print(f"  payhooks time / floor time:              {vs_floor.text()}")
 
 
 if __name__ == "__main__":

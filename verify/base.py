@@ -1,9 +1,8 @@
 """What every scheme offers: a verifier, a signer, their results and their shared plumbing.
 
 Each scheme module subclasses :class:`Verifier` and :class:`Signer`. Keys are decoded once, at
-construction, so that a bad key fails early (``ValueError`` naming the argument) and the hot
-path only does the cryptography. Nothing here keeps or prints a key's text: reprs show the
-scheme and how many keys there are, nothing more.
+construction, so that a bad key fails early (``ValueError`` naming the argument). Nothing here
+keeps or prints a key's text: reprs show the scheme and how many keys there are, nothing more.
 """
 
 from __future__ import annotations
@@ -32,11 +31,8 @@ __all__ = [
 
 
 class VerifiedDelivery(NamedTuple):
-    """What a successful verification proves about a delivery.
-
-    A named tuple rather than a frozen dataclass: it is built on every verification, and
-    this is the cheapest immutable record Python has.
-    """
+    """What a successful verification proves about a delivery: an immutable three-member
+    tuple that unpacks and compares as one."""
 
     #: The scheme that verified it.
     scheme: str

@@ -2,15 +2,17 @@
 
 HTTP header names are case-insensitive, but callers hand us whatever mapping they have: a
 werkzeug ``Headers`` (already case-insensitive), a plain ``dict`` from a test or a captured
-file (any case). The common case, a direct hit on the lower-case name, costs one ``get`` per
-header; only a miss builds a lower-cased copy, once per lookup.
+file (any case). A name found as given (lower-case) is taken; otherwise the mapping's names
+are compared lower-cased.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["lookup_headers"]
+from payhooks.verify.errors import MissingSignatureError
+
+__all__ = ["lookup_headers", "required"]
 
 
 def lookup_headers(headers: Mapping[str, str], names: tuple[str, ...]) -> list[str | None]:
@@ -26,3 +28,11 @@ def lookup_headers(headers: Mapping[str, str], names: tuple[str, ...]) -> list[s
             for name, value in zip(names, values, strict=True)
         ]
     return [value or None for value in values]
+
+
+def required(value: str | None, name: str) -> str:
+    """``value``, the header ``name`` as :func:`lookup_headers` found it; ``missing_signature``
+    naming it when it is absent."""
+    if value is None:
+        raise MissingSignatureError(f"the {name} header is missing", header=name)
+    return value

@@ -11,7 +11,7 @@ JDK (19 and later) specifies them:
   closest wins. Only subnormals with little precision feel it (``4.9E-324``, which ``repr``
   writes ``5e-324``): for a normal double the interval that reads back as it is far
   narrower than the step between two-digit decimals, so the one-digit decimal is the only
-  candidate and the comparison is skipped. It is done in integers, not ``Fraction``: the
+  candidate and the comparison is skipped. It is done in exact integer arithmetic: the
   sorted-fields schemes format numbers of unauthenticated bodies, so each must stay cheap.
 - For ``1e-3 <= |x| < 1e7``: plain notation, at least one digit after the point
   (``100.0``, ``0.001``, ``1234567.5``).

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from functools import lru_cache
 from typing import Any
 
 from payhooks.verify.sorted_fields import SortedFieldsForm
@@ -192,7 +191,6 @@ def _java_order(name: str) -> bytes:
     return name.encode("utf-16-be", "surrogatepass")
 
 
-@lru_cache(maxsize=64)
 def _sequences(providers: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
     """Every order of member names a notification's string can have: the wallet form, and
     each provider form for each provider name."""

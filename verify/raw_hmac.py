@@ -21,13 +21,8 @@ from datetime import datetime
 from typing import Literal
 
 from payhooks.verify.base import Signer, VerifiedDelivery, Verifier, decoded_keys, single_key
-from payhooks.verify.errors import (
-    InvalidSignatureError,
-    MalformedSignatureError,
-    MissingSignatureError,
-)
-from payhooks.verify.headers import lookup_headers
-from payhooks.verify.keyed_hash import HmacSha256
+from payhooks.verify.errors import InvalidSignatureError, MalformedSignatureError
+from payhooks.verify.headers import lookup_headers, required
 from payhooks.verify.keys import decode_shared_secret
 from payhooks.verify.timestamps import DEFAULT_TOLERANCE_SECONDS, Clock
 
@@ -78,7 +73,7 @@ class HmacSha256Verifier(Verifier):
         header_name: str = DEFAULT_HEADER_NAME,
         encoding: Encoding = "hex",
     ) -> None:
-        self._keys = tuple(HmacSha256(key) for key in decoded_keys(keys, decode_shared_secret))
+        self._keys = decoded_keys(keys, decode_shared_secret)
         self._header = _header_name(header_name).lower()
         self.header_names = (self._header,)
         self._decode = binascii.a2b_hex if _encoding(encoding) == "hex" else _strict_base64
@@ -89,10 +84,7 @@ class HmacSha256Verifier(Verifier):
 
     def verify(self, headers: Mapping[str, str], body: bytes) -> VerifiedDelivery:
         (value,) = lookup_headers(headers, self.header_names)
-        if value is None:
-            raise MissingSignatureError(
-                f"the {self._header} header is missing", header=self._header
-            )
+        value = required(value, self._header)
         if len(value) > MAX_SIGNATURE_HEADER_LENGTH:
             raise MalformedSignatureError(
                 f"the {self._header} header is longer than {MAX_SIGNATURE_HEADER_LENGTH} "
@@ -105,7 +97,7 @@ class HmacSha256Verifier(Verifier):
             signature = b""
         if len(signature) == 32:
             for key in self._keys:
-                if hmac.compare_digest(key.digest(body), signature):
+                if hmac.compare_digest(hmac.digest(key, body, "sha256"), signature):
                     return VerifiedDelivery(self.scheme, None, None)
         raise InvalidSignatureError(
             f"the {self._header} header does not match any configured key", header=self._header

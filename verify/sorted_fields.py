@@ -21,10 +21,10 @@ recurses), no duplicate keys (two parsers could disagree on which one counts), n
 ``NaN``/``Infinity`` tokens (not JSON), valid UTF-8, a top-level object. Anything else raises
 ``ValueError``; the verifiers report it as ``invalid_signature``.
 
-No work is done for a value the string does not need: a number is kept as its literal
-(:class:`JsonNumber`) and only written the Java way when the walk reaches it, so the numbers
-of an array (skipped) are never formatted. :func:`parse_body` gives the parsed document too,
-for :mod:`payhooks.verify.notification_shape`, which must tell a number from a string.
+A number is kept as its literal (:class:`JsonNumber`) and only written the Java way when the
+walk reaches it, so the numbers of an array (skipped) are never formatted. :func:`parse_body`
+gives the parsed document too, for :mod:`payhooks.verify.notification_shape`, which must tell
+a number from a string.
 """
 
 from __future__ import annotations
@@ -65,8 +65,8 @@ _BRACKETS = re.compile(r"[\[\]{}]")
 class JsonNumber(str):
     """A JSON number as its literal; :meth:`java` writes it as the service's SDK does.
 
-    A ``str`` subclass so that making one per number costs a C-level constructor, and the
-    document can still tell a number from a string (``type(value) is str`` is False).
+    A ``str`` subclass, so the literal is kept exactly as sent and the document can still
+    tell a number from a string (``type(value) is str`` is False).
     """
 
     __slots__ = ()
@@ -143,11 +143,10 @@ def signed_string(document: dict[str, Any], form: SortedFieldsForm) -> str:
     parts: list[str] = []
     _walk(document, parts, "=" if form == "rsa" else "")
     result = ("&" if form == "rsa" else "").join(parts)
-    if not result.isascii():
-        try:
-            result.encode("utf-8")
-        except UnicodeEncodeError as err:
-            raise ValueError("the body holds a lone UTF-16 surrogate escape") from err
+    try:
+        result.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValueError("the body holds a lone UTF-16 surrogate escape") from err
     return result
 
 
@@ -170,10 +169,8 @@ def _check_structure(text: str, max_depth: int, max_members: int) -> None:
     outside strings is one member) with a scan that never recurses.
 
     Strings are matched whole and cut out first, so brackets and colons inside them do not
-    count; what is left is counted in C (the colons) and walked in Python only bracket by
-    bracket, a handful in a notification. (Walking every token in Python, strings included,
-    took as long as parsing the body.) On malformed input the scan can only over-count, which
-    refuses a body the parser would refuse anyway.
+    count; then the colons are counted and the brackets walked. On malformed input the scan
+    can only over-count, which refuses a body the parser would refuse anyway.
     """
     skeleton = _STRINGS.sub("", text)
     if skeleton.count(":") > max_members:
@@ -204,17 +201,8 @@ def _java_order(key: str) -> bytes:
     return key.encode("utf-16-be", "surrogatepass")
 
 
-def _sorted_keys(node: dict[str, Any]) -> list[str]:
-    """The keys in Java's order. Plain ``str`` order is code point order, which differs from
-    UTF-16 code unit order only for characters above U+FFFF: ASCII keys (every notification's)
-    are sorted without a key function, the rest through :func:`_java_order`."""
-    if "".join(node).isascii():
-        return sorted(node)
-    return sorted(node, key=_java_order)
-
-
 def _walk(node: dict[str, Any], parts: list[str], separator: str) -> None:
-    for key in _sorted_keys(node):
+    for key in sorted(node, key=_java_order):
         value = node[key]
         if value is None:
             continue

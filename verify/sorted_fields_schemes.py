@@ -54,11 +54,9 @@ from payhooks.verify.base import (
 from payhooks.verify.errors import (
     InvalidSignatureError,
     MalformedSignatureError,
-    MissingSignatureError,
     NonCanonicalBodyError,
 )
-from payhooks.verify.headers import lookup_headers
-from payhooks.verify.keyed_hash import HmacSha256
+from payhooks.verify.headers import lookup_headers, required
 from payhooks.verify.keys import decode_rsa_private, decode_rsa_public, decode_shared_secret
 from payhooks.verify.notification_shape import (
     check_providers,
@@ -225,11 +223,7 @@ class SortedFieldsRsaVerifier(Verifier):
 
     def verify(self, headers: Mapping[str, str], body: bytes) -> VerifiedDelivery:
         signature_text, timestamp_text, zone_text = lookup_headers(headers, self.header_names)
-        if signature_text is None:
-            raise MissingSignatureError(
-                f"the {SIGNATURE_HEADER} header is missing", header=SIGNATURE_HEADER
-            )
-        signature_text = _signature_text(signature_text)
+        signature_text = _signature_text(required(signature_text, SIGNATURE_HEADER))
         readings = self._timestamp(timestamp_text, zone_text)
         try:
             signature = binascii.a2b_base64(signature_text, strict_mode=True)
@@ -263,10 +257,7 @@ class SortedFieldsRsaVerifier(Verifier):
         zone = zone_from_header(zone_text) or self._zone
         readings = compact_time_readings(text, zone)
         if self._check_timestamp:
-            if text is None:
-                raise MissingSignatureError(
-                    f"the {TIMESTAMP_HEADER} header is missing", header=TIMESTAMP_HEADER
-                )
+            required(text, TIMESTAMP_HEADER)
             if readings is None:
                 raise MalformedSignatureError(
                     f"the {TIMESTAMP_HEADER} header is not a YYYYMMDDHHMMSS time",
@@ -313,7 +304,7 @@ class SortedFieldsHmacVerifier(Verifier):
         max_members: int = DEFAULT_MAX_MEMBERS,
         providers: Sequence[str] = (),
     ) -> None:
-        self._keys = tuple(HmacSha256(key) for key in decoded_keys(keys, decode_shared_secret))
+        self._keys = decoded_keys(keys, decode_shared_secret)
         self._canonical = _Canonicalizer(
             "hmac", max_body_bytes, max_depth, max_members, check_providers(providers)
         )
@@ -324,19 +315,17 @@ class SortedFieldsHmacVerifier(Verifier):
 
     def verify(self, headers: Mapping[str, str], body: bytes) -> VerifiedDelivery:
         (signature_text,) = lookup_headers(headers, self.header_names)
-        if signature_text is None:
-            raise MissingSignatureError(
-                f"the {SIGNATURE_HEADER} header is missing", header=SIGNATURE_HEADER
-            )
         try:
-            signature = binascii.a2b_hex(_signature_text(signature_text))
+            signature = binascii.a2b_hex(
+                _signature_text(required(signature_text, SIGNATURE_HEADER))
+            )
         except (binascii.Error, ValueError) as err:
             raise _no_match() from err
         if len(signature) != 32:
             raise _no_match()
         document, content = self._canonical.for_verification(body)
         for key in self._keys:
-            if hmac.compare_digest(key.digest(content), signature):
+            if hmac.compare_digest(hmac.digest(key, content, "sha256"), signature):
                 digest = self._canonical.vouched_for(document, content)
                 return SignedStringDelivery(self.scheme, None, None, digest)
         raise _no_match()

@@ -1,7 +1,7 @@
 """Time handling shared by the schemes: the tolerance check and the signers' timestamps.
 
-Times are compared as unix seconds (cheap on the verification hot path) and only turned into
-aware datetimes for results and errors. The clock is injected (a callable returning unix
+Times are compared as unix seconds and only turned into aware datetimes for results and
+errors. The clock is injected (a callable returning unix
 seconds) so tests never depend on the wall clock.
 """
 

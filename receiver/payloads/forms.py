@@ -66,9 +66,8 @@ _BARE_SUFFIXES = frozenset({_CARD_BARE, ORCHESTRATOR_SUFFIX[1:]})
 class FormMatch(NamedTuple):
     """The form a ``payment_data`` object fits, and its provider member when it has one.
 
-    A named tuple rather than a frozen dataclass: as immutable, and several times cheaper to
-    make (a frozen dataclass sets each field through ``object.__setattr__``), which counts
-    once per notification.
+    A named tuple rather than a frozen dataclass: as immutable, and cheaper to make, once per
+    notification.
     """
 
     flow: Flow

@@ -11,10 +11,9 @@ them from the original input into ``extra``, shaped like the body::
 per-call state, so one instance of each serves every thread; the zone and the status map are
 applied afterwards, in :mod:`payhooks.receiver.payloads.parse`.
 
-Every marshmallow hook costs about as much as a field, on every notification, so there are
-two: one ``validates_schema`` on ``payment_data`` for the checks that read more than one
-member, and one ``post_load`` on the notification, which runs only when both levels are valid
-and builds the one record from both.
+Hooks run on every notification, so there are two: one ``validates_schema`` on
+``payment_data`` for the checks that read more than one member, and one ``post_load`` on the
+notification, which runs only when both levels are valid and builds the one record from both.
 """
 
 from __future__ import annotations
@@ -73,9 +72,8 @@ _AMOUNT_MINOR = "__amount_minor"
 class Notification:
     """A checked notification body, before the zone and the status map are applied.
 
-    Not frozen: it lives only inside :func:`~payhooks.receiver.payloads.parse_notification`, which
-    reads it once, and a frozen dataclass sets each field through ``object.__setattr__``, which
-    made building it several times dearer.
+    Not frozen: it lives only inside :func:`~payhooks.receiver.payloads.parse_notification`,
+    which builds it and reads it once.
     """
 
     transaction_id: str

@@ -27,9 +27,9 @@ _STATE_NAMES = ", ".join(state.value for state in PaymentState)
 
 #: The maps :func:`load_status_map` made lately, by ``id``. Such a map is read-only over a dict
 #: nobody else holds, so loading it again (the receiver hands its configured map to every
-#: parse) can return it as it is instead of checking every code again, which cost more than
-#: a tenth of a parse. Holding the maps keeps their ids from being reused; the bound keeps a
-#: caller that loads a fresh map on every call from growing this without end.
+#: parse) can return it as it is instead of checking every code again. Holding the maps keeps
+#: their ids from being reused; the bound keeps a caller that loads a fresh map on every call
+#: from growing this without end.
 _MADE: dict[int, Mapping[str, PaymentState]] = {}
 _MADE_LIMIT = 8
 _MADE_LOCK = threading.Lock()

@@ -51,7 +51,7 @@ def test_the_verify_bench_compares_payhooks_with_the_package_and_the_floor() -> 
 
     for contender in ("payhooks", "standardwebhooks", "floor"):
         assert re.search(rf"^\s+{contender}\s+[\d,]+ verifications/s", output, re.MULTILINE)
-    # The goals' figures, last: medians of per-round ratios with their spread.
+    # The two ratios, last: medians of per-round ratios with their spread.
     *_, vs_package, vs_floor = output.strip().splitlines()
     assert re.search(rf"payhooks speed / standardwebhooks speed: {RATIO}", vs_package), output
     assert re.search(rf"payhooks time / floor time: +{RATIO}", vs_floor), output

@@ -9,6 +9,8 @@ import hmac
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from payhooks.verify import InvalidSignatureError, MissingSignatureError, get_signer, get_verifier
 
@@ -67,3 +69,28 @@ def test_bad_option_values_are_refused_by_name(option: str, value: str) -> None:
         get_verifier("hmac-sha256", SECRET, **options)
     with pytest.raises(ValueError, match=option):
         get_signer("hmac-sha256", SECRET, **options)
+
+
+# Shared secrets as configured: no surrounding whitespace (it is stripped), at least 16 bytes.
+_SECRETS = st.text(
+    st.characters(exclude_categories=("Cc", "Cs", "Zl", "Zp", "Zs")), min_size=16, max_size=200
+)
+
+
+@settings(max_examples=300)
+@given(secret=_SECRETS, bodies=st.lists(st.binary(max_size=300), min_size=1, max_size=4))
+def test_the_mac_is_the_standard_librarys_hmac_sha256_for_any_secret(
+    secret: str, bodies: list[bytes]
+) -> None:
+    verifier = get_verifier("hmac-sha256", secret)
+    for body in bodies:  # one verifier, reused: nothing of a check carries over to the next
+        mac = hmac.digest(secret.encode(), body, "sha256")
+        assert verifier.is_valid({"x-signature": mac.hex()}, body)
+        assert not verifier.is_valid({"x-signature": (bytes([mac[0] ^ 1]) + mac[1:]).hex()}, body)
+
+
+@pytest.mark.parametrize("size", [63, 64, 65, 128])
+def test_secrets_at_the_hash_block_size_boundary_verify(size: int) -> None:
+    secret = "k" * size
+    mac = hmac.digest(secret.encode(), b"m", "sha256")
+    assert get_verifier("hmac-sha256", secret).is_valid({"x-signature": mac.hex()}, b"m")

@@ -104,6 +104,12 @@ def test_several_entries_and_several_keys_pass_when_any_pair_matches() -> None:
     assert not hmac_verifier(third, SECRET).is_valid(headers(header), BODY)
 
 
+@pytest.mark.parametrize("header", [f"v1,AAAA\t{GOOD}", f"v1,AAAA\t{GOOD} v2,x"])
+def test_entries_are_separated_by_spaces_only(header: str) -> None:
+    with pytest.raises(InvalidSignatureError):
+        hmac_verifier().verify(headers(header), BODY)
+
+
 @pytest.mark.parametrize("header", ["garbage", "v1", ",abc", "v1,", "   ", "v1;abc", "abc def"])
 def test_header_without_a_parseable_entry_is_malformed(header: str) -> None:
     with pytest.raises(MalformedSignatureError) as exc_info:
