@@ -64,6 +64,6 @@ payment_mismatch = _signals.signal("payment-mismatch")
 #: the service's transaction list and the ledger differ: the signal to alert a person on. Not
 #: about one outcome, so its keyword arguments are its own: ``report``, the
 #: :class:`payhooks.service.sync.SyncReport`, and ``drift``, how many drift rows of each
-#: :class:`payhooks.storage.DriftKind` (stream them with ``Ledger.sync_drift()``). Sent once per
-#: sync that finds drift, again by the next sync while the drift lasts.
+#: :class:`payhooks.storage.DriftKind` (stream them with ``Ledger.service.sync_drift()``).
+#: Sent once per sync that finds drift, again by the next sync while the drift lasts.
 sync_drift = _signals.signal("sync-drift")

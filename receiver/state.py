@@ -86,4 +86,3 @@ def build_state(config: Mapping[str, Any]) -> ReceiverState:
         max_body_bytes=settings.max_body_bytes,
         return_redirect=settings.return_redirect,
     )
-

@@ -1,11 +1,8 @@
 """The ledger: expected payments, deliveries, outcomes and returns, behind one face.
 
-:class:`Ledger` checks arguments (:mod:`~payhooks.storage.checks`), makes values ready before any
-lock is taken, and delegates: the engine (:mod:`~payhooks.storage.engines`, chosen by the form of
-the first argument) opens the database and makes every write (the writers of
-:mod:`payhooks.storage.sqlite` and :mod:`payhooks.storage.postgresql`); each table's SQL, for
-either engine's connection, lives with that table's functions. Idempotency comes from unique
-keys, never read-then-write.
+:class:`Ledger` checks arguments (:mod:`~payhooks.storage.checks`) and delegates: the engine
+(:mod:`~payhooks.storage.engines`) opens the database and makes every write; each table's SQL
+lives with that table's functions. Idempotency comes from unique keys, never read-then-write.
 """
 
 from __future__ import annotations
@@ -13,14 +10,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from sqlite_utils import Database
 
 import payhooks.storage.deliveries as deliveries
 import payhooks.storage.outcomes as outcomes
-import payhooks.storage.owed_signals as owed_signals
 import payhooks.storage.payment_states as payment_states
 import payhooks.storage.payments as payments
 import payhooks.storage.reconciliation as reconciliation
@@ -37,27 +33,28 @@ from payhooks.storage.checks import (
 )
 from payhooks.storage.engines import Engine, open_engine
 from payhooks.storage.errors import ConflictError, UnknownDeliveryError
-from payhooks.storage.ledger_sync import SyncRecords
 from payhooks.storage.limits import DEFAULT_MAX_REJECTED, DEFAULT_MAX_RETURNS
 from payhooks.storage.records import Outcome, ReconciliationState
 from payhooks.storage.rows import (
     Delivery,
     DeliveryStatus,
-    OwedSignal,
     PaymentKind,
     ReconciliationRow,
     RecordedOutcome,
     ReturnKind,
     SummaryRow,
 )
+from payhooks.storage.service_records import ServiceRecords
+from payhooks.storage.signal_book import SignalBook
 from payhooks.storage.times import Clock, system_clock, to_text
 
 __all__ = ["DEFAULT_MAX_REJECTED", "DEFAULT_MAX_RETURNS", "SYNCHRONOUS_MODES", "Ledger"]
 
 
-class Ledger(SyncRecords):
+class Ledger:
     """The ledger (docs/reconciliation.md, docs/deployment.md), on SQLite or PostgreSQL; the
-    service's side (creation failures, the sync's records) is in :class:`SyncRecords`.
+    signals owed are :attr:`signals`, the service's side (creation failures, the sync's
+    records) :attr:`service`.
 
     Every write that changes what a payment's state depends on (a registration, an outcome, a
     refused delivery, a listed transaction) stores the payment's new reconciliation row and the
@@ -119,6 +116,10 @@ class Ledger(SyncRecords):
         # Every write: a transaction, or a savepoint of the open one (the write protocol).
         self._write = self._engine.writer.write
         self._read = self._engine.read
+        #: The signals owed to the merchant's code: listed, claimed, marked sent.
+        self.signals = SignalBook(self._read, self._write, self._clock)
+        #: What the service says: creation failures, the sync's runs and drift.
+        self.service = ServiceRecords(self._engine, self._write, self._clock, self._refresh)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -308,13 +309,6 @@ class Ledger(SyncRecords):
                 return False
             raise UnknownDeliveryError(delivery_id)
 
-    def record_signal_error(self, delivery_id: int, error: str) -> None:
-        """Keep what a signal receiver raised; several failures are kept one per line."""
-        at = self._now(None, "clock()")
-        with self._write() as conn:
-            if not deliveries.note_signal_error(conn, delivery_id, error, at):
-                raise UnknownDeliveryError(delivery_id)
-
     def delivery(self, delivery_id: int) -> Delivery | None:
         """The stored delivery with this id, or None."""
         with self._read() as conn:
@@ -422,51 +416,6 @@ class Ledger(SyncRecords):
         """The stored outcome ``outcome_id``, as it was recorded, or None."""
         with self._read() as conn:
             return outcomes.select(conn, outcome_id)
-
-    # -- signals owed ----------------------------------------------------------------------
-
-    def owed_signals(self, delivery_id: int | None = None) -> list[OwedSignal]:
-        """The signals still owed (claimed or not), oldest outcome first: for one delivery, or
-        all of them."""
-        with self._read() as conn:
-            return owed_signals.unsent(conn, delivery_id)
-
-    def claim_signals(
-        self, outcome_ids: Iterable[int] | None = None, *, lease: timedelta, limit: int = 100
-    ) -> list[OwedSignal]:
-        """Claim owed signals for sending, in a commit (or the open transaction), for ``lease``:
-        those of ``outcome_ids``, or (None) up to ``limit`` outcomes' that nobody holds (never
-        claimed, or their sender's lease has passed). A signal another sender holds is never
-        returned, so no two senders run one outcome's receivers at once; one that dies holding
-        a claim leaves it to the next sender after ``lease``."""
-        moment = self._clock()
-        now, until = to_text(moment), to_text(moment + lease, argument="lease")
-        with self._write(durable=False) as conn:
-            if outcome_ids is None:
-                outcome_ids = owed_signals.claimable(conn, now=now, limit=limit)
-            return owed_signals.claim(conn, outcome_ids, now=now, until=until)
-
-    def has_unclaimed_signals(self) -> bool:
-        """Whether :meth:`claim_signals` without ids would find something: a read, so that a
-        caller pays for a write only when there is work."""
-        with self._read() as conn:
-            return bool(owed_signals.claimable(conn, now=to_text(self._clock()), limit=1))
-
-    def mark_signals_sent(
-        self, signals: Iterable[OwedSignal], *, errors: Mapping[str, str] | None = None
-    ) -> int:
-        """Mark claimed signals sent (their receivers ran), keeping what a receiver raised per
-        signal name (also on the delivery's ``signal_error``); how many. Not synced: a mark lost
-        to a power cut means one more sending, never none."""
-        sent = list(signals)
-        errors = dict(errors or {})
-        now = self._now(None, "clock()")
-        with self._write(durable=False) as conn:
-            for delivery_id in sorted({s.delivery_id for s in sent if s.signal in errors}):
-                for signal in sent:
-                    if signal.delivery_id == delivery_id and signal.signal in errors:
-                        deliveries.note_signal_error(conn, delivery_id, errors[signal.signal], now)
-            return owed_signals.mark_sent(conn, sent, now, errors)
 
     # -- reconciliation --------------------------------------------------------------------
 

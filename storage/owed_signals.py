@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from payhooks.storage.rows import OwedSignal
-from payhooks.storage.rules import SIGNAL_ORDER
+from payhooks.storage.signal_rules import SIGNAL_ORDER
 from payhooks.storage.sql import Connection
 
 __all__ = ["claim", "claimable", "mark_sent", "owe", "unsent"]

@@ -32,9 +32,7 @@ from payhooks.storage.rules import (
     reconcile,
     transaction_drift,
 )
-from payhooks.storage.rules import (
-    owed_signals as decide_signals,
-)
+from payhooks.storage.signal_rules import owed_signals as decide_signals
 from payhooks.storage.sql import Connection
 
 __all__ = ["COLUMNS", "LockPayment", "refresh", "refresh_missing"]

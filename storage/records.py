@@ -103,7 +103,7 @@ class ReconciliationState(StrEnum):
     CHARGED_BACK = "charged_back"
     UNKNOWN_STATUS = "unknown_status"
     UNEXPECTED = "unexpected"
-    #: The service refused to create it (``Ledger.mark_creation_failed(certain=True)``), and
+    #: The service refused to create it (``Ledger.service.mark_creation_failed(certain=True)``), and
     #: nothing since says otherwise: nobody was charged.
     NOT_CREATED = "not_created"
 

@@ -24,25 +24,19 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from payhooks.storage.records import (
-    MISMATCH_STATES,
-    STATE_RANK,
-    PaymentState,
-    ReconciliationState,
-)
+from payhooks.storage.records import STATE_RANK, PaymentState, ReconciliationState
 from payhooks.storage.rows import PaymentKind
 from payhooks.storage.sync_rows import DriftKind
 
 __all__ = [
     "DRIFT_URGENCY",
-    "SIGNAL_ORDER",
     "Expectation",
     "Inputs",
     "ListedFact",
     "OutcomeFact",
     "Problems",
     "Reconciled",
-    "owed_signals",
+    "latest_key",
     "reconcile",
     "transaction_drift",
 ]
@@ -60,14 +54,6 @@ DRIFT_URGENCY: Final = (
     DriftKind.MISSED_NOTIFICATION,
     DriftKind.UNKNOWN_STATUS,
     DriftKind.STATUS_DIFFERS,
-)
-
-#: The signals' names, in the order one outcome's are sent.
-SIGNAL_ORDER: Final = (
-    "notification-received",
-    "payment-succeeded",
-    "payment-failed",
-    "payment-mismatch",
 )
 
 
@@ -174,7 +160,7 @@ class _Transaction:
     period: OutcomeFact | None
 
 
-def _latest(outcome: OutcomeFact) -> tuple[str, int]:
+def latest_key(outcome: OutcomeFact) -> tuple[str, int]:
     return outcome.paid_at, outcome.id
 
 
@@ -183,12 +169,12 @@ def _transaction(outcomes: Sequence[OutcomeFact]) -> _Transaction:
     lifecycle = None
     if known:
         top = max(STATE_RANK[o.state] for o in known)
-        lifecycle = max((o for o in known if STATE_RANK[o.state] == top), key=_latest).state
+        lifecycle = max((o for o in known if STATE_RANK[o.state] == top), key=latest_key).state
     succeeded = [o for o in outcomes if STATE_RANK[o.state] >= _SUCCEEDED]
     return _Transaction(
         top_rank=max(STATE_RANK[o.state] for o in outcomes),
         lifecycle=lifecycle,
-        latest_known=max(map(_latest, known)) if known else None,
+        latest_known=max(map(latest_key, known)) if known else None,
         period=min(succeeded, key=lambda o: (STATE_RANK[o.state], o.id)) if succeeded else None,
     )
 
@@ -316,7 +302,7 @@ def reconcile(inputs: Inputs) -> Reconciled | None:
       otherwise the furthest state any period reached: ``paid``, or the refund or chargeback.
     - An identifier no payment names is ``unexpected``.
     """
-    outcomes = sorted(inputs.outcomes, key=_latest)
+    outcomes = sorted(inputs.outcomes, key=latest_key)
     expectation = inputs.expectation
     if expectation is None and not outcomes and not inputs.listed:
         return None
@@ -403,53 +389,3 @@ def reconcile(inputs: Inputs) -> Reconciled | None:
         latest_problem=problems.latest,
         period_outcome_ids=tuple(p.id for p in periods),
     )
-
-
-_NOT_PAID_OUTCOMES: Final = frozenset({PaymentState.FAILED, PaymentState.CANCELLED})
-_NOT_PAID_PAYMENTS: Final = frozenset({_R.FAILED, _R.CANCELLED})
-
-
-def owed_signals(
-    before: Reconciled | None,
-    after: Reconciled | None,
-    outcomes: Sequence[OutcomeFact],
-    new_outcome: OutcomeFact | None,
-) -> list[tuple[int, str]]:
-    """The signals a change of one payment owes, as (outcome id, signal name) pairs in sending
-    order. The ledger keeps each pair once, so owing one again is a no-op.
-
-    Decided on the money alone (:attr:`Reconciled.state`, never the drift):
-
-    - ``notification-received``: every new outcome.
-    - ``payment-succeeded``: every ``succeeded`` outcome of a payment whose state is ``paid``,
-      once: when it arrives, or later, when the payment becomes ``paid`` (registered after its
-      outcome, say).
-    - ``payment-failed``: a new ``failed`` or ``cancelled`` outcome that leaves its payment
-      ``failed`` or ``cancelled`` (a failed retry of a paid order sends nothing).
-    - ``payment-mismatch``: a new outcome that leaves its payment in a mismatch state, or a
-      payment that moved into another mismatch state without one (its latest outcome carries
-      it).
-    """
-    owed: list[tuple[int, str]] = []
-    if new_outcome is not None:
-        owed.append((new_outcome.id, "notification-received"))
-    if after is None:
-        return owed
-    if after.state is _R.PAID:
-        owed.extend(
-            (o.id, "payment-succeeded") for o in outcomes if o.state is PaymentState.SUCCEEDED
-        )
-    if (
-        new_outcome is not None
-        and new_outcome.state in _NOT_PAID_OUTCOMES
-        and after.state in _NOT_PAID_PAYMENTS
-    ):
-        owed.append((new_outcome.id, "payment-failed"))
-    if after.state in MISMATCH_STATES and outcomes:
-        if new_outcome is not None:
-            owed.append((new_outcome.id, "payment-mismatch"))
-        elif before is None or before.state is not after.state:
-            latest = max(outcomes, key=_latest)
-            owed.append((latest.id, "payment-mismatch"))
-    rank = {name: i for i, name in enumerate(SIGNAL_ORDER)}
-    return sorted(dict.fromkeys(owed), key=lambda pair: (pair[0], rank[pair[1]]))

@@ -129,7 +129,7 @@ def signals(send: bool, database: Path | None) -> None:
             "--send` in the app."
         )
     with ledger_for(database) as ledger:
-        owed = ledger.owed_signals()
+        owed = ledger.signals.owed()
         if not owed:
             click.echo("No signal is owed.")
             return
@@ -143,8 +143,8 @@ def signals(send: bool, database: Path | None) -> None:
             click.echo(f"{len(owed)} signal(s) owed; `flask payhooks signals --send` sends them.")
             return
         lease = timedelta(seconds=config.signals_lease_seconds)
-        sent, outcomes, failures = 0, set(), 0
-        while claimed := ledger.claim_signals(None, lease=lease, limit=100):
+        sent, failures, outcomes = 0, 0, set[int]()
+        while claimed := ledger.signals.claim(None, lease=lease, limit=100):
             failures += len(send_claimed(app, ledger, claimed))
             sent += len(claimed)
             outcomes.update(signal.outcome_id for signal in claimed)

@@ -207,8 +207,10 @@ def _expect_csv(path: Path, database: Path | None) -> None:
 )
 @click.option(
     "--state",
+    "states",
+    multiple=True,
     type=click.Choice([state.value for state in ReconciliationState]),
-    help="Only rows in this state.",
+    help="Only rows in this state; repeat it for several.",
 )
 @click.option(
     "--since",
@@ -232,15 +234,15 @@ def _expect_csv(path: Path, database: Path | None) -> None:
     is_flag=True,
     help=(
         "Exit 1 when any row is amount_mismatch, currency_mismatch, duplicate_payment, "
-        "unexpected, unknown_status, or drift payhooks sync found: missed_notification, "
-        "status_differs, missing_at_service."
+        "unexpected or unknown_status, or has drift payhooks sync found (missed_notification, "
+        "status_differs, unknown_status, unexpected, missing_at_service)."
     ),
 )
 @database_option
 @fail_on_storage_errors
 def reconcile(
     report_format: ReportFormat,
-    state: str | None,
+    states: tuple[str, ...],
     since: datetime | None,
     until: datetime | None,
     output: Path | None,
@@ -255,7 +257,7 @@ def reconcile(
     """
     totals = Totals()
     with ledger_for(database) as ledger:
-        rows = ledger.reconcile(state=state, since=since, until=until)
+        rows = ledger.reconcile(state=states or None, since=since, until=until)
         if output is None:
             with _writing_to_stdout() as out:
                 write_report(rows, out, report_format, totals=totals)
@@ -327,8 +329,8 @@ def _fail_on_mismatch(totals: Totals) -> None:
     for (_, state), (count, _, _) in totals.groups.items():
         if ReconciliationState(state) in MISMATCH_STATES:
             by_state[state] += count
+    for kind, count in totals.drift.items():
+        by_state[f"drift {kind}"] += count
     if by_state:
         listed = ", ".join(f"{state} {count}" for state, count in sorted(by_state.items()))
-        raise click.ClickException(
-            f"{sum(by_state.values())} payment(s) need attention ({listed})."
-        )
+        raise click.ClickException(f"{sum(by_state.values())} row(s) need attention ({listed}).")

@@ -11,6 +11,7 @@ first few rows to size its columns).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -47,6 +48,13 @@ REPORT_FIELDS: Final = (
     "unknown_outcomes",
     "last_outcome_at",
     "opened_at",
+    "drift",
+    "refunded_amount",
+    "charged_back_amount",
+    "net_amount",
+    "refused_deliveries",
+    "conflicting_deliveries",
+    "latest_problem",
 )
 
 # The table's columns: a header, the report field, and whether numbers align right.
@@ -59,12 +67,24 @@ _TABLE_COLUMNS: Final = (
     ("RECEIVED", "received_amount", True),
     ("PERIODS", "periods_paid", True),
     ("TRANSACTIONS", "transaction_ids", False),
+    ("DRIFT", "drift", False),
+    ("REFUSED", "refused_deliveries", True),
 )
 
 #: The fields that hold numbers the report computed: never neutralised in CSV, for a negative
 #: amount (``-5.00``) is a number a spreadsheet should add up, not a formula.
 NUMERIC_FIELDS: Final = frozenset(
-    {"expected_amount", "received_amount", "periods_paid", "unknown_outcomes"}
+    {
+        "expected_amount",
+        "received_amount",
+        "periods_paid",
+        "unknown_outcomes",
+        "refunded_amount",
+        "charged_back_amount",
+        "net_amount",
+        "refused_deliveries",
+        "conflicting_deliveries",
+    }
 )
 
 #: How many rows the table reads ahead to size its columns.
@@ -72,9 +92,15 @@ _TABLE_SAMPLE: Final = 200
 
 
 def needs_attention(row: ReconciliationRow) -> bool:
-    """Whether ``row`` is in one of :data:`payhooks.storage.MISMATCH_STATES`, the states
-    ``reconcile --fail-on-mismatch`` fails on."""
-    return row.state in MISMATCH_STATES
+    """Whether ``row`` is in one of :data:`payhooks.storage.MISMATCH_STATES`, or the service's
+    list disagrees with it (``drift``): what ``reconcile --fail-on-mismatch`` fails on."""
+    return row.state in MISMATCH_STATES or row.drift is not None
+
+
+def _minor(amount: int | None, currency: str | None) -> str | None:
+    if amount is None or currency is None:
+        return None
+    return str(from_minor_units(amount, currency))
 
 
 def _text(value: Decimal | None) -> str | None:
@@ -101,6 +127,13 @@ def report_record(row: ReconciliationRow) -> dict[str, Any]:
         "unknown_outcomes": row.unknown_outcomes,
         "last_outcome_at": None if row.last_outcome_at is None else row.last_outcome_at.isoformat(),
         "opened_at": row.opened_at.isoformat(),
+        "drift": None if row.drift is None else str(row.drift),
+        "refunded_amount": _minor(row.refunded_amount_minor, row.received_currency),
+        "charged_back_amount": _minor(row.charged_back_amount_minor, row.received_currency),
+        "net_amount": _minor(row.net_amount_minor, row.received_currency),
+        "refused_deliveries": row.refused_deliveries,
+        "conflicting_deliveries": row.conflicting_deliveries,
+        "latest_problem": row.latest_problem,
     }
 
 
@@ -123,13 +156,21 @@ class Totals:
 
     #: (currency, state) -> [count, expected minor units, received minor units]
     groups: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    #: drift kind -> rows flagged with it
+    drift: Counter[str] = field(default_factory=Counter)
 
     def add(self, row: ReconciliationRow) -> None:
         group = self.groups.setdefault((row.currency, str(row.state)), [0, 0, 0])
         group[0] += 1
         group[1] += row.expected_amount_minor or 0
+        received = row.received_amount_minor or 0
         if row.received_currency == row.currency:
-            group[2] += row.received_amount_minor or 0
+            group[2] += received
+        elif row.received_currency is not None:  # counted in the currency it arrived in
+            other = self.groups.setdefault((row.received_currency, str(row.state)), [0, 0, 0])
+            other[2] += received
+        if row.drift is not None:
+            self.drift[str(row.drift)] += 1
 
     @property
     def rows(self) -> int:

@@ -52,7 +52,7 @@ def _progress_printer() -> Any:
 
 def _print_drift(ledger: Ledger, report: SyncReport) -> None:
     """The drift, one line each, streamed from the ledger; then the counts."""
-    for row in ledger.sync_drift():
+    for row in ledger.service.sync_drift():
         fields = [
             row.kind.value,
             row.external_identifier,

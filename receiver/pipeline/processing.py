@@ -133,7 +133,7 @@ def _record(
         ledger.mark_delivery(delivery_id, status, error=error, external_identifier=named)
         return ProcessedDelivery(delivery_id, status, payload_error=err)
     recorded = ledger.record_outcome(parsed.outcome, delivery_id=delivery_id)
-    claimed = [] if lease is None else ledger.claim_signals([recorded.outcome_id], lease=lease)
+    claimed = [] if lease is None else ledger.signals.claim([recorded.outcome_id], lease=lease)
     return ProcessedDelivery(
         delivery_id,
         recorded.delivery_status,
@@ -238,7 +238,7 @@ def _redelivery(ledger: Ledger, delivery: Delivery, lease: timedelta | None) -> 
     state = None
     if delivery.outcome_id is not None:
         if lease is not None:
-            claimed = ledger.claim_signals([delivery.outcome_id], lease=lease)
+            claimed = ledger.signals.claim([delivery.outcome_id], lease=lease)
         identifier = ledger.outcome_identifier(delivery.outcome_id)
         state = None if identifier is None else ledger.state(identifier)
     return ProcessedDelivery(

@@ -89,7 +89,7 @@ def send_claimed(app: object, ledger: Ledger, claimed: Iterable[OwedSignal]) -> 
             if found:
                 errors[item.signal] = "\n".join(found)[:_MAX_ERROR_CHARS]
         try:
-            ledger.mark_signals_sent(owed, errors=errors)
+            ledger.signals.mark_sent(owed, errors=errors)
         except StorageError as err:
             logger.warning(
                 "payhooks: could not record the signals of outcome %s as sent: %s",
@@ -105,9 +105,9 @@ def sweep_unclaimed(app: object, ledger: Ledger, *, lease: timedelta) -> int:
     registration owed them with nobody there to send), up to :data:`SWEEP_LIMIT` outcomes';
     how many signals. A read first, so that a ledger with nothing forgotten pays no write."""
     try:
-        if not ledger.has_unclaimed_signals():
+        if not ledger.signals.has_unclaimed():
             return 0
-        claimed = ledger.claim_signals(None, lease=lease, limit=SWEEP_LIMIT)
+        claimed = ledger.signals.claim(None, lease=lease, limit=SWEEP_LIMIT)
     except StorageError as err:
         logger.warning("payhooks: could not claim forgotten signals: %s", err.message)
         return 0

@@ -269,8 +269,8 @@ class ServiceClient:
         self.creations.finish(
             attempt, CreationState.CREATED, service_id=getattr(answer, "id", None), http_status=200
         )
-        if self._ledger is not None and self._ledger.creation_failure(external_identifier):
-            self._ledger.mark_creation_succeeded(external_identifier)  # a retry made it
+        if self._ledger is not None and self._ledger.service.creation_failure(external_identifier):
+            self._ledger.service.mark_creation_succeeded(external_identifier)  # a retry made it
         return answer
 
     def _mark_failed(self, external_identifier: str, err: ServiceError, *, certain: bool) -> None:
@@ -278,7 +278,7 @@ class ServiceClient:
         rather than a payment forever ``pending``; the error raised is still ``err``."""
         if self._ledger is not None:
             code = getattr(err, "service_code", None) or err.code
-            self._ledger.mark_creation_failed(
+            self._ledger.service.mark_creation_failed(
                 external_identifier, reason=f"{code}: {err.message}", certain=certain
             )
 

@@ -135,7 +135,7 @@ def sync_transactions(
     :raises ValueError: a bad ``status_map`` or ``max_age`` (before anything is asked).
     """
     mapping = check_status_map(DEFAULT_SYNC_STATUS_MAP if status_map is None else status_map)
-    run = ledger.begin_sync(max_age=max_age, resume=resume)
+    run = ledger.service.begin_sync(max_age=max_age, resume=resume)
     resumed = run.pages > 0
     pages = items = 0
     unknown: Counter[str] = Counter()
@@ -150,7 +150,7 @@ def sync_transactions(
             for page in client.transaction_pages(limit=limit, cursor=run.next_cursor):
                 listed = [_listed(item, mapping) for item in page.items]
                 unknown.update(i.status for i in listed if i.state is PaymentState.UNKNOWN)
-                items += ledger.record_service_page(run.id, listed, page.next_cursor)
+                items += ledger.service.record_service_page(run.id, listed, page.next_cursor)
                 pages += 1
                 if progress is not None:
                     progress(SyncProgress(run.id, run.pages + pages, run.items + items, resumed))
@@ -158,7 +158,7 @@ def sync_transactions(
         # ValueError: an item the ledger refuses (an identifier of 200 characters or more).
         reason = "interrupted" if isinstance(err, KeyboardInterrupt) else str(err)
         try:
-            stopped = ledger.end_sync(run.id, error=reason)
+            stopped = ledger.service.end_sync(run.id, error=reason)
         except StorageError:
             stopped = run
         if isinstance(err, KeyboardInterrupt):
@@ -168,10 +168,10 @@ def sync_transactions(
             "what it recorded is kept, and the next sync resumes there.",
             report(stopped, {}),
         ) from err
-    finished = ledger.end_sync(run.id)
+    finished = ledger.service.end_sync(run.id)
     drift: Counter[DriftKind] = Counter()
     resent: list[str] = []
-    for row in ledger.sync_drift():
+    for row in ledger.service.sync_drift():
         drift[row.kind] += 1
         if (
             resend is not None

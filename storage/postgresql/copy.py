@@ -128,4 +128,3 @@ def _copy(source: Database, conn: psycopg.Connection[Any]) -> None:
         for table in _WITH_IDS:
             sql = f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), COALESCE((SELECT MAX(id) FROM {table}), 0) + 1, false)"  # noqa: E501, S608 - constants
             conn.execute(sql)
-

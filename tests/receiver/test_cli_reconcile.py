@@ -178,16 +178,13 @@ def test_fail_on_mismatch_passes_when_only_ordinary_states_remain(database: Path
     assert result.exit_code == 0, result.output
 
 
-def test_the_mismatch_states_are_exactly_the_documented_eight() -> None:
+def test_the_mismatch_states_are_exactly_the_documented_five() -> None:
     assert {state.value for state in MISMATCH_STATES} == {
         "amount_mismatch",
         "currency_mismatch",
         "duplicate_payment",
         "unexpected",
         "unknown_status",
-        "missed_notification",
-        "status_differs",
-        "missing_at_service",
     }
     assert ReconciliationState.NOT_CREATED not in MISMATCH_STATES
     assert ReconciliationState.FAILED not in MISMATCH_STATES

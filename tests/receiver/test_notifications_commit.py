@@ -242,7 +242,7 @@ def test_a_finished_delivery_sent_again_only_counts_an_attempt(
 
 def _transactions(app: Flask, post: Callable[[], Any]) -> list[str]:
     """The statements that open and close transactions while ``post`` runs, and the writes of
-    marks of sent signals (``... signals_sent_at ...``), on the app's connection."""
+    marks of sent signals (``... SET sent_at ...``), on the app's connection."""
     statements: list[str] = []
     conn = receiver_state(app).ledger.database.conn
     conn.set_trace_callback(statements.append)
@@ -250,56 +250,31 @@ def _transactions(app: Flask, post: Callable[[], Any]) -> list[str]:
         assert post().status_code == 200
     finally:
         conn.set_trace_callback(None)
-    return [
-        "MARK" if "SET signals_sent_at" in s else s
+    kept = [
+        "MARK" if "SET sent_at" in s else s
         for s in statements
-        if s.startswith(("BEGIN", "SAVEPOINT", "COMMIT")) or "SET signals_sent_at" in s
+        if s.startswith(("BEGIN", "SAVEPOINT", "COMMIT")) or "SET sent_at" in s
     ]
+    return [s for n, s in enumerate(kept) if not (s == "MARK" and kept[n - 1] == "MARK")]
 
 
 @pytest.mark.sqlite_only  # reads the statements SQLite runs
-@pytest.mark.parametrize(
-    ("delay_ms", "expected"),
-    [
-        (200, ["BEGIN IMMEDIATE", "COMMIT"]),  # the mark waits for the next delivery
-        (0, ["BEGIN IMMEDIATE", "COMMIT", "BEGIN IMMEDIATE", "MARK", "COMMIT"]),  # at once
-    ],
-)
-def test_a_delivery_is_stored_in_one_transaction_without_savepoints(
-    make_app: AppFactory,
-    ledger: Ledger,
-    make_body: BodyFactory,
-    sign: SignFunction,
-    delay_ms: int,
-    expected: list[str],
+def test_a_delivery_is_stored_in_one_transaction_and_its_signals_marked_sent_after(
+    make_app: AppFactory, ledger: Ledger, make_body: BodyFactory, sign: SignFunction
 ) -> None:
     # Savepoints would only undo a failed write alone, and the receiver never goes on after
-    # one; on PostgreSQL each costs two round trips per write.
-    app = make_app(PAYHOOKS_SIGNALS_MARK_DELAY_MS=delay_ms)
+    # one; on PostgreSQL each costs two round trips per write. The mark is written once the
+    # receivers ran, after the answer.
+    app = make_app()
     client = app.test_client()
     ledger.expect_transaction("order-1", 2500, "CNY")
     body = make_body("card")
 
-    assert _transactions(app, lambda: client.post(NOTIFY, data=body, headers=sign(body))) == (
-        expected
-    )
-
-
-@pytest.mark.sqlite_only  # reads the statements SQLite runs
-def test_the_next_delivery_marks_the_last_ones_signals_sent_first_in_its_own_commit(
-    make_app: AppFactory, ledger: Ledger, make_body: BodyFactory, sign: SignFunction
-) -> None:
-    app = make_app(PAYHOOKS_SIGNALS_MARK_DELAY_MS=10_000)
-    client = app.test_client()
-    for number in (1, 2):
-        ledger.expect_transaction(f"order-{number}", 2500, "CNY")
-    first, second = (
-        make_body("card", external_identifier=f"order-{n}", transaction_id=f"ll-{n}")
-        for n in (1, 2)
-    )
-    client.post(NOTIFY, data=first, headers=sign(first))
-
-    statements = _transactions(app, lambda: client.post(NOTIFY, data=second, headers=sign(second)))
-
-    assert statements == ["BEGIN IMMEDIATE", "MARK", "COMMIT"]
-    assert {row.outcome_id for row in ledger.owed_signals()} == {2}
+    assert _transactions(app, lambda: client.post(NOTIFY, data=body, headers=sign(body))) == [
+        "BEGIN IMMEDIATE",
+        "COMMIT",
+        "BEGIN IMMEDIATE",
+        "MARK",
+        "COMMIT",
+    ]
+    assert ledger.signals.owed() == []

@@ -1,16 +1,15 @@
-"""Signals owed until sent, in process: what the ledger keeps, what a redelivery and
-``flask payhooks signals`` send.
+"""Signals owed until sent, in process: what the ledger keeps, who may send them once their
+sender died (a retry, the next delivery, ``flask payhooks signals --send``) and when.
 
 A receiver that raises ``BaseException`` (not an ``Exception``: the sender catches those and
 counts the signal as sent) stops the sending before the mark, as a dying worker would, without
-leaving this process. The system test kills real workers.
+leaving this process: its claim stays until the lease passes. The system test kills real
+workers.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,8 +17,6 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from payhooks.receiver import signals
-from payhooks.receiver.pipeline.sent_marks import SentMarks
-from payhooks.receiver.state import receiver_state
 from payhooks.storage import Ledger
 from tests.support.app import AppFactory, BodyFactory, SignFunction
 
@@ -49,6 +46,14 @@ def _post(client: FlaskClient, body: bytes, headers: dict[str, str]) -> Any:
     return client.post("/payhooks/notifications", data=body, headers=headers)
 
 
+LEASE_SECONDS = 1
+
+
+@pytest.fixture
+def app(make_app: AppFactory) -> Flask:
+    return make_app(PAYHOOKS_SIGNALS_LEASE_SECONDS=LEASE_SECONDS)
+
+
 @pytest.fixture
 def shipper(app: Flask) -> Shipper:
     receiver = Shipper()
@@ -74,12 +79,6 @@ def owed_delivery(
     return body, headers
 
 
-def _marks(app: Flask) -> SentMarks:
-    marks = receiver_state(app).sent_marks
-    assert marks is not None
-    return marks
-
-
 def _paid_order(
     client: FlaskClient, ledger: Ledger, make_body: BodyFactory, sign: SignFunction, number: int
 ) -> None:
@@ -89,94 +88,32 @@ def _paid_order(
 
 
 @pytest.mark.sqlite_only  # reads the SQLite file itself
-@pytest.mark.parametrize("delay_ms", [0, 10_000], ids=["marked-at-once", "mark-waits"])
 def test_a_new_outcome_owes_its_signals_until_they_ran_and_are_marked(
-    make_app: AppFactory,
-    ledger: Ledger,
-    make_body: BodyFactory,
-    sign: SignFunction,
-    delay_ms: int,
+    app: Flask, client: FlaskClient, ledger: Ledger, make_body: BodyFactory, sign: SignFunction
 ) -> None:
-    app = make_app(PAYHOOKS_SIGNALS_MARK_DELAY_MS=delay_ms)
     shipper = Shipper()
     signals.payment_succeeded.connect(shipper, sender=app)
 
-    _paid_order(app.test_client(), ledger, make_body, sign, 1)
+    _paid_order(client, ledger, make_body, sign, 1)
 
     assert len(shipper.calls) == 1
-    owed = {row.signal for row in ledger.owed_signals()}
-    if delay_ms:  # ran, and the mark waits for the worker's next write
-        assert owed == {"notification-received", "payment-succeeded"}
-        assert _marks(app).waiting() == 1
-        _marks(app).close()
-    assert ledger.owed_signals() == []
+    assert ledger.signals.owed() == []
     rows = ledger.database.execute("SELECT signal, sent_at FROM owed_signals").fetchall()
     assert sorted(signal for signal, _ in rows) == ["notification-received", "payment-succeeded"]
     assert all(sent_at is not None for _, sent_at in rows)
 
 
-def test_the_next_delivery_writes_the_waiting_mark_in_its_commit(
-    make_app: AppFactory, ledger: Ledger, make_body: BodyFactory, sign: SignFunction
-) -> None:
-    app = make_app(PAYHOOKS_SIGNALS_MARK_DELAY_MS=10_000)  # the thread would wait 10 s
-    client = app.test_client()
-    _paid_order(client, ledger, make_body, sign, 1)
-
-    _paid_order(client, ledger, make_body, sign, 2)
-
-    assert {row.outcome_id for row in ledger.owed_signals()} == {2}
-    assert _marks(app).waiting() == 1
-
-
-@pytest.mark.sqlite_only  # locks the SQLite file itself
-def test_a_delivery_that_cannot_be_stored_leaves_the_mark_it_took_waiting(
-    make_app: AppFactory, ledger: Ledger, make_body: BodyFactory, sign: SignFunction, database: Path
-) -> None:
-    app = make_app(PAYHOOKS_SIGNALS_MARK_DELAY_MS=10_000, PAYHOOKS_BUSY_TIMEOUT_MS=50)
-    client = app.test_client()
-    _paid_order(client, ledger, make_body, sign, 1)
-    ledger.expect_transaction("order-2", 2500, "CNY")
-    body = make_body("wallet", external_identifier="order-2", transaction_id="ll-2")
-    blocker = sqlite3.connect(database, isolation_level=None)
-    try:
-        blocker.execute("BEGIN IMMEDIATE")
-        refused = _post(client, body, sign(body))
-    finally:
-        blocker.execute("ROLLBACK")
-        blocker.close()
-
-    assert refused.status_code == 503
-    assert _marks(app).waiting() == 1  # taken by the failed transaction, and put back
-    assert {row.outcome_id for row in ledger.owed_signals()} == {1}
-    assert _post(client, body, sign(body)).status_code == 200  # the retry carries it
-    assert {row.outcome_id for row in ledger.owed_signals()} == {2}
-
-
-def test_a_mark_no_delivery_carries_is_written_by_the_workers_thread(
-    make_app: AppFactory, ledger: Ledger, make_body: BodyFactory, sign: SignFunction
-) -> None:
-    app = make_app(PAYHOOKS_SIGNALS_MARK_DELAY_MS=50)
-    _paid_order(app.test_client(), ledger, make_body, sign, 1)
-
-    deadline = time.monotonic() + 10
-    while ledger.owed_signals() and time.monotonic() < deadline:
-        time.sleep(0.02)
-
-    assert ledger.owed_signals() == []
-    assert _marks(app).waiting() == 0
-
-
 def test_signals_left_owed_are_kept_with_their_outcome(
     owed_delivery: tuple[bytes, dict[str, str]], ledger: Ledger, shipper: Shipper
 ) -> None:
-    owed = ledger.owed_signals()
+    owed = ledger.signals.owed()
 
     assert [row.signal for row in owed] == ["notification-received", "payment-succeeded"]
     assert {row.outcome_id for row in owed} == set(shipper.shipped)
     assert {row.reconciliation for row in owed} == {"paid"}
 
 
-def test_the_retry_of_the_same_delivery_sends_what_is_owed_and_the_receiver_acts_once(
+def test_a_sender_that_died_holds_its_claim_until_the_lease_passes_then_a_retry_sends(
     owed_delivery: tuple[bytes, dict[str, str]],
     client: FlaskClient,
     ledger: Ledger,
@@ -184,30 +121,51 @@ def test_the_retry_of_the_same_delivery_sends_what_is_owed_and_the_receiver_acts
 ) -> None:
     body, headers = owed_delivery
 
-    answer = _post(client, body, headers)
+    answer = _post(client, body, headers)  # within the lease: its sender may still be at it
 
     assert answer.get_json()["status"] == "duplicate"
+    assert len(shipper.calls) == 1
+    time.sleep(LEASE_SECONDS + 0.1)
+    _post(client, body, headers)
     assert len(shipper.calls) == 2  # at least once: it heard of the outcome again
     assert len(shipper.shipped) == 1  # and, checking the outcome id, shipped once
-    # A further retry finds nothing owed to send: the mark was written, by its commit (it
-    # carries the waiting marks first) or by the worker's thread if that came first.
     _post(client, body, headers)
     assert len(shipper.calls) == 2
-    assert ledger.owed_signals() == []
+    assert ledger.signals.owed() == []
 
 
-def test_the_signals_command_lists_what_is_owed_and_sends_it(
+def test_the_next_delivery_of_another_payment_sends_what_a_dead_sender_left(
+    owed_delivery: tuple[bytes, dict[str, str]],
+    client: FlaskClient,
+    ledger: Ledger,
+    make_body: BodyFactory,
+    sign: SignFunction,
+    shipper: Shipper,
+) -> None:
+    time.sleep(LEASE_SECONDS + 0.1)
+    _paid_order(client, ledger, make_body, sign, 2)
+    assert len(shipper.calls) == 3  # order-1 again (its lease passed), and order-2
+    assert len(shipper.shipped) == 2
+    assert ledger.signals.owed() == []
+
+
+def test_the_signals_command_lists_what_is_owed_and_sends_what_nobody_holds(
     owed_delivery: tuple[bytes, dict[str, str]], app: Flask, ledger: Ledger, shipper: Shipper
 ) -> None:
     runner = app.test_cli_runner()
 
     listed = runner.invoke(args=["payhooks", "signals"])
+    held = runner.invoke(args=["payhooks", "signals", "--send"])
+    time.sleep(LEASE_SECONDS + 0.1)
     sent = runner.invoke(args=["payhooks", "signals", "--send"])
     again = runner.invoke(args=["payhooks", "signals"])
 
     assert listed.exit_code == 0, listed.output
     assert "payment-succeeded" in listed.output
     assert "2 signal(s) owed" in listed.output
+    assert held.exit_code == 0, held.output
+    assert "Sent 0 signal(s)" in held.output
+    assert "2 signal(s) are held by a sender" in held.output
     assert sent.exit_code == 0, sent.output
     assert "Sent 2 signal(s) for 1 outcome(s)." in sent.output
     assert again.output.strip() == "No signal is owed."

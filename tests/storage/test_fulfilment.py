@@ -40,9 +40,9 @@ def ledger(database: Path | str, clock: FixedClock) -> Iterator[Ledger]:
 
 
 def sync(ledger: Ledger, *items: ListedTransaction) -> None:
-    run = ledger.begin_sync(max_age=timedelta(hours=1))
-    ledger.record_service_page(run.id, items, None)
-    ledger.end_sync(run.id)
+    run = ledger.service.begin_sync(max_age=timedelta(hours=1))
+    ledger.service.record_service_page(run.id, items, None)
+    ledger.service.end_sync(run.id)
 
 
 def succeeded_owed(ledger: Ledger) -> list[int]:
@@ -136,7 +136,7 @@ def test_a_payment_registered_after_its_outcome_owes_its_fulfilment_then(ledger:
     assert succeeded_owed(ledger) == [paid.outcome_id]
     # Nobody was there to send it: any sender may claim it at once, with what the outcome owed
     # as it arrived unexpected.
-    claimed = ledger.claim_signals(None, lease=timedelta(minutes=5))
+    claimed = ledger.signals.claim(None, lease=timedelta(minutes=5))
     assert [s.signal for s in claimed] == [
         "notification-received",
         "payment-succeeded",

@@ -283,15 +283,15 @@ def test_marking_an_unknown_delivery_raises_its_code(ledger: Ledger) -> None:
     assert exc_info.value.delivery_id == 42
 
 
-def test_signal_errors_are_kept_one_per_line(ledger: Ledger) -> None:
-    delivery = ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
-    ledger.record_signal_error(delivery.id, "first failed")
-    ledger.record_signal_error(delivery.id, "second failed")
-    stored = ledger.delivery(delivery.id)
+def test_signal_errors_are_kept_one_per_line_on_the_delivery(ledger: Ledger) -> None:
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    recorded = record(ledger, make_outcome())
+    claimed = ledger.signals.claim([recorded.outcome_id], lease=timedelta(minutes=5))
+    errors = {"notification-received": "first failed", "payment-succeeded": "second failed"}
+    assert ledger.signals.mark_sent(claimed, errors=errors) == 2
+    stored = ledger.delivery(claimed[0].delivery_id)
     assert stored is not None
     assert stored.signal_error == "first failed\nsecond failed"
-    with pytest.raises(UnknownDeliveryError):
-        ledger.record_signal_error(999, "nobody")
 
 
 def test_deliveries_are_listed_in_arrival_order_filtered_by_status(ledger: Ledger) -> None:

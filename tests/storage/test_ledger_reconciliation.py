@@ -737,9 +737,7 @@ def expected_row(
     )
     # Money is added up in one currency: the one it arrived in (a third one is not added).
     received = (
-        sum(p.amount_minor for p in periods if p.currency == received_currency)
-        if periods
-        else None
+        sum(p.amount_minor for p in periods if p.currency == received_currency) if periods else None
     )
     money = (len(periods), currency, received_currency, received)
     if not periods:

@@ -46,9 +46,9 @@ def listed(state: PaymentState, *, tx: str = "ll-1", ref: str = "order-1") -> Li
 
 def sync(ledger: Ledger, *items: ListedTransaction, max_age: timedelta = AGE) -> None:
     """One complete sync that lists ``items`` on one page."""
-    run = ledger.begin_sync(max_age=max_age)
-    ledger.record_service_page(run.id, items, None)
-    ledger.end_sync(run.id)
+    run = ledger.service.begin_sync(max_age=max_age)
+    ledger.service.record_service_page(run.id, items, None)
+    ledger.service.end_sync(run.id)
 
 
 D = DriftKind
@@ -90,18 +90,18 @@ def test_the_listed_state_raises_a_drift_flag_and_never_moves_the_money_state(
     row = ledger.row("order-1")
     assert row is not None
     assert (row.state, row.drift) == (expected, drift)
-    assert [row.kind for row in ledger.sync_drift()] == ([] if drift is None else [drift])
+    assert [row.kind for row in ledger.service.sync_drift()] == ([] if drift is None else [drift])
 
 
 def test_a_notification_that_arrives_later_resolves_the_drift(ledger: Ledger) -> None:
     ledger.expect_transaction("order-1", 2500, "CNY")
     sync(ledger, listed(S.SUCCEEDED))
-    assert [(d.kind, d.service_state, d.ledger_state) for d in ledger.sync_drift()] == [
+    assert [(d.kind, d.service_state, d.ledger_state) for d in ledger.service.sync_drift()] == [
         (DriftKind.MISSED_NOTIFICATION, S.SUCCEEDED, None)
     ]
     record(ledger, make_outcome())
     assert ledger.state("order-1") is R.PAID
-    assert list(ledger.sync_drift()) == []
+    assert list(ledger.service.sync_drift()) == []
     row = ledger.row("order-1")
     assert row is not None
     assert row.drift is None
@@ -128,7 +128,7 @@ def test_a_transaction_only_the_list_names_is_unexpected_with_no_money_received(
         "CNY",
         None,
     )
-    assert [d.kind for d in ledger.sync_drift()] == [DriftKind.UNEXPECTED]
+    assert [d.kind for d in ledger.service.sync_drift()] == [DriftKind.UNEXPECTED]
     assert {(s.state, s.count) for s in ledger.summary()} == {(R.UNEXPECTED, 1)}
 
 
@@ -168,7 +168,7 @@ def test_an_old_payment_missing_from_a_complete_list_is_missing_at_service(
     assert young is not None
     assert (old.state, old.drift) == (R.PENDING, D.MISSING_AT_SERVICE)
     assert (young.state, young.drift) == (R.PENDING, None)
-    assert [(d.kind, d.external_identifier) for d in ledger.sync_drift()] == [
+    assert [(d.kind, d.external_identifier) for d in ledger.service.sync_drift()] == [
         (DriftKind.MISSING_AT_SERVICE, "old-1")
     ]
 
@@ -176,9 +176,9 @@ def test_an_old_payment_missing_from_a_complete_list_is_missing_at_service(
 def test_an_interrupted_sync_says_nothing_is_missing(ledger: Ledger, clock: FixedClock) -> None:
     ledger.expect_transaction("old-1", 2500, "CNY")
     clock.advance(2 * 3600)
-    run = ledger.begin_sync(max_age=AGE)
-    ledger.record_service_page(run.id, [], "cursor-2")
-    ledger.end_sync(run.id, error="the service went away")
+    run = ledger.service.begin_sync(max_age=AGE)
+    ledger.service.record_service_page(run.id, [], "cursor-2")
+    ledger.service.end_sync(run.id, error="the service went away")
     assert ledger.state("old-1") is R.PENDING
 
 
@@ -187,9 +187,11 @@ def test_a_failed_creation_is_not_created_only_when_certain(
     ledger: Ledger, certain: bool, expected: ReconciliationState
 ) -> None:
     ledger.expect_transaction("order-1", 2500, "CNY")
-    assert ledger.mark_creation_failed("order-1", reason="400 invalid_request", certain=certain)
+    assert ledger.service.mark_creation_failed(
+        "order-1", reason="400 invalid_request", certain=certain
+    )
     assert ledger.state("order-1") is expected
-    failure = ledger.creation_failure("order-1")
+    failure = ledger.service.creation_failure("order-1")
     assert failure is not None
     assert (failure.certain, failure.reason) == (certain, "400 invalid_request")
     assert R.NOT_CREATED not in MISMATCH_STATES
@@ -199,34 +201,34 @@ def test_an_outcome_or_a_listing_overrides_a_refused_creation(ledger: Ledger) ->
     ledger.expect_transaction("order-1", 2500, "CNY")
     ledger.expect_transaction("order-2", 2500, "CNY")
     for ref in ("order-1", "order-2"):
-        ledger.mark_creation_failed(ref, reason="refused", certain=True)
+        ledger.service.mark_creation_failed(ref, reason="refused", certain=True)
     record(ledger, make_outcome())
     sync(ledger, listed(S.PENDING, tx="ll-2", ref="order-2"))
     assert (ledger.state("order-1"), ledger.state("order-2")) == (R.PAID, R.PENDING)
 
 
 def test_marking_an_unknown_payment_says_so_and_success_clears_the_mark(ledger: Ledger) -> None:
-    assert not ledger.mark_creation_failed("nobody", reason="x", certain=True)
+    assert not ledger.service.mark_creation_failed("nobody", reason="x", certain=True)
     ledger.expect_transaction("order-1", 2500, "CNY")
-    ledger.mark_creation_failed("order-1", reason="x", certain=True)
-    assert ledger.mark_creation_succeeded("order-1")
-    assert ledger.creation_failure("order-1") is None
+    ledger.service.mark_creation_failed("order-1", reason="x", certain=True)
+    assert ledger.service.mark_creation_succeeded("order-1")
+    assert ledger.service.creation_failure("order-1") is None
     assert ledger.state("order-1") is R.PENDING
 
 
 def test_an_unfinished_run_is_resumed_from_its_cursor_unless_told_not_to(ledger: Ledger) -> None:
-    first = ledger.begin_sync(max_age=AGE)
-    ledger.record_service_page(first.id, [listed(S.PENDING)], "opaque/cursor+2==")
-    ledger.end_sync(first.id, error="timeout")
-    resumed = ledger.begin_sync(max_age=AGE)
+    first = ledger.service.begin_sync(max_age=AGE)
+    ledger.service.record_service_page(first.id, [listed(S.PENDING)], "opaque/cursor+2==")
+    ledger.service.end_sync(first.id, error="timeout")
+    resumed = ledger.service.begin_sync(max_age=AGE)
     assert (resumed.id, resumed.next_cursor, resumed.status) == (
         first.id,
         "opaque/cursor+2==",
         SyncStatus.RUNNING,
     )
-    fresh = ledger.begin_sync(max_age=AGE, resume=False)
+    fresh = ledger.service.begin_sync(max_age=AGE, resume=False)
     assert (fresh.id, fresh.next_cursor, fresh.pages) == (first.id + 1, None, 0)
-    last = ledger.last_sync()
+    last = ledger.service.last_sync()
     assert last is not None
     assert last.id == fresh.id
 
@@ -252,9 +254,9 @@ def test_repeating_pages_keeps_one_row_per_transaction_with_its_latest_listing(
 ) -> None:
     tables(ledger).execute("DELETE FROM service_transactions")
     tables(ledger).execute("DELETE FROM sync_runs")
-    run = ledger.begin_sync(max_age=AGE)
+    run = ledger.service.begin_sync(max_age=AGE)
     for page in pages + pages:  # every page twice: a resumed sync reads one again
-        ledger.record_service_page(run.id, [listed(s, tx=tx) for tx, s in page], None)
+        ledger.service.record_service_page(run.id, [listed(s, tx=tx) for tx, s in page], None)
     stored = dict(
         tables(ledger).execute("SELECT transaction_id, state FROM service_transactions").rows
     )
@@ -266,8 +268,10 @@ def test_repeating_pages_keeps_one_row_per_transaction_with_its_latest_listing(
 
 
 def test_bad_items_and_ages_are_refused_with_value_error(ledger: Ledger) -> None:
-    run = ledger.begin_sync(max_age=AGE)
+    run = ledger.service.begin_sync(max_age=AGE)
     with pytest.raises(ValueError, match="external_identifier"):
-        ledger.record_service_page(run.id, [ListedTransaction("ll-1", "", "x", S.PENDING)], None)
+        ledger.service.record_service_page(
+            run.id, [ListedTransaction("ll-1", "", "x", S.PENDING)], None
+        )
     with pytest.raises(ValueError, match="max_age"):
-        ledger.begin_sync(max_age=timedelta(seconds=-1))
+        ledger.service.begin_sync(max_age=timedelta(seconds=-1))

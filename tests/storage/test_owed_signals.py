@@ -36,7 +36,7 @@ def test_a_new_outcome_owes_its_signals_in_sending_order_in_its_own_commit(
 ) -> None:
     ledger.expect_transaction("order-1", 2500, "CNY")
     recorded = record(ledger, make_outcome())
-    owed = ledger.owed_signals()
+    owed = ledger.signals.owed()
     assert names(owed) == [
         (recorded.outcome_id, "notification-received"),
         (recorded.outcome_id, "payment-succeeded"),
@@ -44,21 +44,21 @@ def test_a_new_outcome_owes_its_signals_in_sending_order_in_its_own_commit(
     assert [s.position for s in owed] == [0, 1]
     assert {s.reconciliation for s in owed} == {"paid"}
     (delivery_id,) = {s.delivery_id for s in owed}
-    assert ledger.owed_signals(delivery_id) == owed
-    assert ledger.owed_signals(delivery_id + 1000) == []
+    assert ledger.signals.owed(delivery_id) == owed
+    assert ledger.signals.owed(delivery_id + 1000) == []
 
 
 def test_a_claim_is_exclusive_until_its_lease_passes(ledger: Ledger, clock: FixedClock) -> None:
     ledger.expect_transaction("order-1", 2500, "CNY")
     recorded = record(ledger, make_outcome())
-    first = ledger.claim_signals([recorded.outcome_id], lease=LEASE)
+    first = ledger.signals.claim([recorded.outcome_id], lease=LEASE)
     assert len(first) == 2
-    assert ledger.claim_signals([recorded.outcome_id], lease=LEASE) == []
-    assert ledger.claim_signals(None, lease=LEASE) == []
-    assert not ledger.has_unclaimed_signals()
+    assert ledger.signals.claim([recorded.outcome_id], lease=LEASE) == []
+    assert ledger.signals.claim(None, lease=LEASE) == []
+    assert not ledger.signals.has_unclaimed()
     clock.advance(LEASE.total_seconds())  # the sender died holding them
-    assert ledger.has_unclaimed_signals()
-    again = ledger.claim_signals(None, lease=LEASE)
+    assert ledger.signals.has_unclaimed()
+    again = ledger.signals.claim(None, lease=LEASE)
     assert names(again) == names(first)
 
 
@@ -67,11 +67,11 @@ def test_signals_marked_sent_are_owed_no_more_and_keep_the_receivers_errors(
 ) -> None:
     ledger.expect_transaction("order-1", 2500, "CNY")
     recorded = record(ledger, make_outcome())
-    claimed = ledger.claim_signals([recorded.outcome_id], lease=LEASE)
-    sent = ledger.mark_signals_sent(claimed, errors={"payment-succeeded": "ship raised"})
+    claimed = ledger.signals.claim([recorded.outcome_id], lease=LEASE)
+    sent = ledger.signals.mark_sent(claimed, errors={"payment-succeeded": "ship raised"})
     assert sent == 2
-    assert ledger.owed_signals() == []
-    assert ledger.claim_signals([recorded.outcome_id], lease=LEASE) == []
+    assert ledger.signals.owed() == []
+    assert ledger.signals.claim([recorded.outcome_id], lease=LEASE) == []
     stored = dict(tables(ledger).execute("SELECT signal, error FROM owed_signals").fetchall())
     assert stored == {"notification-received": None, "payment-succeeded": "ship raised"}
     delivery = ledger.delivery(claimed[0].delivery_id)
@@ -83,7 +83,7 @@ def test_a_redelivered_outcome_owes_nothing_new(ledger: Ledger) -> None:
     ledger.expect_transaction("order-1", 2500, "CNY")
     record(ledger, make_outcome())
     record(ledger, make_outcome())  # another delivery of the same outcome: a duplicate
-    assert len(ledger.owed_signals()) == 2
+    assert len(ledger.signals.owed()) == 2
 
 
 @pytest.mark.sqlite_only  # SQLite's query plans
@@ -103,7 +103,7 @@ def test_what_is_still_owed_is_found_through_the_partial_index(ledger: Ledger) -
 def test_a_failed_outcome_of_an_unpaid_payment_owes_payment_failed(ledger: Ledger) -> None:
     ledger.expect_transaction("order-1", 2500, "CNY")
     failed = record(ledger, make_outcome(payment_status="PF", state=PaymentState.FAILED))
-    assert names(ledger.owed_signals()) == [
+    assert names(ledger.signals.owed()) == [
         (failed.outcome_id, "notification-received"),
         (failed.outcome_id, "payment-failed"),
     ]

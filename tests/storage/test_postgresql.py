@@ -267,15 +267,17 @@ def _sqlite_ledger(path: Path) -> None:
         ledger.record_rejected(reason="bad_signature", body=b"\x00forged", remote_addr="10.0.0.1")
         # The sync's records: a creation failure, a complete run and an interrupted one.
         ledger.expect_transaction("order-2", 100, "CNY")
-        ledger.mark_creation_failed("order-2", reason="400 refused", certain=True)
-        run = ledger.begin_sync(max_age=timedelta(0))
-        ledger.record_service_page(
+        ledger.service.mark_creation_failed("order-2", reason="400 refused", certain=True)
+        run = ledger.service.begin_sync(max_age=timedelta(0))
+        ledger.service.record_service_page(
             run.id,
             [ListedTransaction("ll-7", "listed-only", "PS", PaymentState.SUCCEEDED, "CNY", 5)],
             "cursor-1",
         )
-        ledger.end_sync(run.id)
-        ledger.end_sync(ledger.begin_sync(max_age=timedelta(0), resume=False).id, error="cut")
+        ledger.service.end_sync(run.id)
+        ledger.service.end_sync(
+            ledger.service.begin_sync(max_age=timedelta(0), resume=False).id, error="cut"
+        )
 
 
 def test_copy_ledger_copies_every_table_and_checks_the_copy(tmp_path: Path, empty_url: str) -> None:
@@ -289,12 +291,12 @@ def test_copy_ledger_copies_every_table_and_checks_the_copy(tmp_path: Path, empt
     with Ledger(source) as old, Ledger(empty_url) as new:
         assert list(new.deliveries()) == list(old.deliveries())
         assert list(new.reconcile()) == list(old.reconcile())
-        assert new.owed_signals() == old.owed_signals()
-        assert new.creation_failure("order-2") == old.creation_failure("order-2")
-        assert new.last_sync() == old.last_sync()
-        assert list(new.sync_drift()) == list(old.sync_drift())
+        assert new.signals.owed() == old.signals.owed()
+        assert new.service.creation_failure("order-2") == old.service.creation_failure("order-2")
+        assert new.service.last_sync() == old.service.last_sync()
+        assert list(new.service.sync_drift()) == list(old.service.sync_drift())
         # A new sync run continues after the copied ids.
-        assert new.begin_sync(max_age=timedelta(0), resume=False).id == 3
+        assert new.service.begin_sync(max_age=timedelta(0), resume=False).id == 3
         # New rows continue after the copied ids.
         last = max(delivery.id for delivery in old.deliveries())
         assert new.record_delivery(dedupe_key="next", body=b"", headers={}).id == last + 1
@@ -322,6 +324,8 @@ _outcome_op = outcomes(
 )
 _expect_op = expectations(["a", "b", "c"], ["EUR"])
 _listing_op = listings(["a", "b", "c"])
+
+
 def _apply(ledger: Ledger, ops: list[tuple[Any, ...]]) -> None:
     for n, op in enumerate(ops):
         if op[0] == "outcome":
@@ -359,10 +363,10 @@ def test_both_engines_reconcile_the_same_writes_alike(
             _apply(pg, ops)
             assert list(pg.reconcile()) == list(lite.reconcile())
             assert pg.summary() == lite.summary()
-            assert list(pg.sync_drift()) == list(lite.sync_drift())
+            assert list(pg.service.sync_drift()) == list(lite.service.sync_drift())
             # Ids may differ (PostgreSQL spends one on an insert that conflicts): compare the rest.
-            assert [(s.signal, s.position, s.reconciliation) for s in pg.owed_signals()] == [
-                (s.signal, s.position, s.reconciliation) for s in lite.owed_signals()
+            assert [(s.signal, s.position, s.reconciliation) for s in pg.signals.owed()] == [
+                (s.signal, s.position, s.reconciliation) for s in lite.signals.owed()
             ]
 
 

@@ -110,12 +110,12 @@ def listings(identifiers: Sequence[str]) -> st.SearchStrategy[Op]:
 def apply_listing(ledger: Ledger, op: Op) -> None:
     """Record the item ``op`` describes as one page of a complete sync."""
     _, identifier, transaction_identifier, transaction, state = op
-    run = ledger.begin_sync(max_age=timedelta(days=1))
+    run = ledger.service.begin_sync(max_age=timedelta(days=1))
     item = ListedTransaction(
         transaction_id=f"{transaction_identifier}-{transaction}",
         external_identifier=identifier,
         status=f"listed-{state}",
         state=state,
     )
-    ledger.record_service_page(run.id, [item], next_cursor=None)
-    ledger.end_sync(run.id)
+    ledger.service.record_service_page(run.id, [item], next_cursor=None)
+    ledger.service.end_sync(run.id)

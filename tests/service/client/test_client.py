@@ -158,13 +158,13 @@ def test_a_refused_creation_is_recorded_refused_with_the_services_code(
     assert attempt.error_code == "not_a_test_card"
     # Expected first, then marked in the ledger: nobody was charged.
     assert ledger.state("order-real-card") is ReconciliationState.NOT_CREATED
-    failure = ledger.creation_failure("order-real-card")
+    failure = ledger.service.creation_failure("order-real-card")
     assert failure is not None
     assert failure.certain
     assert failure.reason.startswith("not_a_test_card: ")
     # A retry that the service accepts clears the mark (and the test card pays at once).
     client.create_transaction(card_transaction("order-real-card"))
-    assert ledger.creation_failure("order-real-card") is None
+    assert ledger.service.creation_failure("order-real-card") is None
     assert ledger.state("order-real-card") is not ReconciliationState.NOT_CREATED
 
 
@@ -186,7 +186,7 @@ def test_no_answer_is_a_transport_error_recorded_uncertain(
     assert attempt.state is CreationState.UNCERTAIN
     # It may exist at the service: pending until a sync or an outcome tells.
     assert ledger.state("order-lost") is ReconciliationState.PENDING
-    failure = ledger.creation_failure("order-lost")
+    failure = ledger.service.creation_failure("order-lost")
     assert failure is not None
     assert not failure.certain
 

@@ -99,7 +99,7 @@ def pay_cards(
 def missed(ledger: Ledger) -> set[str]:
     return {
         d.external_identifier
-        for d in ledger.sync_drift()
+        for d in ledger.service.sync_drift()
         if d.kind is DriftKind.MISSED_NOTIFICATION
     }
 

@@ -1,9 +1,9 @@
-"""The ledger's methods for the service's side: creation failures and the sync's records.
+"""The service's side of the ledger, ``Ledger.service``: creation failures and the sync's
+records.
 
-A mixin of :class:`payhooks.storage.Ledger` (its one public face), kept in a module of its own
-because it is one concern: what the service itself says, as opposed to what notifications
-say. Nothing here records an outcome or settles a payment; the ``reconciliation`` view compares
-(:mod:`payhooks.storage.service_transactions`).
+One concern: what the service itself says, as opposed to what notifications say. Nothing here
+records an outcome or settles a payment: a change refreshes the payments it touches, whose rows
+then show it as drift (:mod:`payhooks.storage.payment_states`).
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import payhooks.storage.payment_states as payment_states
 import payhooks.storage.service_transactions as service_transactions
 from payhooks.storage.currencies import MINOR_UNIT_EXPONENTS
+from payhooks.storage.engines import Engine
 from payhooks.storage.records import PaymentState
-from payhooks.storage.sqlite.engine import SQLiteEngine
 from payhooks.storage.sync_rows import (
     CreationFailure,
     DriftKind,
@@ -28,10 +28,10 @@ from payhooks.storage.sync_rows import (
 )
 from payhooks.storage.times import Clock, from_text, to_text
 
-if TYPE_CHECKING:
-    from payhooks.storage.postgresql.engine import PostgresEngine
+__all__ = ["ServiceRecords"]
 
-__all__ = ["SyncRecords"]
+#: Stores one payment's row anew in the open transaction: ``(conn, identifier, now)``.
+Refresh = Callable[[Any, str, str], object]
 
 _MAX_STATUS_LENGTH = 200
 _MAX_ERROR_LENGTH = 1000
@@ -95,13 +95,21 @@ def _values(item: ListedTransaction) -> tuple[Any, ...]:
     )
 
 
-class SyncRecords:
-    """Creation failures and sync runs; mixed into :class:`~payhooks.storage.Ledger`."""
+class ServiceRecords:
+    """Creation failures and sync runs: what the service says, kept apart from the outcomes.
 
-    _engine: SQLiteEngine | PostgresEngine
-    _clock: Clock
-    _write: Callable[..., AbstractContextManager[Any]]
-    _read: Callable[[], AbstractContextManager[Any]]
+    Made by :class:`~payhooks.storage.Ledger` over its engine, clock and refresh.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        write: Callable[..., AbstractContextManager[Any]],
+        clock: Clock,
+        refresh: Refresh,
+    ) -> None:
+        self._engine, self._write, self._read = engine, write, engine.read
+        self._clock, self._refresh = clock, refresh
 
     # -- creation failures -----------------------------------------------------------------
 
