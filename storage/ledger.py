@@ -218,12 +218,9 @@ class Ledger:
         self, conn: Any, external_identifier: str, now: str, new_outcome_id: int | None = None
     ) -> ReconciliationState | None:
         """Store one payment's row anew and owe what its change owes, in ``conn``'s transaction."""
+        lock = self._engine.lock_payment
         row = payment_states.refresh(
-            conn,
-            external_identifier,
-            now=now,
-            lock=self._engine.lock_payment,
-            new_outcome_id=new_outcome_id,
+            conn, external_identifier, now=now, lock=lock, new_outcome_id=new_outcome_id
         )
         return None if row is None else row.state
 

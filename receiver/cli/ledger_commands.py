@@ -333,4 +333,4 @@ def _fail_on_mismatch(totals: Totals) -> None:
         by_state[f"drift {kind}"] += count
     if by_state:
         listed = ", ".join(f"{state} {count}" for state, count in sorted(by_state.items()))
-        raise click.ClickException(f"{sum(by_state.values())} row(s) need attention ({listed}).")
+        raise click.ClickException(f"{sum(by_state.values())} payment(s) need attention ({listed}).")

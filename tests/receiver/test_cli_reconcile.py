@@ -59,6 +59,8 @@ def test_reconcile_table_lists_every_payment_and_the_totals(database: Path) -> N
         "RECEIVED",
         "PERIODS",
         "TRANSACTIONS",
+        "DRIFT",
+        "REFUSED",
     ]
     by_id = {line.split()[0]: line.split() for line in lines[1:7]}
     assert by_id["order-short"] == [
@@ -70,8 +72,17 @@ def test_reconcile_table_lists_every_payment_and_the_totals(database: Path) -> N
         "110.00",
         "1",
         "ll-2",
+        "0",
     ]
-    assert by_id["order-open"] == ["order-open", "transaction", "pending", "CNY", "50.00", "0"]
+    assert by_id["order-open"] == [
+        "order-open",
+        "transaction",
+        "pending",
+        "CNY",
+        "50.00",
+        "0",
+        "0",
+    ]
     assert by_id["order-yen"][4:6] == ["1500", "1500"]
     assert by_id["sub-1"] == [
         "sub-1",
@@ -83,6 +94,7 @@ def test_reconcile_table_lists_every_payment_and_the_totals(database: Path) -> N
         "2",
         "ll-4",
         "ll-5",
+        "0",
     ]
     assert by_id["nobody-asked"][:3] == ["nobody-asked", "unexpected", "CNY"]
     totals = result.stdout.split("\n\n")[1].splitlines()

@@ -1,10 +1,17 @@
-"""Signals are owed until sent: a worker killed between the commit and the mark, then the
-service's retry, and the merchant's receiver still ships the order exactly once.
+"""One sender per outcome, answer first, nothing lost: the merchant's receivers under real
+processes.
 
-Real processes: the app runs under gunicorn (one sync worker, which the master replaces when
-it dies), and the worker is SIGKILLed by the app's own receivers at the point under test,
-once (a marker file arms the kill and is removed first). The sender retries the same delivery
-(the same ``webhook-id``) as the service does after a broken connection.
+The app runs under gunicorn; its ``payment_succeeded`` receiver appends each call's
+``outcome_id`` to ``calls.txt`` (one ``O_APPEND`` write per line, so workers never mix lines)
+and ships an order once per ``outcome_id``.
+
+- Twin deliveries: each notification sent twice at once (the same ``webhook-id``), to 4 workers
+  on SQLite and to two receiver hosts on one PostgreSQL database: each outcome's receivers run
+  exactly once when nothing crashes.
+- A slow receiver: the service is answered before the receivers run, within its timeout.
+- A worker SIGKILLed by the app's own receivers, before or after shipping: the signals are
+  claimed, so they wait for the lease to pass, then the next delivery sends them (at least
+  once; the receiver's ``outcome_id`` check ships once).
 """
 
 from __future__ import annotations
@@ -13,6 +20,9 @@ import http.client
 import json
 import sqlite3
 import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +32,15 @@ from payhooks.storage import Ledger
 from tests.support.app import TEST_SECRET, BodyFactory, SignFunction
 from tests.support.gunicorn_server import GunicornServer
 
-#: The merchant's app: ships on payment_succeeded, once per outcome_id, and logs every call.
-#: ``die-before`` kills the worker in notification_received, which runs first: after the
-#: commit, before payment_succeeded's receiver. ``die-after`` kills it after the shipping
-#: receiver ran, before the signals are marked sent.
+pytestmark = pytest.mark.system
+
+#: The merchant's app. ``die-before`` kills the worker in notification_received, which runs
+#: first, before payment_succeeded's receiver; ``die-after`` after the shipping receiver ran,
+#: before the signals are marked sent; ``slow`` makes the shipping receiver take 3 s.
 _APP = """
 import os
 import signal
+import time
 
 from flask import Flask
 
@@ -37,99 +49,197 @@ from payhooks.receiver import PayHooks, signals
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _die_if(marker):
+def _armed(marker):
     path = os.path.join(HERE, marker)
     if os.path.exists(path):
-        os.remove(path)
-        os.kill(os.getpid(), signal.SIGKILL)
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            return False
+        return True
+    return False
+
+
+def _append(name, line):
+    descriptor = os.open(os.path.join(HERE, name), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        os.write(descriptor, line.encode())
+    finally:
+        os.close(descriptor)
 
 
 def create_app():
     app = Flask(__name__)
     app.config["PAYHOOKS_SECRETS"] = [{secret!r}]
-    app.config["PAYHOOKS_DATABASE"] = os.path.join(HERE, "payhooks.db")
+    app.config["PAYHOOKS_DATABASE"] = os.environ["PAYHOOKS_DATABASE"]
+    app.config["PAYHOOKS_SIGNALS_LEASE_SECONDS"] = 1
     PayHooks(app)
 
     @signals.notification_received.connect_via(app)
     def received(sender, **extra):
-        _die_if("die-before")
+        if _armed("die-before"):
+            os.kill(os.getpid(), signal.SIGKILL)
 
     @signals.payment_succeeded.connect_via(app)
     def ship(sender, *, outcome, outcome_id, **extra):
-        with open(os.path.join(HERE, "calls.txt"), "a") as calls:
-            calls.write(f"{{outcome_id}}\\n")
-        shipped_path = os.path.join(HERE, "shipped.txt")
-        shipped = open(shipped_path).read().split() if os.path.exists(shipped_path) else []
-        if str(outcome_id) not in shipped:
-            with open(shipped_path, "a") as shipments:
-                shipments.write(f"{{outcome_id}}\\n")
-        _die_if("die-after")
+        _append("calls.txt", f"{{outcome_id}}\\n")
+        if os.path.exists(os.path.join(HERE, "slow")):
+            time.sleep(3)
+            _append("slow-done.txt", "done\\n")
+        if _armed("die-after"):
+            os.kill(os.getpid(), signal.SIGKILL)
 
     return app
 """
 
 
-def _post(port: int, body: bytes, headers: dict[str, str]) -> tuple[int, Any] | None:
+def _post(
+    port: int, body: bytes, headers: dict[str, str], timeout: float = 10
+) -> tuple[int, Any] | None:
     """One delivery; None when the connection broke (the worker died under it)."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
         conn.request("POST", "/payhooks/notifications", body=body, headers=headers)
         reply = conn.getresponse()
         return reply.status, json.loads(reply.read())
-    except (ConnectionError, http.client.HTTPException):
+    except (OSError, http.client.HTTPException):  # a broken connection, or the timeout
         return None
     finally:
         conn.close()
 
 
-def _deliver_until_answered(port: int, body: bytes, headers: dict[str, str]) -> list[Any]:
-    """Send, and send the same delivery again after a broken connection, as the service does."""
-    answers: list[Any] = []
+def _calls(folder: Path) -> Counter[str]:
+    path = folder / "calls.txt"
+    return Counter(path.read_text().split()) if path.exists() else Counter()
+
+
+def _server(folder: Path, database: str, workers: int) -> GunicornServer:
+    return GunicornServer(
+        "shop:create_app()",
+        env={"PYTHONPATH": str(folder), "PAYHOOKS_DATABASE": database},
+        cwd=folder,
+        workers=workers,
+    )
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Path:
+    (tmp_path / "shop.py").write_text(_APP.format(secret=TEST_SECRET))
+    return tmp_path
+
+
+ORDERS = 150
+
+
+def _twins(
+    ports: list[int], shop: Path, database: str, make_body: BodyFactory, sign: SignFunction
+) -> None:
+    with Ledger(database) as ledger:
+        for n in range(ORDERS):
+            ledger.expect_transaction(f"order-{n}", 2500, "CNY")
+    deliveries = []
+    for n in range(ORDERS):
+        body = make_body("wallet", external_identifier=f"order-{n}", transaction_id=f"ll-{n}")
+        deliveries.append((body, sign(body, msg_id=f"msg_twin_{n}")))
+
+    def both(item: tuple[bytes, dict[str, str]]) -> list[Any]:
+        body, headers = item
+        with ThreadPoolExecutor(2) as pair:
+            copies = [pair.submit(_post, ports[n % len(ports)], body, headers) for n in range(2)]
+            return [copy.result() for copy in copies]
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = [answer for pair in pool.map(both, deliveries) for answer in pair]
+    assert all(answer is not None and answer[0] == 200 for answer in answers), answers
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        answer = _post(port, body, headers)
-        answers.append(answer)
-        if answer is not None and answer[0] < 500:
-            return answers
-        time.sleep(0.2)
-    pytest.fail(f"the delivery was never answered: {answers}")
+    while sum(_calls(shop).values()) < ORDERS and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)  # a second sending, if there were one, would land now
+    calls = _calls(shop)
+    assert len(calls) == ORDERS
+    assert [n for n in calls.values() if n != 1] == []
+    with Ledger(database) as ledger:
+        assert ledger.signals.owed() == []
+
+
+def test_twin_deliveries_under_four_workers_run_each_outcomes_receivers_once(
+    shop: Path, make_body: BodyFactory, sign: SignFunction
+) -> None:
+    database = str(shop / "payhooks.db")
+    Ledger(database).close()
+    with _server(shop, database, workers=4) as server:
+        _twins([server.port], shop, database, make_body, sign)
+
+
+def test_twin_deliveries_to_two_hosts_on_postgresql_run_each_outcomes_receivers_once(
+    shop: Path, postgres_url: str, make_body: BodyFactory, sign: SignFunction
+) -> None:
+    with ExitStack() as stack:
+        hosts = [stack.enter_context(_server(shop, postgres_url, workers=2)) for _ in range(2)]
+        _twins([host.port for host in hosts], shop, postgres_url, make_body, sign)
+
+
+def test_a_slow_receiver_runs_after_the_service_was_answered(
+    shop: Path, make_body: BodyFactory, sign: SignFunction
+) -> None:
+    database = str(shop / "payhooks.db")
+    with Ledger(database) as ledger:
+        ledger.expect_transaction("order-1", 2500, "CNY")
+    (shop / "slow").write_text("3 s")
+    body = make_body("wallet", external_identifier="order-1")
+    with _server(shop, database, workers=1) as server:
+        warm = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        warm.request("GET", "/payhooks/notifications")  # the worker has loaded the app: a 405
+        assert warm.getresponse().status == 405
+        warm.close()
+        started = time.monotonic()
+        answer = _post(server.port, body, sign(body), timeout=1.5)  # shorter than the receiver
+        answered_in = time.monotonic() - started
+        assert answer is not None, "the sender timed out waiting for the receivers"
+        assert (answer[0], answer[1]["reconciliation"]) == (200, "paid")
+        assert answered_in < 1.5
+        deadline = time.monotonic() + 10
+        while not (shop / "slow-done.txt").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    assert (shop / "slow-done.txt").exists()
+    assert sum(_calls(shop).values()) == 1
 
 
 @pytest.mark.parametrize("point", ["die-before", "die-after"])
-def test_a_worker_killed_between_commit_and_mark_still_ships_the_order_exactly_once(
-    tmp_path: Path, point: str, make_body: BodyFactory, sign: SignFunction
+def test_a_worker_killed_after_answering_leaves_its_signals_to_the_next_delivery(
+    shop: Path, point: str, make_body: BodyFactory, sign: SignFunction
 ) -> None:
-    (tmp_path / "shop.py").write_text(_APP.format(secret=TEST_SECRET))
-    (tmp_path / point).write_text("armed")
-    body = make_body("wallet", external_identifier="order-1", amount="25.00")
-    headers = sign(body, msg_id="msg_owed_1")
-    env = {"PYTHONPATH": str(tmp_path)}
-
-    with Ledger(tmp_path / "payhooks.db") as ledger:
+    database = str(shop / "payhooks.db")
+    with Ledger(database) as ledger:
         ledger.expect_transaction("order-1", 2500, "CNY")
-    with GunicornServer("shop:create_app()", env=env, cwd=tmp_path, workers=1) as server:
-        answers = _deliver_until_answered(server.port, body, headers)
-
-    assert not (tmp_path / point).exists(), "the kill never happened"
-    assert answers[0] is None, "the first try should have died with its worker"
-    status, answer = answers[-1]
-    assert (status, answer["status"], answer["reconciliation"]) == (200, "duplicate", "paid")
-    shipped = (tmp_path / "shipped.txt").read_text().split()
-    calls = (tmp_path / "calls.txt").read_text().split()
-    assert len(shipped) == 1
-    # Killed before the shipping receiver ran: it runs once, on the retry. Killed after it
-    # ran: it runs again on the retry (at least once) and its outcome_id check ships once.
-    assert calls == shipped * (1 if point == "die-before" else 2)
-    conn = sqlite3.connect(tmp_path / "payhooks.db")
+        ledger.expect_transaction("order-2", 2500, "CNY")
+    (shop / point).write_text("armed")
+    first = make_body("wallet", external_identifier="order-1", transaction_id="ll-1")
+    second = make_body("wallet", external_identifier="order-2", transaction_id="ll-2")
+    with _server(shop, database, workers=1) as server:
+        answer = _post(server.port, first, sign(first))
+        assert answer is not None
+        assert (answer[0], answer[1]["status"]) == (200, "processed")  # answered, then killed
+        deadline = time.monotonic() + 10
+        while (shop / point).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not (shop / point).exists(), "the kill never happened"
+        time.sleep(1.2)  # the dead worker's lease passes
+        again = None
+        while again is None and time.monotonic() < deadline + 20:
+            again = _post(server.port, second, sign(second))  # the master restarts the worker
+        assert again is not None
+        assert again[0] == 200
+        while len(_calls(shop)) < 2 and time.monotonic() < deadline + 20:
+            time.sleep(0.1)
+    calls = _calls(shop)
+    assert len(calls) == 2  # both orders' receivers ran
+    # Killed before the shipping receiver ran: it runs once, sent by the next delivery. Killed
+    # after it ran: it runs again (at least once); the outcome_id is the same both times.
+    assert sorted(calls.values()) == ([1, 1] if point == "die-before" else [1, 2])
+    conn = sqlite3.connect(database)
     try:
         unsent = conn.execute("SELECT COUNT(*) FROM owed_signals WHERE sent_at IS NULL").fetchone()
-        owed = conn.execute(
-            "SELECT signal, outcome_id FROM owed_signals ORDER BY outcome_id, position"
-        ).fetchall()
     finally:
         conn.close()
     assert unsent == (0,)
-    assert owed == [
-        ("notification-received", int(shipped[0])),
-        ("payment-succeeded", int(shipped[0])),
-    ]
