@@ -19,6 +19,7 @@ from flask import Flask
 from payhooks.receiver.cli import payhooks_group
 from payhooks.receiver.config import CONFIG_DEFAULTS
 from payhooks.receiver.state import STATE_KEY, build_state, receiver_state
+from payhooks.receiver.testing import TestClient
 from payhooks.receiver.web import IDENTIFIER_CONVERTER, ExternalIdentifierConverter, blueprint
 from payhooks.storage import Ledger
 
@@ -86,6 +87,8 @@ class PayHooks:
         app.extensions[STATE_KEY] = state
         app.url_map.converters[IDENTIFIER_CONVERTER] = ExternalIdentifierConverter
         app.register_blueprint(blueprint, url_prefix=app.config["PAYHOOKS_URL_PREFIX"])
+        if app.test_client_class is None:  # receivers run once a response is closed
+            app.test_client_class = TestClient
         if payhooks_group.name not in app.cli.commands:
             app.cli.add_command(payhooks_group)
 

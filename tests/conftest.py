@@ -32,21 +32,6 @@ from tests.support.postgres import INSTALL_COMMAND, PostgresServer, find_bin_dir
 ENGINES = ("sqlite", "postgresql")
 
 
-class ClosingClient(FlaskClient):
-    """Flask's test client, closing each response once it is read, as a WSGI server closes it
-    once written: the receiver runs the signals' receivers then (``call_on_close``), after
-    the answer."""
-
-    def open(self, *args: Any, **kwargs: Any) -> Any:
-        kwargs.setdefault("buffered", True)
-        return super().open(*args, **kwargs)
-
-
-@pytest.fixture(autouse=True)
-def _test_clients_close_their_responses(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(Flask, "test_client_class", ClosingClient)
-
-
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Every test that uses the ``database`` (so ``ledger``, ``app``...) runs on each engine,
     unless marked ``sqlite_only`` (WAL sync, the write lock, pragmas, the file itself)."""

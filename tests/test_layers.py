@@ -52,6 +52,7 @@ LAYERS: dict[str, int] = {
     "payhooks.receiver.redirects": 2,
     "payhooks.receiver.signals": 2,
     "payhooks.receiver.ledgers": 2,
+    "payhooks.receiver.testing": 2,
     "payhooks.receiver.settings": 3,
     "payhooks.receiver.pipeline": 4,
     "payhooks.receiver.state": 5,

@@ -333,4 +333,5 @@ def _fail_on_mismatch(totals: Totals) -> None:
         by_state[f"drift {kind}"] += count
     if by_state:
         listed = ", ".join(f"{state} {count}" for state, count in sorted(by_state.items()))
-        raise click.ClickException(f"{sum(by_state.values())} payment(s) need attention ({listed}).")
+        count = sum(by_state.values())
+        raise click.ClickException(f"{count} payment(s) need attention ({listed}).")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import http.client
 import json
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -58,3 +59,14 @@ class LiveServer:
 
     def get(self, path: str, headers: dict[str, str] | None = None) -> Reply:
         return self.request("GET", path, None, headers)
+
+
+def eventually(check: Callable[[], object], timeout: float = 10) -> bool:
+    """Whether ``check()`` becomes true within ``timeout`` seconds, polled: for what a server
+    does after its answer (the signals' receivers run once the response is closed)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
