@@ -51,7 +51,7 @@ _MARK_RECORDED = (
 
 _NOTE_SIGNAL_ERROR = (
     "UPDATE deliveries SET signal_error = CASE WHEN signal_error IS NULL THEN ? "
-    "ELSE signal_error || char(10) || ? END, updated_at = ? WHERE id = ?"
+    "ELSE signal_error || ? || ? END, updated_at = ? WHERE id = ?"
 )
 
 _COLUMNS = (
@@ -254,7 +254,8 @@ def mark_recorded(
 def note_signal_error(conn: Connection, delivery_id: int, error: str, updated_at: str) -> bool:
     """Append what a signal receiver raised, one failure per line; False when there is no such
     delivery."""
-    return bool(conn.execute(_NOTE_SIGNAL_ERROR, (error, error, updated_at, delivery_id)).rowcount)
+    params = (error, "\n", error, updated_at, delivery_id)
+    return bool(conn.execute(_NOTE_SIGNAL_ERROR, params).rowcount)
 
 
 def exists(conn: Connection, delivery_id: int) -> bool:

@@ -105,7 +105,9 @@ def state_for(conn: Connection, external_identifier: str) -> ReconciliationState
 # Each row counts once where it was expected; money that arrived in another currency is added
 # to that currency's row of the same state (count 0, nothing expected).
 _SUMMARY_SQL = """
-SELECT currency, state, SUM(n), SUM(expected), SUM(received), SUM(refunded), SUM(charged_back)
+SELECT currency, state, CAST(SUM(n) AS BIGINT), CAST(SUM(expected) AS BIGINT),
+    CAST(SUM(received) AS BIGINT), CAST(SUM(refunded) AS BIGINT),
+    CAST(SUM(charged_back) AS BIGINT)
 FROM (
     SELECT currency, state, 1 AS n, COALESCE(expected_amount_minor, 0) AS expected,
         CASE WHEN received_currency = currency THEN COALESCE(received_amount_minor, 0)

@@ -16,11 +16,12 @@ _INSERT = (
 )
 
 # Everything of one identifier but its newest visits; walks returns_external_identifier
-# backwards, so no sort. (PostgreSQL writes the unbounded limit as LIMIT ALL.)
+# backwards, so no sort. (A limit both engines read as "no limit" would be spelt two ways: the
+# bound is the most a table can hold.)
 _PRUNE = """
     DELETE FROM returns WHERE id IN (
         SELECT id FROM returns WHERE external_identifier = ?
-        ORDER BY returned_at DESC, id DESC LIMIT -1 OFFSET ?
+        ORDER BY returned_at DESC, id DESC LIMIT 9223372036854775807 OFFSET ?
     )"""
 
 

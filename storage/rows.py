@@ -268,7 +268,7 @@ class SummaryRow:
 class CopyReport:
     """What :func:`copy_ledger` copied and what its check found."""
 
-    #: table -> (rows in SQLite, rows in PostgreSQL), the rollup tables included.
+    #: table -> (rows in SQLite, rows in PostgreSQL).
     counts: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: One sentence per difference found; empty when the copy checks out.
     problems: list[str] = field(default_factory=list)

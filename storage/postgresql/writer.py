@@ -6,9 +6,10 @@ A write, from start to return:
 2. ``BEGIN`` at READ COMMITTED, PostgreSQL's default. Idempotency is the unique constraints'
    (``INSERT ... ON CONFLICT``), which wait for a concurrent insert of the same key to commit
    or roll back and then decide; the statements that read after an upsert see what committed
-   meanwhile. The rollup triggers serialize writers per identifier with an advisory lock
-   (:mod:`.schema`). So no write needs SERIALIZABLE and its retries, and nothing takes a lock
-   file: several hosts write one database.
+   meanwhile. Two writers of one payment's row take turns on its transaction lock
+   (``PostgresEngine.lock_payment``) before either reads what the row is computed from. So no
+   write needs SERIALIZABLE and its retries, and nothing takes a lock file: several hosts
+   write one database.
 3. The statements (the table modules' functions), then ``COMMIT``; any exception rolls back.
    ``durable=False`` (or a ``NORMAL`` ledger) sets ``synchronous_commit = off`` for that
    transaction: the commit returns before the server's WAL flush, as a SQLite ``NORMAL`` or
