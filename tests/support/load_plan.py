@@ -258,16 +258,18 @@ def build_plan(count: int, *, seed: int = 7) -> Plan:
 
 def expected_summary(rows: Iterable[ExpectedRow]) -> list[SummaryRow]:
     """What :meth:`payhooks.storage.Ledger.summary` must return for these rows, grouped the same
-    way."""
+    way: money counts in the currency it arrived in, and a period refunded in full counts as
+    refunded."""
     groups: dict[tuple[str, ReconciliationState], list[int]] = {}
     for row in rows:
-        count, expected, received = groups.setdefault((row.currency, row.state), [0, 0, 0])
-        received_here = row.received_currency == row.currency
-        groups[(row.currency, row.state)] = [
-            count + 1,
-            expected + (row.expected_amount_minor or 0),
-            received + ((row.received_amount_minor or 0) if received_here else 0),
-        ]
+        group = groups.setdefault((row.currency, row.state), [0, 0, 0, 0])
+        group[0] += 1
+        group[1] += row.expected_amount_minor or 0
+        if row.received_currency is not None and row.received_amount_minor is not None:
+            where = groups.setdefault((row.received_currency, row.state), [0, 0, 0, 0])
+            where[2] += row.received_amount_minor
+            if row.state is _R.REFUNDED:
+                where[3] += row.received_amount_minor
     return [
         SummaryRow(
             currency=currency,
@@ -277,8 +279,9 @@ def expected_summary(rows: Iterable[ExpectedRow]) -> list[SummaryRow]:
             received_amount_minor=received,
             expected_total=from_minor_units(expected, currency),
             received_total=from_minor_units(received, currency),
+            refunded_amount_minor=refunded,
         )
-        for (currency, state), (count, expected, received) in sorted(groups.items())
+        for (currency, state), (count, expected, received, refunded) in sorted(groups.items())
     ]
 
 

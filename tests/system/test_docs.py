@@ -42,6 +42,7 @@ from tests.support.docs_walk import (
     read_blocks,
     walks,
 )
+from tests.support.live_server import eventually
 
 FIRST_COMMAND = (
     "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[service]' && payhooks demo"
@@ -191,7 +192,9 @@ def test_every_documented_command_serves_the_readme_app_whole(
     assert checkout["return_url"].startswith(server.url("/payhooks/return/order-2001?token="))
     assert paid_status == 200
     assert (paid["status"], paid["reconciliation"]) == ("processed", "paid")
-    assert (reader.folder / "shipments.txt").read_text() == "order-2001\n"
+    shipments = reader.folder / "shipments.txt"
+    assert eventually(shipments.exists)  # ship() runs once the answer is out
+    assert shipments.read_text() == "order-2001\n"
 
 
 # -- the blocks and the pages -------------------------------------------------------------------

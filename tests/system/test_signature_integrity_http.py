@@ -19,7 +19,7 @@ from payhooks.receiver import payment_succeeded
 from payhooks.storage import Ledger
 from payhooks.verify import generate_keypair, get_signer
 from tests.support.app import AppFactory
-from tests.support.live_server import LiveServer
+from tests.support.live_server import LiveServer, eventually
 from tests.support.notifications import PROVIDERS, notification_document
 
 NOTIFY = "/payhooks/notifications"
@@ -111,6 +111,7 @@ def test_a_resegmented_body_under_a_genuine_signature_is_refused_and_makes_nothi
     assert signalled == []
     # The genuine body under the same signature still gets through.
     assert _post(server, body, headers)[0] == 200
+    assert eventually(lambda: signalled == ["order-1001"])  # its receivers run after the answer
     assert signalled == ["order-1001"]
 
 

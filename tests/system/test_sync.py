@@ -95,7 +95,7 @@ def test_sync_then_reconcile_name_exactly_the_dropped_set_until_the_sandbox_rese
     reconciled = payhooks(database, sandbox, "reconcile", "--format", "csv", "--fail-on-mismatch")
     assert reconciled.returncode == 1
     assert flagged(reconciled.stdout) == dropped
-    assert "3 payment(s) need attention (missed_notification 3)" in reconciled.stderr
+    assert "3 payment(s) need attention (drift missed_notification 3)" in reconciled.stderr
 
     for notification in sandbox.notifications():
         if notification.external_identifier in dropped:
