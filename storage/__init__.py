@@ -15,7 +15,6 @@ from payhooks.storage.currencies import (
     to_minor_units,
 )
 from payhooks.storage.errors import (
-    NESTED_WRITE_FAILED,
     ConflictError,
     SchemaVersionError,
     StorageError,
@@ -23,8 +22,6 @@ from payhooks.storage.errors import (
     UnknownDeliveryError,
 )
 from payhooks.storage.ledger import (
-    DEFAULT_MAX_REJECTED,
-    DEFAULT_MAX_RETURNS,
     SYNCHRONOUS_MODES,
     Ledger,
 )
@@ -62,14 +59,11 @@ from payhooks.storage.sync_rows import (
 from payhooks.storage.targets import is_postgres_url, redacted
 
 __all__ = [
-    "DEFAULT_MAX_REJECTED",
-    "DEFAULT_MAX_RETURNS",
     "DEFAULT_STATUS_MAP",
     "FINISHED_DELIVERY_STATUSES",
     "MAX_AMOUNT_MINOR",
     "MINOR_UNIT_EXPONENTS",
     "MISMATCH_STATES",
-    "NESTED_WRITE_FAILED",
     "SCHEMA_VERSION",
     "STATE_RANK",
     "SYNCHRONOUS_MODES",

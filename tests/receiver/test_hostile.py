@@ -32,7 +32,8 @@ from flask.testing import FlaskClient
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from payhooks.storage import DEFAULT_MAX_REJECTED, Ledger
+from payhooks.storage import Ledger
+from payhooks.storage.limits import DEFAULT_MAX_REJECTED
 from payhooks.verify import (
     SCHEMES,
     KeyPair,

@@ -484,7 +484,7 @@ def test_rejected_deliveries_stay_bounded_keeping_the_newest(
 
 
 def test_the_default_bound_on_rejected_deliveries_is_ten_thousand(ledger: Ledger) -> None:
-    from payhooks.storage import DEFAULT_MAX_REJECTED
+    from payhooks.storage.limits import DEFAULT_MAX_REJECTED
 
     assert DEFAULT_MAX_REJECTED == 10_000
     conn = tables(ledger)
@@ -566,7 +566,7 @@ def test_a_visit_dated_before_the_newest_ones_is_the_one_pruned(
 
 
 def test_the_default_bound_on_returns_is_fifty_per_identifier(ledger: Ledger) -> None:
-    from payhooks.storage import DEFAULT_MAX_RETURNS
+    from payhooks.storage.limits import DEFAULT_MAX_RETURNS
 
     assert DEFAULT_MAX_RETURNS == 50
     for _ in range(60):

@@ -11,13 +11,13 @@ import pytest
 from sqlite_utils import Database
 
 from payhooks.storage import (
-    NESTED_WRITE_FAILED,
     DeliveryStatus,
     Ledger,
     StorageError,
     StorageUnavailableError,
     UnknownDeliveryError,
 )
+from payhooks.storage.errors import NESTED_WRITE_FAILED
 from tests.support.factories import make_outcome
 
 
