@@ -264,6 +264,8 @@ def transaction_drift(
 
 
 def _drift(inputs: Inputs, transactions: dict[str, _Transaction]) -> DriftKind | None:
+    if inputs.expectation is None and inputs.listed:
+        return DriftKind.UNEXPECTED  # the list names a payment nobody registered
     kinds = {_listed_drift(item, transactions.get(item.transaction_id)) for item in inputs.listed}
     for kind in DRIFT_URGENCY:
         if kind in kinds:

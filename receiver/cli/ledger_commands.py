@@ -333,5 +333,5 @@ def _fail_on_mismatch(totals: Totals) -> None:
         by_state[f"drift {kind}"] += count
     if by_state:
         listed = ", ".join(f"{state} {count}" for state, count in sorted(by_state.items()))
-        count = sum(by_state.values())
+        count = totals.attention  # a row with a mismatch and drift is one payment
         raise click.ClickException(f"{count} payment(s) need attention ({listed}).")

@@ -158,6 +158,8 @@ class Totals:
     groups: dict[tuple[str, str], list[int]] = field(default_factory=dict)
     #: drift kind -> rows flagged with it
     drift: Counter[str] = field(default_factory=Counter)
+    #: rows that need a person (:func:`needs_attention`), each counted once
+    attention: int = 0
 
     def add(self, row: ReconciliationRow) -> None:
         group = self.groups.setdefault((row.currency, str(row.state)), [0, 0, 0])
@@ -171,6 +173,7 @@ class Totals:
             other[2] += received
         if row.drift is not None:
             self.drift[str(row.drift)] += 1
+        self.attention += needs_attention(row)
 
     @property
     def rows(self) -> int:

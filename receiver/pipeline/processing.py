@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta, tzinfo
+from functools import partial
 
 from payhooks.receiver.payloads import PayloadError, parse_notification
 from payhooks.storage import (
@@ -183,15 +184,17 @@ def receive_delivery(
     :raises StorageError: not even the delivery alone could be stored; nothing was.
     """
     parsed = _parse(body, headers.get("timezone"), time_zone, status_map)
+    store = partial(
+        ledger.record_delivery,
+        dedupe_key=dedupe_key,
+        body=body,
+        headers=headers,
+        key_names_content=key_names_content,
+    )
     try:
         with ledger.transaction(savepoints=False):
-            delivery = ledger.record_delivery(
-                dedupe_key=dedupe_key,
-                body=body,
-                headers=headers,
-                key_names_content=key_names_content,
-            )
-            if not delivery.is_new and delivery.status in FINISHED_DELIVERY_STATUSES:
+            delivery = store()
+            if _finished(delivery):
                 return _redelivery(ledger, delivery, lease)
             stored_zone = delivery.headers.get("timezone")
             if stored_zone != headers.get("timezone") or delivery.body != body:
@@ -201,28 +204,23 @@ def receive_delivery(
         raise  # a passing condition: the caller answers so that the sender retries
     except Exception as err:
         logger.exception("payhooks: a delivery could not be processed; storing it alone")
-        return _store_failed(ledger, dedupe_key, body, headers, err, key_names_content)
+        return _store_failed(ledger, store, err)
+
+
+def _finished(delivery: Delivery) -> bool:
+    """A delivery stored before and finished: this one is a redelivery of it."""
+    return not delivery.is_new and delivery.status in FINISHED_DELIVERY_STATUSES
 
 
 def _store_failed(
-    ledger: Ledger,
-    dedupe_key: str,
-    body: bytes,
-    headers: Mapping[str, str],
-    err: Exception,
-    key_names_content: bool,
+    ledger: Ledger, store: Callable[[], Delivery], err: Exception
 ) -> ProcessedDelivery:
-    """Store the delivery with the status ``processing_error`` after its full transaction
-    failed (and was rolled back); the failure's kind is kept, never its message (it could
-    quote the body)."""
+    """Store the delivery (``store``) with the status ``processing_error`` after its full
+    transaction failed (and was rolled back); the failure's kind is kept, never its message
+    (it could quote the body)."""
     with ledger.transaction(savepoints=False):
-        delivery = ledger.record_delivery(
-            dedupe_key=dedupe_key,
-            body=body,
-            headers=headers,
-            key_names_content=key_names_content,
-        )
-        if not delivery.is_new and delivery.status in FINISHED_DELIVERY_STATUSES:
+        delivery = store()
+        if _finished(delivery):
             # A twin copy finished it meanwhile; its signals are that copy's to send.
             return _redelivery(ledger, delivery, None)
         ledger.mark_delivery(delivery.id, DeliveryStatus.PROCESSING_ERROR, error=type(err).__name__)

@@ -5,9 +5,7 @@ a later change of the money state owes what the new state owes, in that commit."
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -22,21 +20,10 @@ from payhooks.storage import (
     ReconciliationState,
 )
 from tests.support.engines import tables
-from tests.support.factories import FixedClock, make_outcome, record
+from tests.support.factories import make_outcome, record
 
 R = ReconciliationState
 S = PaymentState
-
-
-@pytest.fixture
-def clock() -> FixedClock:
-    return FixedClock()
-
-
-@pytest.fixture
-def ledger(database: Path | str, clock: FixedClock) -> Iterator[Ledger]:
-    with Ledger(database, clock=clock) as opened:
-        yield opened
 
 
 def sync(ledger: Ledger, *items: ListedTransaction) -> None:

@@ -4,7 +4,6 @@ returns."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
@@ -25,17 +24,6 @@ from payhooks.storage import (
 from payhooks.storage.currencies import UnknownCurrencyError
 from tests.support.engines import tables
 from tests.support.factories import T0, FixedClock, make_outcome, record
-
-
-@pytest.fixture
-def clock() -> FixedClock:
-    return FixedClock()
-
-
-@pytest.fixture
-def ledger(database: Path | str, clock: FixedClock) -> Iterator[Ledger]:
-    with Ledger(database, clock=clock) as opened:
-        yield opened
 
 
 def count(ledger: Ledger, table: str) -> int:

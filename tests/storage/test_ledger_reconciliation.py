@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from contextlib import closing
 from datetime import datetime, timedelta
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -54,17 +53,6 @@ def outcome(code: str, *, minutes: int = 0, **overrides: Any) -> Any:
     if "amount_minor" in overrides and "amount" not in overrides:
         fields["amount"] = Decimal(fields["amount_minor"]).scaleb(-2)
     return make_outcome(**fields)
-
-
-@pytest.fixture
-def clock() -> FixedClock:
-    return FixedClock()
-
-
-@pytest.fixture
-def ledger(database: Path | str, clock: FixedClock) -> Iterator[Ledger]:
-    with Ledger(database, clock=clock) as opened:
-        yield opened
 
 
 def row_of(ledger: Ledger, external_identifier: str = "order-1") -> ReconciliationRow:

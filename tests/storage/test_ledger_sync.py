@@ -3,9 +3,7 @@ the reconciliation and the ``sync_drift`` view report from them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -27,17 +25,6 @@ from tests.support.factories import FixedClock, make_outcome, record
 R = ReconciliationState
 S = PaymentState
 AGE = timedelta(hours=1)
-
-
-@pytest.fixture
-def clock() -> FixedClock:
-    return FixedClock()
-
-
-@pytest.fixture
-def ledger(database: Path | str, clock: FixedClock) -> Iterator[Ledger]:
-    with Ledger(database, clock=clock) as opened:
-        yield opened
 
 
 def listed(state: PaymentState, *, tx: str = "ll-1", ref: str = "order-1") -> ListedTransaction:

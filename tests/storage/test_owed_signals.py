@@ -3,9 +3,7 @@ by one sender at a time, marked sent with what receivers raised."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
@@ -14,17 +12,6 @@ from tests.support.engines import tables
 from tests.support.factories import FixedClock, make_outcome, record
 
 LEASE = timedelta(minutes=5)
-
-
-@pytest.fixture
-def clock() -> FixedClock:
-    return FixedClock()
-
-
-@pytest.fixture
-def ledger(database: Path | str, clock: FixedClock) -> Iterator[Ledger]:
-    with Ledger(database, clock=clock) as opened:
-        yield opened
 
 
 def names(signals: list[OwedSignal]) -> list[tuple[int, str]]:
