@@ -25,6 +25,8 @@ GROUPS = {
     "test_load.py": "heavy",
     "test_load_postgresql.py": "heavy",
     "test_deployment.py": "heavy",
+    # The benches' smoke runs: gunicorn, nginx and slow clients again, timed.
+    "test_bench_smoke.py": "heavy",
     # `python -m build` of this checkout writes its egg-info and build/ in the source tree; the
     # module-scoped wheel and sdist are built once, on one worker.
     "test_packaging.py": "packaging",
