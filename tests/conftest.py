@@ -54,6 +54,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.postgresql)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``pytest -n auto`` (``--dist loadgroup`` in pyproject.toml): the groups of
+    :mod:`tests.support.parallel` each run on one worker, one test after another."""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from tests.support.parallel import make_scheduler
+
+    return make_scheduler(config, log)
+
+
 def _postgres_unavailable(reason: str) -> None:
     """In CI the PostgreSQL tests must run: fail. A developer without the server: skip, with
     the one command that installs it."""
