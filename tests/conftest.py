@@ -34,10 +34,34 @@ ENGINES = ("sqlite", "postgresql")
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Every test that uses the ``database`` (so ``ledger``, ``app``...) runs on each engine,
-    unless marked ``sqlite_only`` (WAL sync, the write lock, pragmas, the file itself)."""
+    unless marked ``sqlite_only`` (WAL sync, the write lock, pragmas, the file itself). The
+    PostgreSQL runs carry the ``postgresql`` marker: ``-m 'not postgresql'`` leaves them out."""
     if "engine" in metafunc.fixturenames:
         only_sqlite = metafunc.definition.get_closest_marker("sqlite_only") is not None
-        metafunc.parametrize("engine", ENGINES[:1] if only_sqlite else ENGINES)
+        engines = ENGINES[:1] if only_sqlite else ENGINES
+        on_server = {"postgresql": [pytest.mark.postgresql]}
+        metafunc.parametrize(
+            "engine", [pytest.param(engine, marks=on_server.get(engine, ())) for engine in engines]
+        )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that asks for the PostgreSQL server itself (``postgres_url``, not through the
+    ``engine``) carries the ``postgresql`` marker too."""
+    for item in items:
+        if {"postgres_url", "postgres_server"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.postgresql)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``pytest -n auto`` (``--dist loadgroup`` in pyproject.toml): the groups of
+    :mod:`tests.support.parallel` each run on one worker, one test after another."""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from tests.support.parallel import make_scheduler
+
+    return make_scheduler(config, log)
 
 
 def _postgres_unavailable(reason: str) -> None:

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import processes
 from tests.support.app import TEST_SECRET
 from tests.support.gunicorn_server import GunicornError, GunicornServer
+from tests.support.parallel import GROUPS, group_of
 
 
 def _running_in(folder: Path) -> list[int]:
@@ -43,3 +45,33 @@ def test_a_start_that_times_out_stops_the_master_and_its_workers(tmp_path: Path)
     with pytest.raises(GunicornError):
         server.start(timeout=0.0)
     assert _wait_gone(tmp_path) == []
+
+
+def test_every_module_of_a_parallel_group_exists_and_is_a_test_module() -> None:
+    """A group names its modules by path: a module renamed or moved would silently run side
+    by side with the rest again."""
+    root = Path(__file__).resolve().parents[2]
+    for path, group in GROUPS.items():
+        assert (root / path).is_file(), f"{path} ({group}) does not exist"
+        assert group_of(f"{path}::test_x[a-b]") == group
+    assert group_of("tests/system/test_docs.py::test_x") is None
+
+
+@pytest.mark.parametrize(
+    ("worker", "count", "expected"),
+    [("gw0", "2", (10_000, 21_384)), ("gw1", "2", (21_384, 32_768)), ("", "", None)],
+)
+def test_each_parallel_worker_takes_ports_from_its_own_slice(
+    monkeypatch: pytest.MonkeyPatch, worker: str, count: str, expected: tuple[int, int] | None
+) -> None:
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", count)
+    monkeypatch.setattr(processes, "_ephemeral_start", lambda: 32_768)
+
+    ports = processes._worker_slice()
+
+    assert ((ports.start, ports.stop) if ports else None) == expected
+    picked = {processes.free_port() for _ in range(20)}
+    assert len(picked) == 20  # never the same port twice
+    if ports:
+        assert picked <= set(ports)
