@@ -28,6 +28,7 @@ GROUPS = {
     "tests/system/test_load_postgresql.py": "heavy",
     "tests/system/test_deployment.py": "heavy",
     "tests/system/test_bench_smoke.py": "heavy",
+    "tests/system/test_signals_owed.py": "heavy",
     # `python -m build` of this checkout writes its egg-info in the source tree; the
     # module-scoped wheel and sdist are built once, on one worker.
     "tests/system/test_packaging.py": "packaging",
