@@ -227,14 +227,19 @@ def refresh(
 
 
 def refresh_missing(conn: Connection, *, now: str, lock: LockPayment) -> int:
-    """After a complete sync: refresh every payment that may now be missing at the service (or
-    no longer is); how many."""
+    """After a complete sync: flag each payment that is now missing at the service (registered
+    before the sync's ``expected_before``, nothing named it: no outcome, no listing, no flag
+    yet); how many were refreshed. A flag goes with the outcome or listing that clears it,
+    whose own refresh sees it."""
+    found = conn.execute(_LATEST_COMPLETE).fetchone()
+    if found is None:
+        return 0
     rows = conn.execute(
         "SELECT p.external_identifier FROM payments AS p "
-        "LEFT JOIN payment_states AS s ON s.external_identifier = p.external_identifier "
-        "WHERE s.periods_paid = 0 AND s.transaction_ids = '[]' "
-        "AND (s.drift IS NULL OR s.drift = 'missing_at_service') "
-        "ORDER BY p.external_identifier"
+        "JOIN payment_states AS s ON s.external_identifier = p.external_identifier "
+        "WHERE p.created_at < ? AND s.drift IS NULL AND s.transaction_ids = '[]' "
+        "ORDER BY p.external_identifier",
+        (found[0],),
     ).fetchall()
     for (identifier,) in rows:
         refresh(conn, identifier, now=now, lock=lock)
