@@ -166,9 +166,11 @@ class SandboxBuyer:
 
 
 def major_units(amount_minor: int, currency: str) -> str:
-    """``payment_amount``: major units with the currency's decimals (2500 CNY -> ``25.00``)."""
+    """``payment_amount``: major units with two decimals, as the interface writes it (2500 CNY
+    -> ``25.00``, 3500 JPY -> ``3500.00``), and three for a three-decimal currency, whose
+    amounts two cannot carry (12345 KWD -> ``12.345``)."""
     exponent = minor_unit_exponent(currency)
-    return f"{Decimal(amount_minor).scaleb(-exponent):.{exponent}f}"
+    return f"{Decimal(amount_minor).scaleb(-exponent):.{max(2, exponent)}f}"
 
 
 def next_period(start: datetime, interval: str | None) -> datetime:
