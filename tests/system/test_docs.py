@@ -15,6 +15,7 @@ import dataclasses
 import http.client
 import json
 import re
+import shlex
 import shutil
 import sqlite3
 from collections.abc import Iterator
@@ -89,7 +90,14 @@ def _shop_shipped_the_paid_order(folder: Path) -> None:
 
 
 def _keygen_wrote_an_environment_file(folder: Path) -> None:
-    assert "PAYHOOKS_PUBLIC_KEYS=whpk_" in (folder / "keys.env").read_text()
+    assert "PAYHOOKS_SIGNING_KEY='" in (folder / "payhooks-signing-key.env").read_text()
+    # The rotation guide's keys.env last: the new and the old key, quoted as one value.
+    (line,) = [
+        line
+        for line in (folder / "keys.env").read_text().splitlines()
+        if line.startswith("PAYHOOKS_SECRETS=")
+    ]
+    assert re.fullmatch(r"PAYHOOKS_SECRETS='whsec_\S+ whsec_\S+'", line)
 
 
 def _finance_has_its_reports(folder: Path) -> None:
@@ -163,11 +171,14 @@ def test_every_documented_command_serves_the_readme_app_whole(
             (reader.folder / block.argument).write_text(block.text, encoding="utf-8")
     (keys,) = [block for block in blocks if block.marker is None and "keygen" in block.text]
     reader.shell(keys)
-    environment = dict(
-        line.split("=", 1)
-        for line in (reader.folder / "keys.env").read_text().splitlines()
-        if line and not line.startswith("#")
-    )
+    environment = {
+        name: " ".join(shlex.split(value))  # as the shell reads it: quotes removed
+        for name, value in (
+            line.split("=", 1)
+            for line in (reader.folder / "keys.env").read_text().splitlines()
+            if line and not line.startswith("#")
+        )
+    }
 
     server = reader.start_server(server_block)
     status, checkout = _post(server.port, "/checkout/order-2001")
