@@ -19,6 +19,7 @@ from typing import TextIO
 import click
 
 from payhooks.receiver.cli.common import (
+    NegativeAmountsCommand,
     amount_callback,
     currency_callback,
     database_option,
@@ -54,16 +55,14 @@ def _stderr() -> TextIO:
 # -- expect ------------------------------------------------------------------------------------
 
 
-@click.command()
+@click.command(cls=NegativeAmountsCommand)
 @click.argument("external_id", required=False)
-@click.argument(
-    "amount_minor", required=False, type=click.IntRange(min=0), callback=amount_callback
-)
+@click.argument("amount_minor", required=False, type=int, callback=amount_callback)
 @click.argument("currency", required=False, callback=currency_callback)
 @click.option("--subscription", is_flag=True, help="A subscription rather than one payment.")
 @click.option(
     "--plan-amount",
-    type=click.IntRange(min=0),
+    type=int,
     callback=amount_callback,
     metavar="N",
     help="A subscription's later periods, in minor units (the first is AMOUNT_MINOR).",
@@ -89,7 +88,7 @@ def expect(
 ) -> None:
     """Register a payment you expect: EXTERNAL_ID AMOUNT_MINOR CURRENCY, or --csv FILE.
 
-    AMOUNT_MINOR is in the currency's minor units (2500 CNY is 25.00), at most 10^15.
+    AMOUNT_MINOR is in the currency's minor units (2500 CNY is 25.00), 1 to 10^15.
     Registering the same
     payment again is a no-op; with different data it fails (exit 1).
 
