@@ -252,6 +252,12 @@ def reconcile(
     --since and --until filter on that, and a time without an offset is UTC. The table ends
     with counts and totals per currency and state.
     """
+    if since is not None and until is not None and until <= since:
+        raise click.BadParameter(
+            f"{until.isoformat()} is not after --since {since.isoformat()}: the report "
+            "takes payments opened from --since up to, not including, --until.",
+            param_hint="'--until'",
+        )
     totals = Totals()
     with ledger_for(database) as ledger:
         rows = ledger.reconcile(state=state, since=since, until=until)

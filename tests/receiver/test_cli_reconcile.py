@@ -494,3 +494,13 @@ def test_reconcile_with_standard_output_on_a_full_device_is_exit_1_in_one_senten
     assert finished.stderr == (
         "Error: The report cannot be written to standard output: No space left on device.\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("since", "until"), [("2026-02-01", "2026-01-01"), ("2026-01-01T08:00:00+08:00", "2026-01-01")]
+)
+def test_until_not_after_since_is_bad_usage(database: Path, since: str, until: str) -> None:
+    result = run(["reconcile", "--database", str(database), "--since", since, "--until", until])
+    assert result.exit_code == 2
+    assert "--until" in result.stderr
+    assert "after --since" in result.stderr
