@@ -292,16 +292,19 @@ def _writing_to_stdout() -> Iterator[TextIO]:
     """Standard output for a report, flushed before the block ends, so a full disk or a closed
     file is an exit 1 with one sentence rather than a traceback (or Python's complaint at exit).
 
-    A closed pipe (``payhooks reconcile | head``) is left to click, which ends quietly as a
-    pipeline expects. After any other failure, what is still buffered goes to the null device:
-    it cannot be written anyway, and the interpreter would try again on its way out.
+    A closed pipe (``payhooks reconcile | head``) means the reader has what it wanted: the
+    command ends quietly with exit 0, as ``cat`` and ``grep`` do (``--fail-on-mismatch`` is not
+    judged on a report nobody read whole). After that or any other failure, what is still
+    buffered goes to the null device: it cannot be written anyway, and the interpreter would
+    try again on its way out.
     """
     out = sys.stdout
     try:
         yield out
         out.flush()
     except BrokenPipeError:
-        raise
+        _discard_stdout()
+        raise click.exceptions.Exit(0) from None
     except OSError as err:
         _discard_stdout()
         raise click.ClickException(
