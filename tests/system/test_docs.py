@@ -29,7 +29,7 @@ from payhooks.receiver.config import CONFIG_KEYS
 from payhooks.receiver.console import payhooks
 from payhooks.receiver.web.errors import ERROR_CODES
 from payhooks.storage import DeliveryStatus, Outcome, ReconciliationState
-from payhooks.verify import generate_keypair, get_signer
+from payhooks.verify import SCHEMES, generate_keypair, get_signer, get_verifier
 from tests.support.docs_walk import (
     README,
     ROOT,
@@ -372,6 +372,20 @@ def test_the_code_map_draws_every_package_and_nothing_else() -> None:
 
 
 # -- the reference tables -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("page", ["docs/configuration.md", "docs/signatures.md"])
+def test_every_signature_option_is_listed_where_options_are_explained(page: str) -> None:
+    text = (ROOT / page).read_text(encoding="utf-8")
+    options: set[str] = set()
+    for scheme in SCHEMES:
+        # The registry names a scheme's options in the refusal of one it does not take.
+        with pytest.raises(ValueError, match=r"its options: ") as exc_info:
+            get_verifier(scheme, generate_keypair(scheme).verifying_key, no_such_option=1)
+        listed = str(exc_info.value).split("its options: ", 1)[1].rstrip(")")
+        options.update(name for name in listed.split(", ") if name != "none")
+    assert "providers" in options
+    assert sorted(option for option in options if f"`{option}`" not in text) == []
 
 
 def test_the_configuration_reference_lists_every_key() -> None:
