@@ -31,6 +31,7 @@ from payhooks.receiver.web.errors import ERROR_CODES
 from payhooks.storage import DeliveryStatus, Outcome, ReconciliationState
 from payhooks.verify import SCHEMES, generate_keypair, get_signer, get_verifier
 from tests.support.docs_walk import (
+    DOCUMENTED_PORTS,
     README,
     ROOT,
     Block,
@@ -41,6 +42,7 @@ from tests.support.docs_walk import (
     predecessor,
     printed_names,
     read_blocks,
+    server_kind,
     walks,
 )
 
@@ -372,6 +374,18 @@ def test_the_code_map_draws_every_package_and_nothing_else() -> None:
 
 
 # -- the reference tables -----------------------------------------------------------------------
+
+
+def test_each_kind_of_server_has_its_own_port_in_the_docs() -> None:
+    """The README's shop, ``payhooks serve`` and the sandbox can run side by side as the docs
+    write them: every server block names its kind's port, and no two kinds share one."""
+    ports: dict[str, set[str]] = {}
+    for block in all_blocks():
+        if block.marker == "server":
+            named = re.findall(r"(?:--port |--bind [0-9.]+:)([0-9]+)", block.text)
+            ports.setdefault(server_kind(block.text), set()).update(named)
+    assert ports.keys() == DOCUMENTED_PORTS.keys()
+    assert ports == {kind: {str(port)} for kind, port in DOCUMENTED_PORTS.items()}
 
 
 @pytest.mark.parametrize("page", ["docs/configuration.md", "docs/signatures.md"])
