@@ -20,6 +20,7 @@ __all__ = ["main", "payhooks"]
 
 
 @click.group("payhooks", context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="payhooks", message="%(prog)s %(version)s")
 def payhooks() -> None:
     """Receive, replay, verify and reconcile the payment service's webhook notifications.
 

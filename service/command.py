@@ -57,6 +57,13 @@ __all__ = ["sandbox_command"]
 @click.option(
     "--notify-attempts", default=5, show_default=True, type=click.IntRange(1), help="Tries each."
 )
+@click.option(
+    "--control-token",
+    envvar="PAYHOOKS_SANDBOX_CONTROL_TOKEN",
+    default=None,
+    help="Bearer token the control API (/sandbox/...) requires (env "
+    "PAYHOOKS_SANDBOX_CONTROL_TOKEN); needed to bind a --host other than loopback.",
+)
 def sandbox_command(
     host: str,
     port: int,
@@ -66,6 +73,7 @@ def sandbox_command(
     merchants: tuple[str, ...],
     drop_notifications: bool,
     notify_attempts: int,
+    control_token: str | None,
 ) -> None:
     """Run a local sandbox of the payment service (API, hosted page, signed notifications)."""
     try:
@@ -84,17 +92,28 @@ def sandbox_command(
             notification_url=notification_url,
             drop_notifications=drop_notifications,
             notify_attempts=notify_attempts,
+            control_token=control_token,
         )
     except ValueError as err:
         raise click.BadParameter(str(err)) from err
     try:
         server = SandboxServer.start(settings, host=host, port=port, background=False)
+    except ValueError as err:  # refused before binding: a non-loopback host with no token
+        raise click.UsageError(
+            f"--host {host} is not a loopback address: anyone who reaches it could settle "
+            "payments through the control API. Give --control-token (or "
+            "PAYHOOKS_SANDBOX_CONTROL_TOKEN), or bind 127.0.0.1."
+        ) from err
     except OSError as err:
         raise click.ClickException(f"cannot listen on {host}:{port}: {err.strerror}") from err
     click.echo(f"payhooks sandbox on {server.url}")
     click.echo(f"  merchant account(s): {', '.join(settings.merchant_account_ids)}")
     click.echo(f"  notifications: {settings.notification_url or 'not sent (no --notify-url)'}")
     click.echo(f"  signature scheme: {settings.scheme}")
+    click.echo(
+        "  control API: "
+        + ("needs the control token" if control_token else "open (loopback only, no token)")
+    )
     click.echo("  test cards: 4242424242424242 pays, 4000000000000002 fails; Ctrl-C stops")
     click.echo("Run these where your client runs (the token has every scope, for one hour):")
     click.echo(f"  export PAYHOOKS_SANDBOX_URL={server.url}")

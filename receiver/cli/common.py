@@ -16,6 +16,7 @@ print a traceback.
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -42,9 +43,11 @@ from payhooks.storage import (
 from payhooks.verify import DEFAULT_SCHEME, SCHEMES, Signer, Verifier, get_signer, get_verifier
 
 __all__ = [
+    "AMOUNT_RULE",
     "DEFAULT_DATABASE",
     "SIGNING_KEY_ENV",
     "BadUsage",
+    "NegativeAmountsCommand",
     "amount_callback",
     "currency_callback",
     "database_option",
@@ -350,9 +353,55 @@ def _blame(err: ValueError, key_fault: str) -> click.ClickException:
 # -- parameter types ---------------------------------------------------------------------------
 
 
+#: What an expected amount must be, said by every refusal of one.
+AMOUNT_RULE = "amounts are 1 or more minor units"
+
+
+def negative_amount_error(text: str) -> click.BadParameter:
+    """The refusal of an amount written with a minus sign (``-5``, ``-0``)."""
+    return click.BadParameter(f"{text} is negative: {AMOUNT_RULE}.")
+
+
+class NegativeAmountsCommand(click.Command):
+    """A command whose negative numbers are amounts, not options.
+
+    click reads ``payhooks expect order-1 -5 CNY`` as an unknown option ``-5``; a person meant
+    an amount, so a word that is a minus sign and digits, other than the value of an option
+    that takes text, is refused as a negative amount.
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        takes_text = {
+            name
+            for param in self.params
+            if isinstance(param, click.Option)
+            and not param.is_flag
+            and param.name not in AMOUNT_OPTIONS
+            for name in param.opts
+        }
+        previous = None
+        for arg in args:
+            if arg == "--":
+                break
+            if _NEGATIVE_NUMBER.fullmatch(arg) and previous not in takes_text:
+                raise negative_amount_error(arg)
+            previous = arg
+        return super().parse_args(ctx, args)
+
+
+#: The options of :class:`NegativeAmountsCommand` whose value is an amount.
+AMOUNT_OPTIONS = frozenset({"plan_amount"})
+_NEGATIVE_NUMBER = re.compile(r"-[0-9]+", re.ASCII)
+
+
 def amount_callback(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
-    """Refuse an amount over :data:`payhooks.storage.MAX_AMOUNT_MINOR`, which the ledger
+    """Refuse an amount that is not 1 or more minor units (a payment of nothing cannot be told
+    from one not made), or over :data:`payhooks.storage.MAX_AMOUNT_MINOR`, which the ledger
     would refuse too (its sums must stay exact), as bad usage rather than a traceback."""
+    if value is not None and value < 0:
+        raise negative_amount_error(str(value))
+    if value == 0:
+        raise click.BadParameter(f"0 is no amount to expect: {AMOUNT_RULE}.")
     if value is not None and value > MAX_AMOUNT_MINOR:
         raise click.BadParameter(
             f"{value} is over the largest amount the ledger takes ({MAX_AMOUNT_MINOR} minor units)."

@@ -31,6 +31,7 @@ from contextlib import closing
 from dataclasses import dataclass
 from typing import Final, TextIO
 
+from payhooks.receiver.cli.common import AMOUNT_RULE
 from payhooks.storage import MAX_AMOUNT_MINOR, PaymentKind, minor_unit_exponent
 
 __all__ = [
@@ -95,8 +96,8 @@ class ExpectedPaymentsError(ValueError):
 
 
 def _minor_units(text: str, column: str) -> int:
-    if not text.isascii() or not text.isdigit():
-        raise ValueError(f"{column} {text!r} is not a whole, non-negative number of minor units")
+    if not text.isascii() or not text.isdigit() or not text.strip("0"):
+        raise ValueError(f"{column} {text[:24]!r} is not an amount: {AMOUNT_RULE}")
     digits = text.lstrip("0")
     if len(digits) > len(str(MAX_AMOUNT_MINOR)) or int(digits or "0") > MAX_AMOUNT_MINOR:
         raise ValueError(

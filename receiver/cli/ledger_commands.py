@@ -19,6 +19,7 @@ from typing import TextIO
 import click
 
 from payhooks.receiver.cli.common import (
+    NegativeAmountsCommand,
     amount_callback,
     currency_callback,
     database_option,
@@ -54,16 +55,14 @@ def _stderr() -> TextIO:
 # -- expect ------------------------------------------------------------------------------------
 
 
-@click.command()
+@click.command(cls=NegativeAmountsCommand)
 @click.argument("external_id", required=False)
-@click.argument(
-    "amount_minor", required=False, type=click.IntRange(min=0), callback=amount_callback
-)
+@click.argument("amount_minor", required=False, type=int, callback=amount_callback)
 @click.argument("currency", required=False, callback=currency_callback)
 @click.option("--subscription", is_flag=True, help="A subscription rather than one payment.")
 @click.option(
     "--plan-amount",
-    type=click.IntRange(min=0),
+    type=int,
     callback=amount_callback,
     metavar="N",
     help="A subscription's later periods, in minor units (the first is AMOUNT_MINOR).",
@@ -89,7 +88,7 @@ def expect(
 ) -> None:
     """Register a payment you expect: EXTERNAL_ID AMOUNT_MINOR CURRENCY, or --csv FILE.
 
-    AMOUNT_MINOR is in the currency's minor units (2500 CNY is 25.00), at most 10^15.
+    AMOUNT_MINOR is in the currency's minor units (2500 CNY is 25.00), 1 to 10^15.
     Registering the same
     payment again is a no-op; with different data it fails (exit 1).
 
@@ -255,6 +254,12 @@ def reconcile(
     --since and --until filter on that, and a time without an offset is UTC. The table ends
     with counts and totals per currency and state.
     """
+    if since is not None and until is not None and until <= since:
+        raise click.BadParameter(
+            f"{until.isoformat()} is not after --since {since.isoformat()}: the report "
+            "takes payments opened from --since up to, not including, --until.",
+            param_hint="'--until'",
+        )
     totals = Totals()
     with ledger_for(database) as ledger:
         rows = ledger.reconcile(state=states or None, since=since, until=until)
@@ -289,16 +294,19 @@ def _writing_to_stdout() -> Iterator[TextIO]:
     """Standard output for a report, flushed before the block ends, so a full disk or a closed
     file is an exit 1 with one sentence rather than a traceback (or Python's complaint at exit).
 
-    A closed pipe (``payhooks reconcile | head``) is left to click, which ends quietly as a
-    pipeline expects. After any other failure, what is still buffered goes to the null device:
-    it cannot be written anyway, and the interpreter would try again on its way out.
+    A closed pipe (``payhooks reconcile | head``) means the reader has what it wanted: the
+    command ends quietly with exit 0, as ``cat`` and ``grep`` do (``--fail-on-mismatch`` is not
+    judged on a report nobody read whole). After that or any other failure, what is still
+    buffered goes to the null device: it cannot be written anyway, and the interpreter would
+    try again on its way out.
     """
     out = sys.stdout
     try:
         yield out
         out.flush()
     except BrokenPipeError:
-        raise
+        _discard_stdout()
+        raise click.exceptions.Exit(0) from None
     except OSError as err:
         _discard_stdout()
         raise click.ClickException(

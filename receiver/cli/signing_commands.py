@@ -149,12 +149,22 @@ DEFAULT_SIGNING_KEY_FILE = "payhooks-signing-key.env"
         f"by you only and never overwritten. Default: ./{DEFAULT_SIGNING_KEY_FILE}."
     ),
 )
-def keygen(scheme: str, signing_key_file: Path | None) -> None:
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help=(
+        "Write the receiver's settings to this file, created readable by you only and never "
+        "overwritten, instead of standard output."
+    ),
+)
+def keygen(scheme: str, signing_key_file: Path | None, output: Path | None) -> None:
     """Make a new key for a scheme, printed as the settings that take it.
 
-    Standard output is an environment file (NAME=value lines) for the receiver:
-    `payhooks keygen > keys.env`. For the HMAC schemes one shared secret serves both sides
-    (PAYHOOKS_SECRETS). For the public-key schemes standard output has only the receiver's
+    Standard output (or --output FILE, mode 600) is an environment file for the receiver:
+    NAME='value' lines, quoted so that a shell reads a value whole when a second key is added
+    to it while rotating. For the HMAC schemes one shared secret serves both sides
+    (PAYHOOKS_SECRETS). For the public-key schemes it has only the receiver's
     PAYHOOKS_PUBLIC_KEYS; the sender's private PAYHOOKS_SIGNING_KEY goes to its own file
     (--signing-key-file), so the receiver's settings never carry a private key.
     """
@@ -165,32 +175,99 @@ def keygen(scheme: str, signing_key_file: Path | None) -> None:
                 f"--signing-key-file is for the public-key schemes; {scheme} has one shared "
                 "secret, printed as PAYHOOKS_SECRETS."
             )
-        click.echo(f"# payhooks keygen --scheme {scheme}")
-        click.echo(f"PAYHOOKS_SIGNATURE_SCHEME={scheme}")
-        click.echo(
-            "# The shared secret: the receiver verifies with it and the sender signs with it."
+        _emit_settings(
+            output,
+            f"# payhooks keygen --scheme {scheme}\n"
+            f"{_setting('PAYHOOKS_SIGNATURE_SCHEME', scheme)}"
+            "# The shared secret: the receiver verifies with it and the sender signs with it.\n"
+            "# While rotating, list the new and the old one inside the quotes.\n"
+            f"{_setting('PAYHOOKS_SECRETS', pair.signing_key)}",
         )
-        click.echo(f"PAYHOOKS_SECRETS={pair.signing_key}")
         return
     path = signing_key_file or Path(DEFAULT_SIGNING_KEY_FILE)
-    # The private key is written first: if it cannot be kept, no public key is printed for it.
-    _write_private_file(
-        path,
-        f"# payhooks keygen --scheme {scheme}: the SENDER's settings. Keep this file secret;\n"
-        "# the receiver never needs it.\n"
-        f"PAYHOOKS_SIGNATURE_SCHEME={scheme}\n"
-        f"{SIGNING_KEY_ENV}={pair.signing_key}\n",
+    receiver = (
+        f"# payhooks keygen --scheme {scheme}: the RECEIVER's settings (no secret here).\n"
+        f"# The sender's private signing key is in {path}, not here.\n"
+        f"{_setting('PAYHOOKS_SIGNATURE_SCHEME', scheme)}"
+        "# The receiver's verifying key (while rotating, list the new and the old one inside\n"
+        "# the quotes).\n"
+        f"{_setting('PAYHOOKS_PUBLIC_KEYS', pair.verifying_key)}"
     )
-    click.echo(f"# payhooks keygen --scheme {scheme}: the RECEIVER's settings (no secret here).")
-    click.echo(f"# The sender's private signing key is in {path}, not here.")
-    click.echo(f"PAYHOOKS_SIGNATURE_SCHEME={scheme}")
-    click.echo("# The receiver's verifying key (while rotating, list the old and new keys).")
-    click.echo(f"PAYHOOKS_PUBLIC_KEYS={pair.verifying_key}")
+    # The output file is claimed first, so that a refused one leaves no new signing key; the
+    # private key is written before any public key is shown: if it cannot be kept, no public
+    # key is given out for it.
+    claimed = _create_private_file(output) if output is not None else None
+    try:
+        _write_private_file(
+            path,
+            f"# payhooks keygen --scheme {scheme}: the SENDER's settings. Keep this file "
+            "secret;\n# the receiver never needs it.\n"
+            f"{_setting('PAYHOOKS_SIGNATURE_SCHEME', scheme)}"
+            f"{_setting(SIGNING_KEY_ENV, pair.signing_key)}",
+        )
+    except click.ClickException:
+        if claimed is not None and output is not None:
+            os.close(claimed)
+            output.unlink(missing_ok=True)
+        raise
+    if claimed is not None and output is not None:
+        _fill_private_file(claimed, output, receiver)
+        click.echo(f"Wrote the receiver's settings to {output} (readable by you only).", err=True)
+    else:
+        click.echo(receiver, nl=False)
     click.echo(
         f"Wrote the sender's signing key to {path} (readable by you only); "
-        "standard output has the receiver's settings.",
+        f"{'standard output' if output is None else output} has the receiver's settings.",
         err=True,
     )
+
+
+def _setting(name: str, value: str) -> str:
+    """One ``NAME='value'`` line: single quotes, so that a shell (``set -a; . ./keys.env``),
+    systemd's ``EnvironmentFile=`` and python-dotenv all read the value whole, spaces between
+    keys included, and expand nothing in it. Keys and scheme names hold no quote."""
+    if "'" in value or "\n" in value:  # pragma: no cover - generated keys are base64
+        raise AssertionError(f"{name} cannot be written in single quotes")
+    return f"{name}='{value}'\n"
+
+
+def _emit_settings(output: Path | None, text: str) -> None:
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    _write_private_file(output, text)
+    click.echo(f"Wrote the receiver's settings to {output} (readable by you only).", err=True)
+
+
+def _create_private_file(path: Path) -> int:
+    """Create ``path`` with mode 600 and return its descriptor; an existing file is never
+    replaced (it may hold a key in use).
+
+    :raises click.ClickException: the file exists or cannot be created.
+    """
+    try:
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise click.ClickException(
+            f"{path} already exists, and keygen never overwrites a file that may hold a key "
+            "in use: move it away or name a new path."
+        ) from None
+    except OSError as err:
+        raise click.ClickException(f"{path} cannot be created: {err.strerror}.") from err
+
+
+def _fill_private_file(descriptor: int, path: Path, text: str) -> None:
+    """Write ``text`` to the file :func:`_create_private_file` made; nothing is left if the
+    write fails.
+
+    :raises click.ClickException: the file cannot be written.
+    """
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as err:
+        path.unlink(missing_ok=True)
+        raise click.ClickException(f"{path} cannot be written: {err.strerror}.") from err
 
 
 def _write_private_file(path: Path, text: str) -> None:
@@ -199,18 +276,4 @@ def _write_private_file(path: Path, text: str) -> None:
 
     :raises click.ClickException: the file exists or cannot be written; nothing is left.
     """
-    try:
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        raise click.ClickException(
-            f"{path} already exists, and keygen never overwrites a signing key: move it away "
-            "or pass --signing-key-file with a new path."
-        ) from None
-    except OSError as err:
-        raise click.ClickException(f"{path} cannot be created: {err.strerror}.") from err
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text)
-    except OSError as err:
-        path.unlink(missing_ok=True)
-        raise click.ClickException(f"{path} cannot be written: {err.strerror}.") from err
+    _fill_private_file(_create_private_file(path), path, text)

@@ -86,6 +86,13 @@ def _print_drift(ledger: Ledger, report: SyncReport) -> None:
     is_flag=True,
     help="Ask the sandbox at the service URL to resend each missed notification.",
 )
+@click.option(
+    "--sandbox-control-token",
+    envvar="PAYHOOKS_SANDBOX_CONTROL_TOKEN",
+    metavar="TOKEN",
+    help="With --resend-sandbox: the sandbox's control token, if it was started with one "
+    "(default: PAYHOOKS_SANDBOX_CONTROL_TOKEN).",
+)
 @click.option("--fail-on-drift", is_flag=True, help="Exit 1 when any drift is found.")
 @database_option
 @fail_on_storage_errors
@@ -97,6 +104,7 @@ def sync(
     max_age: int | None,
     restart: bool,
     resend_sandbox: bool,
+    sandbox_control_token: str | None,
     fail_on_drift: bool,
     database: Path | None,
 ) -> None:
@@ -137,7 +145,11 @@ def sync(
     except ValueError as err:
         raise BadUsage(f"payhooks sync cannot use its settings: {err}.") from err
     with ledger_for(database) as ledger, client:
-        resender = SandboxResender(url, access_token=access_token) if resend_sandbox else None
+        resender = (
+            SandboxResender(url, access_token=access_token, control_token=sandbox_control_token)
+            if resend_sandbox
+            else None
+        )
         try:
             report = sync_transactions(
                 client,

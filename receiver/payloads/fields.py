@@ -20,7 +20,7 @@ from payhooks.storage import UnknownCurrencyError, minor_unit_exponent
 
 __all__ = ["Amount", "CurrencyCode", "PaymentTime"]
 
-_AMOUNT = re.compile(r"[0-9]+\.[0-9]+", re.ASCII)
+_AMOUNT = re.compile(r"[0-9]+(?:\.[0-9]+)?", re.ASCII)
 _CURRENCY = re.compile(r"[A-Za-z]{3}", re.ASCII)
 _PAYMENT_TIME = re.compile(r"[0-9]{14}", re.ASCII)
 
@@ -28,10 +28,12 @@ _PAYMENT_TIME = re.compile(r"[0-9]{14}", re.ASCII)
 class Amount(fields.Field[Decimal]):
     """A decimal amount in major units, exactly as written: ``"25.00"`` is ``Decimal("25.00")``.
 
-    The service always writes a decimal point; a bare ``25`` could be minor units, so it is
-    refused rather than guessed, and so are signs, exponents, ``NaN``, spaces and separators.
-    Whether the amount is a whole number of minor units depends on the currency, so the schema
-    checks that once both members are read.
+    ASCII digits, optionally a decimal point and more digits; signs, exponents, ``NaN``,
+    spaces and separators are refused. Whether the amount is a whole number of minor units,
+    and whether it may lack a decimal point, depend on the currency, so the schema checks both
+    once both members are read: a bare ``2500`` is taken only in a zero-decimal currency
+    (JPY), where minor and major units are the same; elsewhere it could be minor units, so
+    it is refused rather than guessed.
     """
 
     default_error_messages = {

@@ -37,7 +37,7 @@ from marshmallow import (
 from payhooks.receiver.payloads.fields import Amount, CurrencyCode, PaymentTime
 from payhooks.receiver.payloads.forms import FormMatch, detect_form
 from payhooks.storage import MAX_AMOUNT_MINOR as STORAGE_MAX_AMOUNT_MINOR
-from payhooks.storage import to_minor_units
+from payhooks.storage import minor_unit_exponent, to_minor_units
 
 __all__ = [
     "MAX_AMOUNT_MINOR",
@@ -66,6 +66,9 @@ _AMOUNT_MEMBER = "payment_amount"
 # when it passed, does not work it out a second time.
 _FORM = "__form"
 _AMOUNT_MINOR = "__amount_minor"
+_BARE_AMOUNT_WITHOUT_CURRENCY = (
+    "An amount without a decimal point is taken only in a zero-decimal currency (such as JPY)."
+)
 
 
 @dataclass(slots=True)
@@ -102,8 +105,13 @@ def _unknown_members(
 def _minor_units(amount: Decimal, currency: str) -> int:
     """``amount`` in ``currency``'s minor units, within the ledger's bound.
 
+    An amount written without a decimal point (its exponent is 0) is taken only in a
+    zero-decimal currency, where it cannot be mistaken for minor units.
+
     :raises ValidationError: with the message for the amount member.
     """
+    if amount.as_tuple().exponent == 0 and minor_unit_exponent(currency) != 0:
+        raise ValidationError(f"A {currency} amount needs a decimal point (such as 25.00).")
     try:
         amount_minor = to_minor_units(amount, currency)
     except ValueError as err:
@@ -157,6 +165,9 @@ class PaymentDataSchema(Schema):
                 data[_AMOUNT_MINOR] = _minor_units(data["amount"], data["currency"])
             except ValidationError as err:
                 errors[_AMOUNT_MEMBER] = err.messages
+        elif "amount" in data and data["amount"].as_tuple().exponent == 0:
+            # No currency to tell whether a bare amount is major units: refused with it.
+            errors[_AMOUNT_MEMBER] = [_BARE_AMOUNT_WITHOUT_CURRENCY]
         if errors:
             raise ValidationError(errors)
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hmac
+
 from payhooks.service.sandbox.records import SandboxError
 from payhooks.service.sandbox.settings import SandboxSettings
 from payhooks.service.sandbox.tokens import TokenError, read_token
 
-__all__ = ["authorize"]
+__all__ = ["authorize", "authorize_control"]
 
 
 def authorize(
@@ -56,3 +58,26 @@ def authorize(
             field="x-merchant-account-id",
         )
     return merchant
+
+
+def authorize_control(settings: SandboxSettings, *, authorization: str | None) -> None:
+    """Check the control API's ``Authorization: Bearer <control token>`` when the sandbox has
+    a control token (none: the control API is open, on loopback only).
+
+    The header is compared as bytes in constant time: whatever a client sends (any length,
+    latin-1 text) is a 401, never an error of the sandbox's own.
+
+    :raises SandboxError: 401 ``unauthorized`` (no Bearer token) or
+        ``invalid_control_token``.
+    """
+    expected = settings.control_token
+    if expected is None:
+        return
+    scheme, _, token = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise SandboxError(
+            401, "unauthorized", "The control API needs the sandbox's control token as Bearer."
+        )
+    given = token.strip().encode("utf-8", "surrogateescape")
+    if not hmac.compare_digest(given, expected.encode("ascii")):
+        raise SandboxError(401, "invalid_control_token", "That is not the sandbox's control token.")

@@ -7,7 +7,8 @@
   cancel) and the customer is sent back with a 303.
 - ``/sandbox/...``: control endpoints that are not the service's (settle a payment, read the
   notification log, resend one, switch dropping on and off), for scripts and other languages;
-  Python callers use :class:`~payhooks.service.sandbox.Sandbox` directly.
+  Python callers use :class:`~payhooks.service.sandbox.Sandbox` directly. With a
+  ``control_token`` setting they need it as a Bearer token.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 from flask import Blueprint, Flask, Response, abort, redirect, render_template, request
 from flask.typing import ResponseReturnValue
 
-from payhooks.service.sandbox.access import authorize
+from payhooks.service.sandbox.access import authorize, authorize_control
 from payhooks.service.sandbox.core import Sandbox
 from payhooks.service.sandbox.records import SandboxError, major_units
 from payhooks.service.sandbox.settings import OUTCOMES
@@ -53,7 +54,7 @@ def _body() -> Any:
         raise SandboxError(415, "unsupported_media_type", "The body must be application/json.")
     try:
         return json.loads(request.get_data())
-    except (ValueError, UnicodeDecodeError) as err:
+    except (ValueError, UnicodeDecodeError, RecursionError) as err:
         raise SandboxError(400, "malformed_json", "The body is not valid JSON.") from err
 
 
@@ -167,6 +168,10 @@ def _page(sandbox: Sandbox) -> Blueprint:
 
 def _control(sandbox: Sandbox) -> Blueprint:
     control = Blueprint("control", __name__, url_prefix="/sandbox")
+
+    @control.before_request
+    def check_control_token() -> None:
+        authorize_control(sandbox.settings, authorization=request.headers.get("Authorization"))
 
     @control.post("/transactions/<transaction_id>/<outcome>")
     def settle(transaction_id: str, outcome: str) -> Response:

@@ -36,6 +36,7 @@ from payhooks.service.sandbox.records import (
     SandboxSubscription,
     SandboxTransaction,
     next_period,
+    trial_end_of,
 )
 from payhooks.service.sandbox.replays import Replays
 from payhooks.service.sandbox.settings import OUTCOMES, SandboxSettings
@@ -213,8 +214,7 @@ class Sandbox:
             else None
         )
         now = self._clock()
-        trial_end = None if "trial_end" not in body else datetime.fromisoformat(body["trial_end"])
-        start = trial_end or now
+        start = (trial_end := trial_end_of(body, now)) or now  # a trial delays the first period
         method = body["payment_method"]
         processor = min(self.settings.card_processors)
         transaction = SandboxTransaction(

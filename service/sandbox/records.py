@@ -8,6 +8,7 @@ transactions in the same object (payhooks' assumption).
 from __future__ import annotations
 
 import calendar
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -23,6 +24,7 @@ __all__ = [
     "SandboxTransaction",
     "major_units",
     "next_period",
+    "trial_end_of",
 ]
 
 
@@ -138,7 +140,8 @@ class SandboxSubscription:
             "trial_end": None
             if self.trial_end is None
             else self.trial_end.isoformat(timespec="microseconds"),
-            "metadata": request.get("metadata"),
+            # An object (2.4), so ``{}`` when the request had none.
+            "metadata": request.get("metadata", {}),
             "payment_url_link": self.payment_url_link,
         }
 
@@ -166,9 +169,20 @@ class SandboxBuyer:
 
 
 def major_units(amount_minor: int, currency: str) -> str:
-    """``payment_amount``: major units with the currency's decimals (2500 CNY -> ``25.00``)."""
+    """``payment_amount``: major units with two decimals, as the interface writes it (2500 CNY
+    -> ``25.00``, 3500 JPY -> ``3500.00``), and three for a three-decimal currency, whose
+    amounts two cannot carry (12345 KWD -> ``12.345``)."""
     exponent = minor_unit_exponent(currency)
-    return f"{Decimal(amount_minor).scaleb(-exponent):.{exponent}f}"
+    return f"{Decimal(amount_minor).scaleb(-exponent):.{max(2, exponent)}f}"
+
+
+def trial_end_of(request: Mapping[str, Any], now: datetime) -> datetime | None:
+    """When the trial of a subscription created ``now`` ends: the request's ``trial_end``,
+    else ``now`` plus ``plan.trial_period_days`` when that is above 0, else no trial."""
+    if "trial_end" in request:
+        return datetime.fromisoformat(request["trial_end"])
+    days = request["plan"].get("trial_period_days")
+    return now + timedelta(days=days) if days else None
 
 
 def next_period(start: datetime, interval: str | None) -> datetime:

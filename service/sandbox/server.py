@@ -11,6 +11,7 @@ in the foreground.
 
 from __future__ import annotations
 
+import ipaddress
 import threading
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -27,6 +28,17 @@ __all__ = ["SandboxServer"]
 
 #: How often a sandbox serving in the background checks whether it was told to stop.
 _STOP_POLL_SECONDS = 0.05
+
+
+def _is_loopback(host: str) -> bool:
+    """Whether binding ``host`` listens on this machine only: ``localhost`` or a loopback
+    address. Any other name may resolve to a public address, so it counts as not loopback."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -69,7 +81,16 @@ class SandboxServer:
         ``clock`` is the sandbox's time (creation times, periods, ``payment_time``); the
         notifications' signatures always use the wall clock.
         Whatever was started is stopped again if start-up fails.
+
+        :raises ValueError: ``host`` is not a loopback address and the settings have no
+            ``control_token``: anyone who reaches the address could settle payments and
+            read the notification log.
         """
+        if not _is_loopback(host) and (settings is None or settings.control_token is None):
+            raise ValueError(
+                f"control_token: the sandbox binds {host}, which is not a loopback address; "
+                "give it a control token, or bind 127.0.0.1"
+            )
         sandbox = Sandbox(settings, clock=clock)
         handler = _QuietHandler if (background if quiet is None else quiet) else None
         try:

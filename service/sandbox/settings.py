@@ -86,6 +86,10 @@ class SandboxSettings:
     drop_notifications: bool = False
     page_default_limit: int = DEFAULT_PAGE_LIMIT
     page_max_limit: int = MAX_PAGE_LIMIT
+    #: The Bearer token the control API (``/sandbox/...``) requires; None: the control API
+    #: is open, which :meth:`SandboxServer.start` allows on a loopback address only. 16 to 512
+    #: printable ASCII characters, no spaces.
+    control_token: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         accounts: object = self.merchant_account_ids
@@ -121,6 +125,15 @@ class SandboxSettings:
         for name in ("notify_backoff", "notify_max_backoff", "notify_timeout"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
+        token = self.control_token
+        if token is not None and (
+            not isinstance(token, str)
+            or not 16 <= len(token) <= 512
+            or not all("!" <= c <= "~" for c in token)
+        ):
+            raise ValueError(
+                "control_token must be 16 to 512 printable ASCII characters with no spaces"
+            )
         if self.page_default_limit > self.page_max_limit:
             raise ValueError("page_default_limit must not exceed page_max_limit")
         methods = [self.card_processors, self.orchestrators, self.wallets]

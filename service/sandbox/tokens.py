@@ -20,7 +20,10 @@ from typing import Any
 
 from payhooks.service.errors import ServiceError
 
-__all__ = ["AccessToken", "TokenError", "issue_token", "read_token"]
+__all__ = ["MAX_TOKEN_LENGTH", "AccessToken", "TokenError", "issue_token", "read_token"]
+
+#: The longest access token read: the sandbox's own are a few hundred characters.
+MAX_TOKEN_LENGTH = 8192
 
 
 class TokenError(ServiceError):
@@ -71,6 +74,8 @@ def read_token(token: str, secret: str, *, clock: Callable[[], float] = time.tim
 
     :raises TokenError: malformed, another algorithm, a bad signature, or expired.
     """
+    if len(token) > MAX_TOKEN_LENGTH:
+        raise TokenError(f"The access token is longer than {MAX_TOKEN_LENGTH} characters.")
     parts = token.split(".")
     if len(parts) != 3:
         raise TokenError("The access token is not a JWT (three dot-separated parts).")
@@ -78,7 +83,7 @@ def read_token(token: str, secret: str, *, clock: Callable[[], float] = time.tim
         header = json.loads(_unb64(parts[0]))
         claims = json.loads(_unb64(parts[1]))
         signature = _unb64(parts[2])
-    except (ValueError, UnicodeDecodeError) as err:
+    except (ValueError, UnicodeDecodeError, RecursionError) as err:
         raise TokenError("The access token's parts are not base64url JSON.") from err
     if not isinstance(header, dict) or header.get("alg") != "HS256":
         raise TokenError("The access token is not signed with HS256.")

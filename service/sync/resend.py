@@ -26,10 +26,19 @@ class SandboxResender:
     list, so the log then holds every notification it will ask about).
     """
 
-    def __init__(self, base_url: str, *, access_token: str, timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        access_token: str,
+        control_token: str | None = None,
+        timeout: float = 10.0,
+    ) -> None:
+        """:param control_token: the sandbox's control token, sent instead of
+        ``access_token`` when the sandbox was started with one."""
         self._http = httpx.Client(
             base_url=base_url.rstrip("/"),
-            headers={"Authorization": f"Bearer {access_token}"},
+            headers={"Authorization": f"Bearer {control_token or access_token}"},
             timeout=timeout,
         )
         self._latest: dict[str, int] | None = None

@@ -104,7 +104,18 @@ def test_expect_again_with_different_data_fails_with_one_sentence() -> None:
     ("args", "message"),
     [
         (["order-1", "2500", "XYZ"], "'XYZ' is not an ISO 4217 currency code"),
-        (["--", "order-1", "-5", "CNY"], "-5 is not in the range x>=0"),
+        (["--", "order-1", "-5", "CNY"], "-5 is negative: amounts are 1 or more minor units"),
+        (["order-1", "-5", "CNY"], "-5 is negative: amounts are 1 or more minor units"),
+        (["order-1", "-0", "CNY"], "-0 is negative: amounts are 1 or more minor units"),
+        (["order-1", "0", "CNY"], "0 is no amount to expect: amounts are 1 or more minor units"),
+        (
+            ["sub-1", "100", "CNY", "--subscription", "--plan-amount", "-100"],
+            "-100 is negative: amounts are 1 or more minor units",
+        ),
+        (
+            ["sub-1", "100", "CNY", "--subscription", "--plan-amount", "0"],
+            "0 is no amount to expect: amounts are 1 or more minor units",
+        ),
         (["order-1", "25.00", "CNY"], "'25.00' is not a valid integer"),
         (["order-1", "2500"], "Give EXTERNAL_ID AMOUNT_MINOR CURRENCY, or --csv FILE"),
         ([], "Give EXTERNAL_ID AMOUNT_MINOR CURRENCY, or --csv FILE"),
@@ -175,8 +186,8 @@ def test_expect_csv_again_counts_what_was_already_there(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("bad_line", "message"),
     [
-        ("order-9,12.50,CNY,,,", "amount_minor '12.50' is not a whole, non-negative number"),
-        ("order-9,-1,CNY,,,", "amount_minor '-1' is not a whole"),
+        ("order-9,12.50,CNY,,,", "amount_minor '12.50' is not an amount: amounts are 1 or more"),
+        ("order-9,-1,CNY,,,", "amount_minor '-1' is not an amount"),
         ("order-9,100,XXX,,,", "currency 'XXX' is not an ISO 4217 code"),
         ("order-9,100,CNY,gift,,", "kind 'gift' is neither 'transaction' nor 'subscription'"),
         ("order-9,100,CNY,subscription,,", "a subscription needs plan_amount_minor"),
@@ -290,7 +301,7 @@ _identifier = st.text(
 )
 @given(
     rows=st.lists(
-        st.tuples(_identifier, st.integers(0, 10**12), st.sampled_from(["CNY", "JPY", "KWD"])),
+        st.tuples(_identifier, st.integers(1, 10**12), st.sampled_from(["CNY", "JPY", "KWD"])),
         max_size=8,
         unique_by=lambda row: row[0],
     )
@@ -410,7 +421,7 @@ def _write_rows(path: Path, count: int, last: str | None = None) -> None:
 @pytest.mark.parametrize(
     ("last", "message"),
     [
-        ("order-late,12.50,CNY,,,", "amount_minor '12.50' is not a whole"),
+        ("order-late,12.50,CNY,,,", "amount_minor '12.50' is not an amount"),
         ("order-0000000,999,CNY,,,", "'order-0000000' is already on line 2 with different data"),
         ("order-late,1,CNY,,,\0", "expected 6 fields"),
         ("order-late,1000000000000001,CNY,,,", "amount_minor '1000000000000001' is over the"),
@@ -459,7 +470,7 @@ def test_expect_csv_lists_the_first_bad_rows_and_counts_the_others(tmp_path: Pat
     assert result.exit_code == 1
     listed = [line for line in result.stderr.splitlines() if ": line " in line]
     assert len(listed) == 20
-    assert listed[0].startswith(f"{csv_file}: line 2: amount_minor 'x' is not a whole")
+    assert listed[0].startswith(f"{csv_file}: line 2: amount_minor 'x' is not an amount")
     assert listed[-1].startswith(f"{csv_file}: line 21: ")
     assert result.stderr.endswith("1000 bad row(s) (980 not listed); nothing was registered.\n")
 
@@ -511,3 +522,19 @@ def test_expect_csv_memory_does_not_grow_with_the_file(tmp_path: Path) -> None:
 
     assert peak - baseline < 8_000, (baseline, peak)
     assert len(_payments(tmp_path / "large.db")) == 100_000
+
+
+def test_a_description_may_look_like_a_negative_number() -> None:
+    result = run(["expect", "order-1", "100", "CNY", "--description", "-5"])
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("amount", ["0", "-5"])
+def test_a_csv_row_with_no_amount_or_a_negative_one_is_refused(amount: str) -> None:
+    Path("expected.csv").write_text(
+        f"external_identifier,amount_minor,currency\no-1,{amount},CNY\n"
+    )
+    result = run(["expect", "--csv", "expected.csv"])
+    assert result.exit_code == 1, result.output
+    assert "amount_minor" in result.stderr
+    assert "1 or more minor units" in result.stderr

@@ -503,3 +503,39 @@ def test_reconcile_with_standard_output_on_a_full_device_is_exit_1_in_one_senten
     assert finished.stderr == (
         "Error: The report cannot be written to standard output: No space left on device.\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("since", "until"), [("2026-02-01", "2026-01-01"), ("2026-01-01T08:00:00+08:00", "2026-01-01")]
+)
+def test_until_not_after_since_is_bad_usage(database: Path, since: str, until: str) -> None:
+    result = run(["reconcile", "--database", str(database), "--since", since, "--until", until])
+    assert result.exit_code == 2
+    assert "--until" in result.stderr
+    assert "after --since" in result.stderr
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("report_format", ["table", "csv", "json"])
+def test_a_reader_that_stops_early_ends_the_report_quietly_with_0(
+    tmp_path: Path, report_format: str
+) -> None:
+    """``payhooks reconcile | head``: the pipe closes long before the report ends."""
+    rows = "".join(f"order-{n},100,CNY\n" for n in range(4000))
+    (tmp_path / "expected.csv").write_text("external_identifier,amount_minor,currency\n" + rows)
+    assert run(["expect", "--csv", str(tmp_path / "expected.csv")]).exit_code == 0
+    payhooks = Path(sys.executable).parent / "payhooks"
+    piped = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f"set -o pipefail; {payhooks} reconcile --format {report_format} | head -n 1",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stderr == ""
+    assert len(piped.stdout.splitlines()) == 1

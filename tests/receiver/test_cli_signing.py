@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import shlex
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -20,8 +23,9 @@ pytestmark = pytest.mark.usefixtures("clean_env")
 
 
 def _env_lines(text: str) -> dict[str, str]:
+    """An environment file's values as a shell reads them (quotes removed)."""
     pairs = [line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#")]
-    return dict(pairs)
+    return {name: " ".join(shlex.split(value)) for name, value in pairs}
 
 
 @pytest.fixture
@@ -368,3 +372,69 @@ def test_a_bad_signature_option_is_blamed_on_the_options_never_the_key(
     )
     assert "PAYHOOKS_SECRETS" not in result.stderr
     assert "key cannot be used" not in result.stderr
+
+
+@pytest.mark.parametrize("scheme", sorted(SCHEMES))
+def test_a_keys_file_with_two_keys_sourced_by_bash_verifies_with_both(
+    scheme: str, clean_env: Path, body: Path
+) -> None:
+    """The rotation guide's keys.env: keygen's file with the new key added inside the quotes,
+    before the old one. Loaded the README's way, both keys verify."""
+    setting = "PAYHOOKS_SECRETS" if SCHEMES[scheme].key_kind == "secret" else "PAYHOOKS_PUBLIC_KEYS"
+    pairs = []
+    for name in ("old", "new"):
+        key_file = clean_env / f"{name}-signing.env"
+        result = run(
+            ["keygen", "--scheme", scheme, "--output", f"{name}.env"]
+            + ([] if setting == "PAYHOOKS_SECRETS" else ["--signing-key-file", str(key_file)])
+        )
+        assert result.exit_code == 0, result.output
+        receiver = (clean_env / f"{name}.env").read_text()
+        sender = receiver if setting == "PAYHOOKS_SECRETS" else key_file.read_text()
+        signing_key = _env_lines(sender).get("PAYHOOKS_SIGNING_KEY") or _env_lines(sender)[setting]
+        pairs.append((receiver, _env_lines(receiver)[setting], signing_key))
+    (old_file, old_key, old_signing), (_, new_key, new_signing) = pairs
+    assert old_file.count(old_key) == 1
+    (clean_env / "keys.env").write_text(old_file.replace(old_key, f"{new_key} {old_key}"))
+    for name, signing_key in (("old", old_signing), ("new", new_signing)):
+        headers = get_signer(scheme, signing_key).sign(body.read_bytes())
+        (clean_env / f"{name}-headers.json").write_text(json.dumps(dict(headers)))
+
+    payhooks = Path(sys.executable).parent / "payhooks"
+    script = (
+        "set -euo pipefail\n"
+        "set -a; . ./keys.env; set +a\n"
+        f"{payhooks} verify body.json --headers old-headers.json\n"
+        f"{payhooks} verify body.json --headers new-headers.json\n"
+    )
+    checked = subprocess.run(
+        ["bash", "-c", script], cwd=clean_env, capture_output=True, text=True, check=False
+    )
+
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stdout.count("Valid") == 2, checked.stdout
+
+
+@pytest.mark.parametrize("scheme", sorted(SCHEMES))
+def test_keygen_output_writes_the_receivers_settings_readable_by_its_owner_only(
+    scheme: str, clean_env: Path
+) -> None:
+    result = run(["keygen", "--scheme", scheme, "--output", "keys.env"])
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout == ""
+    written = clean_env / "keys.env"
+    assert written.stat().st_mode & 0o777 == 0o600
+    assert _env_lines(written.read_text())["PAYHOOKS_SIGNATURE_SCHEME"] == scheme
+    assert "keys.env" in result.stderr
+
+
+def test_keygen_output_never_overwrites_a_file(clean_env: Path) -> None:
+    existing = clean_env / "keys.env"
+    existing.write_text("PAYHOOKS_SECRETS='the-key-in-use'\n")
+
+    result = run(["keygen", "--output", "keys.env"])
+
+    assert result.exit_code == 1
+    assert "already exists" in result.stderr
+    assert existing.read_text() == "PAYHOOKS_SECRETS='the-key-in-use'\n"

@@ -428,6 +428,9 @@ def test_transaction_id_may_have_255_characters_and_no_more() -> None:
         ("25.001", "CNY"),
         ("100.50", "JPY"),
         ("1.2345", "KWD"),
+        ("12345", "KWD"),
+        ("-3500", "JPY"),
+        ("3500.", "JPY"),
         ("1,000.00", "CNY"),
         ("1_000.00", "CNY"),
         ("25,00", "CNY"),
@@ -456,6 +459,10 @@ def test_an_amount_that_is_not_exactly_minor_units_is_named(amount: str, currenc
         ("2500.0000", "JPY", 2500),
         ("12.345", "KWD", 12345),
         ("12.30", "KWD", 12300),
+        ("12.300", "KWD", 12300),
+        ("3500", "JPY", 3500),
+        ("0", "JPY", 0),
+        ("3500.00", "JPY", 3500),
         ("1.2345", "CLF", 12345),
         ("10000000000000.00", "CNY", 10**15),
     ],
@@ -652,6 +659,25 @@ def test_every_problem_is_reported_at_once_in_marshmallows_shape() -> None:
         "The notification is not valid: check merchant_transaction_id, "
         "payment_data.payment_amount, payment_data.payment_time."
     )
+
+
+@pytest.mark.parametrize("currency", ["CNY", "KWD"])
+def test_a_whole_amount_without_a_decimal_point_is_refused_where_minor_units_are_not_major(
+    currency: str,
+) -> None:
+    # 2500 could be minor units (25.00 CNY) as well as major ones; only where the two are the
+    # same, in a zero-decimal currency, is the bare form unambiguous.
+    error = refused(make_body(payment_amount="2500", payment_currency_code=currency))
+    assert error.details == {
+        "payment_data": {
+            "payment_amount": [f"A {currency} amount needs a decimal point (such as 25.00)."]
+        }
+    }
+
+
+def test_a_bare_amount_beside_a_bad_currency_is_refused_with_it() -> None:
+    error = refused(make_body(payment_amount="2500", payment_currency_code="yuan"))
+    assert error.fields == ("payment_data.payment_amount", "payment_data.payment_currency_code")
 
 
 def test_the_error_message_never_echoes_the_value_sent() -> None:

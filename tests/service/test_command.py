@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from payhooks.receiver.console import payhooks
+from payhooks.service.sandbox import SandboxServer, SandboxSettings
 
 
 def test_the_console_script_offers_the_sandbox() -> None:
@@ -83,3 +84,36 @@ def test_without_the_service_extra_the_console_works_and_the_sandbox_says_why() 
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("1 ")
     assert "pip install 'payhooks[service]'" in result.stdout
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.10", "shop.example"])
+def test_a_non_loopback_bind_without_a_control_token_is_refused_before_listening(
+    host: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PAYHOOKS_SANDBOX_CONTROL_TOKEN", raising=False)
+    result = CliRunner().invoke(payhooks, ["sandbox", "--host", host, "--port", "0"])
+    assert result.exit_code == 2
+    assert "--control-token" in result.output
+    assert "payhooks sandbox on" not in result.output
+
+
+def test_a_non_loopback_server_needs_a_control_token() -> None:
+    with pytest.raises(ValueError, match="control_token"):
+        SandboxServer.start(host="0.0.0.0")
+    with SandboxServer.start(
+        SandboxSettings(control_token="control-secret-1234567890"), host="0.0.0.0"
+    ) as server:
+        answer = httpx.get(
+            server.url.replace("0.0.0.0", "127.0.0.1") + "/sandbox/notifications",
+            headers={"Authorization": "Bearer control-secret-1234567890"},
+        )
+        assert answer.status_code == 200
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1", "localhost", "127.0.0.2"])
+def test_a_loopback_bind_needs_no_control_token(host: str) -> None:
+    try:
+        server = SandboxServer.start(host=host)
+    except OSError:  # no IPv6 loopback on this machine
+        pytest.skip(f"cannot bind {host}")
+    server.stop()

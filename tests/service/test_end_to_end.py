@@ -16,6 +16,7 @@ from flask import Flask
 
 from payhooks.service.client import ServiceClient
 from payhooks.service.sandbox import NotificationState, SandboxServer
+from payhooks.service.sync import sync_transactions
 from payhooks.storage import Ledger, ReconciliationState
 from payhooks.verify import SCHEMES, generate_keypair
 from tests.support.app import AppFactory
@@ -200,3 +201,68 @@ def test_a_later_period_billed_on_demand_is_reconciled_against_the_plan_amount(
     assert row.received_amount_minor == 990 + 1990 * 2
     later = sandbox.sandbox.subscription(created.id)
     assert later["current_period_start"] > created.current_period_start.isoformat()
+
+
+@pytest.mark.parametrize(
+    ("currency", "amount", "plan_amount"),
+    [("JPY", 3500, 1200), ("KWD", 12345, 4990)],
+    ids=["zero-decimal", "three-decimal"],
+)
+def test_the_whole_flow_reconciles_in_a_currency_without_two_decimals(
+    make_app: AppFactory,
+    serve: Serve,
+    start_sandbox: Callable[..., SandboxServer],
+    make_client: Callable[..., ServiceClient],
+    ledger: Ledger,
+    currency: str,
+    amount: int,
+    plan_amount: int,
+) -> None:
+    """Every form, the hosted page, a billed period and a sync, in JPY (0 decimals) and
+    KWD (3): each payment is ``paid`` with its amount in minor units, and the list agrees."""
+    # A minute between payments, so the ledger can tell the first period from the second.
+    minutes = itertools.count()
+    start = datetime.now(UTC) - timedelta(hours=1)
+    sandbox = _receiver_and_sandbox(
+        make_app, serve, start_sandbox, clock=lambda: start + timedelta(minutes=next(minutes))
+    )
+    client = make_client(access_token=sandbox.issue_token(), base_url=sandbox.url)
+
+    paged = client.create_transaction(
+        orchestrator_transaction("order-page", amount=amount, currency=currency)
+    )
+    assert paged.payment_url is not None
+    with httpx.Client() as person:
+        person.post(paged.payment_url, data={"outcome": "pay"})
+    client.create_transaction(card_transaction("order-card", amount=amount, currency=currency))
+    wallet = client.create_transaction(
+        direct_wallet_transaction("order-wallet", amount=amount, currency=currency)
+    )
+    sandbox.settle(wallet.id, "pay")
+    plan = subscription().plan.__class__(
+        amount=plan_amount, currency=currency, name="Monthly", interval="month"
+    )
+    created = client.create_subscription(
+        subscription("sub-periods", direct=True, amount=amount, currency=currency, plan=plan),
+        client_ip="::1",
+    )
+    sandbox.bill_period(created.id, "pay")
+    assert sandbox.wait_for_notifications(10)
+
+    assert {n.state for n in sandbox.notifications()} == {NotificationState.DELIVERED}
+    for reference in ("order-page", "order-card", "order-wallet"):
+        row = ledger.row(reference)
+        assert row is not None
+        assert (row.state, row.received_currency, row.received_amount_minor) == (
+            ReconciliationState.PAID,
+            currency,
+            amount,
+        )
+    periods = ledger.row("sub-periods")
+    assert periods is not None
+    assert periods.state is ReconciliationState.PAID
+    assert periods.received_amount_minor == amount + plan_amount
+
+    report = sync_transactions(client, ledger)
+    assert report.items == 5
+    assert not report.has_drift, report.drift

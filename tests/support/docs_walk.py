@@ -15,8 +15,9 @@ without touching the tests). Each page is a sequence of fenced blocks, each opti
 - ``<!-- add-to: NAME before: LINE -->``: the reader adds the block to the file ``NAME``, just
   above its last line that reads ``LINE`` (ignoring indentation).
 - ``<!-- server -->`` before a ```` ```sh ```` block: it serves until stopped (the reader's
-  first terminal). It is started in the background with its documented port ``8000`` swapped
-  for a free one, and stopped at the next server block or the end of the walk.
+  first terminal). It is started in the background with its documented port (one of
+  :data:`DOCUMENTED_PORTS`) swapped for a free one, and stopped at the next server block or
+  the end of the walk.
 - ``<!-- with-server -->``: run while that server listens (the reader's second terminal), with
   the port swapped too, and with any ``export NAME=value`` line the server printed run first,
   as the docs tell the reader to.
@@ -50,8 +51,9 @@ from tests.support.processes import free_port, start_listening, stop_session
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 
-#: The port every server command in the docs is written with.
-DOCUMENTED_PORT = 8000
+#: The port each kind of server in the docs is written with, one per kind, so that a reader can
+#: run them side by side: the README's shop (flask, gunicorn), ``payhooks serve``, the sandbox.
+DOCUMENTED_PORTS = {"shop": 8000, "payhooks serve": 8100, "payhooks sandbox": 8400}
 
 _FENCE = re.compile(r"^```(\S*)\s*$")
 _MARKER = re.compile(r"^<!--\s*([a-z-]+)(?::\s*(.*?))?\s*-->$")
@@ -139,13 +141,19 @@ def walks() -> list[list[Path]]:
     return [chain(page) for page in every if after[page] is None]
 
 
-def swap_port(text: str, port: int) -> str:
-    """``text`` with the documented port (``8000``, or ``payhooks serve``'s default) swapped
-    for ``port``, on loopback."""
-    swapped = text.replace(f"0.0.0.0:{DOCUMENTED_PORT}", f"127.0.0.1:{port}")
-    swapped = swapped.replace(f"127.0.0.1:{DOCUMENTED_PORT}", f"127.0.0.1:{port}")
-    swapped = swapped.replace(f"--port {DOCUMENTED_PORT}", f"--port {port}")
-    return re.sub(r"(?m)^(payhooks serve)\s*$", rf"\1 --port {port}", swapped)
+def server_kind(text: str) -> str:
+    """Which kind of server a server block starts: a key of :data:`DOCUMENTED_PORTS`."""
+    for kind in ("payhooks serve", "payhooks sandbox"):
+        if re.search(rf"(?m)^{kind}\b", text):
+            return kind
+    return "shop"
+
+
+def swap_port(text: str, port: int, documented: int) -> str:
+    """``text`` with the ``documented`` port swapped for ``port``, on loopback."""
+    swapped = text.replace(f"0.0.0.0:{documented}", f"127.0.0.1:{port}")
+    swapped = swapped.replace(f"127.0.0.1:{documented}", f"127.0.0.1:{port}")
+    return swapped.replace(f"--port {documented}", f"--port {port}")
 
 
 class ServerError(AssertionError):
@@ -158,9 +166,14 @@ class Server:
     def __init__(self, block: Block, *, folder: Path, env: dict[str, str]) -> None:
         self.block = block
         self.port = free_port()
-        self.command = swap_port(block.text, self.port)
+        kind = server_kind(block.text)
+        #: The port the docs wrote for this server, swapped in the reader's other blocks too.
+        self.documented_port = DOCUMENTED_PORTS[kind]
+        self.command = swap_port(block.text, self.port, self.documented_port)
         if self.command == block.text:
-            raise ServerError(f"{block.where}: a server block must name port {DOCUMENTED_PORT}")
+            raise ServerError(
+                f"{block.where}: a server block of {kind} must name port {self.documented_port}"
+            )
         self.log_path = folder / f".server_line_{block.line}.log"
         self._folder = folder
         self._env = env
@@ -312,7 +325,7 @@ class Walkthrough:
         if block.marker == "with-server":
             if self.server is None:
                 self.fail(block, "needs a server, and no server block came before it", "")
-            text = swap_port(text, self.server.port)
+            text = swap_port(text, self.server.port, self.server.documented_port)
             env = {**env, **self.server.exports(printed_names(text, env))}
         done = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", text],

@@ -209,8 +209,10 @@ class _Builder:
             outcome("ZZ")
             row = ExpectedRow(_R.UNKNOWN_STATUS, currency, amount, None, None)
         elif kind == "invalid":
-            # A bare integer amount: authentic, stored, refused 422 on every try.
-            body = self.body(eid, tx, "PS", amount, currency, at=at, amount_text=str(amount))
+            # A signed amount (a bare integer is valid in a zero-decimal currency): authentic,
+            # stored, refused 422 on every try.
+            text = f"-{_amount_text(amount, currency)}"
+            body = self.body(eid, tx, "PS", amount, currency, at=at, amount_text=text)
             self.send(body, None)
             return
         elif kind == "never-notified":

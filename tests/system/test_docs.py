@@ -15,6 +15,7 @@ import dataclasses
 import http.client
 import json
 import re
+import shlex
 import shutil
 import sqlite3
 from collections.abc import Iterator
@@ -28,8 +29,9 @@ from payhooks.receiver.config import CONFIG_KEYS
 from payhooks.receiver.console import payhooks
 from payhooks.receiver.web.errors import ERROR_CODES
 from payhooks.storage import DeliveryStatus, Outcome, ReconciliationState
-from payhooks.verify import generate_keypair, get_signer
+from payhooks.verify import SCHEMES, generate_keypair, get_signer, get_verifier
 from tests.support.docs_walk import (
+    DOCUMENTED_PORTS,
     README,
     ROOT,
     Block,
@@ -40,6 +42,7 @@ from tests.support.docs_walk import (
     predecessor,
     printed_names,
     read_blocks,
+    server_kind,
     walks,
 )
 from tests.support.live_server import eventually
@@ -90,7 +93,14 @@ def _shop_shipped_the_paid_order(folder: Path) -> None:
 
 
 def _keygen_wrote_an_environment_file(folder: Path) -> None:
-    assert "PAYHOOKS_PUBLIC_KEYS=whpk_" in (folder / "keys.env").read_text()
+    assert "PAYHOOKS_SIGNING_KEY='" in (folder / "payhooks-signing-key.env").read_text()
+    # The rotation guide's keys.env last: the new and the old key, quoted as one value.
+    (line,) = [
+        line
+        for line in (folder / "keys.env").read_text().splitlines()
+        if line.startswith("PAYHOOKS_SECRETS=")
+    ]
+    assert re.fullmatch(r"PAYHOOKS_SECRETS='whsec_\S+ whsec_\S+'", line)
 
 
 def _finance_has_its_reports(folder: Path) -> None:
@@ -164,11 +174,14 @@ def test_every_documented_command_serves_the_readme_app_whole(
             (reader.folder / block.argument).write_text(block.text, encoding="utf-8")
     (keys,) = [block for block in blocks if block.marker is None and "keygen" in block.text]
     reader.shell(keys)
-    environment = dict(
-        line.split("=", 1)
-        for line in (reader.folder / "keys.env").read_text().splitlines()
-        if line and not line.startswith("#")
-    )
+    environment = {
+        name: " ".join(shlex.split(value))  # as the shell reads it: quotes removed
+        for name, value in (
+            line.split("=", 1)
+            for line in (reader.folder / "keys.env").read_text().splitlines()
+            if line and not line.startswith("#")
+        )
+    }
 
     server = reader.start_server(server_block)
     status, checkout = _post(server.port, "/checkout/order-2001")
@@ -364,6 +377,32 @@ def test_the_code_map_draws_every_package_and_nothing_else() -> None:
 
 
 # -- the reference tables -----------------------------------------------------------------------
+
+
+def test_each_kind_of_server_has_its_own_port_in_the_docs() -> None:
+    """The README's shop, ``payhooks serve`` and the sandbox can run side by side as the docs
+    write them: every server block names its kind's port, and no two kinds share one."""
+    ports: dict[str, set[str]] = {}
+    for block in all_blocks():
+        if block.marker == "server":
+            named = re.findall(r"(?:--port |--bind [0-9.]+:)([0-9]+)", block.text)
+            ports.setdefault(server_kind(block.text), set()).update(named)
+    assert ports.keys() == DOCUMENTED_PORTS.keys()
+    assert ports == {kind: {str(port)} for kind, port in DOCUMENTED_PORTS.items()}
+
+
+@pytest.mark.parametrize("page", ["docs/configuration.md", "docs/signatures.md"])
+def test_every_signature_option_is_listed_where_options_are_explained(page: str) -> None:
+    text = (ROOT / page).read_text(encoding="utf-8")
+    options: set[str] = set()
+    for scheme in SCHEMES:
+        # The registry names a scheme's options in the refusal of one it does not take.
+        with pytest.raises(ValueError, match=r"its options: ") as exc_info:
+            get_verifier(scheme, generate_keypair(scheme).verifying_key, no_such_option=1)
+        listed = str(exc_info.value).split("its options: ", 1)[1].rstrip(")")
+        options.update(name for name in listed.split(", ") if name != "none")
+    assert "providers" in options
+    assert sorted(option for option in options if f"`{option}`" not in text) == []
 
 
 def test_the_configuration_reference_lists_every_key() -> None:

@@ -3,8 +3,10 @@ idempotency, cursors, the hosted page and the control API."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -366,3 +368,119 @@ def test_a_subscription_is_billed_only_once_its_first_period_is_settled(
         "not_billable",
     )
     assert _error(web.post("/sandbox/subscriptions/nope/bill/pay"))[:2] == (404, "not_found")
+
+
+# -- the subscription object as the interface types it ---------------------------------------
+
+
+def test_plan_trial_period_days_gives_a_trial(web: FlaskClient, sandbox: Sandbox) -> None:
+    request = wire(subscription())
+    request["plan"]["trial_period_days"] = 14
+    created = _post(web, "/v4/subscriptions", request, _headers(sandbox)).get_json()
+    start = datetime.fromisoformat(created["trial_start"])
+    end = datetime.fromisoformat(created["trial_end"])
+    assert end - start == timedelta(days=14)
+    assert created["current_period_start"] == created["trial_end"]
+
+
+def test_an_explicit_trial_end_wins_over_the_plans_trial_days(
+    web: FlaskClient, sandbox: Sandbox
+) -> None:
+    request = wire(subscription())
+    request["plan"]["trial_period_days"] = 14
+    request["trial_end"] = "2030-01-01T00:00:00+00:00"
+    created = _post(web, "/v4/subscriptions", request, _headers(sandbox)).get_json()
+    assert datetime.fromisoformat(created["trial_end"]) == datetime(2030, 1, 1, tzinfo=UTC)
+
+
+def test_no_trial_without_trial_days_or_trial_end(web: FlaskClient, sandbox: Sandbox) -> None:
+    request = wire(subscription())
+    request["plan"]["trial_period_days"] = 0
+    created = _post(web, "/v4/subscriptions", request, _headers(sandbox)).get_json()
+    assert (created["trial_start"], created["trial_end"]) == (None, None)
+
+
+def test_metadata_not_sent_is_answered_as_an_empty_object(
+    web: FlaskClient, sandbox: Sandbox
+) -> None:
+    request = wire(subscription())
+    request.pop("metadata", None)
+    created = _post(web, "/v4/subscriptions", request, _headers(sandbox)).get_json()
+    assert created["metadata"] == {}
+    request = wire(subscription("sub-2"))
+    request["metadata"] = {"order": "7"}
+    assert _post(web, "/v4/subscriptions", request, _headers(sandbox)).get_json()["metadata"] == {
+        "order": "7"
+    }
+
+
+# -- hostile tokens and bodies ---------------------------------------------------------------
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        f"{_b64(b'[' * 100_000)}.e30.x",  # nested deeper than the parser's recursion
+        f"{_b64(b'{}')}.{_b64(b'[' * 100_000)}.x",
+        "x" * 20_000,
+    ],
+    ids=["deep-header", "deep-claims", "long"],
+)
+def test_a_malformed_access_token_is_a_clean_401(
+    web: FlaskClient, sandbox: Sandbox, token: str
+) -> None:
+    answer = web.get("/buyers", headers={"Authorization": f"Bearer {token}"})
+    assert _error(answer)[:2] == (401, "invalid_token")
+
+
+def test_a_body_nested_too_deeply_is_a_clean_400(web: FlaskClient, sandbox: Sandbox) -> None:
+    answer = web.post(
+        "/v4/transactions",
+        data="[" * 100_000,
+        headers=_headers(sandbox),
+        content_type="application/json",
+    )
+    assert _error(answer)[:2] == (400, "malformed_json")
+
+
+# -- the control token -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def guarded() -> Iterator[FlaskClient]:
+    made = Sandbox(SandboxSettings(control_token="control-secret-1234567890"))
+    yield create_app(made).test_client()
+    made.close()
+
+
+def test_with_a_control_token_the_control_api_needs_it(guarded: FlaskClient) -> None:
+    assert _error(guarded.get("/sandbox/notifications"))[:2] == (401, "unauthorized")
+    wrong = {"Authorization": "Bearer control-secret-0000000000"}
+    assert _error(guarded.get("/sandbox/notifications", headers=wrong))[:2] == (
+        401,
+        "invalid_control_token",
+    )
+    right = {"Authorization": "Bearer control-secret-1234567890"}
+    assert guarded.get("/sandbox/notifications", headers=right).get_json() == []
+
+
+@pytest.mark.parametrize(
+    "header",
+    ["Bearer caf\u00e9-\u00e9t\u00e9", "Bearer ", "Basic abc", "Bearer a b", "\u00ff" * 5000],
+    ids=["latin-1", "empty", "basic", "two-words", "long-latin-1"],
+)
+def test_a_malformed_control_token_is_a_clean_401(guarded: FlaskClient, header: str) -> None:
+    environ = {"HTTP_AUTHORIZATION": header.encode("latin-1").decode("latin-1")}
+    answer = guarded.get("/sandbox/notifications", environ_overrides=environ)
+    status, code, _ = _error(answer)
+    assert (status, code) in {(401, "unauthorized"), (401, "invalid_control_token")}
+
+
+def test_without_a_control_token_the_control_api_stays_open_on_loopback(
+    web: FlaskClient,
+) -> None:
+    assert web.get("/sandbox/notifications").status_code == 200

@@ -106,9 +106,14 @@ def test_the_direct_wallet_sends_only_the_four_base_members(
 
 @pytest.mark.parametrize(
     ("currency", "amount", "written"),
-    [("CNY", 2500, "25.00"), ("JPY", 2500, "2500"), ("KWD", 12345, "12.345")],
+    [
+        ("CNY", 2500, "25.00"),
+        ("JPY", 2500, "2500.00"),
+        ("KWD", 12345, "12.345"),
+        ("KWD", 12340, "12.340"),
+    ],
 )
-def test_the_amount_is_written_in_major_units_with_the_currencys_decimals(
+def test_the_amount_is_written_in_major_units_with_at_least_two_decimals(
     make_sandbox: Callable[..., Sandbox], currency: str, amount: int, written: str
 ) -> None:
     request_ = orchestrator_transaction(currency=currency, amount=amount)

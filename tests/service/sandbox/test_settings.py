@@ -23,6 +23,9 @@ from payhooks.verify import generate_keypair, get_verifier
         ({"notify_backoff": -1}, "notify_backoff"),
         ({"page_default_limit": 200}, "page_default_limit"),
         ({"wallets": frozenset({"stripe"})}, "wallets"),
+        ({"control_token": "short"}, "control_token"),
+        ({"control_token": "a control token with spaces"}, "control_token"),
+        ({"control_token": "caf\u00e9-caf\u00e9-caf\u00e9-caf\u00e9"}, "control_token"),
     ],
 )
 def test_a_bad_setting_is_a_value_error_naming_it(settings: dict[str, Any], named: str) -> None:
