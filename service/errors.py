@@ -11,12 +11,14 @@ Nothing here holds a token or a card number.
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 __all__ = [
     "AlreadyCreatedError",
     "AuthenticationError",
     "ConflictError",
+    "CreationInProgressError",
     "CreationRecordError",
     "ExpectationConflictError",
     "MalformedResponseError",
@@ -96,8 +98,25 @@ class AlreadyCreatedError(ServiceError):
         self.service_id = service_id
 
 
+class CreationInProgressError(ServiceError):
+    """Another attempt to create this ``external_identifier`` is still on its way: it began
+    within the client's timeout and the service's list does not show it yet. Not sent, since
+    both could be made; try again once that attempt has ended."""
+
+    code = "creation_in_progress"
+
+    def __init__(self, external_identifier: str, started_at: datetime) -> None:
+        super().__init__(
+            f"{external_identifier!r} is being created by an attempt begun at "
+            f"{started_at.isoformat()}; it was not sent again."
+        )
+        self.external_identifier = external_identifier
+        #: When the attempt on its way began.
+        self.started_at = started_at
+
+
 class CreationRecordError(ServiceError):
-    """The client could not write its record of a creation attempt."""
+    """The ledger could not record a creation attempt (the cause is chained)."""
 
     code = "creation_record_failed"
 

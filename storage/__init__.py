@@ -49,7 +49,9 @@ from payhooks.storage.rows import (
 )
 from payhooks.storage.sqlite import SCHEMA_VERSION
 from payhooks.storage.sync_rows import (
+    CreationAttempt,
     CreationFailure,
+    CreationState,
     DriftKind,
     DriftRow,
     ListedTransaction,
@@ -69,7 +71,9 @@ __all__ = [
     "SYNCHRONOUS_MODES",
     "ConflictError",
     "CopyReport",
+    "CreationAttempt",
     "CreationFailure",
+    "CreationState",
     "Delivery",
     "DeliveryStatus",
     "DriftKind",

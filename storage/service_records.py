@@ -1,9 +1,9 @@
-"""The service's side of the ledger, ``Ledger.service``: creation failures and the sync's
-records.
+"""The service's side of the ledger, ``Ledger.service``: creation attempts and failures, and
+the sync's records.
 
 One concern: what the service itself says, as opposed to what notifications say. Nothing here
 records an outcome or settles a payment: a change refreshes the payments it touches, whose rows
-then show it as drift (:mod:`payhooks.storage.payment_states`).
+then show it as drift or as a failed creation (:mod:`payhooks.storage.payment_states`).
 """
 
 from __future__ import annotations
@@ -13,13 +13,16 @@ from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Any
 
+import payhooks.storage.creation_attempts as creation_attempts
 import payhooks.storage.payment_states as payment_states
 import payhooks.storage.service_transactions as service_transactions
 from payhooks.storage.currencies import MINOR_UNIT_EXPONENTS
 from payhooks.storage.engines import Engine
 from payhooks.storage.records import PaymentState
 from payhooks.storage.sync_rows import (
+    CreationAttempt,
     CreationFailure,
+    CreationState,
     DriftKind,
     DriftRow,
     ListedTransaction,
@@ -44,6 +47,9 @@ _MARK_SUCCEEDED = (
     "UPDATE payments SET creation = NULL, creation_error = NULL, creation_failed_at = NULL "
     "WHERE external_identifier = ?"
 )
+_KINDS = frozenset({"transaction", "subscription"})
+_CLEAR_FAILURE = _MARK_SUCCEEDED + " AND creation IS NOT NULL"
+_SELECT_PAYMENT = "SELECT 1 FROM payments WHERE external_identifier = ?"
 _SELECT_FAILURE = (
     "SELECT creation, creation_error, creation_failed_at FROM payments "
     "WHERE external_identifier = ? AND creation IS NOT NULL"
@@ -96,7 +102,8 @@ def _values(item: ListedTransaction) -> tuple[Any, ...]:
 
 
 class ServiceRecords:
-    """Creation failures and sync runs: what the service says, kept apart from the outcomes.
+    """Creation attempts and failures, and sync runs: what the service says, kept apart from
+    the outcomes.
 
     Made by :class:`~payhooks.storage.Ledger` over its engine, clock and refresh.
     """
@@ -126,15 +133,20 @@ class ServiceRecords:
         if not isinstance(reason, str) or not reason:
             raise ValueError("reason must be a non-empty string")
         at = to_text(self._clock(), argument="clock()")
-        creation = "refused" if certain else "uncertain"
         with self._write() as conn:
-            cursor = conn.execute(
-                _MARK_FAILED, (creation, reason[:_MAX_ERROR_LENGTH], at, external_identifier)
-            )
-            if not cursor.rowcount:
-                return False
-            self._refresh(conn, external_identifier, at)
-            return True
+            return self._mark_failed(conn, external_identifier, reason, certain, at)
+
+    def _mark_failed(
+        self, conn: Any, external_identifier: str, reason: str, certain: bool, at: str
+    ) -> bool:
+        creation = "refused" if certain else "uncertain"
+        cursor = conn.execute(
+            _MARK_FAILED, (creation, reason[:_MAX_ERROR_LENGTH], at, external_identifier)
+        )
+        if not cursor.rowcount:
+            return False
+        self._refresh(conn, external_identifier, at)
+        return True
 
     def mark_creation_succeeded(self, external_identifier: str) -> bool:
         """Clear a creation failure (a retry created it). True when a payment was found."""
@@ -152,6 +164,90 @@ class ServiceRecords:
         if row is None:
             return None
         return CreationFailure(external_identifier, row[0] == "refused", row[1], from_text(row[2]))
+
+    # -- creation attempts -----------------------------------------------------------------
+
+    def begin_creation(
+        self,
+        external_identifier: str,
+        kind: str,
+        idempotency_key: str | None = None,
+        *,
+        after: int | None = None,
+    ) -> int | None:
+        """Record an attempt to create this expected payment, ``sending``, before it is sent.
+
+        :param kind: ``transaction`` or ``subscription``.
+        :param after: the id of the payment's newest attempt the caller decided from (None:
+            it saw none). Beginning is refused when another attempt began since, so two
+            callers deciding from the same attempt never both send.
+        :returns: the new attempt's id; None when another attempt began since ``after``.
+        :raises ValueError: no payment has this identifier (expect it first), or an unknown
+            ``kind``.
+        """
+        if kind not in _KINDS:
+            raise ValueError(f"kind must be 'transaction' or 'subscription', not {kind!r}")
+        at = to_text(self._clock(), argument="clock()")
+        with self._write() as conn:
+            if conn.execute(_SELECT_PAYMENT, (external_identifier,)).fetchone() is None:
+                raise ValueError(f"external_identifier {external_identifier!r} is not expected")
+            self._engine.lock_payment(conn, external_identifier)
+            return creation_attempts.begin(
+                conn, external_identifier, kind, idempotency_key, at, after=after
+            )
+
+    def finish_creation(
+        self,
+        attempt_id: int,
+        state: CreationState | str,
+        *,
+        service_id: str | None = None,
+        http_status: int | None = None,
+        error_code: str | None = None,
+        error: str | None = None,
+    ) -> bool:
+        """Record how an attempt ended, and mark its payment in the same transaction.
+
+        ``created`` clears the payment's creation failure; ``refused`` and ``uncertain`` mark
+        one, as :meth:`mark_creation_failed` with ``certain`` for ``refused``, the reason being
+        ``"<error_code>: <error>"``. Arguments left None keep what the attempt holds (an
+        uncertain attempt found at the service later keeps its lost answer's error).
+
+        :returns: True when recorded; False when there is no such attempt or it is already
+            ``created`` (a created attempt is never changed).
+        """
+        ended = CreationState(state)
+        if ended is CreationState.SENDING:
+            raise ValueError("an attempt ends created, refused or uncertain, not sending")
+        if error is not None:
+            error = error[:_MAX_ERROR_LENGTH]
+        at = to_text(self._clock(), argument="clock()")
+        values = (service_id, http_status, error_code, error)
+        with self._write() as conn:
+            identifier = creation_attempts.finish(conn, attempt_id, ended, values, at)
+            if identifier is None:
+                return False
+            if ended is CreationState.CREATED:
+                if conn.execute(_CLEAR_FAILURE, (identifier,)).rowcount:
+                    self._refresh(conn, identifier, at)
+            else:
+                reason = ": ".join(part for part in (error_code, error) if part) or ended.value
+                certain = ended is CreationState.REFUSED
+                self._mark_failed(conn, identifier, reason, certain, at)
+            return True
+
+    def creation_attempts(
+        self,
+        external_identifier: str | None = None,
+        *,
+        state: CreationState | str | None = None,
+    ) -> list[CreationAttempt]:
+        """The attempts to create this payment (every payment's, for None), oldest first; only
+        those in ``state`` when given."""
+        wanted = None if state is None else CreationState(state)
+        with self._read() as conn:
+            rows = creation_attempts.select(conn, external_identifier, wanted)
+        return [creation_attempts.to_attempt(row) for row in rows]
 
     # -- sync runs ---------------------------------------------------------------------------
 

@@ -1,7 +1,9 @@
-"""What the ledger takes from, and gives back about, the service's transaction list.
+"""What the ledger takes from, and gives back about, the service: its transaction list and
+the merchant's attempts to create payments there.
 
-Kept apart from :mod:`payhooks.storage.rows` because they belong to one concern,
-``payhooks sync`` (:mod:`payhooks.storage.service_transactions` has their SQL).
+Kept apart from :mod:`payhooks.storage.rows` because they belong to one concern, what the
+service says (:mod:`payhooks.storage.service_transactions` and
+:mod:`payhooks.storage.creation_attempts` have their SQL).
 """
 
 from __future__ import annotations
@@ -13,7 +15,16 @@ from typing import NamedTuple
 
 from payhooks.storage.records import PaymentState
 
-__all__ = ["CreationFailure", "DriftKind", "DriftRow", "ListedTransaction", "SyncRun", "SyncStatus"]
+__all__ = [
+    "CreationAttempt",
+    "CreationFailure",
+    "CreationState",
+    "DriftKind",
+    "DriftRow",
+    "ListedTransaction",
+    "SyncRun",
+    "SyncStatus",
+]
 
 
 class ListedTransaction(NamedTuple):
@@ -91,3 +102,36 @@ class CreationFailure:
     certain: bool
     reason: str
     failed_at: datetime
+
+
+class CreationState(StrEnum):
+    """What became of one attempt to create a payment at the service."""
+
+    #: Asked, no answer yet: on its way, or its sender stopped (a crash leaves it so).
+    SENDING = "sending"
+    #: The service has it: it answered with its id, or its list showed it later.
+    CREATED = "created"
+    #: The service answered 4xx, or the request was refused before sending: not created.
+    REFUSED = "refused"
+    #: No usable answer, or a 5xx: it may exist at the service.
+    UNCERTAIN = "uncertain"
+
+
+@dataclass(frozen=True, slots=True)
+class CreationAttempt:
+    """One attempt to create a payment at the service, from the ``creation_attempts`` table."""
+
+    id: int
+    external_identifier: str
+    #: ``transaction`` or ``subscription``.
+    kind: str
+    idempotency_key: str | None
+    state: CreationState
+    #: The service's id, once created.
+    service_id: str | None
+    http_status: int | None
+    #: The error's stable code (``invalid_request``, ``transport_error``...).
+    error_code: str | None
+    error: str | None
+    started_at: datetime
+    finished_at: datetime | None

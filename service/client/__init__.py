@@ -7,7 +7,6 @@ Rule of this folder: no Flask and nothing of the sandbox; HTTP through httpx onl
 from __future__ import annotations
 
 from payhooks.service.client.client import DEFAULT_WALLET_CHANNEL_CODES, ServiceClient
-from payhooks.service.client.creations import CreationAttempt, CreationLog, CreationState
 from payhooks.service.client.requests import (
     Address,
     BillingDetails,
@@ -25,6 +24,7 @@ from payhooks.service.client.requests import (
 )
 from payhooks.service.client.responses import Buyer, CardSummary, Page, Subscription, Transaction
 from payhooks.service.client.transport import RetryPolicy
+from payhooks.storage import CreationAttempt, CreationState
 
 __all__ = [
     "DEFAULT_WALLET_CHANNEL_CODES",
@@ -37,7 +37,6 @@ __all__ = [
     "CardTransaction",
     "CartItem",
     "CreationAttempt",
-    "CreationLog",
     "CreationState",
     "Customer",
     "DirectWalletTransaction",

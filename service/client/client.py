@@ -3,8 +3,11 @@
 Creating a payment is three steps in one call, in this order: check the request against the
 interface (nothing is sent, nothing registered if it fails); register the expected payment in
 the ledger, so a notification that arrives before the answer is already expected; send it,
-and record in the :class:`~payhooks.service.client.CreationLog` what became of it, so a
-refused or unanswered creation is marked as such rather than left looking pending.
+recording the attempt in the ledger (``ledger.service``) before and what became of it after, so
+a refused or unanswered creation is marked as such rather than left looking pending.
+
+A transaction creation has no idempotency key, so an attempt whose answer was lost is never
+simply sent again: the service's list is asked first whether it has the reference.
 """
 
 from __future__ import annotations
@@ -12,11 +15,11 @@ from __future__ import annotations
 import ipaddress
 import uuid
 from collections.abc import Callable, Collection, Iterator
-from typing import Any, TypeVar
+from datetime import UTC, datetime, timedelta
+from typing import Any, ParamSpec, TypeVar
 
 import httpx
 
-from payhooks.service.client.creations import CreationLog, CreationState
 from payhooks.service.client.requests import SubscriptionRequest, TransactionRequest
 from payhooks.service.client.responses import (
     Buyer,
@@ -28,6 +31,8 @@ from payhooks.service.client.responses import (
 from payhooks.service.client.transport import RetryPolicy, Transport
 from payhooks.service.errors import (
     AlreadyCreatedError,
+    CreationInProgressError,
+    CreationRecordError,
     ExpectationConflictError,
     RequestValidationError,
     ServiceError,
@@ -38,15 +43,25 @@ from payhooks.service.interface import (
     validate_subscription,
     validate_transaction,
 )
-from payhooks.storage import ConflictError, Ledger
+from payhooks.storage import (
+    ConflictError,
+    CreationAttempt,
+    CreationState,
+    Ledger,
+    StorageError,
+)
 
 __all__ = ["DEFAULT_WALLET_CHANNEL_CODES", "ServiceClient"]
 
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
 
 #: The interface's ``<wallet_channel_code>`` (the channel that makes ``billing_details`` and
 #: ``cart_items`` required) is a placeholder; payhooks assumes ``WALLET`` unless told.
 DEFAULT_WALLET_CHANNEL_CODES: frozenset[str] = frozenset({"WALLET"})
+
+# An attempt in these states may have made the payment: the service's list is asked first.
+_UNRESOLVED = frozenset({CreationState.SENDING, CreationState.UNCERTAIN})
 
 
 class ServiceClient:
@@ -56,9 +71,9 @@ class ServiceClient:
     :param access_token: the JWT sent as ``Authorization: Bearer``; how it is obtained is not
         shown by the interface, so the client takes it ready-made.
     :param merchant_account_id: sent as ``x-merchant-account-id`` on every call.
-    :param ledger: where expected payments are registered before they are created; None for
-        a client that only lists (creating then raises ``ValueError``).
-    :param creations: the record of creation attempts; an in-memory one by default.
+    :param ledger: where expected payments are registered before they are created, and each
+        creation attempt is recorded (``ledger.service.creation_attempts``); None for a client
+        that only lists (creating then raises ``ValueError``).
     :param timeout: seconds for each try (connect, read, write, pool).
     :param retry: how idempotent calls are retried.
     :param wallet_channel_codes: the ``payment_channel_code`` values of the wallet channel.
@@ -73,7 +88,6 @@ class ServiceClient:
         access_token: str,
         merchant_account_id: str,
         ledger: Ledger | None = None,
-        creations: CreationLog | None = None,
         timeout: float = 10.0,
         retry: RetryPolicy | None = None,
         wallet_channel_codes: Collection[str] = DEFAULT_WALLET_CHANNEL_CODES,
@@ -100,18 +114,12 @@ class ServiceClient:
             **extra,
         )
         self._ledger = ledger
-        #: What became of every creation this client attempted.
-        self.creations = creations or CreationLog()
-        # An in-memory log made here is this client's to close; a caller's log is the caller's.
-        self._owns_creations = creations is None
+        self._timeout = timeout
         self._wallet_codes = frozenset(wallet_channel_codes)
 
     def close(self) -> None:
-        """Close the HTTP connections the client opened, and the creation log it made itself
-        (not the ledger, not a log the caller passed in)."""
+        """Close the HTTP connections the client opened (not the ledger)."""
         self._transport.close()
-        if self._owns_creations:
-            self.creations.close()
 
     def __enter__(self) -> ServiceClient:
         return self
@@ -125,32 +133,46 @@ class ServiceClient:
         """``POST /v4/transactions`` in the request's shape, after expecting it in the ledger.
 
         Not retried after a timeout or a 5xx: the interface gives transactions no idempotency
-        key, so a second try could charge twice. The attempt is then recorded ``uncertain``.
+        key, so a second try could charge twice. The attempt is then recorded ``uncertain``,
+        and a later call for the same reference asks the service's list before sending: when
+        the list has it, that attempt is recorded ``created`` and the listed transaction is
+        returned, nothing sent.
 
         :raises RequestValidationError: the request breaks the interface; nothing was sent.
         :raises ExpectationConflictError: the ledger expects this reference with other data.
-        :raises AlreadyCreatedError: this client's record says it was created already.
+        :raises AlreadyCreatedError: the ledger records it created already.
+        :raises CreationInProgressError: another attempt for it is still on its way.
         :raises TransportError: no answer (the payment may exist at the service).
         :raises ServiceResponseError: the service refused it (a subclass per status).
         """
         body = request.to_wire()
         validate_transaction(body, request.shape)
-        self._refuse_second_creation(request.external_identifier, None)
+        ledger = self._require_ledger()
+        reference = request.external_identifier
+        latest = self._latest_attempt(ledger, reference)
+        if latest is not None and latest.state is CreationState.CREATED:
+            raise AlreadyCreatedError(reference, latest.service_id)
         self._expect(
             lambda ledger: ledger.expect_transaction(
-                request.external_identifier,
+                reference,
                 request.amount,
                 request.currency,
                 description=request.ledger_description(),
                 metadata=request.ledger_metadata(),
             ),
-            request.external_identifier,
+            reference,
         )
+        if latest is not None and latest.state in _UNRESOLVED:
+            listed = self._resolve(ledger, latest)
+            if listed is not None:
+                return listed
         return self._create(
+            ledger,
             "transaction",
-            request.external_identifier,
+            reference,
             "/v4/transactions",
             body,
+            after=None if latest is None else latest.id,
             idempotency_key=None,
             headers={},
             read=Transaction.from_wire,
@@ -168,7 +190,11 @@ class ServiceClient:
         :param client_ip: the customer's IP address, sent as ``X-Forwarded-For`` (required).
         :param idempotency_key: sent as ``idempotency-key``; a fresh UUID when None. Every
             retry of this call reuses it, so the service makes the subscription at most once;
-            to retry a call that raised, pass the key it used (``creations.latest(...)``).
+            to retry a call that raised, pass the key it used (the ``idempotency_key`` of its
+            attempt in ``ledger.service.creation_attempts(...)``). A call with another key (or
+            none) while the last attempt is ``uncertain`` asks the service's list first, as
+            :meth:`create_transaction` does, and raises :class:`AlreadyCreatedError` when the
+            list has the reference.
         """
         try:
             ipaddress.ip_address(client_ip)
@@ -183,44 +209,87 @@ class ServiceClient:
             )
         body = request.to_wire()
         validate_subscription(body, wallet_channel_codes=self._wallet_codes)
-        self._refuse_second_creation(request.external_identifier, key)
+        ledger = self._require_ledger()
+        reference = request.external_identifier
+        latest = self._latest_attempt(ledger, reference)
+        # The same key again is the interface's own guarantee: the service answers the first.
+        same_key = latest is not None and latest.idempotency_key == key
+        if latest is not None and latest.state is CreationState.CREATED and not same_key:
+            raise AlreadyCreatedError(reference, latest.service_id)
         self._expect(
             lambda ledger: ledger.expect_subscription(
-                request.external_identifier,
+                reference,
                 request.amount,
                 request.currency,
                 request.plan.amount,
                 description=request.description,
                 metadata=request.metadata,
             ),
-            request.external_identifier,
+            reference,
         )
+        if latest is not None and latest.state in _UNRESOLVED and not same_key:
+            listed = self._resolve(ledger, latest)
+            if listed is not None:
+                raise AlreadyCreatedError(reference, listed.id)
         return self._create(
+            ledger,
             "subscription",
-            request.external_identifier,
+            reference,
             "/v4/subscriptions",
             body,
+            after=None if latest is None else latest.id,
             idempotency_key=key,
             headers={"X-Forwarded-For": client_ip, "idempotency-key": key},
             read=Subscription.from_wire,
         )
 
-    def _refuse_second_creation(self, external_identifier: str, key: str | None) -> None:
-        """A reference this client already created is not sent again, unless it is the same
-        subscription call again (its idempotency key makes the service answer the first)."""
-        latest = self.creations.latest(external_identifier)
-        if (
-            latest is not None
-            and latest.state is CreationState.CREATED
-            and (key is None or latest.idempotency_key != key)
-        ):
-            raise AlreadyCreatedError(external_identifier, latest.service_id)
-
-    def _expect(self, register: Callable[[Ledger], bool], external_identifier: str) -> None:
+    def _require_ledger(self) -> Ledger:
         if self._ledger is None:
             raise ValueError("this client has no ledger: pass ledger= to create payments")
+        return self._ledger
+
+    def _latest_attempt(self, ledger: Ledger, reference: str) -> CreationAttempt | None:
+        attempts = self._record(ledger.service.creation_attempts, reference)
+        return attempts[-1] if attempts else None
+
+    def _resolve(self, ledger: Ledger, latest: CreationAttempt) -> Transaction | None:
+        """Ask the service's list whether an attempt without an answer made the payment.
+
+        Listed: the attempt is recorded ``created`` with the listed id (its payment's failure
+        mark cleared), and the listed transaction returned. Not listed: None, and the caller
+        may send, unless the attempt is ``sending`` and young enough to be still on its way.
+        """
+        reference = latest.external_identifier
+        # The interface's list has no filter: the whole list is read, page by page.
+        for listed in self.transactions(limit=MAX_PAGE_LIMIT):
+            if listed.external_identifier == reference:
+                self._record(
+                    ledger.service.finish_creation,
+                    latest.id,
+                    CreationState.CREATED,
+                    service_id=listed.id,
+                )
+                return listed
+        in_flight = timedelta(seconds=self._timeout)
+        if latest.state is CreationState.SENDING and (
+            datetime.now(UTC) - latest.started_at < in_flight
+        ):
+            raise CreationInProgressError(reference, latest.started_at)
+        return None
+
+    def _record(self, call: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        """A write or read of the ledger's creation attempts, its failure as the client's."""
         try:
-            register(self._ledger)
+            return call(*args, **kwargs)
+        except StorageError as err:
+            raise CreationRecordError(
+                f"The ledger could not record the creation attempt: {err}"
+            ) from err
+
+    def _expect(self, register: Callable[[Ledger], bool], external_identifier: str) -> None:
+        ledger = self._require_ledger()
+        try:
+            register(ledger)
         except ConflictError as err:
             raise ExpectationConflictError(external_identifier, tuple(err.fields)) from err
         except ValueError as err:  # the ledger's own checks (an unknown currency code)
@@ -233,16 +302,27 @@ class ServiceClient:
 
     def _create(
         self,
+        ledger: Ledger,
         kind: str,
         external_identifier: str,
         path: str,
         body: dict[str, Any],
         *,
+        after: int | None,
         idempotency_key: str | None,
         headers: dict[str, str],
         read: Callable[[Any], _T],
     ) -> _T:
-        attempt = self.creations.begin(external_identifier, kind, idempotency_key)
+        attempt = self._record(
+            ledger.service.begin_creation, external_identifier, kind, idempotency_key, after=after
+        )
+        if attempt is None:  # another call began an attempt since this one looked
+            latest = self._latest_attempt(ledger, external_identifier)
+            assert latest is not None
+            if latest.state is CreationState.CREATED:
+                raise AlreadyCreatedError(external_identifier, latest.service_id)
+            raise CreationInProgressError(external_identifier, latest.started_at)
+        service = ledger.service
         try:
             answer = read(
                 self._transport.call(
@@ -251,36 +331,33 @@ class ServiceClient:
             )
         except ServiceResponseError as err:
             state = CreationState.UNCERTAIN if err.status >= 500 else CreationState.REFUSED
-            self.creations.finish(
+            self._record(
+                service.finish_creation,
                 attempt,
                 state,
                 http_status=err.status,
                 error_code=err.service_code or err.code,
                 error=err.message,
             )
-            self._mark_failed(external_identifier, err, certain=state is CreationState.REFUSED)
             raise
         except ServiceError as err:
-            self.creations.finish(
-                attempt, CreationState.UNCERTAIN, error_code=err.code, error=err.message
+            self._record(
+                service.finish_creation,
+                attempt,
+                CreationState.UNCERTAIN,
+                error_code=err.code,
+                error=err.message,
             )
-            self._mark_failed(external_identifier, err, certain=False)
             raise
-        self.creations.finish(
-            attempt, CreationState.CREATED, service_id=getattr(answer, "id", None), http_status=200
+        service_id = getattr(answer, "id", None)
+        self._record(
+            service.finish_creation,
+            attempt,
+            CreationState.CREATED,
+            service_id=service_id,
+            http_status=200,
         )
-        if self._ledger is not None and self._ledger.service.creation_failure(external_identifier):
-            self._ledger.service.mark_creation_succeeded(external_identifier)  # a retry made it
         return answer
-
-    def _mark_failed(self, external_identifier: str, err: ServiceError, *, certain: bool) -> None:
-        """Tell the ledger too, so the reconciliation shows it (``not_created`` when certain)
-        rather than a payment forever ``pending``; the error raised is still ``err``."""
-        if self._ledger is not None:
-            code = getattr(err, "service_code", None) or err.code
-            self._ledger.service.mark_creation_failed(
-                external_identifier, reason=f"{code}: {err.message}", certain=certain
-            )
 
     # -- lists -----------------------------------------------------------------------------
 

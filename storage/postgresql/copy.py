@@ -31,6 +31,7 @@ __all__ = ["TABLES", "copy_ledger"]
 #: The tables copied, in an order their references allow.
 TABLES = (
     "payments",
+    "creation_attempts",
     "deliveries",
     "outcomes",
     "owed_signals",
@@ -41,6 +42,7 @@ TABLES = (
     "service_transactions",
 )
 _WITH_IDS = (
+    "creation_attempts",
     "deliveries",
     "outcomes",
     "owed_signals",

@@ -57,6 +57,22 @@ TABLES = (
         creation_failed_at TEXT,
         CHECK ((kind = 'subscription') = (plan_amount_minor IS NOT NULL))
     ) WITHOUT ROWID""",
+    """
+    CREATE TABLE creation_attempts (
+        id INTEGER PRIMARY KEY,
+        external_identifier TEXT NOT NULL REFERENCES payments (external_identifier),
+        kind TEXT NOT NULL CHECK (kind IN ('transaction', 'subscription')),
+        idempotency_key TEXT,
+        -- sending: asked, no answer yet; then created, refused or uncertain (answer lost).
+        state TEXT NOT NULL CHECK (state IN ('sending', 'created', 'refused', 'uncertain')),
+        service_id TEXT,
+        http_status INTEGER,
+        error_code TEXT,
+        error TEXT,
+        started_at TEXT NOT NULL,
+        finished_at TEXT
+    )""",
+    "CREATE INDEX creation_attempts_identifier ON creation_attempts (external_identifier, id)",
     f"""
     CREATE TABLE deliveries (
         id INTEGER PRIMARY KEY,

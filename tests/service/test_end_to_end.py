@@ -14,6 +14,7 @@ import httpx
 import pytest
 from flask import Flask
 
+from payhooks.service import ServiceError
 from payhooks.service.client import ServiceClient
 from payhooks.service.sandbox import NotificationState, SandboxServer
 from payhooks.service.sync import sync_transactions
@@ -266,3 +267,29 @@ def test_the_whole_flow_reconciles_in_a_currency_without_two_decimals(
     report = sync_transactions(client, ledger)
     assert report.items == 5
     assert not report.has_drift, report.drift
+
+
+@pytest.mark.parametrize("fault", ["lost", "late"])
+def test_a_creation_whose_answer_was_lost_then_retried_charges_once_and_reconciles_paid(
+    make_app: AppFactory,
+    serve: Serve,
+    start_sandbox: Callable[..., SandboxServer],
+    make_client: Callable[..., ServiceClient],
+    ledger: Ledger,
+    fault: str,
+) -> None:
+    sandbox = _receiver_and_sandbox(make_app, serve, start_sandbox)
+    client = make_client(access_token=sandbox.issue_token(), base_url=sandbox.url, timeout=0.5)
+    if fault == "lost":
+        sandbox.sandbox.lose_next_answers(1)  # made and paid by the test card; answered 503
+    else:
+        sandbox.sandbox.delay_next_answers(1.5)  # made and paid; answered after the timeout
+    with pytest.raises(ServiceError):
+        client.create_transaction(card_transaction("order-retried"))
+    client.create_transaction(card_transaction("order-retried"))  # what a shop would do
+
+    listed = [t.external_identifier for t in client.transactions()]
+    assert listed == ["order-retried"]  # one charge
+    assert sandbox.wait_for_notifications(10)
+    assert len(sandbox.notifications()) == 1
+    assert ledger.state("order-retried") is ReconciliationState.PAID

@@ -352,8 +352,8 @@ def test_both_engines_reconcile_the_same_writes_alike(
 ) -> None:
     with Ledger(postgres_url, clock=FixedClock()) as pg:
         tables(pg).execute(
-            "TRUNCATE owed_signals, outcomes, deliveries, payments, payment_states, "
-            "service_transactions, sync_runs RESTART IDENTITY"
+            "TRUNCATE owed_signals, outcomes, deliveries, creation_attempts, payments, "
+            "payment_states, service_transactions, sync_runs RESTART IDENTITY"
         )
         with (
             tempfile.TemporaryDirectory() as folder,

@@ -25,6 +25,7 @@ def test_a_new_file_gets_every_table_and_the_view(tmp_path: Path) -> None:
         assert set(db.table_names()) == {
             "_sqlite_migrations",
             "payments",
+            "creation_attempts",
             "deliveries",
             "rejected_deliveries",
             "outcomes",

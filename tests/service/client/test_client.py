@@ -4,6 +4,7 @@ ledger expectation, the creation record, typed errors, retries and cursor iterat
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -13,6 +14,7 @@ from payhooks.service import (
     AlreadyCreatedError,
     AuthenticationError,
     ConflictError,
+    CreationInProgressError,
     ExpectationConflictError,
     PermissionDeniedError,
     RequestValidationError,
@@ -20,7 +22,7 @@ from payhooks.service import (
     ServiceUnavailableError,
     TransportError,
 )
-from payhooks.service.client import CreationState, ServiceClient
+from payhooks.service.client import CreationAttempt, CreationState, ServiceClient
 from payhooks.service.sandbox import SandboxServer
 from payhooks.storage import Ledger, ReconciliationState
 from tests.support.service import (
@@ -45,7 +47,7 @@ def test_each_transaction_shape_is_created_processing_and_expected_in_the_ledger
     assert created.status == "processing"
     assert created.external_identifier == "order-42"
     assert ledger.state("order-42") is ReconciliationState.PENDING
-    attempt = client.creations.latest("order-42")
+    attempt = _latest(ledger, "order-42")
     assert attempt is not None
     assert attempt.state is CreationState.CREATED
     assert attempt.service_id == created.id
@@ -151,7 +153,7 @@ def test_a_refused_creation_is_recorded_refused_with_the_services_code(
     assert exc_info.value.service_code == "not_a_test_card"
     assert exc_info.value.field == "payment_method.payment_method_data.card.number"
     assert b"not_a_test_card" in exc_info.value.body
-    attempt = client.creations.latest("order-real-card")
+    attempt = _latest(ledger, "order-real-card")
     assert attempt is not None
     assert attempt.state is CreationState.REFUSED
     assert attempt.http_status == 400
@@ -168,6 +170,11 @@ def test_a_refused_creation_is_recorded_refused_with_the_services_code(
     assert ledger.state("order-real-card") is not ReconciliationState.NOT_CREATED
 
 
+def _latest(ledger: Ledger, reference: str) -> CreationAttempt | None:
+    attempts = ledger.service.creation_attempts(reference)
+    return attempts[-1] if attempts else None
+
+
 def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -181,7 +188,7 @@ def test_no_answer_is_a_transport_error_recorded_uncertain(
     with pytest.raises(TransportError) as exc_info:
         client.create_transaction(direct_wallet_transaction("order-lost"))
     assert exc_info.value.code == "transport_error"
-    attempt = client.creations.latest("order-lost")
+    attempt = _latest(ledger, "order-lost")
     assert attempt is not None
     assert attempt.state is CreationState.UNCERTAIN
     # It may exist at the service: pending until a sync or an outcome tells.
@@ -192,14 +199,14 @@ def test_no_answer_is_a_transport_error_recorded_uncertain(
 
 
 def test_a_transaction_is_not_retried_after_a_lost_answer(
-    client: ServiceClient, sandbox: SandboxServer
+    client: ServiceClient, sandbox: SandboxServer, ledger: Ledger
 ) -> None:
     sandbox.sandbox.lose_next_answers(1)
     with pytest.raises(ServiceUnavailableError) as exc_info:
         client.create_transaction(direct_wallet_transaction("order-once"))
     assert exc_info.value.status == 503
     assert len(sandbox.sandbox.requests) == 1  # a second try could have charged twice
-    attempt = client.creations.latest("order-once")
+    attempt = _latest(ledger, "order-once")
     assert attempt is not None
     assert attempt.state is CreationState.UNCERTAIN
 
@@ -227,14 +234,14 @@ def test_a_caller_retry_with_the_same_key_gets_the_same_subscription(
 
 
 def test_a_key_reused_with_another_body_is_a_conflict_with_its_code(
-    client: ServiceClient,
+    client: ServiceClient, ledger: Ledger
 ) -> None:
     client.create_subscription(subscription("sub-a"), client_ip="::1", idempotency_key="k-2")
     with pytest.raises(ConflictError) as exc_info:
         client.create_subscription(subscription("sub-b"), client_ip="::1", idempotency_key="k-2")
     assert exc_info.value.status == 409
     assert exc_info.value.service_code == "idempotency_key_reused"
-    attempt = client.creations.latest("sub-b")
+    attempt = _latest(ledger, "sub-b")
     assert attempt is not None
     assert attempt.state is CreationState.REFUSED
 
@@ -320,10 +327,10 @@ def test_a_refused_creation_may_be_retried(
     stale = make_client(access_token="a.b.c")  # a token the service does not accept
     with pytest.raises(AuthenticationError):
         stale.create_transaction(direct_wallet_transaction("order-again"))
-    fresh = make_client(creations=stale.creations)
+    fresh = make_client()
     created = fresh.create_transaction(direct_wallet_transaction("order-again"))
     assert created.status == "processing"
-    assert [a.state for a in fresh.creations.attempts()] == [
+    assert [a.state for a in ledger.service.creation_attempts("order-again")] == [
         CreationState.REFUSED,
         CreationState.CREATED,
     ]
@@ -343,14 +350,113 @@ def test_a_timed_out_subscription_is_retried_with_its_key_and_made_once(
 
 
 def test_a_timed_out_transaction_is_not_retried_and_recorded_uncertain(
-    make_client: Callable[..., ServiceClient], sandbox: SandboxServer
+    make_client: Callable[..., ServiceClient], sandbox: SandboxServer, ledger: Ledger
 ) -> None:
     client = make_client(timeout=0.3)
     sandbox.sandbox.delay_next_answers(1.0)
     with pytest.raises(TransportError):
         client.create_transaction(direct_wallet_transaction("order-slow"))
     assert len(sandbox.sandbox.requests) == 1
-    attempt = client.creations.latest("order-slow")
+    attempt = _latest(ledger, "order-slow")
     assert attempt is not None
     assert attempt.state is CreationState.UNCERTAIN
     assert attempt.error_code == "transport_error"
+
+
+def _posts(sandbox: SandboxServer) -> int:
+    return sum(1 for method, _, _ in sandbox.sandbox.requests if method == "POST")
+
+
+def test_a_lost_answer_then_a_retry_finds_the_transaction_listed_and_sends_nothing(
+    client: ServiceClient, sandbox: SandboxServer, ledger: Ledger
+) -> None:
+    sandbox.sandbox.lose_next_answers(1)  # processed: the service has it
+    with pytest.raises(ServiceUnavailableError):
+        client.create_transaction(direct_wallet_transaction("order-lost-answer"))
+    again = client.create_transaction(direct_wallet_transaction("order-lost-answer"))
+    assert _posts(sandbox) == 1
+    (listed,) = client.transactions()
+    assert again.id == listed.id
+    assert again.payment_url is not None  # the sandbox lists what it answered
+    (attempt,) = ledger.service.creation_attempts("order-lost-answer")
+    assert attempt.state is CreationState.CREATED
+    assert attempt.service_id == listed.id
+    assert attempt.http_status == 503  # the lost answer stays on record
+    assert ledger.service.creation_failure("order-lost-answer") is None
+    # Now created: a third call is refused as any created reference is.
+    with pytest.raises(AlreadyCreatedError) as exc_info:
+        client.create_transaction(direct_wallet_transaction("order-lost-answer"))
+    assert exc_info.value.service_id == listed.id
+    assert _posts(sandbox) == 1
+
+
+def test_a_timed_out_transaction_retried_is_found_at_the_service_and_made_once(
+    make_client: Callable[..., ServiceClient], sandbox: SandboxServer, ledger: Ledger
+) -> None:
+    client = make_client(timeout=0.3)
+    sandbox.sandbox.delay_next_answers(1.0)  # processed, answered after the timeout
+    with pytest.raises(TransportError):
+        client.create_transaction(direct_wallet_transaction("order-late"))
+    again = client.create_transaction(direct_wallet_transaction("order-late"))
+    assert _posts(sandbox) == 1
+    assert [t.id for t in client.transactions()] == [again.id]
+    assert [a.state for a in ledger.service.creation_attempts("order-late")] == [
+        CreationState.CREATED
+    ]
+
+
+def test_an_uncertain_creation_the_service_lacks_is_sent_again(
+    make_client: Callable[..., ServiceClient], sandbox: SandboxServer, ledger: Ledger
+) -> None:
+    unreachable = make_client(base_url=f"http://127.0.0.1:{_closed_port()}")
+    with pytest.raises(TransportError):
+        unreachable.create_transaction(direct_wallet_transaction("order-unsent"))
+    created = make_client().create_transaction(direct_wallet_transaction("order-unsent"))
+    assert _posts(sandbox) == 1
+    assert [t.id for t in make_client().transactions()] == [created.id]
+    assert [a.state for a in ledger.service.creation_attempts("order-unsent")] == [
+        CreationState.UNCERTAIN,
+        CreationState.CREATED,
+    ]
+    assert ledger.service.creation_failure("order-unsent") is None
+
+
+def test_an_attempt_still_sending_and_not_listed_is_not_sent_twice(
+    client: ServiceClient, sandbox: SandboxServer, ledger: Ledger
+) -> None:
+    ledger.expect_transaction("order-busy", 8880, "CNY", description="A teapot")
+    assert ledger.service.begin_creation("order-busy", "transaction") is not None
+    with pytest.raises(CreationInProgressError) as exc_info:
+        client.create_transaction(direct_wallet_transaction("order-busy"))
+    assert exc_info.value.code == "creation_in_progress"
+    assert _posts(sandbox) == 0
+
+
+def test_an_attempt_left_sending_past_the_timeout_and_not_listed_is_sent_again(
+    make_client: Callable[..., ServiceClient], sandbox: SandboxServer, ledger: Ledger
+) -> None:
+    client = make_client(timeout=0.05)
+    ledger.expect_transaction("order-crashed", 8880, "CNY", description="A teapot")
+    ledger.service.begin_creation("order-crashed", "transaction")  # its sender died
+    time.sleep(0.1)
+    client.create_transaction(direct_wallet_transaction("order-crashed"))
+    assert _posts(sandbox) == 1
+    assert [a.state for a in ledger.service.creation_attempts("order-crashed")] == [
+        CreationState.SENDING,
+        CreationState.CREATED,
+    ]
+
+
+def test_an_uncertain_subscription_asked_again_with_a_new_key_is_found_listed(
+    client: ServiceClient, sandbox: SandboxServer, ledger: Ledger
+) -> None:
+    sandbox.sandbox.lose_next_answers(3)  # every try of the call, under one key
+    with pytest.raises(ServiceUnavailableError):
+        client.create_subscription(subscription("sub-lost"), client_ip="::1")
+    with pytest.raises(AlreadyCreatedError) as exc_info:
+        client.create_subscription(subscription("sub-lost"), client_ip="::1")
+    (listed,) = client.transactions()
+    assert exc_info.value.service_id == listed.id
+    assert _posts(sandbox) == 3
+    (attempt,) = ledger.service.creation_attempts("sub-lost")
+    assert attempt.state is CreationState.CREATED
