@@ -103,6 +103,8 @@ from pathlib import Path
 from typing import Any
 
 from flask import Flask
+from flask.testing import FlaskClient
+from werkzeug.test import TestResponse
 
 from bench.floor_app import (
     FLOOR_SUFFIX,
@@ -154,10 +156,22 @@ POSTGRES = "postgresql"
 
 
 def register(database: Path | str, first: int, count: int) -> None:
-    """Register ``count`` expected payments, ``order-<first>`` onwards."""
-    with Ledger(database) as ledger:
+    """Register ``count`` expected payments, ``order-<first>`` onwards, in one transaction."""
+    with Ledger(database) as ledger, ledger.transaction():
         for number in range(first, first + count):
             ledger.expect_transaction(f"order-{number}", 2500, "CNY")
+
+
+def sign(first: int, count: int, signing_key: str) -> list[Job]:
+    """One signed notification for each payment ``order-<first>`` onwards. Signed now: the
+    receiver refuses a signature older than its tolerance (five minutes), so a bench signs
+    each batch just before it is sent, never the whole run's ahead."""
+    signer = get_signer("standard-webhooks", signing_key)
+    jobs = []
+    for number in range(first, first + count):
+        body = notification(number)
+        jobs.append((body, {**signer.sign(body), "Content-Type": "application/json"}))
+    return jobs
 
 
 def prepare(databases: Sequence[Path | str], first: int, count: int, signing_key: str) -> list[Job]:
@@ -165,12 +179,7 @@ def prepare(databases: Sequence[Path | str], first: int, count: int, signing_key
     each payment."""
     for database in databases:
         register(database, first, count)
-    signer = get_signer("standard-webhooks", signing_key)
-    jobs = []
-    for number in range(first, first + count):
-        body = notification(number)
-        jobs.append((body, {**signer.sign(body), "Content-Type": "application/json"}))
-    return jobs
+    return sign(first, count, signing_key)
 
 
 # -- the client ---------------------------------------------------------------------------------
@@ -447,13 +456,21 @@ def over_gunicorn(args: argparse.Namespace, postgres: str | None) -> None:
             print(f"on {settings(postgres)}")
         keys = generate_keypair("standard-webhooks")
         files = list(databases.values())
-        warmup = prepare(files, 0, args.warmup, keys.signing_key)
-        first = args.warmup
-        rounds = []
-        for _ in range(args.rounds):
-            rounds.append(prepare(files, first, args.count, keys.signing_key))
-            first += args.count
-        counted = prepare(files, first, args.wal_count, keys.signing_key)
+        # Every payment registered now; each batch of notifications signed just before it is
+        # sent (a signature older than the receiver's tolerance is refused with a 401).
+        total = args.warmup + args.rounds * args.count + args.wal_count
+        for database in files:
+            register(database, 0, total)
+        signed: dict[int, list[Job]] = {}
+
+        def round_jobs(index: int) -> list[Job]:
+            """Round ``index``'s notifications, signed when the round's first app needs them."""
+            if index not in signed:
+                signed.clear()
+                signed[index] = sign(args.warmup + index * args.count, args.count, keys.signing_key)
+            return signed[index]
+
+        counted_first = args.warmup + args.rounds * args.count
         config = f"{args.workers} {args.worker_class} workers" + (
             f" x {args.threads} threads" if args.threads else ""
         )
@@ -508,6 +525,7 @@ def over_gunicorn(args: argparse.Namespace, postgres: str | None) -> None:
                 figures[mode] = Figures(f"receiver, synchronous={mode}")
                 stored_in[mode] = database
             for server in servers.values():
+                warmup = sign(0, args.warmup, keys.signing_key)
                 run_clients(server.port, warmup, args.client_processes, args.connections)
             # Round by round, every app in a rotated order: a machine that speeds up or slows
             # down meanwhile touches them all, and the ratios are taken within each round.
@@ -515,7 +533,7 @@ def over_gunicorn(args: argparse.Namespace, postgres: str | None) -> None:
                 list(servers),
                 args.rounds,
                 lambda name, index: measure_round(
-                    figures[name], servers[name], rounds[index], args
+                    figures[name], servers[name], round_jobs(index), args
                 ),
             )
 
@@ -524,17 +542,17 @@ def over_gunicorn(args: argparse.Namespace, postgres: str | None) -> None:
                 return partial(
                     run_clients,
                     servers[name].port,
-                    counted,
+                    sign(counted_first, args.wal_count, keys.signing_key),
                     args.client_processes,
                     args.connections,
                 )
 
             pages = {
-                name: wal_pages(database, send_counted(name)) / len(counted)
+                name: wal_pages(database, send_counted(name)) / args.wal_count
                 for name, database in stored_in.items()
             }
             pg_bytes = {
-                name: wal_bytes(url, send_counted(name)) / len(counted)
+                name: wal_bytes(url, send_counted(name)) / args.wal_count
                 for name, url in wal_of.items()
             }
         finally:
@@ -550,7 +568,6 @@ def over_gunicorn(args: argparse.Namespace, postgres: str | None) -> None:
 
     floor = figures["floor"]
     print(floor.line())
-    total = args.warmup + args.rounds * args.count + args.wal_count
     measured = list(databases)  # SQLite's settings, then PostgreSQL's run if any
     for mode in measured:
         durable_name = f"durable-{mode}"
@@ -570,7 +587,7 @@ def over_gunicorn(args: argparse.Namespace, postgres: str | None) -> None:
             f"{total} deliveries processed, {outcomes} outcomes ({durable})"
         )
     print(
-        f"per app: WAL pages per delivery (SQLite's log frames over {len(counted)} deliveries "
+        f"per app: WAL pages per delivery (SQLite's log frames over {args.wal_count} deliveries "
         f"after the rounds) and server CPU per request (gunicorn's processes, median of rounds):"
     )
     for name, app in figures.items():
@@ -595,8 +612,18 @@ def over_gunicorn(args: argparse.Namespace, postgres: str | None) -> None:
 # -- in process, and the profile ----------------------------------------------------------------
 
 
+def post(client: FlaskClient, body: bytes, headers: dict[str, str]) -> TestResponse:
+    """Send one delivery through the test client and close its answer, as a WSGI server does:
+    the receiver sends the delivery's signals (and writes that they were sent) in the
+    answer's ``call_on_close``, which the test client runs only when the answer is closed."""
+    response = client.post(NOTIFY, data=body, headers=headers)
+    response.close()
+    return response
+
+
 def in_process(count: int, profile: bool) -> tuple[float, pstats.Stats | None]:
-    """Deliveries per second through Flask's test client: the pipeline and SQLite alone."""
+    """Deliveries per second through Flask's test client: the pipeline (signals included) and
+    SQLite alone."""
     with tempfile.TemporaryDirectory() as folder:
         directory = Path(folder)
         database = directory / "in-process.db"
@@ -608,13 +635,13 @@ def in_process(count: int, profile: bool) -> tuple[float, pstats.Stats | None]:
         client = app.test_client()
         warm = min(50, count // 2)
         for body, headers in jobs[:warm]:
-            client.post(NOTIFY, data=body, headers=headers)  # connection, schema check
+            post(client, body, headers)  # connection, schema check
         profiler = cProfile.Profile() if profile else None
         start = time.perf_counter()
         if profiler is not None:
             profiler.enable()
         for body, headers in jobs[warm:]:
-            response = client.post(NOTIFY, data=body, headers=headers)
+            response = post(client, body, headers)
             assert response.status_code == 200, response.get_data(as_text=True)
         if profiler is not None:
             profiler.disable()
@@ -624,12 +651,9 @@ def in_process(count: int, profile: bool) -> tuple[float, pstats.Stats | None]:
 
 
 def stop_receiver(app: Flask) -> None:
-    """Write the app's waiting marks of sent signals and close its ledger, before its folder
-    goes (else its thread, or the exit, would try to write to a file that is gone)."""
-    state = receiver_state(app)
-    if state.sent_marks is not None:
-        state.sent_marks.close()
-    state.ledgers.close()
+    """Close the app's ledgers before its folder goes (else the exit would try to close a file
+    that is gone)."""
+    receiver_state(app).ledgers.close()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,8 +15,9 @@ the last frame of a commit. The deliveries go through the Flask test client in t
 (verify, store, parse, record, reconcile, signal), each a distinct signed notification for an
 expected payment: every one is a full write, as in :mod:`bench.receive`. A few deliveries are
 sent before the count starts, so the schema's creation and the first pages of each table are
-not counted. The mark that a delivery's signals were sent rides in the next delivery's commit
-(:mod:`payhooks.receiver.pipeline.sent_marks`); the last one's is written after the count.
+not counted. Each answer is closed, as a WSGI server closes it: the receiver then runs the
+delivery's signals (``response.call_on_close``) and commits that they were sent, in commits of
+their own that are counted with the delivery's.
 
 A page freed and reused by another b-tree during the run is named after its last owner; the
 count per b-tree is exact otherwise. The figures belong to the schema, not the machine: they
@@ -40,7 +41,7 @@ from pathlib import Path
 
 from flask import Flask
 
-from bench.receive import NOTIFY, Job, prepare, stop_receiver
+from bench.receive import Job, post, prepare, stop_receiver
 from bench.rounds import at_least
 from payhooks.receiver import PayHooks
 from payhooks.verify import generate_keypair
@@ -101,7 +102,7 @@ def count_writes(folder: Path, count: int) -> WalCount:
     PayHooks(app)
     client = app.test_client()
     for body, headers in jobs[:WARMUP]:
-        client.post(NOTIFY, data=body, headers=headers)
+        post(client, body, headers)
     pin = sqlite3.connect(database, isolation_level=None, timeout=30)
     try:
         busy, log, _ = pin.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
@@ -110,14 +111,14 @@ def count_writes(folder: Path, count: int) -> WalCount:
         pin.execute("BEGIN")
         pin.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()  # the read starts here
         for body, headers in jobs[WARMUP:]:
-            answer = client.post(NOTIFY, data=body, headers=headers)
+            answer = post(client, body, headers)
             if answer.status_code != 200:
                 raise RuntimeError(f"a delivery was answered {answer.status_code}: {answer.data!r}")
         pages, commits = read_wal((folder / "ledger.db-wal").read_bytes())
         pin.execute("COMMIT")
     finally:
         pin.close()
-        stop_receiver(app)  # the last delivery's mark, after the count
+        stop_receiver(app)
     names = btree_names(database)
     frames = Counter(names.get(page, f"page {page}") for page in pages)
     return WalCount(count, frames, commits)

@@ -73,8 +73,15 @@ def test_the_reconcile_bench_reports_every_payment(tmp_path: Path) -> None:
     assert "N = 500 payments" in output
     assert re.search(r"^report\s+[\d.]+ s\s+[\d.]+ us per payment", output, re.MULTILINE)
     assert re.search(rf"report / floor: +{RATIO}$", output.strip().splitlines()[-1]), output
-    # The floor reads its own covering index: without it (the ledger has none on outcomes since
-    # migration 0008) it would sort the outcomes and flatter the report's ratio.
+    # The build says how long it took and that its sampled rows equal refresh's.
+    assert re.search(
+        r"^built in [\d.]+ s, of which payment_states [\d.]+ s \(515 rows, .*; "
+        r"1000 sampled rows equal to refresh's\)$",
+        output,
+        re.MULTILINE,
+    ), output
+    # The floor reads its own covering index: without it (the ledger's index on outcomes holds
+    # the identifier alone) it would read the outcomes' rows and flatter the report's ratio.
     with closing(sqlite3.connect(tmp_path / "r.db")) as conn:
         plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + FLOOR_SQL)]
     assert any("COVERING INDEX bench_floor_outcomes" in step for step in plan), plan
@@ -84,9 +91,9 @@ def test_the_reconcile_bench_reports_every_payment(tmp_path: Path) -> None:
 def test_a_synced_bench_ledger_reconciles_as_an_unsynced_one_with_only_unexpected_drift(
     tmp_path: Path,
 ) -> None:
-    """``--synced`` lists every outcome's transaction with the status notified: the report
-    then reads each payment's row of ``listed_identifiers`` (no drift), and must come out the
-    same, or the bench would compare two different reconciliations."""
+    """``--synced`` lists every outcome's transaction with the status notified: each payment's
+    stored row then has its drift computed from its listed transactions (none), and must come
+    out the same, or the bench would compare two different reconciliations."""
     files = {synced: tmp_path / f"synced-{synced}.db" for synced in (False, True)}
     for synced, path in files.items():
         flag = ("--synced",) if synced else ()
