@@ -11,7 +11,9 @@ import payhooks.storage
 PUBLIC = (
     "ConflictError",
     "CopyReport",
+    "CreationAttempt",
     "CreationFailure",
+    "CreationState",
     "DEFAULT_STATUS_MAP",
     "Delivery",
     "DeliveryStatus",
