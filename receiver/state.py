@@ -16,6 +16,7 @@ from typing import Any
 from flask import Flask, current_app
 
 from payhooks.receiver.ledgers import LedgerPool
+from payhooks.receiver.pipeline import Sweeper
 from payhooks.receiver.settings import load_settings
 from payhooks.storage import Ledger, PaymentState, is_postgres_url
 from payhooks.verify import Verifier
@@ -37,6 +38,8 @@ class ReceiverState:
     max_body_bytes: int
     #: ``PAYHOOKS_SIGNALS_LEASE_SECONDS``: how long a claim on owed signals lasts.
     signal_lease: timedelta
+    #: When this process last looked for signals nobody holds.
+    sweeper: Sweeper
     #: ``PAYHOOKS_RETURN_REDIRECT``, checked: a template for the return handler's 303, or None.
     return_redirect: str | None = None
 
@@ -81,6 +84,7 @@ def build_state(config: Mapping[str, Any]) -> ReceiverState:
         verifier=settings.verifier,
         ledgers=ledgers,
         signal_lease=timedelta(seconds=settings.signals_lease_seconds),
+        sweeper=Sweeper(timedelta(seconds=settings.signals_lease_seconds)),
         status_map=settings.status_map,
         time_zone=settings.time_zone,
         max_body_bytes=settings.max_body_bytes,

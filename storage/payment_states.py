@@ -186,7 +186,8 @@ def refresh(
     :returns: the row stored, or None when nothing names the identifier.
     """
     lock(conn, identifier)
-    before_state = _before(conn, identifier)
+    # The state before matters only to a change that records no outcome (signal_rules).
+    before_state = None if new_outcome_id is not None else _before(conn, identifier)
     outcomes, delivery_of = _outcomes(conn, identifier)
     listed_rows = _listed(conn, identifier)
     listed = [

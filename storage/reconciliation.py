@@ -39,6 +39,7 @@ _LIFECYCLES: dict[str | None, PaymentState | None] = {
 }
 _DRIFTS: dict[str | None, DriftKind | None] = {None: None, **{d.value: d for d in DriftKind}}
 _parse_time = datetime.fromisoformat
+_new_row = tuple.__new__
 
 
 def _transaction_ids(text: str) -> tuple[str, ...]:
@@ -56,27 +57,30 @@ def to_row(values: tuple[Any, ...]) -> ReconciliationRow:
     (identifier, kind, state, currency, expected, received_currency, received, opened_at,
      lifecycle, periods, transaction_ids, unknown, last_outcome_at, drift, refunded,
      charged_back, net, refused, conflicting, latest_problem) = values  # fmt: skip
-    return ReconciliationRow(
-        identifier,
-        _KINDS[kind],
-        _STATES[state],
-        currency,
-        expected,
-        received_currency,
-        received,
-        _parse_time(opened_at),
-        _LIFECYCLES[lifecycle],
-        periods,
-        _transaction_ids(transaction_ids),
-        unknown,
-        None if last_outcome_at is None else _parse_time(last_outcome_at),
-        _DRIFTS[drift],
-        refunded,
-        charged_back,
-        net,
-        refused,
-        conflicting,
-        latest_problem,
+    return _new_row(  # the named tuple's own constructor costs more than the tuple's
+        ReconciliationRow,
+        (
+            identifier,
+            _KINDS[kind],
+            _STATES[state],
+            currency,
+            expected,
+            received_currency,
+            received,
+            _parse_time(opened_at),
+            _LIFECYCLES[lifecycle],
+            periods,
+            _transaction_ids(transaction_ids),
+            unknown,
+            None if last_outcome_at is None else _parse_time(last_outcome_at),
+            _DRIFTS[drift],
+            refunded,
+            charged_back,
+            net,
+            refused,
+            conflicting,
+            latest_problem,
+        ),
     )
 
 

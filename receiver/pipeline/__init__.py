@@ -21,13 +21,14 @@ from payhooks.receiver.pipeline.reprocess import (
     delivery_ids,
     reprocess_deliveries,
 )
-from payhooks.receiver.pipeline.signal_dispatch import send_claimed, sweep_unclaimed
+from payhooks.receiver.pipeline.signal_dispatch import Sweeper, send_claimed, sweep_unclaimed
 
 __all__ = [
     "DEFAULT_SIGNAL_LEASE",
     "UNFINISHED_STATUSES",
     "ProcessedDelivery",
     "ReprocessReport",
+    "Sweeper",
     "delivery_ids",
     "payload_error_text",
     "process_stored_delivery",

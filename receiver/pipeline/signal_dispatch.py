@@ -14,6 +14,8 @@ run. A signal counts as sent once its receivers ran, failed or not.
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Iterable
 from datetime import timedelta
 from itertools import groupby
@@ -23,7 +25,7 @@ from blinker import NamedSignal
 from payhooks.receiver import signals
 from payhooks.storage import Ledger, OwedSignal, ReconciliationState, StorageError
 
-__all__ = ["send_claimed", "sweep_unclaimed"]
+__all__ = ["Sweeper", "send_claimed", "sweep_unclaimed"]
 
 logger = logging.getLogger("payhooks")
 
@@ -98,6 +100,26 @@ def send_claimed(app: object, ledger: Ledger, claimed: Iterable[OwedSignal]) -> 
             )
         all_errors.update(errors)
     return all_errors
+
+
+class Sweeper:
+    """When a process last looked for signals nobody holds: it looks at most once per
+    ``interval`` (the lease, up to 5 s), for a lease is minutes long and every delivery would
+    otherwise pay a read for it."""
+
+    def __init__(self, lease: timedelta) -> None:
+        self.interval = min(lease.total_seconds(), 5.0)
+        self._last = float("-inf")
+        self._lock = threading.Lock()
+
+    def due(self) -> bool:
+        """True (and the clock restarted) when the interval has passed since the last look."""
+        now = time.monotonic()
+        with self._lock:
+            if now - self._last < self.interval:
+                return False
+            self._last = now
+            return True
 
 
 def sweep_unclaimed(app: object, ledger: Ledger, *, lease: timedelta) -> int:

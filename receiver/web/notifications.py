@@ -138,7 +138,8 @@ def _send_signals(app: Flask, state: ReceiverState, claimed: tuple[OwedSignal, .
         ledger = state.ledger
         try:
             send_claimed(app, ledger, claimed)
-            sweep_unclaimed(app, ledger, lease=state.signal_lease)
+            if state.sweeper.due():
+                sweep_unclaimed(app, ledger, lease=state.signal_lease)
         except Exception:  # the answer is sent: nothing may escape into the server
             logger.exception("payhooks: sending signals failed; they stay owed")
 
