@@ -28,9 +28,15 @@ _OWE = """
 
 _COLUMNS = "outcome_id, delivery_id, signal, position, reconciliation, owed_at, sent_at"
 _FREE = "sent_at IS NULL AND (claimed_until IS NULL OR claimed_until <= ?)"
+# No signal of the outcome is held by a live claim: one outcome, one sender at a time, even when
+# a later change owed it one more signal (a registration's payment-succeeded).
+_NONE_HELD = (
+    "NOT EXISTS (SELECT 1 FROM owed_signals AS held WHERE held.outcome_id = {outcome} "
+    "AND held.sent_at IS NULL AND held.claimed_until > ?)"
+)
 _CLAIM = (
     f"UPDATE owed_signals SET claimed_until = ? WHERE outcome_id = ? AND {_FREE} "  # noqa: S608
-    f"RETURNING {_COLUMNS}"
+    f"AND {_NONE_HELD.format(outcome='?')} RETURNING {_COLUMNS}"
 )
 
 
@@ -63,7 +69,7 @@ def claim(
     is not returned."""
     claimed: list[OwedSignal] = []
     for outcome_id in sorted(set(outcome_ids)):
-        rows = conn.execute(_CLAIM, (until, outcome_id, now)).fetchall()
+        rows = conn.execute(_CLAIM, (until, outcome_id, now, outcome_id, now)).fetchall()
         claimed.extend(sorted(map(_signal, rows), key=lambda s: s.position))
     return claimed
 
@@ -71,10 +77,11 @@ def claim(
 def claimable(conn: Connection, *, now: str, limit: int) -> list[int]:
     """Up to ``limit`` outcomes, oldest first, with owed signals nobody holds: a sender died
     holding them past its lease, or nobody was there to send them (a registration owed them)."""
+    none_held = _NONE_HELD.format(outcome="owed_signals.outcome_id")
     rows = conn.execute(
-        f"SELECT DISTINCT outcome_id FROM owed_signals WHERE {_FREE} "  # noqa: S608
+        f"SELECT DISTINCT outcome_id FROM owed_signals WHERE {_FREE} AND {none_held} "  # noqa: S608
         "ORDER BY outcome_id LIMIT ?",
-        (now, limit),
+        (now, now, limit),
     ).fetchall()
     return [row[0] for row in rows]
 

@@ -144,6 +144,8 @@ class Reconciled:
     latest_problem: str | None
     #: The outcome ids of the periods (succeeded transactions), in ``paid_at`` order.
     period_outcome_ids: tuple[int, ...] = ()
+    #: The periods to fulfil (:func:`fulfilled`): each owes ``payment-succeeded`` once.
+    fulfilled_outcome_ids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,4 +392,32 @@ def reconcile(inputs: Inputs) -> Reconciled | None:
         conflicting_deliveries=problems.conflicting,
         latest_problem=problems.latest,
         period_outcome_ids=tuple(p.id for p in periods),
+        fulfilled_outcome_ids=fulfilled(expectation, state, periods, transactions),
+    )
+
+
+_NEVER_FULFILLED: Final = frozenset({_R.DUPLICATE_PAYMENT, _R.UNKNOWN_STATUS, _R.UNEXPECTED})
+
+
+def fulfilled(
+    expectation: Expectation | None,
+    state: ReconciliationState,
+    periods: Sequence[OutcomeFact],
+    transactions: dict[str, _Transaction],
+) -> tuple[int, ...]:
+    """The periods (``paid_at`` order) whose money is what was expected, and still there: the
+    period's transaction succeeded and went no further (no refund, no chargeback), in the
+    expected currency, at the expected amount (a subscription's first period ``amount_minor``,
+    each later one ``plan_amount_minor``). None while the payment is a duplicate, unexpected,
+    or its latest news is unreadable. Decided per period, so a refund or a wrong amount in one
+    subscription period never withholds the next one's fulfilment."""
+    if expectation is None or state in _NEVER_FULFILLED:
+        return ()
+    plan = expectation.plan_amount_minor
+    return tuple(
+        period.id
+        for n, period in enumerate(periods)
+        if transactions[period.transaction_id].lifecycle is PaymentState.SUCCEEDED
+        and period.currency == expectation.currency
+        and period.amount_minor == (expectation.amount_minor if n == 0 else plan)
     )

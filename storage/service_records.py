@@ -291,10 +291,15 @@ class ServiceRecords:
         values = [_values(item) for item in items]
         at = to_text(self._clock(), argument="clock()")
         with self._write() as conn:
-            identifiers = service_transactions.record_page(conn, run_id, values, next_cursor, at)
+            identifiers = service_transactions.touched_identifiers(conn, values)
+            # Every payment's lock first, in order, before any row is written: a delivery
+            # holding one of them never waits on a row this page has locked (no deadlock).
+            for identifier in identifiers:
+                self._engine.lock_payment(conn, identifier)
+            count = service_transactions.record_page(conn, run_id, values, next_cursor, at)
             for identifier in identifiers:
                 self._refresh(conn, identifier, at)
-            return len(values)
+            return count
 
     def end_sync(self, run_id: int, *, error: str | None = None) -> SyncRun:
         """Mark a run ``complete``, or ``interrupted`` with ``error`` (what was recorded stays,

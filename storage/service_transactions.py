@@ -38,6 +38,7 @@ __all__ = [
     "record_page",
     "select_drift",
     "to_values",
+    "touched_identifiers",
 ]
 
 #: The columns of ``sync_drift`` (:data:`payhooks.storage.views.SYNC_DRIFT_VIEW_SQL`), in order.
@@ -102,33 +103,39 @@ def begin_run(conn: Connection, started_at: str, expected_before: str) -> int:
     return run_id
 
 
+def touched_identifiers(conn: Connection, items: Iterable[tuple[Any, ...]]) -> list[str]:
+    """The identifiers a page's items (from :func:`to_values`) change: those it names, and any
+    of its transactions was listed under before; sorted, the order their locks are taken in."""
+    identifiers = set()
+    for item in items:
+        identifiers.add(item[1])
+        before = conn.execute(
+            "SELECT external_identifier FROM service_transactions WHERE transaction_id = ?",
+            (item[0],),
+        ).fetchone()
+        if before is not None:
+            identifiers.add(before[0])
+    return sorted(identifiers)
+
+
 def record_page(
     conn: Connection,
     run_id: int,
     items: Iterable[tuple[Any, ...]],
     next_cursor: str | None,
     seen_at: str,
-) -> list[str]:
+) -> int:
     """Upsert one page's transactions and move the run's cursor past it, in one transaction:
     a crash keeps both or neither, so resuming neither skips nor repeats a page's effect.
-    The identifiers whose listed transactions changed (those the page names, and any a
-    transaction was listed under before), sorted: the caller refreshes their rows."""
+    How many items the page had."""
     rows = [(*values, seen_at, seen_at, run_id) for values in items]
-    identifiers = {row[1] for row in rows}
-    for row in rows:
-        before = conn.execute(
-            "SELECT external_identifier FROM service_transactions WHERE transaction_id = ?",
-            (row[0],),
-        ).fetchone()
-        if before is not None:
-            identifiers.add(before[0])
     conn.executemany(_UPSERT, rows)
     conn.execute(
         "UPDATE sync_runs SET next_cursor = ?, pages = pages + 1, items = items + ?, "
         "updated_at = ? WHERE id = ?",
         (next_cursor, len(rows), seen_at, run_id),
     )
-    return sorted(identifiers)
+    return len(rows)
 
 
 def end_run(conn: Connection, run_id: int, status: str, error: str | None, at: str) -> None:

@@ -43,9 +43,10 @@ def owed_signals(
     Decided on the money alone (:attr:`Reconciled.state`, never the drift):
 
     - ``notification-received``: every new outcome.
-    - ``payment-succeeded``: every ``succeeded`` outcome of a payment whose state is ``paid``,
-      once: when it arrives, or later, when the payment becomes ``paid`` (registered after its
-      outcome, say).
+    - ``payment-succeeded``: every period to fulfil (:func:`payhooks.storage.rules.fulfilled`:
+      its money arrived as expected and is still there), once: when it arrives, or later, when
+      a change makes it so (a payment registered after its outcome, an earlier period that
+      arrives late).
     - ``payment-failed``: a new ``failed`` or ``cancelled`` outcome that leaves its payment
       ``failed`` or ``cancelled`` (a failed retry of a paid order sends nothing).
     - ``payment-mismatch``: a new outcome that leaves its payment in a mismatch state, or a
@@ -57,10 +58,7 @@ def owed_signals(
         owed.append((new_outcome.id, "notification-received"))
     if after is None:
         return owed
-    if after.state is _R.PAID:
-        owed.extend(
-            (o.id, "payment-succeeded") for o in outcomes if o.state is PaymentState.SUCCEEDED
-        )
+    owed.extend((outcome_id, "payment-succeeded") for outcome_id in after.fulfilled_outcome_ids)
     if (
         new_outcome is not None
         and new_outcome.state in _NOT_PAID_OUTCOMES

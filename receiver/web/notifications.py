@@ -135,8 +135,8 @@ def _send_signals(app: Flask, state: ReceiverState, claimed: tuple[OwedSignal, .
     then of any that nobody holds (a sender that died, a registration's). A slow receiver
     never delays the acknowledgment, so it never provokes the service's retry."""
     with app.app_context():
-        ledger = state.ledger
         try:
+            ledger = state.ledger
             send_claimed(app, ledger, claimed)
             if state.sweeper.due():
                 sweep_unclaimed(app, ledger, lease=state.signal_lease)

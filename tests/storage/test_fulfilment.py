@@ -195,3 +195,58 @@ def test_the_list_never_adds_nor_removes_a_payment_succeeded(
         return ledger.state(ref), [row[0].removeprefix(f"{prefix}-") for row in rows]
 
     assert run(f"listed{example}", True) == run(f"plain{example}", False)
+
+
+def test_a_refunded_period_never_withholds_the_next_periods_fulfilment(ledger: Ledger) -> None:
+    ledger.expect_subscription("sub-1", 1000, "CNY", 1000)
+    paid_at = make_outcome().paid_at
+    first = record(
+        ledger, make_outcome(transaction_id="p1", external_identifier="sub-1", amount_minor=1000)
+    )
+    refund = make_outcome(
+        transaction_id="p1",
+        external_identifier="sub-1",
+        amount_minor=1000,
+        payment_status="RS",
+        state=S.REFUNDED,
+        paid_at=paid_at + timedelta(days=3),
+    )
+    record(ledger, refund)
+    second = record(
+        ledger,
+        make_outcome(
+            transaction_id="p2",
+            external_identifier="sub-1",
+            amount_minor=1000,
+            paid_at=paid_at + timedelta(days=30),
+        ),
+    )
+    assert ledger.state("sub-1") is R.REFUNDED  # the furthest any period went
+    assert succeeded_owed(ledger) == [first.outcome_id, second.outcome_id]
+
+
+def test_one_transaction_is_fulfilled_once_whatever_codes_say_it_succeeded(
+    ledger: Ledger,
+) -> None:
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    paid = record(ledger, make_outcome())
+    record(ledger, make_outcome(payment_status="AU"))  # a merchant's map: also succeeded
+    assert ledger.state("order-1") is R.PAID
+    assert succeeded_owed(ledger) == [paid.outcome_id]
+
+
+def test_a_short_period_withholds_its_own_fulfilment_and_no_other(ledger: Ledger) -> None:
+    ledger.expect_subscription("sub-1", 1000, "CNY", 1000)
+    paid_at = make_outcome().paid_at
+    record(ledger, make_outcome(transaction_id="p1", external_identifier="sub-1", amount_minor=900))
+    second = record(
+        ledger,
+        make_outcome(
+            transaction_id="p2",
+            external_identifier="sub-1",
+            amount_minor=1000,
+            paid_at=paid_at + timedelta(days=30),
+        ),
+    )
+    assert ledger.state("sub-1") is R.AMOUNT_MISMATCH
+    assert succeeded_owed(ledger) == [second.outcome_id]

@@ -94,3 +94,17 @@ def test_a_failed_outcome_of_an_unpaid_payment_owes_payment_failed(ledger: Ledge
         (failed.outcome_id, "notification-received"),
         (failed.outcome_id, "payment-failed"),
     ]
+
+
+def test_a_signal_owed_later_waits_while_its_outcome_is_held(ledger: Ledger) -> None:
+    """One outcome, one sender at a time: the payment-succeeded a registration owes an outcome
+    whose notification-received a sender still holds is left to that sender's lease."""
+    recorded = record(ledger, make_outcome())  # unexpected: nobody registered order-1 yet
+    held = ledger.signals.claim([recorded.outcome_id], lease=LEASE)
+    assert [s.signal for s in held] == ["notification-received", "payment-mismatch"]
+    ledger.expect_transaction("order-1", 2500, "CNY")  # owes payment-succeeded
+    assert not ledger.signals.has_unclaimed()
+    assert ledger.signals.claim(None, lease=LEASE) == []
+    assert ledger.signals.claim([recorded.outcome_id], lease=LEASE) == []
+    ledger.signals.mark_sent(held)
+    assert [s.signal for s in ledger.signals.claim(None, lease=LEASE)] == ["payment-succeeded"]
