@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from bench.reconcile import FLOOR_SQL
+from payhooks.storage.views import RECONCILIATION_COLUMNS
 from tests.support.gunicorn_server import HAS_PROC
 from tests.support.nginx_server import require_nginx
 
@@ -112,7 +113,15 @@ def test_a_synced_bench_ledger_reconciles_as_an_unsynced_one_with_only_unexpecte
                 "(SELECT group_concat(DISTINCT kind) FROM sync_drift)"
             ).fetchone()
         assert (listed, kinds) == ((500, "unexpected") if synced else (0, None))
-    assert rows[True] == rows[False]
+    # The same rows, but that a listed identifier nobody registered is flagged as such.
+    drift = RECONCILIATION_COLUMNS.index("drift")
+    for synced_row, plain_row in zip(rows[True], rows[False], strict=True):
+        unexpected = synced_row[1] is None  # no kind: nobody registered it
+        assert synced_row[drift] == ("unexpected" if unexpected else None)
+        assert plain_row[drift] is None
+        assert synced_row[:drift] + synced_row[drift + 1 :] == (
+            plain_row[:drift] + plain_row[drift + 1 :]
+        )
 
 
 @pytest.mark.parametrize("synced", [False, True], ids=["never-synced", "synced"])
