@@ -197,30 +197,22 @@ def test_the_list_never_adds_nor_removes_a_payment_succeeded(
     assert run(f"listed{example}", True) == run(f"plain{example}", False)
 
 
+def period(tx: str, amount: int, *, days: int = 0, **fields: object) -> Outcome:
+    """A succeeded period of ``sub-1`` (or what ``fields`` make of it), ``days`` after T0."""
+    return make_outcome(
+        transaction_id=tx,
+        external_identifier="sub-1",
+        amount_minor=amount,
+        paid_at=make_outcome().paid_at + timedelta(days=days),
+        **fields,
+    )
+
+
 def test_a_refunded_period_never_withholds_the_next_periods_fulfilment(ledger: Ledger) -> None:
     ledger.expect_subscription("sub-1", 1000, "CNY", 1000)
-    paid_at = make_outcome().paid_at
-    first = record(
-        ledger, make_outcome(transaction_id="p1", external_identifier="sub-1", amount_minor=1000)
-    )
-    refund = make_outcome(
-        transaction_id="p1",
-        external_identifier="sub-1",
-        amount_minor=1000,
-        payment_status="RS",
-        state=S.REFUNDED,
-        paid_at=paid_at + timedelta(days=3),
-    )
-    record(ledger, refund)
-    second = record(
-        ledger,
-        make_outcome(
-            transaction_id="p2",
-            external_identifier="sub-1",
-            amount_minor=1000,
-            paid_at=paid_at + timedelta(days=30),
-        ),
-    )
+    first = record(ledger, period("p1", 1000))
+    record(ledger, period("p1", 1000, days=3, payment_status="RS", state=S.REFUNDED))
+    second = record(ledger, period("p2", 1000, days=30))
     assert ledger.state("sub-1") is R.REFUNDED  # the furthest any period went
     assert succeeded_owed(ledger) == [first.outcome_id, second.outcome_id]
 
@@ -237,16 +229,7 @@ def test_one_transaction_is_fulfilled_once_whatever_codes_say_it_succeeded(
 
 def test_a_short_period_withholds_its_own_fulfilment_and_no_other(ledger: Ledger) -> None:
     ledger.expect_subscription("sub-1", 1000, "CNY", 1000)
-    paid_at = make_outcome().paid_at
-    record(ledger, make_outcome(transaction_id="p1", external_identifier="sub-1", amount_minor=900))
-    second = record(
-        ledger,
-        make_outcome(
-            transaction_id="p2",
-            external_identifier="sub-1",
-            amount_minor=1000,
-            paid_at=paid_at + timedelta(days=30),
-        ),
-    )
+    record(ledger, period("p1", 900))
+    second = record(ledger, period("p2", 1000, days=30))
     assert ledger.state("sub-1") is R.AMOUNT_MISMATCH
     assert succeeded_owed(ledger) == [second.outcome_id]
