@@ -61,6 +61,7 @@ COLUMNS: Final = (
     "refused_deliveries",
     "conflicting_deliveries",
     "latest_problem",
+    "home_received_amount_minor",
     "updated_at",
 )
 
@@ -168,6 +169,7 @@ def _values(row: Reconciled, now: str) -> tuple[Any, ...]:
         row.refused_deliveries,
         row.conflicting_deliveries,
         row.latest_problem,
+        row.home_received_amount_minor,
         now,
     )
 

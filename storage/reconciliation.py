@@ -56,7 +56,7 @@ def to_row(values: tuple[Any, ...]) -> ReconciliationRow:
     """One row of the view (:data:`~payhooks.storage.views.RECONCILIATION_COLUMNS` order)."""
     (identifier, kind, state, currency, expected, received_currency, received, opened_at,
      lifecycle, periods, transaction_ids, unknown, last_outcome_at, drift, refunded,
-     charged_back, net, refused, conflicting, latest_problem) = values  # fmt: skip
+     charged_back, net, refused, conflicting, latest_problem, home_received) = values  # fmt: skip
     return _new_row(  # the named tuple's own constructor costs more than the tuple's
         ReconciliationRow,
         (
@@ -80,6 +80,7 @@ def to_row(values: tuple[Any, ...]) -> ReconciliationRow:
             refused,
             conflicting,
             latest_problem,
+            home_received,
         ),
     )
 
@@ -137,7 +138,7 @@ SELECT currency, state, CAST(SUM(n) AS BIGINT), CAST(SUM(expected) AS BIGINT),
 FROM (
     SELECT currency, state, 1 AS n, COALESCE(expected_amount_minor, 0) AS expected,
         CASE WHEN received_currency = currency THEN COALESCE(received_amount_minor, 0)
-            ELSE 0 END AS received,
+            ELSE home_received_amount_minor END AS received,
         CASE WHEN received_currency = currency THEN refunded_amount_minor ELSE 0 END
             AS refunded,
         CASE WHEN received_currency = currency THEN charged_back_amount_minor ELSE 0 END

@@ -207,6 +207,9 @@ class ReconciliationRow(NamedTuple):
     conflicting_deliveries: int = 0
     #: The newest refused or conflicting delivery's reason.
     latest_problem: str | None = None
+    #: Money received in ``currency`` itself when some came in ``received_currency``, another
+    #: one (a payment paid in two currencies); 0 otherwise. The totals count it in ``currency``.
+    home_received_amount_minor: int = 0
 
     @property
     def expected_amount(self) -> Decimal | None:

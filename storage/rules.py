@@ -146,6 +146,9 @@ class Reconciled:
     period_outcome_ids: tuple[int, ...] = ()
     #: The periods to fulfil (:func:`fulfilled`): each owes ``payment-succeeded`` once.
     fulfilled_outcome_ids: tuple[int, ...] = ()
+    #: Money received in the payment's own currency when some came in another (then
+    #: ``received_*`` are the other's): counted in the totals of its own currency. 0 otherwise.
+    home_received_amount_minor: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -393,6 +396,11 @@ def reconcile(inputs: Inputs) -> Reconciled | None:
         latest_problem=problems.latest,
         period_outcome_ids=tuple(p.id for p in periods),
         fulfilled_outcome_ids=fulfilled(expectation, state, periods, transactions),
+        home_received_amount_minor=sum(
+            p.amount_minor for p in periods if home is not None and p.currency == home
+        )
+        if received_currency != home
+        else 0,
     )
 
 

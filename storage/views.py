@@ -33,6 +33,7 @@ RECONCILIATION_COLUMNS: Final = (
     "refused_deliveries",
     "conflicting_deliveries",
     "latest_problem",
+    "home_received_amount_minor",
 )
 
 _NET = "received_amount_minor - refunded_amount_minor - charged_back_amount_minor"

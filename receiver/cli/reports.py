@@ -55,6 +55,7 @@ REPORT_FIELDS: Final = (
     "refused_deliveries",
     "conflicting_deliveries",
     "latest_problem",
+    "home_received_amount",
 )
 
 # The table's columns: a header, the report field, and whether numbers align right.
@@ -84,6 +85,7 @@ NUMERIC_FIELDS: Final = frozenset(
         "net_amount",
         "refused_deliveries",
         "conflicting_deliveries",
+        "home_received_amount",
     }
 )
 
@@ -134,6 +136,7 @@ def report_record(row: ReconciliationRow) -> dict[str, Any]:
         "refused_deliveries": row.refused_deliveries,
         "conflicting_deliveries": row.conflicting_deliveries,
         "latest_problem": row.latest_problem,
+        "home_received_amount": _minor(row.home_received_amount_minor, row.currency),
     }
 
 
@@ -171,6 +174,7 @@ class Totals:
         elif row.received_currency is not None:  # counted in the currency it arrived in
             other = self.groups.setdefault((row.received_currency, str(row.state)), [0, 0, 0])
             other[2] += received
+            group[2] += row.home_received_amount_minor
         if row.drift is not None:
             self.drift[str(row.drift)] += 1
         self.attention += needs_attention(row)

@@ -158,6 +158,7 @@ TABLES: Final = (
         refused_deliveries BIGINT NOT NULL,
         conflicting_deliveries BIGINT NOT NULL,
         latest_problem TEXT COLLATE "C",
+        home_received_amount_minor BIGINT NOT NULL DEFAULT 0,
         updated_at TEXT COLLATE "C" NOT NULL
     )""",
     "CREATE INDEX payment_states_order ON payment_states ((kind IS NULL), external_identifier)",

@@ -156,6 +156,7 @@ TABLES = (
         refused_deliveries INTEGER NOT NULL,
         conflicting_deliveries INTEGER NOT NULL,
         latest_problem TEXT,
+        home_received_amount_minor INTEGER NOT NULL DEFAULT 0,
         updated_at TEXT NOT NULL
     ) WITHOUT ROWID""",
     "CREATE INDEX payment_states_order ON payment_states ((kind IS NULL), external_identifier)",

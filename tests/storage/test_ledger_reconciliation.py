@@ -806,3 +806,30 @@ def test_the_view_follows_the_rules_whatever_the_arrival_order(
     ) == expected_row(kind, 999, currency, plan, arrival)
     assert row.transaction_ids == tuple(sorted({o.transaction_id for o in outcomes}))
     assert row.unknown_outcomes == sum(1 for o in outcomes if o.payment_status == "ZZ")
+
+
+def test_a_payment_paid_in_two_currencies_counts_each_in_its_own_total(ledger: Ledger) -> None:
+    ledger.expect_subscription("sub-1", 1000, "CNY", 1000)
+    record(
+        ledger, outcome("PS", external_identifier="sub-1", transaction_id="p1", amount_minor=1000)
+    )
+    record(
+        ledger,
+        outcome(
+            "PS",
+            external_identifier="sub-1",
+            transaction_id="p2",
+            currency="USD",
+            amount_minor=150,
+            minutes=60,
+        ),
+    )
+    row = row_of(ledger, "sub-1")
+    assert (row.state, row.received_currency, row.received_amount_minor) == (
+        R.CURRENCY_MISMATCH,
+        "USD",
+        150,
+    )
+    assert row.home_received_amount_minor == 1000
+    received = {(s.currency, s.state): s.received_amount_minor for s in ledger.summary()}
+    assert received == {("CNY", R.CURRENCY_MISMATCH): 1000, ("USD", R.CURRENCY_MISMATCH): 150}
