@@ -142,8 +142,6 @@ class Reconciled:
     refused_deliveries: int
     conflicting_deliveries: int
     latest_problem: str | None
-    #: The outcome ids of the periods (succeeded transactions), in ``paid_at`` order.
-    period_outcome_ids: tuple[int, ...] = ()
     #: The periods to fulfil (:func:`fulfilled`): each owes ``payment-succeeded`` once.
     fulfilled_outcome_ids: tuple[int, ...] = ()
     #: Money received in the payment's own currency when some came in another (then
@@ -394,7 +392,6 @@ def reconcile(inputs: Inputs) -> Reconciled | None:
         refused_deliveries=problems.refused,
         conflicting_deliveries=problems.conflicting,
         latest_problem=problems.latest,
-        period_outcome_ids=tuple(p.id for p in periods),
         fulfilled_outcome_ids=fulfilled(expectation, state, periods, transactions),
         home_received_amount_minor=sum(
             p.amount_minor for p in periods if home is not None and p.currency == home

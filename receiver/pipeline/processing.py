@@ -74,11 +74,21 @@ class ProcessedDelivery:
     redelivery: bool = False
     #: The owed signals this process claimed in the delivery's commit: its to send.
     claimed: tuple[OwedSignal, ...] = ()
+    #: The id the parsed :attr:`outcome` was stored under, when this delivery stored it first.
+    new_outcome_id: int | None = None
 
     @property
     def finished(self) -> bool:
         """True when the outcome is recorded: nothing is left to do for this delivery."""
         return self.status in FINISHED_DELIVERY_STATUSES
+
+    @property
+    def stored_outcomes(self) -> dict[int, Outcome]:
+        """The outcome this delivery stored first, by its id: its signals are sent with it
+        rather than with the same outcome read back from the ledger."""
+        if self.new_outcome_id is None or self.outcome is None:
+            return {}
+        return {self.new_outcome_id: self.outcome}
 
 
 def payload_error_text(err: PayloadError) -> str:
@@ -141,6 +151,7 @@ def _record(
         recorded.reconciliation,
         parsed.outcome,
         claimed=tuple(claimed),
+        new_outcome_id=recorded.outcome_id if recorded.is_new else None,
     )
 
 

@@ -109,6 +109,6 @@ def reprocess_deliveries(
             lease=None if app is None else DEFAULT_SIGNAL_LEASE,
         )
         if app is not None:
-            send_claimed(app, ledger, result.claimed)
+            send_claimed(app, ledger, result.claimed, result.stored_outcomes)
         report.counts[str(result.status)] += 1
     return report

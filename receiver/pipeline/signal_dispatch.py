@@ -16,14 +16,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from itertools import groupby
 
 from blinker import NamedSignal
 
 from payhooks.receiver import signals
-from payhooks.storage import Ledger, OwedSignal, ReconciliationState, StorageError
+from payhooks.storage import Ledger, Outcome, OwedSignal, ReconciliationState, StorageError
 
 __all__ = ["Sweeper", "send_claimed", "sweep_unclaimed"]
 
@@ -57,10 +57,16 @@ def _run_receivers(app: object, signal: NamedSignal, **kwargs: object) -> list[s
     return errors
 
 
-def send_claimed(app: object, ledger: Ledger, claimed: Iterable[OwedSignal]) -> dict[str, str]:
+def send_claimed(
+    app: object,
+    ledger: Ledger,
+    claimed: Iterable[OwedSignal],
+    known: Mapping[int, Outcome] | None = None,
+) -> dict[str, str]:
     """Run the receivers of each claimed signal, with ``app`` as the sender, outcome by
     outcome in sending order, then mark them sent; return the errors by signal name (empty
-    when none).
+    when none). An outcome in ``known`` (by id: what the caller just stored) is sent as it is;
+    any other is read from the ledger.
 
     A mark that cannot be written is logged: the signals stay owed and are sent again once
     the lease passes (at least once).
@@ -70,7 +76,7 @@ def send_claimed(app: object, ledger: Ledger, claimed: Iterable[OwedSignal]) -> 
         owed = list(group)
         errors: dict[str, str] = {}
         try:
-            outcome = ledger.outcome(outcome_id)
+            outcome = (known or {}).get(outcome_id) or ledger.outcome(outcome_id)
         except StorageError as err:
             logger.warning("payhooks: could not read outcome %s: %s", outcome_id, err.message)
             continue

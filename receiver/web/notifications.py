@@ -47,6 +47,7 @@ from payhooks.receiver.pipeline.signal_dispatch import send_claimed, sweep_uncla
 from payhooks.receiver.state import ReceiverState, receiver_state
 from payhooks.receiver.web.errors import error_response
 from payhooks.storage import (
+    Outcome,
     OwedSignal,
     ReconciliationState,
     StorageError,
@@ -126,18 +127,25 @@ def receive_notification() -> Response:
             "The delivery is stored but could not be processed; try again.",
         )
     response = _acknowledge(str(result.status), result.delivery_id, result.reconciliation)
-    response.call_on_close(partial(_send_signals, app, state, result.claimed))
+    response.call_on_close(
+        partial(_send_signals, app, state, result.claimed, result.stored_outcomes)
+    )
     return response
 
 
-def _send_signals(app: Flask, state: ReceiverState, claimed: tuple[OwedSignal, ...]) -> None:
+def _send_signals(
+    app: Flask,
+    state: ReceiverState,
+    claimed: tuple[OwedSignal, ...],
+    known: dict[int, Outcome],
+) -> None:
     """After the answer has gone out: run the receivers of the signals this delivery claimed,
     then of any that nobody holds (a sender that died, a registration's). A slow receiver
     never delays the acknowledgment, so it never provokes the service's retry."""
     with app.app_context():
         try:
             ledger = state.ledger
-            send_claimed(app, ledger, claimed)
+            send_claimed(app, ledger, claimed, known)
             if state.sweeper.due():
                 sweep_unclaimed(app, ledger, lease=state.signal_lease)
         except Exception:  # the answer is sent: nothing may escape into the server

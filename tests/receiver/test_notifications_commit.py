@@ -278,3 +278,23 @@ def test_a_delivery_is_stored_in_one_transaction_and_its_signals_marked_sent_aft
         "COMMIT",
     ]
     assert ledger.signals.owed() == []
+
+
+@pytest.mark.sqlite_only  # reads the statements SQLite runs
+def test_a_new_outcomes_signals_are_sent_with_the_outcome_parsed_not_read_back(
+    app: Flask, client: FlaskClient, ledger: Ledger, make_body: BodyFactory, sign: SignFunction
+) -> None:
+    received: list[Any] = []
+    payment_succeeded.connect(lambda sender, **kw: received.append(kw), sender=app, weak=False)
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    body = make_body("card")
+    statements: list[str] = []
+    conn = receiver_state(app).ledger.database.conn
+    conn.set_trace_callback(statements.append)
+    try:
+        assert client.post(NOTIFY, data=body, headers=sign(body)).status_code == 200
+    finally:
+        conn.set_trace_callback(None)
+    assert not [s for s in statements if "FROM outcomes WHERE id" in s], statements
+    (kwargs,) = received
+    assert kwargs["outcome"] == ledger.outcome(kwargs["outcome_id"])
