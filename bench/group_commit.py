@@ -111,7 +111,7 @@ def measure(folder: Path, processes: int, count: int) -> Callable[[str, int], fl
         if any(worker.exitcode != 0 for worker in workers):
             raise SystemExit(f"{contender}: a worker failed")
         with Ledger(path) as ledger:
-            stored = sum(1 for _ in ledger.deliveries("processed"))
+            stored = sum(1 for _ in ledger.receiver.deliveries("processed"))
         if stored != processes * count:
             raise SystemExit(f"{contender}: {stored} of {processes * count} deliveries stored")
         return processes * count / elapsed

@@ -36,8 +36,7 @@ __all__ = [
 #: consistent).
 SYNCHRONOUS_MODES: Final = ("FULL", "NORMAL")
 
-#: The statuses :meth:`~payhooks.storage.Ledger.mark_delivery` may set; the others follow from
-#: recording.
+#: The statuses ``Ledger.receiver.mark_delivery`` may set; the others follow from recording.
 MARKABLE_STATUSES: Final = frozenset(
     {
         DeliveryStatus.MALFORMED_JSON,

@@ -35,7 +35,7 @@ __all__ = [
     "to_values",
 ]
 
-# A finished delivery keeps its status: see Ledger.mark_delivery.
+# A finished delivery keeps its status: see Ledger.receiver.mark_delivery.
 _FINISHED_SQL = ", ".join(f"'{status}'" for status in sorted(FINISHED_DELIVERY_STATUSES))
 _MARK = f"""
     UPDATE deliveries SET status = ?, error = ?, updated_at = ?,

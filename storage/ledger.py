@@ -1,4 +1,5 @@
-"""The ledger: expected payments, deliveries, outcomes and returns, behind one face.
+"""The ledger: merchants' and finance's face, with the receiver's, the signals' and the
+service's parts composed behind it.
 
 :class:`Ledger` checks arguments (:mod:`~payhooks.storage.checks`) and delegates: the engine
 (:mod:`~payhooks.storage.engines`) opens the database and makes every write; each table's SQL
@@ -15,35 +16,22 @@ from typing import Any
 
 from sqlite_utils import Database
 
-import payhooks.storage.deliveries as deliveries
-import payhooks.storage.outcomes as outcomes
 import payhooks.storage.payment_states as payment_states
 import payhooks.storage.payments as payments
 import payhooks.storage.reconciliation as reconciliation
-import payhooks.storage.rejected_deliveries as rejected_deliveries
-import payhooks.storage.returns as returns
 from payhooks.storage.checks import (
     SYNCHRONOUS_MODES,
     check_amount,
-    check_delivery,
     check_options,
     enum_member,
-    markable_status,
     payment_values,
 )
 from payhooks.storage.engines import Engine, open_engine
-from payhooks.storage.errors import ConflictError, UnknownDeliveryError
+from payhooks.storage.errors import ConflictError
 from payhooks.storage.limits import DEFAULT_MAX_REJECTED, DEFAULT_MAX_RETURNS
-from payhooks.storage.records import Outcome, ReconciliationState
-from payhooks.storage.rows import (
-    Delivery,
-    DeliveryStatus,
-    PaymentKind,
-    ReconciliationRow,
-    RecordedOutcome,
-    ReturnKind,
-    SummaryRow,
-)
+from payhooks.storage.receiver_records import ReceiverRecords
+from payhooks.storage.records import ReconciliationState
+from payhooks.storage.rows import PaymentKind, ReconciliationRow, SummaryRow
 from payhooks.storage.service_records import ServiceRecords
 from payhooks.storage.signal_book import SignalBook
 from payhooks.storage.times import Clock, system_clock, to_text
@@ -53,7 +41,8 @@ __all__ = ["DEFAULT_MAX_REJECTED", "DEFAULT_MAX_RETURNS", "SYNCHRONOUS_MODES", "
 
 class Ledger:
     """The ledger (docs/reconciliation.md, docs/deployment.md), on SQLite or PostgreSQL; the
-    signals owed are :attr:`signals`, the service's side (creation failures, the sync's
+    signals owed are :attr:`signals`, the receiver's records (deliveries, outcomes, rejected
+    deliveries, returns) :attr:`receiver`, the service's side (creation failures, the sync's
     records) :attr:`service`.
 
     Every write that changes what a payment's state depends on (a registration, an outcome, a
@@ -101,8 +90,6 @@ class Ledger:
         sync_mode = check_options(busy_timeout_ms, max_rejected, max_returns, synchronous)
         #: ``"FULL"`` or ``"NORMAL"``: how durable each write is when it returns.
         self.synchronous: str = sync_mode
-        self._max_rejected = max_rejected
-        self._max_returns = max_returns
         self._clock: Clock = clock or system_clock
         self._engine: Engine = open_engine(
             path_or_database,
@@ -120,6 +107,15 @@ class Ledger:
         self.signals = SignalBook(self._read, self._write, self._clock)
         #: What the service says: creation failures, the sync's runs and drift.
         self.service = ServiceRecords(self._engine, self._write, self._clock, self._refresh)
+        #: What the receiver writes and reads: deliveries, outcomes, rejected deliveries, returns.
+        self.receiver = ReceiverRecords(
+            self._engine,
+            self._write,
+            self._clock,
+            self._refresh,
+            max_rejected=max_rejected,
+            max_returns=max_returns,
+        )
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -165,9 +161,6 @@ class Ledger:
         """
         with self._write(savepoints=savepoints):
             yield self
-
-    def _now(self, moment: datetime | None, argument: str) -> str:
-        return to_text(self._clock() if moment is None else moment, argument=argument)
 
     # -- expected payments -----------------------------------------------------------------
 
@@ -225,7 +218,7 @@ class Ledger:
         return None if row is None else row.state
 
     def _register(self, external_identifier: str, values: tuple[Any, ...]) -> bool:
-        now = self._now(None, "clock()")
+        now = to_text(self._clock(), argument="clock()")
         with self._write() as conn:
             stored = payments.insert(conn, external_identifier, now, values)
             if stored is None:
@@ -234,167 +227,6 @@ class Ledger:
         if differing:
             raise ConflictError(external_identifier, differing)
         return stored is None
-
-    # -- deliveries ------------------------------------------------------------------------
-
-    def record_delivery(
-        self,
-        *,
-        dedupe_key: str,
-        body: bytes,
-        headers: Mapping[str, str],
-        received_at: datetime | None = None,
-        key_names_content: bool = False,
-    ) -> Delivery:
-        """Store an authenticated delivery, committed at once or with its :meth:`transaction`.
-
-        A new ``dedupe_key`` gives a row ``received`` with ``is_new=True``; a known one with the
-        same bytes counts one more attempt and returns the stored row with ``is_new=False``, so
-        a retry can finish what the first try began. A known key with *other* bytes (a
-        ``webhook-id`` reused) is a delivery of its own, stored under
-        ``"<dedupe_key>#<body_sha256>"`` with ``reused_key_of`` naming the first: bytes are
-        never answered for by a row holding other bytes, unless ``key_names_content`` (the key
-        is a digest of what was signed, which determines the body: the sorted-fields schemes,
-        :mod:`payhooks.verify.notification_shape`), when they count an attempt on it.
-
-        :raises StorageError: even the derived key is taken by other bytes (only a sender
-            that chooses such ids can cause it); nothing is stored.
-        """
-        check_delivery(dedupe_key, body)
-        now = self._clock()
-        arrived = now if received_at is None else received_at
-        raw, digest, stored_headers, row = deliveries.to_values(body, headers, arrived, now)
-        with self._write() as conn:
-            found = deliveries.insert(
-                conn, dedupe_key, digest, row, key_names_content=key_names_content
-            )
-        if isinstance(found, Delivery):
-            return found
-        return deliveries.new_delivery(
-            found, received_at=arrived, headers=stored_headers, body=raw, digest=digest, now=now
-        )
-
-    def mark_delivery(
-        self,
-        delivery_id: int,
-        status: DeliveryStatus | str,
-        error: str | None = None,
-        *,
-        external_identifier: str | None = None,
-    ) -> bool:
-        """Record that a stored delivery could not be processed, and why.
-
-        A delivery that already finished (``processed``, ``duplicate``,
-        ``conflicting_outcome``) is left as it is: two copies of one delivery can be in
-        flight at once, and the one that fails after the other finished must not turn a
-        recorded outcome into an error.
-
-        :param status: ``malformed_json``, ``invalid_payload`` or ``processing_error``.
-        :param external_identifier: the payment the refused body names, when it names one: its
-            reconciliation row then counts the refusal.
-        :returns: True when marked; False when the delivery had already finished.
-        :raises UnknownDeliveryError: no such delivery.
-        """
-        marked = markable_status(status)
-        now = self._now(None, "clock()")
-        with self._write() as conn:
-            if deliveries.mark(conn, delivery_id, marked.value, error, now, external_identifier):
-                if external_identifier is not None:
-                    self._refresh(conn, external_identifier, now)
-                return True
-            if deliveries.exists(conn, delivery_id):
-                return False
-            raise UnknownDeliveryError(delivery_id)
-
-    def delivery(self, delivery_id: int) -> Delivery | None:
-        """The stored delivery with this id, or None."""
-        with self._read() as conn:
-            return deliveries.select(conn, delivery_id)
-
-    def outcome_identifier(self, outcome_id: int) -> str | None:
-        """The ``external_identifier`` of the stored outcome ``outcome_id``, or None: the payment
-        a finished delivery's redelivery is answered about, without parsing its body again."""
-        with self._read() as conn:
-            return outcomes.identifier(conn, outcome_id)
-
-    def deliveries(self, status: DeliveryStatus | str | None = None) -> Iterator[Delivery]:
-        """Stored deliveries as they arrived, or those with ``status``; streamed (reprocess)."""
-        wanted = None if status is None else enum_member(DeliveryStatus, status, "status").value
-        return self._engine.stream(
-            lambda conn: deliveries.select_all(conn, wanted), deliveries.to_delivery
-        )
-
-    def record_rejected(
-        self,
-        *,
-        reason: str,
-        body: bytes,
-        remote_addr: str | None,
-        received_at: datetime | None = None,
-    ) -> int:
-        """Keep a trace of a delivery that failed verification: its first 4 KiB and why; the
-        newest ``max_rejected`` are kept (older ones deleted in the same transaction). Returns
-        the new row's id.
-
-        Committed but not synced (the next synced write takes it to disk): a trace that
-        acknowledges nothing, which anyone without a key can send, must not cost a sync.
-        """
-        at = self._now(received_at, "received_at")
-        with self._write(durable=False) as conn:
-            return rejected_deliveries.insert(
-                conn, at, remote_addr, reason, body, keep=self._max_rejected
-            )
-
-    # -- outcomes and returns --------------------------------------------------------------
-
-    def record_outcome(self, outcome: Outcome, *, delivery_id: int) -> RecordedOutcome:
-        """Record an outcome, mark its delivery and reconcile, all in one transaction.
-
-        The outcome is stored once per (``transaction_id``, ``payment_status``); the delivery
-        becomes ``processed`` (again, for ``payhooks reprocess``). When another delivery had
-        already recorded it, the stored one stands and this delivery is marked ``duplicate``
-        when it says the same (equal ``external_identifier``, ``state``, ``amount_minor``,
-        ``currency`` and ``provider_reference``: a resent notification may be stamped anew),
-        else ``conflicting_outcome``, its ``error`` naming the fields that differ. The state
-        returned is that of the payment the stored outcome names.
-
-        :raises UnknownDeliveryError: ``delivery_id`` is not stored.
-        :raises ValueError: an amount outside 0 to :data:`~payhooks.storage.MAX_AMOUNT_MINOR`
-            (the parser refuses those first).
-        """
-        check_amount(outcome.amount_minor, "outcome.amount_minor")
-        now = self._now(None, "clock()")
-        # Everything is made ready before the write lock is taken, so it is held only for SQL.
-        values = outcomes.to_values(outcome, delivery_id, now)
-        with self._write() as conn:
-            outcome_id, is_new, status, identifier = outcomes.record(conn, outcome, values, now)
-            state = self._refresh(conn, identifier, now, outcome_id if is_new else None)
-        if state is None:  # pragma: no cover - the outcome is stored, so it has a row
-            raise AssertionError("a recorded outcome has no reconciliation row")
-        return RecordedOutcome(
-            outcome_id=outcome_id, is_new=is_new, reconciliation=state, delivery_status=status
-        )
-
-    def record_return(
-        self,
-        external_identifier: str,
-        kind: ReturnKind | str,
-        result_code: str | None,
-        *,
-        returned_at: datetime | None = None,
-    ) -> int:
-        """Record a customer's return (``return``) or cancel (``cancel``) visit.
-
-        It never changes a payment's state: the query string comes from the browser. Only the
-        newest ``max_returns`` visits of one identifier are kept (by ``returned_at``, then
-        arrival); older ones are deleted in the same transaction. Returns the new row's id.
-        """
-        visit = enum_member(ReturnKind, kind, "kind")
-        at = self._now(returned_at, "returned_at")
-        with self._write() as conn:
-            return returns.insert(
-                conn, external_identifier, at, visit.value, result_code, keep=self._max_returns
-            )
 
     # -- reconciliation --------------------------------------------------------------------
 
@@ -408,13 +240,6 @@ class Ledger:
         """The full reconciliation row of one identifier, or None."""
         with self._read() as conn:
             return reconciliation.row_for(conn, external_identifier)
-
-    def outcome(self, outcome_id: int) -> Outcome | None:
-        """The stored outcome ``outcome_id``, as it was recorded, or None."""
-        with self._read() as conn:
-            return outcomes.select(conn, outcome_id)
-
-    # -- reconciliation --------------------------------------------------------------------
 
     def reconcile(
         self,

@@ -43,9 +43,8 @@ class DeliveryStatus(StrEnum):
     """Where one stored delivery stands."""
 
     #: Stored and not processed yet. The receiver stores a delivery with its outcome in one
-    #: commit, so only a direct :meth:`~payhooks.storage.Ledger.record_delivery` (or an older
-    #: payhooks, which committed the delivery first) leaves one here; a retry or ``payhooks
-    #: reprocess`` finishes it.
+    #: commit, so only a direct ``Ledger.receiver.record_delivery`` leaves one here; a retry
+    #: or ``payhooks reprocess`` finishes it.
     RECEIVED = "received"
     #: Its outcome was recorded.
     PROCESSED = "processed"
@@ -68,7 +67,7 @@ class DeliveryStatus(StrEnum):
 
 
 #: The statuses of a delivery with nothing left to do: a redelivery of it only counts an
-#: attempt, and :meth:`payhooks.storage.Ledger.mark_delivery` never overwrites them.
+#: attempt, and ``Ledger.receiver.mark_delivery`` never overwrites them.
 FINISHED_DELIVERY_STATUSES: frozenset[DeliveryStatus] = frozenset(
     {DeliveryStatus.PROCESSED, DeliveryStatus.DUPLICATE, DeliveryStatus.CONFLICTING_OUTCOME}
 )
@@ -118,7 +117,7 @@ class Delivery:
 
 @dataclass(frozen=True, slots=True)
 class RecordedOutcome:
-    """What :meth:`payhooks.storage.Ledger.record_outcome` did, all in one transaction."""
+    """What ``Ledger.receiver.record_outcome`` did, all in one transaction."""
 
     outcome_id: int
     #: False when this (``transaction_id``, ``payment_status``) was already stored; then

@@ -95,7 +95,8 @@ class SyncRun:
 
 @dataclass(frozen=True, slots=True)
 class CreationFailure:
-    """Why an expected payment may not exist at the service (``Ledger.creation_failure``)."""
+    """Why an expected payment may not exist at the service
+    (``Ledger.service.creation_failure``)."""
 
     external_identifier: str
     #: True: the service refused it (``refused``); False: no usable answer (``uncertain``).

@@ -141,9 +141,9 @@ def _record(
         else:
             status, error = DeliveryStatus.PROCESSING_ERROR, type(parsed.failure).__name__
         named = None if err is None else err.external_identifier
-        ledger.mark_delivery(delivery_id, status, error=error, external_identifier=named)
+        ledger.receiver.mark_delivery(delivery_id, status, error=error, external_identifier=named)
         return ProcessedDelivery(delivery_id, status, payload_error=err)
-    recorded = ledger.record_outcome(parsed.outcome, delivery_id=delivery_id)
+    recorded = ledger.receiver.record_outcome(parsed.outcome, delivery_id=delivery_id)
     claimed = [] if lease is None else ledger.signals.claim([recorded.outcome_id], lease=lease)
     return ProcessedDelivery(
         delivery_id,
@@ -196,7 +196,7 @@ def receive_delivery(
     """
     parsed = _parse(body, headers.get("timezone"), time_zone, status_map)
     store = partial(
-        ledger.record_delivery,
+        ledger.receiver.record_delivery,
         dedupe_key=dedupe_key,
         body=body,
         headers=headers,
@@ -234,7 +234,9 @@ def _store_failed(
         if _finished(delivery):
             # A twin copy finished it meanwhile; its signals are that copy's to send.
             return _redelivery(ledger, delivery, None)
-        ledger.mark_delivery(delivery.id, DeliveryStatus.PROCESSING_ERROR, error=type(err).__name__)
+        ledger.receiver.mark_delivery(
+            delivery.id, DeliveryStatus.PROCESSING_ERROR, error=type(err).__name__
+        )
     return ProcessedDelivery(delivery.id, DeliveryStatus.PROCESSING_ERROR)
 
 
@@ -248,7 +250,7 @@ def _redelivery(ledger: Ledger, delivery: Delivery, lease: timedelta | None) -> 
     if delivery.outcome_id is not None:
         if lease is not None:
             claimed = ledger.signals.claim([delivery.outcome_id], lease=lease)
-        identifier = ledger.outcome_identifier(delivery.outcome_id)
+        identifier = ledger.receiver.outcome_identifier(delivery.outcome_id)
         state = None if identifier is None else ledger.state(identifier)
     return ProcessedDelivery(
         delivery.id, DeliveryStatus.DUPLICATE, state, redelivery=True, claimed=tuple(claimed)
@@ -294,7 +296,9 @@ def _mark_processing_error(ledger: Ledger, delivery_id: int, err: Exception) -> 
     """Keep the failure's kind on the delivery (never its message: it could quote the body);
     a ledger that cannot take even that only costs the note, not the stored delivery."""
     try:
-        ledger.mark_delivery(delivery_id, DeliveryStatus.PROCESSING_ERROR, error=type(err).__name__)
+        ledger.receiver.mark_delivery(
+            delivery_id, DeliveryStatus.PROCESSING_ERROR, error=type(err).__name__
+        )
     except StorageError as storage_err:
         logger.warning(
             "payhooks: could not mark delivery %s as processing_error: %s",

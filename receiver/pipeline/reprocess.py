@@ -66,7 +66,7 @@ def delivery_ids(
     Collected before anything is written, so no cursor stays open on a table being updated.
     """
     return sorted(
-        delivery.id for status in statuses for delivery in ledger.deliveries(status=status)
+        delivery.id for status in statuses for delivery in ledger.receiver.deliveries(status=status)
     )
 
 
@@ -97,7 +97,7 @@ def reprocess_deliveries(
     states = None if status_map is None else load_status_map(status_map)
     report = ReprocessReport()
     for delivery_id in ids:
-        delivery = ledger.delivery(delivery_id)
+        delivery = ledger.receiver.delivery(delivery_id)
         if delivery is None:
             report.counts["not_found"] += 1
             continue

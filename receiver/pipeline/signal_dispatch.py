@@ -76,7 +76,7 @@ def send_claimed(
         owed = list(group)
         errors: dict[str, str] = {}
         try:
-            outcome = (known or {}).get(outcome_id) or ledger.outcome(outcome_id)
+            outcome = (known or {}).get(outcome_id) or ledger.receiver.outcome(outcome_id)
         except StorageError as err:
             logger.warning("payhooks: could not read outcome %s: %s", outcome_id, err.message)
             continue

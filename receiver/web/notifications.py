@@ -207,7 +207,9 @@ def _record_rejected(state: ReceiverState, err: SignatureError, body: bytes) -> 
     logger.info("payhooks: rejected a delivery from %s: %s", request.remote_addr, err.code)
     try:
         # The ledger keeps the first 4 KiB and the full size.
-        state.ledger.record_rejected(reason=err.code, body=body, remote_addr=request.remote_addr)
+        state.ledger.receiver.record_rejected(
+            reason=err.code, body=body, remote_addr=request.remote_addr
+        )
     except StorageError as storage_err:
         logger.warning("payhooks: could not record a rejected delivery: %s", storage_err.message)
 

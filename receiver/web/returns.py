@@ -227,7 +227,7 @@ def customer_return(external_identifier: str, kind: ReturnKind) -> Response:
     state = receiver_state(app)
     ledger = state.ledger
     if request.method != "HEAD":
-        ledger.record_return(external_identifier, kind, result_code)
+        ledger.receiver.record_return(external_identifier, kind, result_code)
     view = customer_view(external_identifier, kind, result_code, ledger.state(external_identifier))
 
     wants_json = (

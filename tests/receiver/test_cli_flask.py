@@ -90,8 +90,8 @@ def test_reprocess_in_the_app_sends_its_signals_once(app: Flask) -> None:
 
     with Ledger(app.config["PAYHOOKS_DATABASE"]) as ledger:
         ledger.expect_transaction("order-1", 2500, "CNY")
-        delivery = ledger.record_delivery(dedupe_key="k", body=notification(), headers={})
-        ledger.mark_delivery(delivery.id, "processing_error", error="a bug, since fixed")
+        delivery = ledger.receiver.record_delivery(dedupe_key="k", body=notification(), headers={})
+        ledger.receiver.mark_delivery(delivery.id, "processing_error", error="a bug, since fixed")
     runner = app.test_cli_runner()
 
     with signals.payment_succeeded.connected_to(on_paid, sender=app):
@@ -111,7 +111,7 @@ def test_reprocess_in_the_app_with_no_signals_records_quietly(app: Flask) -> Non
 
     with Ledger(app.config["PAYHOOKS_DATABASE"]) as ledger:
         ledger.expect_transaction("order-1", 2500, "CNY")
-        delivery = ledger.record_delivery(dedupe_key="k", body=notification(), headers={})
+        delivery = ledger.receiver.record_delivery(dedupe_key="k", body=notification(), headers={})
     runner = app.test_cli_runner()
 
     with signals.notification_received.connected_to(on_any, sender=app):
@@ -121,7 +121,7 @@ def test_reprocess_in_the_app_with_no_signals_records_quietly(app: Flask) -> Non
     assert received == []
     with Ledger(app.config["PAYHOOKS_DATABASE"]) as ledger:
         assert ledger.state("order-1") is ReconciliationState.PAID
-        stored = ledger.delivery(delivery.id)
+        stored = ledger.receiver.delivery(delivery.id)
         assert stored is not None
         assert stored.status == "processed"
 

@@ -266,11 +266,11 @@ def test_reconcile_of_a_file_that_is_not_a_ledger_fails_in_one_sentence(tmp_path
 
 
 def _store_unparsed(ledger: Ledger, body: bytes, status: str, key: str) -> int:
-    delivery = ledger.record_delivery(
+    delivery = ledger.receiver.record_delivery(
         dedupe_key=key, body=body, headers={"timezone": "Asia/Shanghai"}
     )
     if status != "received":
-        ledger.mark_delivery(delivery.id, status, error="earlier failure")
+        ledger.receiver.mark_delivery(delivery.id, status, error="earlier failure")
     return delivery.id
 
 
@@ -292,7 +292,7 @@ def test_reprocess_records_outcomes_of_deliveries_that_failed_and_counts_them(
     with Ledger(database) as ledger:
         assert ledger.state("order-1") is ReconciliationState.PAID
         assert ledger.state("order-2") is ReconciliationState.UNEXPECTED
-        delivery = ledger.delivery(fixed)
+        delivery = ledger.receiver.delivery(fixed)
         assert delivery is not None
         assert delivery.status is DeliveryStatus.PROCESSED
         # The stored timezone header dated payment_time, as on arrival: 12:00 in Shanghai.
@@ -359,7 +359,7 @@ def test_plain_reprocess_refuses_to_record_outcomes_whose_signals_would_be_lost(
     assert "Traceback" not in result.output
     with Ledger(database) as ledger:
         assert ledger.state("order-1") is ReconciliationState.PENDING
-        delivery = ledger.delivery(waiting)
+        delivery = ledger.receiver.delivery(waiting)
         assert delivery is not None
         assert delivery.status is DeliveryStatus.PROCESSING_ERROR
 
@@ -383,7 +383,7 @@ def test_reprocess_keeps_a_delivery_that_still_fails_as_processing_error(
     assert result.stdout == "Reprocessed 1 delivery(ies): 1 processing_error.\n"
     assert "Traceback" not in result.output
     with Ledger(database) as ledger:
-        delivery = ledger.delivery(waiting)
+        delivery = ledger.receiver.delivery(waiting)
         assert delivery is not None
         assert delivery.status is DeliveryStatus.PROCESSING_ERROR
         assert delivery.error == "StorageError"

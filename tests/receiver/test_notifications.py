@@ -170,7 +170,7 @@ def test_each_outcome_sends_its_signals_with_the_documented_arguments(
     assert sender is app
     assert set(kwargs) == {"outcome", "outcome_id", "delivery_id", "reconciliation"}
     assert kwargs["delivery_id"] == response.get_json()["delivery_id"]
-    stored = ledger.delivery(kwargs["delivery_id"])
+    stored = ledger.receiver.delivery(kwargs["delivery_id"])
     assert stored is not None
     assert kwargs["outcome_id"] == stored.outcome_id
     assert kwargs["reconciliation"] == response.get_json()["reconciliation"]

@@ -207,7 +207,9 @@ def test_a_retry_is_parsed_with_the_timezone_header_that_was_stored(
 ) -> None:
     # An earlier try stored the delivery with its `timezone` header and got no further.
     body = make_body("wallet", payment_time="20261121120000")
-    ledger.record_delivery(dedupe_key="msg_zone", body=body, headers={"timezone": "+08:00"})
+    ledger.receiver.record_delivery(
+        dedupe_key="msg_zone", body=body, headers={"timezone": "+08:00"}
+    )
 
     response = client.post(
         NOTIFY, data=body, headers={**sign(body, msg_id="msg_zone"), "timezone": "-05:00"}
@@ -297,4 +299,4 @@ def test_a_new_outcomes_signals_are_sent_with_the_outcome_parsed_not_read_back(
         conn.set_trace_callback(None)
     assert not [s for s in statements if "FROM outcomes WHERE id" in s], statements
     (kwargs,) = received
-    assert kwargs["outcome"] == ledger.outcome(kwargs["outcome_id"])
+    assert kwargs["outcome"] == ledger.receiver.outcome(kwargs["outcome_id"])

@@ -50,7 +50,7 @@ def _syncs_every_commit(ledger: Ledger) -> bool:
 
     wal_sync._sync = counting
     try:
-        ledger.record_delivery(dedupe_key=f"msg_{uuid.uuid4()}", body=b"{}", headers={})
+        ledger.receiver.record_delivery(dedupe_key=f"msg_{uuid.uuid4()}", body=b"{}", headers={})
     finally:
         wal_sync._sync = original
     return bool(synced)
@@ -61,7 +61,7 @@ def _database_path(ledger: Ledger) -> str:
 
 
 def _write(ledger: Ledger) -> None:
-    ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+    ledger.receiver.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
 
 
 def _receivers_ledger(app: Flask) -> Ledger:

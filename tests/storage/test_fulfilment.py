@@ -134,8 +134,8 @@ def test_a_payment_registered_after_its_outcome_owes_its_fulfilment_then(ledger:
 def test_a_refused_and_a_conflicting_delivery_show_on_the_payments_row(ledger: Ledger) -> None:
     ledger.expect_transaction("order-1", 2500, "CNY")
     for n in range(3):
-        refused = ledger.record_delivery(dedupe_key=f"bad-{n}", body=b"{}", headers={})
-        ledger.mark_delivery(
+        refused = ledger.receiver.record_delivery(dedupe_key=f"bad-{n}", body=b"{}", headers={})
+        ledger.receiver.mark_delivery(
             refused.id, "invalid_payload", '{"message": "amount is missing"}',
             external_identifier="order-1",
         )  # fmt: skip

@@ -115,7 +115,7 @@ def test_metadata_that_is_not_json_is_refused(ledger: Ledger) -> None:
 
 
 def test_a_new_delivery_is_stored_as_received(ledger: Ledger, clock: FixedClock) -> None:
-    delivery = ledger.record_delivery(
+    delivery = ledger.receiver.record_delivery(
         dedupe_key="msg_1", body=b'{"a": 1}', headers={"webhook-id": "msg_1"}
     )
     assert delivery.is_new
@@ -124,7 +124,7 @@ def test_a_new_delivery_is_stored_as_received(ledger: Ledger, clock: FixedClock)
     assert delivery.received_at == clock.now
     assert delivery.body == b'{"a": 1}'
     assert delivery.headers == {"webhook-id": "msg_1"}
-    assert ledger.delivery(delivery.id) == delivery.__class__(
+    assert ledger.receiver.delivery(delivery.id) == delivery.__class__(
         **{**_fields(delivery), "is_new": False}
     )
 
@@ -136,11 +136,11 @@ def _fields(delivery: Any) -> dict[str, Any]:
 def test_a_repeated_dedupe_key_with_the_same_bytes_is_no_new_row_but_counts_an_attempt(
     ledger: Ledger,
 ) -> None:
-    first = ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+    first = ledger.receiver.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
     assert first.body_sha256 == hashlib.sha256(b"{}").hexdigest()
     assert first.reused_key_of is None
     for attempt in (2, 3):
-        again = ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={"x": "y"})
+        again = ledger.receiver.record_delivery(dedupe_key="msg_1", body=b"{}", headers={"x": "y"})
         assert not again.is_new
         assert again.id == first.id
         assert again.attempts == attempt
@@ -153,10 +153,10 @@ def test_other_bytes_under_a_key_that_names_the_signed_content_are_the_same_deli
 ) -> None:
     # The sorted-fields schemes' key is the digest of the signed string, which determines
     # the body: other bytes under it are the same notification laid out otherwise.
-    first = ledger.record_delivery(
+    first = ledger.receiver.record_delivery(
         dedupe_key="sf-digest", body=b'{"a": "1"}', headers={}, key_names_content=True
     )
-    again = ledger.record_delivery(
+    again = ledger.receiver.record_delivery(
         dedupe_key="sf-digest", body=b'{ "a" : "1" }', headers={}, key_names_content=True
     )
 
@@ -172,10 +172,10 @@ PS_BODY = b'{"payment_data": {"payment_status": "PS"}}'
 def test_a_reused_dedupe_key_with_other_bytes_is_stored_as_a_delivery_of_its_own(
     ledger: Ledger,
 ) -> None:
-    first = ledger.record_delivery(dedupe_key="msg_1", body=PP_BODY, headers={})
-    ledger.record_outcome(make_outcome(payment_status="PP"), delivery_id=first.id)
+    first = ledger.receiver.record_delivery(dedupe_key="msg_1", body=PP_BODY, headers={})
+    ledger.receiver.record_outcome(make_outcome(payment_status="PP"), delivery_id=first.id)
 
-    reused = ledger.record_delivery(dedupe_key="msg_1", body=PS_BODY, headers={})
+    reused = ledger.receiver.record_delivery(dedupe_key="msg_1", body=PS_BODY, headers={})
 
     assert reused.is_new
     assert reused.id != first.id
@@ -183,7 +183,7 @@ def test_a_reused_dedupe_key_with_other_bytes_is_stored_as_a_delivery_of_its_own
     assert reused.reused_key_of == first.id
     assert (reused.body, reused.status, reused.attempts) == (PS_BODY, "received", 1)
     # The first delivery is untouched: same bytes, one attempt, still processed.
-    stored_first = ledger.delivery(first.id)
+    stored_first = ledger.receiver.delivery(first.id)
     assert stored_first is not None
     assert (stored_first.body, stored_first.attempts, stored_first.status) == (
         PP_BODY,
@@ -191,19 +191,19 @@ def test_a_reused_dedupe_key_with_other_bytes_is_stored_as_a_delivery_of_its_own
         "processed",
     )
     # The reused key's own retries count on its own row; a third body gets a third row.
-    again = ledger.record_delivery(dedupe_key="msg_1", body=PS_BODY, headers={})
+    again = ledger.receiver.record_delivery(dedupe_key="msg_1", body=PS_BODY, headers={})
     assert (again.is_new, again.id, again.attempts) == (False, reused.id, 2)
-    third = ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+    third = ledger.receiver.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
     assert (third.is_new, third.reused_key_of) == (True, first.id)
     assert count(ledger, "deliveries") == 3
 
 
 def test_a_derived_key_taken_by_other_bytes_stores_nothing_and_says_so(ledger: Ledger) -> None:
     squatter = f"msg_1#{hashlib.sha256(PS_BODY).hexdigest()}"
-    ledger.record_delivery(dedupe_key=squatter, body=b"squat", headers={})
-    ledger.record_delivery(dedupe_key="msg_1", body=PP_BODY, headers={})
+    ledger.receiver.record_delivery(dedupe_key=squatter, body=b"squat", headers={})
+    ledger.receiver.record_delivery(dedupe_key="msg_1", body=PP_BODY, headers={})
     with pytest.raises(StorageError) as exc_info:
-        ledger.record_delivery(dedupe_key="msg_1", body=PS_BODY, headers={})
+        ledger.receiver.record_delivery(dedupe_key="msg_1", body=PS_BODY, headers={})
     assert "not stored" in exc_info.value.message
     assert count(ledger, "deliveries") == 2
 
@@ -211,11 +211,13 @@ def test_a_derived_key_taken_by_other_bytes_stores_nothing_and_says_so(ledger: L
 def test_received_at_can_be_given_and_must_be_aware(ledger: Ledger) -> None:
     moment = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     assert (
-        ledger.record_delivery(dedupe_key="a", body=b"", headers={}, received_at=moment).received_at
+        ledger.receiver.record_delivery(
+            dedupe_key="a", body=b"", headers={}, received_at=moment
+        ).received_at
         == moment
     )
     with pytest.raises(ValueError, match="timezone-aware"):
-        ledger.record_delivery(
+        ledger.receiver.record_delivery(
             dedupe_key="b", body=b"", headers={}, received_at=datetime(2026, 1, 2)
         )
 
@@ -225,9 +227,9 @@ def test_received_at_can_be_given_and_must_be_aware(ledger: Ledger) -> None:
     [DeliveryStatus.MALFORMED_JSON, "invalid_payload", DeliveryStatus.PROCESSING_ERROR],
 )
 def test_a_delivery_is_marked_with_its_error(ledger: Ledger, status: str) -> None:
-    delivery = ledger.record_delivery(dedupe_key="msg_1", body=b"{", headers={})
-    ledger.mark_delivery(delivery.id, status, error="why")
-    stored = ledger.delivery(delivery.id)
+    delivery = ledger.receiver.record_delivery(dedupe_key="msg_1", body=b"{", headers={})
+    ledger.receiver.mark_delivery(delivery.id, status, error="why")
+    stored = ledger.receiver.delivery(delivery.id)
     assert stored is not None
     assert stored.status == status
     assert stored.error == "why"
@@ -240,33 +242,33 @@ def test_a_twin_that_fails_after_the_first_copy_finished_leaves_it_finished(
 ) -> None:
     if first_copy == "duplicate":
         record(ledger, make_outcome())
-    delivery = ledger.record_delivery(dedupe_key="msg_twin", body=b"{}", headers={})
-    assert ledger.record_outcome(make_outcome(), delivery_id=delivery.id).delivery_status == (
-        first_copy
-    )
+    delivery = ledger.receiver.record_delivery(dedupe_key="msg_twin", body=b"{}", headers={})
+    assert ledger.receiver.record_outcome(
+        make_outcome(), delivery_id=delivery.id
+    ).delivery_status == (first_copy)
     # The other copy of the same delivery, still in flight, fails now.
-    assert ledger.mark_delivery(delivery.id, status, error="boom") is False
-    stored = ledger.delivery(delivery.id)
+    assert ledger.receiver.mark_delivery(delivery.id, status, error="boom") is False
+    stored = ledger.receiver.delivery(delivery.id)
     assert stored is not None
     assert (stored.status, stored.error) == (first_copy, None)
 
 
 def test_marking_an_unfinished_delivery_says_it_did(ledger: Ledger) -> None:
-    delivery = ledger.record_delivery(dedupe_key="msg_1", body=b"{", headers={})
-    assert ledger.mark_delivery(delivery.id, "malformed_json") is True
-    assert ledger.mark_delivery(delivery.id, "processing_error") is True
+    delivery = ledger.receiver.record_delivery(dedupe_key="msg_1", body=b"{", headers={})
+    assert ledger.receiver.mark_delivery(delivery.id, "malformed_json") is True
+    assert ledger.receiver.mark_delivery(delivery.id, "processing_error") is True
 
 
 @pytest.mark.parametrize("status", ["processed", "duplicate", "received", "nonsense"])
 def test_mark_delivery_refuses_statuses_that_recording_sets(ledger: Ledger, status: str) -> None:
-    delivery = ledger.record_delivery(dedupe_key="msg_1", body=b"{", headers={})
+    delivery = ledger.receiver.record_delivery(dedupe_key="msg_1", body=b"{", headers={})
     with pytest.raises(ValueError, match="status"):
-        ledger.mark_delivery(delivery.id, status)
+        ledger.receiver.mark_delivery(delivery.id, status)
 
 
 def test_marking_an_unknown_delivery_raises_its_code(ledger: Ledger) -> None:
     with pytest.raises(UnknownDeliveryError) as exc_info:
-        ledger.mark_delivery(42, "malformed_json")
+        ledger.receiver.mark_delivery(42, "malformed_json")
     assert exc_info.value.code == "unknown_delivery"
     assert exc_info.value.delivery_id == 42
 
@@ -277,19 +279,22 @@ def test_signal_errors_are_kept_one_per_line_on_the_delivery(ledger: Ledger) -> 
     claimed = ledger.signals.claim([recorded.outcome_id], lease=timedelta(minutes=5))
     errors = {"notification-received": "first failed", "payment-succeeded": "second failed"}
     assert ledger.signals.mark_sent(claimed, errors=errors) == 2
-    stored = ledger.delivery(claimed[0].delivery_id)
+    stored = ledger.receiver.delivery(claimed[0].delivery_id)
     assert stored is not None
     assert stored.signal_error == "first failed\nsecond failed"
 
 
 def test_deliveries_are_listed_in_arrival_order_filtered_by_status(ledger: Ledger) -> None:
-    ids = [ledger.record_delivery(dedupe_key=f"m{i}", body=b"", headers={}).id for i in range(4)]
-    ledger.mark_delivery(ids[1], "malformed_json")
-    ledger.mark_delivery(ids[3], "malformed_json")
-    assert [d.id for d in ledger.deliveries()] == ids
-    assert [d.id for d in ledger.deliveries("malformed_json")] == [ids[1], ids[3]]
-    assert [d.id for d in ledger.deliveries(DeliveryStatus.RECEIVED)] == [ids[0], ids[2]]
-    assert ledger.delivery(12345) is None
+    ids = [
+        ledger.receiver.record_delivery(dedupe_key=f"m{i}", body=b"", headers={}).id
+        for i in range(4)
+    ]
+    ledger.receiver.mark_delivery(ids[1], "malformed_json")
+    ledger.receiver.mark_delivery(ids[3], "malformed_json")
+    assert [d.id for d in ledger.receiver.deliveries()] == ids
+    assert [d.id for d in ledger.receiver.deliveries("malformed_json")] == [ids[1], ids[3]]
+    assert [d.id for d in ledger.receiver.deliveries(DeliveryStatus.RECEIVED)] == [ids[0], ids[2]]
+    assert ledger.receiver.delivery(12345) is None
 
 
 # -- outcomes ------------------------------------------------------------------------------
@@ -341,7 +346,7 @@ def test_the_same_outcome_recorded_five_times_is_one_row(ledger: Ledger) -> None
     assert {r.reconciliation for r in results} == {ReconciliationState.PAID}
     assert count(ledger, "outcomes") == 1
     assert count(ledger, "deliveries") == 5
-    assert [d.outcome_id for d in ledger.deliveries()] == [results[0].outcome_id] * 5
+    assert [d.outcome_id for d in ledger.receiver.deliveries()] == [results[0].outcome_id] * 5
 
 
 @pytest.mark.parametrize(
@@ -371,7 +376,7 @@ def test_a_second_delivery_that_says_otherwise_is_a_conflicting_outcome(
     assert second.reconciliation is ReconciliationState.PAID
     assert count(ledger, "outcomes") == 1
     assert ledger.state("order-1") is ReconciliationState.PAID
-    stored = list(ledger.deliveries(DeliveryStatus.CONFLICTING_OUTCOME))
+    stored = list(ledger.receiver.deliveries(DeliveryStatus.CONFLICTING_OUTCOME))
     assert len(stored) == 1
     assert stored[0].outcome_id == first.outcome_id
     assert stored[0].error is not None
@@ -384,7 +389,7 @@ def test_a_second_delivery_that_says_otherwise_is_a_conflicting_outcome(
 def test_a_conflict_names_every_field_that_differs(ledger: Ledger) -> None:
     record(ledger, make_outcome())
     record(ledger, make_outcome(amount_minor=100, amount=Decimal("1.00"), currency="USD"))
-    (conflict,) = ledger.deliveries("conflicting_outcome")
+    (conflict,) = ledger.receiver.deliveries("conflicting_outcome")
     assert conflict.error is not None
     assert "amount_minor (stored 2500, here 100), currency (stored CNY, here USD)" in (
         conflict.error
@@ -395,43 +400,43 @@ def test_the_same_outcome_resent_at_another_time_is_a_duplicate(ledger: Ledger) 
     record(ledger, make_outcome())
     again = record(ledger, make_outcome(paid_at=T0 + timedelta(minutes=5), amount=Decimal("25.0")))
     assert again.delivery_status is DeliveryStatus.DUPLICATE
-    assert [d.error for d in ledger.deliveries("duplicate")] == [None]
+    assert [d.error for d in ledger.receiver.deliveries("duplicate")] == [None]
 
 
 def test_recording_the_same_delivery_again_keeps_it_processed(ledger: Ledger) -> None:
-    delivery = ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
-    first = ledger.record_outcome(make_outcome(), delivery_id=delivery.id)
-    again = ledger.record_outcome(make_outcome(), delivery_id=delivery.id)
+    delivery = ledger.receiver.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+    first = ledger.receiver.record_outcome(make_outcome(), delivery_id=delivery.id)
+    again = ledger.receiver.record_outcome(make_outcome(), delivery_id=delivery.id)
     assert (first.is_new, again.is_new) == (True, False)
     assert again.delivery_status is DeliveryStatus.PROCESSED
-    stored = ledger.delivery(delivery.id)
+    stored = ledger.receiver.delivery(delivery.id)
     assert stored is not None
     assert stored.status is DeliveryStatus.PROCESSED
 
 
 def test_recording_after_a_failed_parse_clears_the_error(ledger: Ledger) -> None:
-    delivery = ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
-    ledger.mark_delivery(delivery.id, "processing_error", error="boom")
-    ledger.record_outcome(make_outcome(), delivery_id=delivery.id)
-    stored = ledger.delivery(delivery.id)
+    delivery = ledger.receiver.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+    ledger.receiver.mark_delivery(delivery.id, "processing_error", error="boom")
+    ledger.receiver.record_outcome(make_outcome(), delivery_id=delivery.id)
+    stored = ledger.receiver.delivery(delivery.id)
     assert stored is not None
     assert (stored.status, stored.error) == (DeliveryStatus.PROCESSED, None)
 
 
 def test_an_outcome_for_an_unknown_delivery_stores_nothing(ledger: Ledger) -> None:
     with pytest.raises(UnknownDeliveryError):
-        ledger.record_outcome(make_outcome(), delivery_id=77)
+        ledger.receiver.record_outcome(make_outcome(), delivery_id=77)
     assert count(ledger, "outcomes") == 0
 
 
 def test_an_outcome_over_the_amount_bound_stores_nothing(ledger: Ledger) -> None:
-    delivery = ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+    delivery = ledger.receiver.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
     with pytest.raises(ValueError, match="amount_minor"):
-        ledger.record_outcome(
+        ledger.receiver.record_outcome(
             make_outcome(amount_minor=MAX_AMOUNT_MINOR + 1), delivery_id=delivery.id
         )
     assert count(ledger, "outcomes") == 0
-    stored = ledger.delivery(delivery.id)
+    stored = ledger.receiver.delivery(delivery.id)
     assert stored is not None
     assert stored.status is DeliveryStatus.RECEIVED
 
@@ -447,7 +452,7 @@ def test_extra_members_are_kept_as_json(ledger: Ledger) -> None:
 
 def test_a_rejected_delivery_keeps_the_first_4_kib_and_its_size(ledger: Ledger) -> None:
     body = b"x" * 10_000
-    ledger.record_rejected(reason="invalid_signature", body=body, remote_addr="127.0.0.1")
+    ledger.receiver.record_rejected(reason="invalid_signature", body=body, remote_addr="127.0.0.1")
     stored = (
         tables(ledger)
         .execute("SELECT reason, remote_addr, length(body), body_size FROM rejected_deliveries")
@@ -461,7 +466,8 @@ def test_rejected_deliveries_stay_bounded_keeping_the_newest(
 ) -> None:
     with Ledger(tmp_path / "bounded.db", max_rejected=5, clock=clock) as ledger:
         ids = [
-            ledger.record_rejected(reason=f"r{i}", body=b"", remote_addr=None) for i in range(12)
+            ledger.receiver.record_rejected(reason=f"r{i}", body=b"", remote_addr=None)
+            for i in range(12)
         ]
         kept = [
             row[0]
@@ -481,7 +487,7 @@ def test_the_default_bound_on_rejected_deliveries_is_ten_thousand(ledger: Ledger
         "VALUES ('2026-01-01T00:00:00+00:00', 'old', ?, 0)",
         [(b"",)] * 10_000,
     )
-    ledger.record_rejected(reason="new", body=b"", remote_addr=None)
+    ledger.receiver.record_rejected(reason="new", body=b"", remote_addr=None)
     assert count(ledger, "rejected_deliveries") == 10_000
     (oldest,) = conn.execute("SELECT MIN(id) FROM rejected_deliveries").fetchone()
     assert oldest == 2
@@ -495,8 +501,8 @@ def test_a_bound_below_one_is_refused(tmp_path: Path, bad: int) -> None:
 
 def test_returns_are_recorded_and_never_settle_a_payment(ledger: Ledger) -> None:
     ledger.expect_transaction("order-1", 2500, "CNY")
-    ledger.record_return("order-1", "return", "Authorised")
-    ledger.record_return("order-1", "cancel", None)
+    ledger.receiver.record_return("order-1", "return", "Authorised")
+    ledger.receiver.record_return("order-1", "cancel", None)
     assert ledger.state("order-1") is ReconciliationState.PENDING
     rows = (
         tables(ledger)
@@ -510,7 +516,7 @@ def test_returns_are_recorded_and_never_settle_a_payment(ledger: Ledger) -> None
         ("order-1", "cancel", None, "2026-11-21T12:00:00+00:00"),
     ]
     with pytest.raises(ValueError, match="kind"):
-        ledger.record_return("order-1", "refund", None)
+        ledger.receiver.record_return("order-1", "refund", None)
 
 
 def test_the_ledger_repr_names_the_file_and_nothing_else(tmp_path: Path) -> None:
@@ -525,8 +531,8 @@ def test_returns_keep_only_the_newest_visits_of_each_identifier(
         ids = []
         for n in range(8):
             clock.advance(1)
-            ids.append(ledger.record_return("order-1", "return", f"visit-{n}"))
-        ledger.record_return("order-2", "cancel", None)
+            ids.append(ledger.receiver.record_return("order-1", "return", f"visit-{n}"))
+        ledger.receiver.record_return("order-2", "cancel", None)
         kept = (
             tables(ledger)
             .execute("SELECT external_identifier, result_code FROM returns ORDER BY id")
@@ -547,8 +553,8 @@ def test_a_visit_dated_before_the_newest_ones_is_the_one_pruned(
     with Ledger(tmp_path / "returns.db", max_returns=2, clock=clock) as ledger:
         for n in range(2):
             clock.advance(60)
-            ledger.record_return("order-1", "return", f"visit-{n}")
-        ledger.record_return("order-1", "return", "late", returned_at=T0)
+            ledger.receiver.record_return("order-1", "return", f"visit-{n}")
+        ledger.receiver.record_return("order-1", "return", "late", returned_at=T0)
         kept = [row[0] for row in tables(ledger).execute("SELECT result_code FROM returns")]
     assert sorted(kept) == ["visit-0", "visit-1"]
 
@@ -558,7 +564,7 @@ def test_the_default_bound_on_returns_is_fifty_per_identifier(ledger: Ledger) ->
 
     assert DEFAULT_MAX_RETURNS == 50
     for _ in range(60):
-        ledger.record_return("order-1", "return", None)
+        ledger.receiver.record_return("order-1", "return", None)
     assert count(ledger, "returns") == 50
 
 

@@ -45,14 +45,18 @@ def worker(index: int, path: str, barrier: Any, report: str) -> None:
             except StorageError as err:
                 errors.append(err.code)
             try:
-                shared = ledger.record_delivery(dedupe_key=f"shared-{i}", body=b"{}", headers={})
+                shared = ledger.receiver.record_delivery(
+                    dedupe_key=f"shared-{i}", body=b"{}", headers={}
+                )
                 results["shared"].append([i, shared.is_new])
             except StorageError as err:
                 errors.append(err.code)
             try:
-                own = ledger.record_delivery(dedupe_key=f"own-{index}-{i}", body=b"{}", headers={})
+                own = ledger.receiver.record_delivery(
+                    dedupe_key=f"own-{index}-{i}", body=b"{}", headers={}
+                )
                 results["own"].append([i, own.id])
-                recorded = ledger.record_outcome(_outcome(i), delivery_id=own.id)
+                recorded = ledger.receiver.record_outcome(_outcome(i), delivery_id=own.id)
                 results["outcome"].append([i, recorded.is_new, recorded.delivery_status.value])
             except StorageError as err:
                 errors.append(err.code)
@@ -129,8 +133,10 @@ def test_threads_each_with_their_own_ledger_share_one_file(tmp_path: Path) -> No
                 new = 0
                 for i in range(50):
                     new += ledger.expect_transaction(f"order-{i}", 2500, "CNY")
-                    delivery = ledger.record_delivery(dedupe_key=f"k-{i}", body=b"", headers={})
-                    ledger.record_outcome(_outcome(i), delivery_id=delivery.id)
+                    delivery = ledger.receiver.record_delivery(
+                        dedupe_key=f"k-{i}", body=b"", headers={}
+                    )
+                    ledger.receiver.record_outcome(_outcome(i), delivery_id=delivery.id)
                 new_counts.append(new)
         except BaseException as err:  # collected: a thread's exception would be lost
             failures.append(err)

@@ -45,7 +45,7 @@ def test_a_write_locked_past_the_busy_timeout_is_unavailable(
 ) -> None:
     with Ledger(path, busy_timeout_ms=50) as ledger:
         with pytest.raises(StorageUnavailableError) as exc_info:
-            ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+            ledger.receiver.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
         assert exc_info.value.code == "storage_unavailable"
         assert "SQLITE_BUSY" in exc_info.value.message
         assert isinstance(exc_info.value.__cause__, sqlite3.OperationalError)
@@ -53,17 +53,17 @@ def test_a_write_locked_past_the_busy_timeout_is_unavailable(
         assert ledger.state("order-1") is ReconciliationState.PENDING
         writer_lock.execute("ROLLBACK")
         writer_lock.execute("BEGIN")
-        assert ledger.delivery(1) is None
-        assert ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={}).is_new
+        assert ledger.receiver.delivery(1) is None
+        assert ledger.receiver.record_delivery(dedupe_key="msg_1", body=b"{}", headers={}).is_new
 
 
 @pytest.mark.parametrize(
     "write",
     [
         lambda ledger: ledger.expect_transaction("order-2", 100, "USD"),
-        lambda ledger: ledger.record_rejected(reason="x", body=b"", remote_addr=None),
-        lambda ledger: ledger.record_return("order-1", "return", None),
-        lambda ledger: ledger.mark_delivery(1, "malformed_json"),
+        lambda ledger: ledger.receiver.record_rejected(reason="x", body=b"", remote_addr=None),
+        lambda ledger: ledger.receiver.record_return("order-1", "return", None),
+        lambda ledger: ledger.receiver.mark_delivery(1, "malformed_json"),
     ],
     ids=["expect", "rejected", "return", "mark"],
 )
@@ -85,7 +85,7 @@ def read_only(path: Path) -> Iterator[Ledger]:
 def test_a_read_only_file_reads_but_refuses_writes_as_unavailable(read_only: Ledger) -> None:
     assert read_only.state("order-1") is ReconciliationState.PENDING
     with pytest.raises(StorageUnavailableError) as exc_info:
-        read_only.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+        read_only.receiver.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
     assert "SQLITE_READONLY" in exc_info.value.message
     assert isinstance(exc_info.value.__cause__, sqlite3.OperationalError)
 
@@ -109,7 +109,7 @@ def test_a_full_disk_is_unavailable_and_loses_nothing_already_stored(path: Path)
         (pages,) = db.conn.execute("PRAGMA page_count").fetchone()
         db.conn.execute(f"PRAGMA max_page_count = {pages}")
         with pytest.raises(StorageUnavailableError) as exc_info:
-            ledger.record_delivery(dedupe_key="big", body=b"x" * 1_000_000, headers={})
+            ledger.receiver.record_delivery(dedupe_key="big", body=b"x" * 1_000_000, headers={})
         assert "SQLITE_FULL" in exc_info.value.message
         assert ledger.state("order-1") is ReconciliationState.PENDING
     db.close()

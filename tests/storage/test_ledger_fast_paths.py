@@ -53,51 +53,53 @@ def test_a_new_delivery_handed_back_is_the_one_stored(
     key: str,
 ) -> None:
     # The ledger lives across examples: each example's key is made unique.
-    new = ledger.record_delivery(
+    new = ledger.receiver.record_delivery(
         dedupe_key=f"{key}-{next(_UNIQUE)}", body=body, headers=headers, received_at=received_at
     )
 
     assert new.is_new
-    assert dataclasses.replace(new, is_new=False) == ledger.delivery(new.id)
+    assert dataclasses.replace(new, is_new=False) == ledger.receiver.delivery(new.id)
     assert new.received_at.utcoffset() == timedelta(0)
 
 
 def test_a_delivery_under_a_reused_key_handed_back_is_the_one_stored(ledger: Ledger) -> None:
-    first = ledger.record_delivery(dedupe_key="msg_1", body=b"first", headers={})
+    first = ledger.receiver.record_delivery(dedupe_key="msg_1", body=b"first", headers={})
 
-    reused = ledger.record_delivery(dedupe_key="msg_1", body=b"other", headers={"a": "b"})
+    reused = ledger.receiver.record_delivery(dedupe_key="msg_1", body=b"other", headers={"a": "b"})
 
     assert reused.is_new
     assert reused.reused_key_of == first.id
-    assert dataclasses.replace(reused, is_new=False) == ledger.delivery(reused.id)
+    assert dataclasses.replace(reused, is_new=False) == ledger.receiver.delivery(reused.id)
 
 
 def test_a_known_delivery_is_handed_back_as_stored_not_as_sent(ledger: Ledger) -> None:
-    first = ledger.record_delivery(
+    first = ledger.receiver.record_delivery(
         dedupe_key="msg_1",
         body=b"{}",
         headers={"timezone": "+08:00"},
         received_at=datetime(2026, 1, 1, tzinfo=UTC),
     )
 
-    again = ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={"timezone": "UTC"})
+    again = ledger.receiver.record_delivery(
+        dedupe_key="msg_1", body=b"{}", headers={"timezone": "UTC"}
+    )
 
     assert not again.is_new
     assert (again.id, again.attempts, again.headers) == (first.id, 2, {"timezone": "+08:00"})
     assert again.received_at == datetime(2026, 1, 1, tzinfo=UTC)
-    assert again == ledger.delivery(first.id)
+    assert again == ledger.receiver.delivery(first.id)
 
 
 def test_a_stored_outcome_recorded_for_an_unknown_delivery_changes_nothing(
     ledger: Ledger,
 ) -> None:
-    delivery = ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
-    ledger.record_outcome(make_outcome(), delivery_id=delivery.id)
-    before = ledger.delivery(delivery.id)
+    delivery = ledger.receiver.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+    ledger.receiver.record_outcome(make_outcome(), delivery_id=delivery.id)
+    before = ledger.receiver.delivery(delivery.id)
 
     with pytest.raises(UnknownDeliveryError) as exc_info:
-        ledger.record_outcome(make_outcome(), delivery_id=delivery.id + 100)
+        ledger.receiver.record_outcome(make_outcome(), delivery_id=delivery.id + 100)
 
     assert exc_info.value.delivery_id == delivery.id + 100
-    assert ledger.delivery(delivery.id) == before
-    assert ledger.delivery(delivery.id + 100) is None
+    assert ledger.receiver.delivery(delivery.id) == before
+    assert ledger.receiver.delivery(delivery.id + 100) is None

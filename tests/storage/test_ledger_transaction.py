@@ -53,14 +53,14 @@ def test_writes_inside_a_transaction_are_committed_together_at_its_end(
     ledger: Ledger, path: Path | str, savepoints: bool
 ) -> None:
     with ledger.transaction(savepoints=savepoints):
-        delivery = ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
-        recorded = ledger.record_outcome(make_outcome(), delivery_id=delivery.id)
+        delivery = ledger.receiver.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+        recorded = ledger.receiver.record_outcome(make_outcome(), delivery_id=delivery.id)
         seen_meanwhile = _count(path, "deliveries"), _count(path, "outcomes")
 
     assert seen_meanwhile == (0, 0)
     assert (_count(path, "deliveries"), _count(path, "outcomes")) == (1, 1)
     assert recorded.reconciliation == "paid"
-    stored = ledger.delivery(delivery.id)
+    stored = ledger.receiver.delivery(delivery.id)
     assert stored is not None
     assert (stored.status, stored.outcome_id) == (DeliveryStatus.PROCESSED, recorded.outcome_id)
 
@@ -71,9 +71,9 @@ class ChangedMind(Exception):
 
 def _store_then_abandon(ledger: Ledger, dedupe_key: str, *, with_outcome: bool = False) -> None:
     with ledger.transaction():
-        delivery = ledger.record_delivery(dedupe_key=dedupe_key, body=b"{}", headers={})
+        delivery = ledger.receiver.record_delivery(dedupe_key=dedupe_key, body=b"{}", headers={})
         if with_outcome:
-            ledger.record_outcome(make_outcome(), delivery_id=delivery.id)
+            ledger.receiver.record_outcome(make_outcome(), delivery_id=delivery.id)
         raise ChangedMind
 
 
@@ -96,13 +96,13 @@ def test_a_write_that_fails_inside_is_undone_alone(ledger: Ledger, path: Path) -
         "BEGIN SELECT RAISE(ABORT, 'no marks today'); END"
     )
     with ledger.transaction():
-        delivery = ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+        delivery = ledger.receiver.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
         with pytest.raises(StorageError):
-            ledger.record_outcome(make_outcome(), delivery_id=delivery.id)
-        ledger.mark_delivery(delivery.id, "processing_error", error="StorageError")
+            ledger.receiver.record_outcome(make_outcome(), delivery_id=delivery.id)
+        ledger.receiver.mark_delivery(delivery.id, "processing_error", error="StorageError")
 
     assert (_count(path, "deliveries"), _count(path, "outcomes")) == (1, 0)
-    stored = ledger.delivery(delivery.id)
+    stored = ledger.receiver.delivery(delivery.id)
     assert stored is not None
     assert stored.status is DeliveryStatus.PROCESSING_ERROR
 
@@ -111,10 +111,10 @@ def test_a_write_that_fails_inside_is_undone_alone(ledger: Ledger, path: Path) -
 def test_a_transaction_holds_the_write_lock_until_it_ends(ledger: Ledger, path: Path) -> None:
     with Ledger(path, busy_timeout_ms=30) as other:
         with ledger.transaction():
-            ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+            ledger.receiver.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
             with pytest.raises(StorageUnavailableError):
-                other.record_delivery(dedupe_key="msg_2", body=b"{}", headers={})
-        assert other.record_delivery(dedupe_key="msg_2", body=b"{}", headers={}).is_new
+                other.receiver.record_delivery(dedupe_key="msg_2", body=b"{}", headers={})
+        assert other.receiver.record_delivery(dedupe_key="msg_2", body=b"{}", headers={}).is_new
 
 
 @pytest.mark.sqlite_only  # SQLite's trigger syntax, write lock, or Database
@@ -124,7 +124,7 @@ def test_inside_the_callers_own_transaction_it_is_a_savepoint_of_it(path: Path) 
         with Ledger(db) as ledger:
             db.begin()
             with ledger.transaction():
-                ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+                ledger.receiver.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
             still_open = db.conn.in_transaction  # the caller's transaction goes on
             db.rollback()
             assert still_open
@@ -135,20 +135,20 @@ def test_inside_the_callers_own_transaction_it_is_a_savepoint_of_it(path: Path) 
 
 def test_transactions_nest(ledger: Ledger, path: Path | str) -> None:
     with ledger.transaction():
-        ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+        ledger.receiver.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
         with pytest.raises(ChangedMind):
             _store_then_abandon(ledger, "msg_2")
-        ledger.record_delivery(dedupe_key="msg_3", body=b"{}", headers={})
+        ledger.receiver.record_delivery(dedupe_key="msg_3", body=b"{}", headers={})
 
-    keys = {delivery.dedupe_key for delivery in ledger.deliveries()}
+    keys = {delivery.dedupe_key for delivery in ledger.receiver.deliveries()}
     assert keys == {"msg_1", "msg_3"}
 
 
 def _go_on_after_a_failed_write(ledger: Ledger) -> None:
     with ledger.transaction(savepoints=False):
-        ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+        ledger.receiver.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
         with pytest.raises(UnknownDeliveryError):
-            ledger.record_outcome(make_outcome(), delivery_id=999_999)
+            ledger.receiver.record_outcome(make_outcome(), delivery_id=999_999)
 
 
 def test_without_savepoints_a_failed_write_caught_inside_rolls_the_whole_block_back(
@@ -163,7 +163,7 @@ def test_without_savepoints_a_failed_write_caught_inside_rolls_the_whole_block_b
     assert (_count(path, "deliveries"), _count(path, "outcomes")) == (0, 0)
     # The ledger is usable again: the next block commits.
     with ledger.transaction(savepoints=False):
-        ledger.record_delivery(dedupe_key="msg_2", body=b"{}", headers={})
+        ledger.receiver.record_delivery(dedupe_key="msg_2", body=b"{}", headers={})
     assert _count(path, "deliveries") == 1
 
 
@@ -176,8 +176,8 @@ def test_savepoints_are_made_for_nested_writes_only_when_asked(
     ledger.database.conn.set_trace_callback(statements.append)
     try:
         with ledger.transaction(savepoints=savepoints):
-            delivery = ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
-            ledger.record_outcome(make_outcome(), delivery_id=delivery.id)
+            delivery = ledger.receiver.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+            ledger.receiver.record_outcome(make_outcome(), delivery_id=delivery.id)
     finally:
         ledger.database.conn.set_trace_callback(None)
 

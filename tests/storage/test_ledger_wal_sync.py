@@ -88,7 +88,7 @@ def test_a_missing_database_is_an_os_error(tmp_path: Path) -> None:
 def test_a_full_ledger_closes_its_descriptor_of_the_log_with_it(tmp_path: Path) -> None:
     wal = tmp_path / "ledger.db-wal"
     with Ledger(tmp_path / "ledger.db") as ledger:
-        ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+        ledger.receiver.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
         during = len(_descriptors_of(wal))
 
     assert during == 2  # SQLite's and the ledger's own
@@ -113,16 +113,18 @@ def test_a_full_ledger_syncs_every_delivery_before_returning(
     tmp_path: Path, syncs: list[int]
 ) -> None:
     with Ledger(tmp_path / "ledger.db") as ledger:
-        ledger.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
+        ledger.receiver.record_delivery(dedupe_key="msg_1", body=b"{}", headers={})
         assert len(syncs) == 1
-        ledger.record_delivery(dedupe_key="msg_2", body=b"{}", headers={})
+        ledger.receiver.record_delivery(dedupe_key="msg_2", body=b"{}", headers={})
         assert len(syncs) == 2
 
 
 def test_a_rejected_delivery_costs_no_sync_to_disk(tmp_path: Path, syncs: list[int]) -> None:
     with Ledger(tmp_path / "ledger.db") as ledger:
         for _ in range(3):
-            ledger.record_rejected(reason="invalid_signature", body=b"{}", remote_addr=None)
+            ledger.receiver.record_rejected(
+                reason="invalid_signature", body=b"{}", remote_addr=None
+            )
 
         assert syncs == []
         assert ledger.database.execute("SELECT COUNT(*) FROM rejected_deliveries").fetchone() == (

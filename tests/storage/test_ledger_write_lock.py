@@ -28,7 +28,7 @@ def path(tmp_path: Path) -> Path:
 
 
 def _write(ledger: Ledger, key: str) -> bool:
-    return ledger.record_delivery(dedupe_key=key, body=b"{}", headers={}).is_new
+    return ledger.receiver.record_delivery(dedupe_key=key, body=b"{}", headers={}).is_new
 
 
 def test_writes_take_the_lock_file_beside_the_database(path: Path) -> None:
@@ -51,7 +51,7 @@ def test_a_write_waits_for_the_lock_and_gives_up_at_the_busy_timeout(path: Path)
         assert "40 ms" in exc_info.value.message
         assert _write(ledger, "msg_1")  # nothing was stored by the refused write
     with Ledger(path) as check:
-        assert [d.dedupe_key for d in check.deliveries()] == ["msg_1"]
+        assert [d.dedupe_key for d in check.receiver.deliveries()] == ["msg_1"]
 
 
 def test_a_waiting_writer_goes_on_once_the_other_commits(path: Path) -> None:
@@ -75,7 +75,7 @@ def test_a_waiting_writer_goes_on_once_the_other_commits(path: Path) -> None:
 
         assert waiting == []
         assert results == [True]
-        assert {d.dedupe_key for d in first.deliveries()} == {"msg_1", "msg_2"}
+        assert {d.dedupe_key for d in first.receiver.deliveries()} == {"msg_1", "msg_2"}
 
 
 def _hold_until_killed(lock_path: str, ready: Any) -> None:

@@ -61,7 +61,7 @@ def test_signals_marked_sent_are_owed_no_more_and_keep_the_receivers_errors(
     assert ledger.signals.claim([recorded.outcome_id], lease=LEASE) == []
     stored = dict(tables(ledger).execute("SELECT signal, error FROM owed_signals").fetchall())
     assert stored == {"notification-received": None, "payment-succeeded": "ship raised"}
-    delivery = ledger.delivery(claimed[0].delivery_id)
+    delivery = ledger.receiver.delivery(claimed[0].delivery_id)
     assert delivery is not None
     assert delivery.signal_error == "ship raised"
 

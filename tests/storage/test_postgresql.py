@@ -176,12 +176,12 @@ def test_a_row_locked_past_the_busy_timeout_is_unavailable(postgres_url: str) ->
 
 def test_an_unknown_delivery_is_refused_and_the_transaction_goes_on(postgres_url: str) -> None:
     with Ledger(postgres_url) as ledger, ledger.transaction():
-        delivery = ledger.record_delivery(dedupe_key="k", body=b"{}", headers={})
+        delivery = ledger.receiver.record_delivery(dedupe_key="k", body=b"{}", headers={})
         with pytest.raises(StorageError, match="no delivery"):
-            ledger.record_outcome(make_outcome(), delivery_id=delivery.id + 99)
-        ledger.record_outcome(make_outcome(), delivery_id=delivery.id)
+            ledger.receiver.record_outcome(make_outcome(), delivery_id=delivery.id + 99)
+        ledger.receiver.record_outcome(make_outcome(), delivery_id=delivery.id)
     with Ledger(postgres_url) as ledger:
-        assert ledger.delivery(delivery.id).status is DeliveryStatus.PROCESSED  # type: ignore[union-attr]
+        assert ledger.receiver.delivery(delivery.id).status is DeliveryStatus.PROCESSED  # type: ignore[union-attr]
 
 
 # -- processes -----------------------------------------------------------------------------------
@@ -219,10 +219,10 @@ def _writer(url: str, index: int, report: str) -> None:
         for n in range(30):
             outcome = make_outcome(external_identifier=f"order-{n}", transaction_id=f"ll-{n}")
             with ledger.transaction():
-                delivery = ledger.record_delivery(
+                delivery = ledger.receiver.record_delivery(
                     dedupe_key=f"msg-{n}", body=f"body-{n}".encode(), headers={}
                 )
-                recorded = ledger.record_outcome(outcome, delivery_id=delivery.id)
+                recorded = ledger.receiver.record_outcome(outcome, delivery_id=delivery.id)
             results["new"] += recorded.is_new
             ledger.expect_transaction(f"order-{n}", 2500, "CNY")
     Path(report).write_text(json.dumps(results))
@@ -262,9 +262,13 @@ def _sqlite_ledger(path: Path) -> None:
         ledger.expect_subscription("sub-1", 999, "USD", 1999, metadata={"plan": "pro"})
         record(ledger, make_outcome())
         record(ledger, make_outcome(external_identifier="stranger", transaction_id="ll-9"))
-        ledger.record_delivery(dedupe_key="raw", body=bytes(range(256)), headers={"a": "b"})
-        ledger.record_return("order-1", "return", "Authorised")
-        ledger.record_rejected(reason="bad_signature", body=b"\x00forged", remote_addr="10.0.0.1")
+        ledger.receiver.record_delivery(
+            dedupe_key="raw", body=bytes(range(256)), headers={"a": "b"}
+        )
+        ledger.receiver.record_return("order-1", "return", "Authorised")
+        ledger.receiver.record_rejected(
+            reason="bad_signature", body=b"\x00forged", remote_addr="10.0.0.1"
+        )
         # The sync's records: a creation failure, a complete run and an interrupted one.
         ledger.expect_transaction("order-2", 100, "CNY")
         ledger.service.mark_creation_failed("order-2", reason="400 refused", certain=True)
@@ -289,7 +293,7 @@ def test_copy_ledger_copies_every_table_and_checks_the_copy(tmp_path: Path, empt
     assert result.exit_code == 0, result.output
     assert "checks out" in result.output
     with Ledger(source) as old, Ledger(empty_url) as new:
-        assert list(new.deliveries()) == list(old.deliveries())
+        assert list(new.receiver.deliveries()) == list(old.receiver.deliveries())
         assert list(new.reconcile()) == list(old.reconcile())
         assert new.signals.owed() == old.signals.owed()
         assert new.service.creation_failure("order-2") == old.service.creation_failure("order-2")
@@ -298,8 +302,8 @@ def test_copy_ledger_copies_every_table_and_checks_the_copy(tmp_path: Path, empt
         # A new sync run continues after the copied ids.
         assert new.service.begin_sync(max_age=timedelta(0), resume=False).id == 3
         # New rows continue after the copied ids.
-        last = max(delivery.id for delivery in old.deliveries())
-        assert new.record_delivery(dedupe_key="next", body=b"", headers={}).id == last + 1
+        last = max(delivery.id for delivery in old.receiver.deliveries())
+        assert new.receiver.record_delivery(dedupe_key="next", body=b"", headers={}).id == last + 1
 
 
 def test_copy_ledger_refuses_a_database_that_holds_a_ledger(

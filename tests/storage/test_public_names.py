@@ -1,12 +1,17 @@
 """``payhooks.storage``'s public names, pinned: growing the face is a decision, not an accident.
 
 What merchants, finance and the other packages use: the ledger and what it takes and returns,
-its errors, the money helpers. Everything else stays in its module.
+its errors, the money helpers. Everything else stays in its module. ``Ledger``'s own face is
+merchants' and finance's; the receiver's, the signals' and the service's writes are parts
+composed behind it.
 """
 
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
+
+from payhooks.storage import Ledger
 
 PUBLIC = (
     "ConflictError",
@@ -60,3 +65,31 @@ def test_the_storage_package_exports_exactly_its_public_names() -> None:
     assert tuple(sorted(package.__all__)) == PUBLIC
     for name in PUBLIC:
         assert getattr(package, name) is not None
+
+
+#: ``Ledger``'s public attributes: merchants' and finance's, and the three composed parts.
+LEDGER_FACE = (
+    "close",
+    "database",
+    "engine",
+    "expect_subscription",
+    "expect_transaction",
+    "receiver",
+    "reconcile",
+    "row",
+    "schema_version",
+    "service",
+    "signals",
+    "state",
+    "summary",
+    "synchronous",
+    "transaction",
+)
+
+
+def test_the_ledger_face_is_merchants_and_finances_with_each_part_behind_it(
+    tmp_path: Path,
+) -> None:
+    with Ledger(tmp_path / "ledger.db") as ledger:
+        assert tuple(name for name in dir(ledger) if not name.startswith("_")) == LEDGER_FACE
+        assert callable(ledger.receiver.record_delivery)

@@ -150,7 +150,7 @@ def test_the_deliveries_table_takes_every_delivery_status_and_nothing_else(
 ) -> None:
     with Ledger(tmp_path / "new.db") as ledger:
         conn = ledger.database.conn
-        delivery = ledger.record_delivery(dedupe_key="k", body=b"", headers={})
+        delivery = ledger.receiver.record_delivery(dedupe_key="k", body=b"", headers={})
         conn.execute("UPDATE deliveries SET status = ? WHERE id = ?", (status.value, delivery.id))
         with pytest.raises(sqlite3.IntegrityError):
             conn.execute("UPDATE deliveries SET status = 'lost' WHERE id = ?", (delivery.id,))
@@ -163,8 +163,8 @@ def test_deliveries_by_status_read_the_partial_index_but_for_processed(ledger: L
     writes no entry in it); a listing of any other status still reads it, in id order."""
     from payhooks.storage.deliveries import _SELECT_INDEXED_STATUS
 
-    ledger.record_delivery(dedupe_key="msg_1", body=b"1", headers={})
-    ledger.mark_delivery(1, "processing_error", error="KeyError")
+    ledger.receiver.record_delivery(dedupe_key="msg_1", body=b"1", headers={})
+    ledger.receiver.mark_delivery(1, "processing_error", error="KeyError")
     conn = ledger.database.conn
     plan = " ".join(
         row[3]
@@ -176,5 +176,5 @@ def test_deliveries_by_status_read_the_partial_index_but_for_processed(ledger: L
         "SELECT sql FROM sqlite_schema WHERE name = 'deliveries_status'"
     ).fetchone()
     assert index_sql.endswith("WHERE status <> 'processed'")
-    assert [d.id for d in ledger.deliveries("processing_error")] == [1]
-    assert list(ledger.deliveries("processed")) == []
+    assert [d.id for d in ledger.receiver.deliveries("processing_error")] == [1]
+    assert list(ledger.receiver.deliveries("processed")) == []

@@ -61,10 +61,10 @@ def record_notification(
     ledger: Ledger, body: bytes, dedupe_key: str | None = None
 ) -> RecordedOutcome:
     """Store and record a delivery as the receiver would after verifying it."""
-    delivery = ledger.record_delivery(
+    delivery = ledger.receiver.record_delivery(
         dedupe_key=dedupe_key or f"key-{hash(body)}", body=body, headers={}
     )
-    return ledger.record_outcome(parse_notification(body), delivery_id=delivery.id)
+    return ledger.receiver.record_outcome(parse_notification(body), delivery_id=delivery.id)
 
 
 def json_lines(text: str) -> list[dict[str, Any]]:

@@ -59,5 +59,5 @@ _delivery_keys = (f"msg_{n}" for n in itertools.count(1))
 def record(ledger: Ledger, outcome: Outcome, *, dedupe_key: str | None = None) -> RecordedOutcome:
     """Store a delivery for ``outcome`` (a fresh dedupe key unless given) and record it."""
     key = dedupe_key or next(_delivery_keys)
-    delivery = ledger.record_delivery(dedupe_key=key, body=key.encode(), headers={})
-    return ledger.record_outcome(outcome, delivery_id=delivery.id)
+    delivery = ledger.receiver.record_delivery(dedupe_key=key, body=key.encode(), headers={})
+    return ledger.receiver.record_outcome(outcome, delivery_id=delivery.id)

@@ -319,8 +319,8 @@ def test_a_raising_signal_receiver_still_gets_200_and_the_delivery_keeps_the_err
         assert reply.json()["status"] == "processed"
         # The receivers run once the answer is out: the error lands just after it.
         delivery_id = reply.json()["delivery_id"]
-        assert eventually(lambda: "warehouse" in str(ledger.delivery(delivery_id)))
-    delivery = ledger.delivery(delivery_id)
+        assert eventually(lambda: "warehouse" in str(ledger.receiver.delivery(delivery_id)))
+    delivery = ledger.receiver.delivery(delivery_id)
     assert delivery is not None
     assert "warehouse is closed" in (delivery.signal_error or "")
     assert "payment-succeeded" in caplog.text
@@ -369,7 +369,7 @@ def test_a_delivery_stored_before_a_failure_is_finished_by_the_retry(
     # The first try stored the delivery and then failed before processing it.
     body = make_body("wallet")
     headers = sign(body, msg_id="msg_half_done")
-    stored = ledger.record_delivery(dedupe_key="msg_half_done", body=body, headers={})
+    stored = ledger.receiver.record_delivery(dedupe_key="msg_half_done", body=body, headers={})
     ledger.expect_transaction("order-1", 2500, "CNY")
     server = serve(make_app())
 
