@@ -71,58 +71,66 @@ _UPSERT = f"""
     ON CONFLICT (external_identifier) DO UPDATE SET
     {", ".join(f"{c} = excluded.{c}" for c in COLUMNS[1:])}"""  # noqa: S608 - constants only
 
-_PROBLEM_STATUSES: Final = (
-    DeliveryStatus.MALFORMED_JSON,
-    DeliveryStatus.INVALID_PAYLOAD,
-    DeliveryStatus.CONFLICTING_OUTCOME,
-)
-_PROBLEMS = f"""
-    SELECT status, error FROM deliveries
-    WHERE external_identifier = ? AND status IN ({", ".join(f"'{s}'" for s in _PROBLEM_STATUSES)})
-    ORDER BY id"""  # noqa: S608 - constants only
-
 _LATEST_COMPLETE = (
     "SELECT expected_before FROM sync_runs WHERE status = 'complete' ORDER BY id DESC LIMIT 1"
 )
 
+#: Everything one payment's row depends on, in one read: a row per input, tagged, its values
+#: in typed slots (each column holds one type on every branch, as PostgreSQL requires):
+#: ``tag, id, number, number, text, text, text, text, text, text``. The payment's row carries
+#: the ``expected_before`` of the latest complete sync.
+_INPUTS = f"""
+    SELECT 'payment', NULL, amount_minor, plan_amount_minor, kind, currency, created_at,
+        creation, ({_LATEST_COMPLETE}), NULL
+    FROM payments WHERE external_identifier = ?
+    UNION ALL SELECT 'outcome', id, amount_minor, delivery_id, transaction_id, state, currency,
+        paid_at, NULL, NULL
+    FROM outcomes WHERE external_identifier = ?
+    UNION ALL SELECT 'listed', NULL, NULL, NULL, transaction_id, state, currency, first_seen_at,
+        drift, ledger_state
+    FROM service_transactions WHERE external_identifier = ?
+    UNION ALL SELECT 'problem', id, NULL, NULL, status, error, NULL, NULL, NULL, NULL
+    FROM deliveries WHERE external_identifier = ?
+        AND status IN ('malformed_json', 'invalid_payload', 'conflicting_outcome')
+    UNION ALL SELECT 'state', NULL, NULL, NULL, state, NULL, NULL, NULL, NULL, NULL
+    FROM payment_states WHERE external_identifier = ?
+    ORDER BY 1, 2"""  # noqa: S608 - constants only
 
-def _expectation(conn: Connection, identifier: str) -> Expectation | None:
-    row = conn.execute(
-        "SELECT kind, amount_minor, currency, plan_amount_minor, created_at, creation "
-        "FROM payments WHERE external_identifier = ?",
-        (identifier,),
-    ).fetchone()
-    if row is None:
-        return None
-    kind, amount, currency, plan, created_at, creation = row
-    return Expectation(PaymentKind(kind), amount, currency, plan, created_at, creation)
 
-
-def _outcomes(conn: Connection, identifier: str) -> tuple[list[OutcomeFact], dict[int, int]]:
-    """The payment's outcomes, and each one's delivery."""
-    rows = conn.execute(
-        "SELECT id, transaction_id, state, amount_minor, currency, paid_at, delivery_id "
-        "FROM outcomes WHERE external_identifier = ?",
-        (identifier,),
-    ).fetchall()
+def _load(
+    conn: Connection, identifier: str
+) -> tuple[Inputs, list[tuple[Any, ...]], dict[int, int], ReconciliationState | None]:
+    """The payment's inputs; its listed transactions as stored (``transaction_id, state,
+    currency, first_seen_at, drift, ledger_state``); each outcome's delivery; the stored state."""
+    expectation, missing_before, before = None, None, None
+    outcomes: list[OutcomeFact] = []
+    delivery_of: dict[int, int] = {}
+    listed: list[tuple[Any, ...]] = []
+    problems: list[tuple[str, str | None]] = []
+    for tag, ident, n1, n2, t1, t2, t3, t4, t5, t6 in conn.execute(_INPUTS, (identifier,) * 5):
+        if tag == "outcome":
+            outcomes.append(OutcomeFact(ident, t1, PaymentState(t2), n1, t3, t4))
+            delivery_of[ident] = n2
+        elif tag == "listed":
+            listed.append((t1, t2, t3, t4, t5, t6))
+        elif tag == "problem":
+            problems.append((t1, t2))
+        elif tag == "payment":
+            expectation = Expectation(PaymentKind(t1), n1, t2, n2, t3, t4)
+            missing_before = t5
+        else:
+            before = ReconciliationState(t1)
     facts = [
-        OutcomeFact(oid, tid, PaymentState(state), amount, currency, paid_at)
-        for oid, tid, state, amount, currency, paid_at, _ in rows
+        ListedFact(tid, PaymentState(state), cur, seen) for tid, state, cur, seen, *_ in listed
     ]
-    return facts, {row[0]: row[6] for row in rows}
+    # A complete sync's cut-off matters only to a payment that nothing names.
+    if outcomes or listed:
+        missing_before = None
+    inputs = Inputs(identifier, expectation, outcomes, facts, _problems(problems), missing_before)
+    return inputs, listed, delivery_of, before
 
 
-def _listed(conn: Connection, identifier: str) -> list[tuple[Any, ...]]:
-    rows: list[tuple[Any, ...]] = conn.execute(
-        "SELECT transaction_id, state, currency, first_seen_at, drift, ledger_state "
-        "FROM service_transactions WHERE external_identifier = ?",
-        (identifier,),
-    ).fetchall()
-    return rows
-
-
-def _problems(conn: Connection, identifier: str) -> Problems:
-    rows = conn.execute(_PROBLEMS, (identifier,)).fetchall()
+def _problems(rows: list[tuple[str, str | None]]) -> Problems:
     if not rows:
         return Problems()
     conflicting = sum(status == DeliveryStatus.CONFLICTING_OUTCOME for status, _ in rows)
@@ -139,13 +147,6 @@ def _reason(status: str, error: str | None) -> str:
         except ValueError:
             message = error
     return f"{status}: {message}"[:300] if message else status
-
-
-def _before(conn: Connection, identifier: str) -> ReconciliationState | None:
-    row = conn.execute(
-        "SELECT state FROM payment_states WHERE external_identifier = ?", (identifier,)
-    ).fetchone()
-    return None if row is None else ReconciliationState(row[0])
 
 
 def _values(row: Reconciled, now: str) -> tuple[Any, ...]:
@@ -188,28 +189,14 @@ def refresh(
     :returns: the row stored, or None when nothing names the identifier.
     """
     lock(conn, identifier)
-    # The state before matters only to a change that records no outcome (signal_rules).
-    before_state = None if new_outcome_id is not None else _before(conn, identifier)
-    outcomes, delivery_of = _outcomes(conn, identifier)
-    listed_rows = _listed(conn, identifier)
-    listed = [
-        ListedFact(tid, PaymentState(state), currency, first_seen)
-        for tid, state, currency, first_seen, _, _ in listed_rows
-    ]
-    expectation = _expectation(conn, identifier)
-    missing_before = None
-    if expectation is not None and not outcomes and not listed:
-        found = conn.execute(_LATEST_COMPLETE).fetchone()
-        missing_before = None if found is None else found[0]
-    inputs = Inputs(
-        identifier, expectation, outcomes, listed, _problems(conn, identifier), missing_before
-    )
+    inputs, listed_rows, delivery_of, before_state = _load(conn, identifier)
+    outcomes, expectation = inputs.outcomes, inputs.expectation
     row = reconcile(inputs)
     if row is None:
         conn.execute("DELETE FROM payment_states WHERE external_identifier = ?", (identifier,))
     else:
         conn.execute(_UPSERT, _values(row, now))
-    for item, stored in zip(listed, listed_rows, strict=True):
+    for item, stored in zip(inputs.listed, listed_rows, strict=True):
         kind, lifecycle = transaction_drift(item, outcomes, expected=expectation is not None)
         drift = None if kind is None else kind.value
         ledger_state = None if lifecycle is None else lifecycle.value
@@ -220,8 +207,9 @@ def refresh(
                 (drift, ledger_state, item.transaction_id),
             )
     new_outcome = next((o for o in outcomes if o.id == new_outcome_id), None)
+    # The state before matters only to a change that records no outcome (signal_rules).
     before = None
-    if before_state is not None and row is not None:
+    if new_outcome_id is None and before_state is not None and row is not None:
         before = replace(row, state=before_state)
     owed = decide_signals(before, row, outcomes, new_outcome)
     if owed and row is not None:
