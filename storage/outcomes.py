@@ -24,15 +24,7 @@ from payhooks.storage.rows import DeliveryStatus
 from payhooks.storage.sql import Connection
 from payhooks.storage.times import from_text, to_text
 
-__all__ = [
-    "COMPARED_FIELDS",
-    "conflict",
-    "identifier",
-    "record",
-    "select",
-    "settle",
-    "to_values",
-]
+__all__ = ["COMPARED_FIELDS", "identifier", "record", "select", "to_values"]
 
 _INSERT = """
     INSERT INTO outcomes (delivery_id, transaction_id, external_identifier, flow, provider,
@@ -42,8 +34,7 @@ _INSERT = """
     ON CONFLICT (transaction_id, payment_status) DO NOTHING RETURNING id"""
 
 #: What recording compares when an outcome is already stored: the fields that change who was
-#: paid, how much, or what happened. Not ``paid_at``: see
-#: :meth:`payhooks.storage.Ledger.record_outcome`.
+#: paid, how much, or what happened. Not ``paid_at``: see ``Ledger.receiver.record_outcome``.
 COMPARED_FIELDS: Final = (
     "external_identifier",
     "state",
@@ -82,7 +73,7 @@ def to_values(outcome: Outcome, delivery_id: int, recorded_at: str) -> tuple[Any
     )
 
 
-def conflict(outcome: Outcome, first_delivery: int, stored: Mapping[str, Any]) -> str | None:
+def _conflict(outcome: Outcome, first_delivery: int, stored: Mapping[str, Any]) -> str | None:
     """What a delivery's error says when its outcome differs from the one stored; None when
     it says the same (a duplicate)."""
     new = {
@@ -126,40 +117,11 @@ def _insert(conn: Connection, values: tuple[Any, ...]) -> int | None:
     return None if inserted is None else int(inserted[0])
 
 
-def settle(
-    conn: Connection, outcome: Outcome, values: tuple[Any, ...]
-) -> tuple[int, bool, DeliveryStatus, str | None, str]:
-    """Insert ``outcome`` (``values`` from :func:`to_values`) unless its transaction and status
-    are stored, and compare it with the one stored when they are; the delivery is not touched.
-
-    :returns: the id of the outcome that stands, whether it is the one just inserted, the
-        status and error its delivery gets, and the ``external_identifier`` of the payment that
-        outcome names.
-    :raises UnknownDeliveryError: the foreign key refused a delivery that is not stored (when
-        the engine checks it at once).
-    """
-    delivery_id: int = values[0]
-    outcome_id = _insert(conn, values)
-    if outcome_id is not None:
-        return outcome_id, True, DeliveryStatus.PROCESSED, None, outcome.external_identifier
-    # The stored outcome stands, and so does the payment it names: a later delivery of the same
-    # transaction and status under another external_identifier must not look up a payment that
-    # has no outcome.
-    outcome_id, first_delivery, *stored_values = conn.execute(
-        _SELECT_STORED, (outcome.transaction_id, outcome.payment_status)
-    ).fetchone()
-    stored = dict(zip(COMPARED_FIELDS, stored_values, strict=True))
-    status, error = DeliveryStatus.PROCESSED, None
-    if first_delivery != delivery_id:
-        error = conflict(outcome, first_delivery, stored)
-        status = DeliveryStatus.DUPLICATE if error is None else DeliveryStatus.CONFLICTING_OUTCOME
-    return outcome_id, False, status, error, stored["external_identifier"]
-
-
 def record(
     conn: Connection, outcome: Outcome, values: tuple[Any, ...], now: str
 ) -> tuple[int, bool, DeliveryStatus, str]:
-    """Record ``outcome`` (``values`` from :func:`to_values`) and mark its delivery, inside the
+    """Record ``outcome`` (``values`` from :func:`to_values`) unless its transaction and status
+    are stored, else compare it with the one stored, and mark its delivery, inside the
     caller's write transaction; the caller then refreshes the payment's row.
 
     :returns: the id of the outcome that stands, whether it is the one just inserted, the
@@ -169,14 +131,27 @@ def record(
         undone).
     """
     delivery_id: int = values[0]
+    status, identifier = DeliveryStatus.PROCESSED, outcome.external_identifier
+    error: str | None = None
     # An unknown delivery_id: the foreign key refuses a new outcome (or, deferred, fails the
     # commit), and the update below finds no delivery to mark; either way the write is undone.
-    outcome_id, is_new, status, error, external_identifier = settle(conn, outcome, values)
-    if not mark_recorded(
-        conn, delivery_id, status.value, error, outcome_id, external_identifier, now
-    ):
+    outcome_id = _insert(conn, values)
+    is_new = outcome_id is not None
+    if outcome_id is None:
+        # The stored outcome stands, and so does the payment it names: a later delivery of the
+        # same transaction and status under another external_identifier must not look up a
+        # payment that has no outcome.
+        outcome_id, first_delivery, *stored_values = conn.execute(
+            _SELECT_STORED, (outcome.transaction_id, outcome.payment_status)
+        ).fetchone()
+        stored = dict(zip(COMPARED_FIELDS, stored_values, strict=True))
+        identifier = stored["external_identifier"]
+        if first_delivery != delivery_id:
+            error = _conflict(outcome, first_delivery, stored)
+            status = DeliveryStatus.CONFLICTING_OUTCOME if error else DeliveryStatus.DUPLICATE
+    if not mark_recorded(conn, delivery_id, status.value, error, outcome_id, identifier, now):
         raise UnknownDeliveryError(delivery_id)
-    return outcome_id, is_new, status, external_identifier
+    return outcome_id, is_new, status, identifier
 
 
 def identifier(conn: Connection, outcome_id: int) -> str | None:

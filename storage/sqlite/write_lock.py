@@ -11,11 +11,9 @@ exclusive ``flock`` on a sidecar file ``<database>.lock``. A waiter polls it wit
 sleeping a few tens of microseconds at first and never more than
 :data:`MAX_PAUSE_SECONDS` (:data:`LONG_WAIT_PAUSE_SECONDS` once a wait grows unusually long),
 so it takes the lock within a fraction of a millisecond of its release, and gives up at a
-deadline (a blocking ``flock`` cannot). Measured under gunicorn against a blocking ``flock``
-(no deadline) and a FIFO doorbell that wakes waiters on release, polling came within 1 to 3%
-of both, for none of their cost. SQLite's own lock is still taken inside it, so a writer that
-does not use this lock (a SQL tool, an older payhooks) stays correctly serialized, only without
-the prompt wake-up.
+deadline (a blocking ``flock`` cannot). SQLite's own lock is still taken inside it, so a
+writer that does not use this lock (a SQL tool) stays correctly serialized, only without the
+prompt wake-up.
 
 ``flock`` locks belong to an open file description, so each :class:`WriteLock` (one per
 ledger, one ledger per thread) excludes the others in its own process as well as in others,
