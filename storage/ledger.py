@@ -109,12 +109,7 @@ class Ledger:
         self.service = ServiceRecords(self._engine, self._write, self._clock, self._refresh)
         #: What the receiver writes and reads: deliveries, outcomes, rejected deliveries, returns.
         self.receiver = ReceiverRecords(
-            self._engine,
-            self._write,
-            self._clock,
-            self._refresh,
-            max_rejected=max_rejected,
-            max_returns=max_returns,
+            self._engine, self._write, self._clock, self._refresh, max_rejected, max_returns
         )
 
     # -- lifecycle -------------------------------------------------------------------------

@@ -35,10 +35,13 @@ from payhooks.storage.rules import (
 from payhooks.storage.signal_rules import owed_signals as decide_signals
 from payhooks.storage.sql import Connection
 
-__all__ = ["COLUMNS", "LockPayment", "refresh", "refresh_missing"]
+__all__ = ["COLUMNS", "LockPayment", "Refresh", "refresh", "refresh_missing"]
 
 #: Takes the engine's lock on one payment for the rest of the transaction.
 LockPayment = Callable[[Connection, str], None]
+#: The ledger's :func:`refresh` with its lock: ``(conn, identifier, now, new_outcome_id=None)``
+#: to the payment's state (None when nothing names it), for the ledger's parts.
+Refresh = Callable[..., ReconciliationState | None]
 
 #: The stored columns, in the order :func:`refresh` writes them.
 COLUMNS: Final = (

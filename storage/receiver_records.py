@@ -1,10 +1,5 @@
-"""The receiver's side of the ledger, ``Ledger.receiver``: deliveries, outcomes, rejected
-deliveries and customer returns, written and read as the receiver's pipeline needs them.
-
-Every write that changes a payment's inputs (an outcome, a refused delivery) refreshes the
-payment's row and owes its signals in the same transaction
-(:mod:`payhooks.storage.payment_states`).
-"""
+"""The receiver's side of the ledger, ``Ledger.receiver``: deliveries and what came of them,
+rejected deliveries, customer returns."""
 
 from __future__ import annotations
 
@@ -20,16 +15,12 @@ import payhooks.storage.returns as returns
 from payhooks.storage.checks import check_amount, check_delivery, enum_member, markable_status
 from payhooks.storage.engines import Engine
 from payhooks.storage.errors import UnknownDeliveryError
-from payhooks.storage.records import Outcome, ReconciliationState
+from payhooks.storage.payment_states import Refresh
+from payhooks.storage.records import Outcome
 from payhooks.storage.rows import Delivery, DeliveryStatus, RecordedOutcome, ReturnKind
 from payhooks.storage.times import Clock, to_text
 
 __all__ = ["ReceiverRecords"]
-
-#: Stores one payment's row anew in the open transaction and owes what its change owes:
-#: ``(conn, identifier, now, new_outcome_id=None)``; the payment's state, None when nothing
-#: names it.
-Refresh = Callable[..., ReconciliationState | None]
 
 
 class ReceiverRecords:
@@ -45,7 +36,6 @@ class ReceiverRecords:
         write: Callable[..., AbstractContextManager[Any]],
         clock: Clock,
         refresh: Refresh,
-        *,
         max_rejected: int,
         max_returns: int,
     ) -> None:

@@ -18,6 +18,7 @@ import payhooks.storage.payment_states as payment_states
 import payhooks.storage.service_transactions as service_transactions
 from payhooks.storage.currencies import MINOR_UNIT_EXPONENTS
 from payhooks.storage.engines import Engine
+from payhooks.storage.payment_states import Refresh
 from payhooks.storage.records import PaymentState
 from payhooks.storage.sync_rows import (
     CreationAttempt,
@@ -33,8 +34,6 @@ from payhooks.storage.times import Clock, from_text, to_text
 
 __all__ = ["ServiceRecords"]
 
-#: Stores one payment's row anew in the open transaction: ``(conn, identifier, now)``.
-Refresh = Callable[[Any, str, str], object]
 
 _MAX_STATUS_LENGTH = 200
 _MAX_ERROR_LENGTH = 1000
