@@ -153,7 +153,7 @@ def test_a_request_without_a_description_keeps_the_one_registered(
     client: ServiceClient, ledger: Ledger, build: Callable[[str], Any]
 ) -> None:
     request = build("order-tea")
-    registered = {"description": "Tea set", "metadata": {"sku": "T-1"}}
+    registered: dict[str, Any] = {"description": "Tea set", "metadata": {"sku": "T-1"}}
     ledger.expect_transaction("order-tea", request.amount, "CNY", **registered)
 
     created = client.create_transaction(request)
