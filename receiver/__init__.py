@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from payhooks.receiver import signals
+    from payhooks.receiver.config import config_from_env
     from payhooks.receiver.extension import PayHooks
     from payhooks.receiver.payloads import PayloadError, load_status_map, parse_notification
     from payhooks.receiver.settings import ReceiverSettings, load_settings
@@ -41,6 +42,7 @@ _HOMES = {
     "ReceiverState": "payhooks.receiver.state",
     "ReturnView": "payhooks.receiver.web",
     "blueprint": "payhooks.receiver.web",
+    "config_from_env": "payhooks.receiver.config",
     "load_settings": "payhooks.receiver.settings",
     "load_status_map": "payhooks.receiver.payloads",
     "notification_received": "payhooks.receiver.signals",
@@ -59,6 +61,7 @@ __all__ = [
     "ReceiverState",
     "ReturnView",
     "blueprint",
+    "config_from_env",
     "load_settings",
     "load_status_map",
     "notification_received",

@@ -14,7 +14,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import click
 from flask import Flask
+from flask.cli import ScriptInfo
 
 from payhooks.receiver.cli import payhooks_group
 from payhooks.receiver.config import CONFIG_DEFAULTS
@@ -82,7 +84,7 @@ class PayHooks:
             os.makedirs(app.instance_path, exist_ok=True)
             app.config["PAYHOOKS_DATABASE"] = os.path.join(app.instance_path, "payhooks.db")
 
-        state = build_state(app.config)
+        state = build_state(app.config, serving=_may_serve())
         app.extensions[EXTENSION_KEY] = self
         app.extensions[STATE_KEY] = state
         app.url_map.converters[IDENTIFIER_CONVERTER] = ExternalIdentifierConverter
@@ -104,3 +106,11 @@ class PayHooks:
 
     def __repr__(self) -> str:
         return "<PayHooks>"
+
+
+def _may_serve() -> bool:
+    """False while the ``flask`` command builds the app for a command other than ``flask
+    run`` (``flask payhooks reconcile``, ``flask shell``): a report needs no webhook keys.
+    gunicorn, ``flask run`` and tests build apps that may serve, so those are checked whole."""
+    ctx = click.get_current_context(silent=True)
+    return ctx is None or ctx.find_object(ScriptInfo) is None or ctx.info_name == "run"

@@ -7,6 +7,7 @@ two apps in one process never share a verifier or a database.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta, tzinfo
@@ -31,7 +32,8 @@ STATE_KEY = "payhooks.state"
 class ReceiverState:
     """Everything one app's receiver needs at request time, built from its config once."""
 
-    verifier: Verifier
+    #: None only in an app loaded for a command (:func:`build_state`'s ``serving``).
+    verifier: Verifier | None
     ledgers: LedgerPool
     status_map: Mapping[str, PaymentState]
     time_zone: tzinfo
@@ -65,16 +67,24 @@ def receiver_state(app: Flask | None = None) -> ReceiverState:
     return state
 
 
-def build_state(config: Mapping[str, Any]) -> ReceiverState:
+def build_state(config: Mapping[str, Any], *, serving: bool = True) -> ReceiverState:
     """Check an app's ``PAYHOOKS_*`` config (:func:`~payhooks.receiver.settings.load_settings`)
     and build its state.
 
+    :param serving: the app may receive notifications, so it needs its keys and a ledger
+        folder it can write in; an app loaded for a command (a report) needs neither.
     :raises ValueError: naming the key, for a configuration that cannot work.
     """
-    settings = load_settings(config)
-    assert settings.verifier is not None  # keys are required, so the verifier was built
+    settings = load_settings(config, require_keys=serving)
     if settings.database is None:
         raise ValueError("PAYHOOKS_DATABASE is required")
+    if not is_postgres_url(settings.database):
+        folder = Path(settings.database).absolute().parent
+        if not folder.is_dir() or (serving and not os.access(folder, os.W_OK | os.X_OK)):
+            raise ValueError(
+                f"PAYHOOKS_DATABASE: {folder} is not a folder this process can write in; "
+                "create it, or name a ledger file in one"
+            )
     ledgers = LedgerPool(
         settings.database if is_postgres_url(settings.database) else Path(settings.database),
         busy_timeout_ms=settings.busy_timeout_ms,

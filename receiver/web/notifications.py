@@ -69,6 +69,10 @@ def receive_notification() -> Response:
     """Run one delivery through the pipeline; see the module docstring for the steps."""
     app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
     state = receiver_state(app)
+    if state.verifier is None:
+        return error_response(
+            "processing_error", "The app was loaded for a command, without the webhook keys."
+        )
 
     body = _read_capped_body(state.max_body_bytes)
     if body is None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ipaddress
 import uuid
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, ParamSpec, TypeVar
 
@@ -152,15 +152,17 @@ class ServiceClient:
         latest = self._latest_attempt(ledger, reference)
         if latest is not None and latest.state is CreationState.CREATED:
             raise AlreadyCreatedError(reference, latest.service_id)
+        description, metadata = request.ledger_description(), request.ledger_metadata()
         self._expect(
             lambda ledger: ledger.expect_transaction(
                 reference,
                 request.amount,
                 request.currency,
-                description=request.ledger_description(),
-                metadata=request.ledger_metadata(),
+                description=description,
+                metadata=metadata,
             ),
             reference,
+            unstated={"description": description is None, "metadata": metadata is None},
         )
         if latest is not None and latest.state in _UNRESOLVED:
             listed = self._resolve(ledger, latest)
@@ -226,6 +228,10 @@ class ServiceClient:
                 metadata=request.metadata,
             ),
             reference,
+            unstated={
+                "description": request.description is None,
+                "metadata": request.metadata is None,
+            },
         )
         if latest is not None and latest.state in _UNRESOLVED and not same_key:
             listed = self._resolve(ledger, latest)
@@ -286,12 +292,22 @@ class ServiceClient:
                 f"The ledger could not record the creation attempt: {err}"
             ) from err
 
-    def _expect(self, register: Callable[[Ledger], bool], external_identifier: str) -> None:
+    def _expect(
+        self,
+        register: Callable[[Ledger], bool],
+        external_identifier: str,
+        *,
+        unstated: Mapping[str, bool],
+    ) -> None:
+        """Register the expectation; a field the request leaves out (``unstated``: the wallet
+        shapes carry no description) keeps what the payment was registered with."""
         ledger = self._require_ledger()
         try:
             register(ledger)
         except ConflictError as err:
-            raise ExpectationConflictError(external_identifier, tuple(err.fields)) from err
+            fields = tuple(name for name in err.fields if not unstated.get(name))
+            if fields:
+                raise ExpectationConflictError(external_identifier, fields) from err
         except ValueError as err:  # the ledger's own checks (an unknown currency code)
             # The ledger's messages start with the argument's name; its currency error
             # starts with the code instead, and says so by its own code.

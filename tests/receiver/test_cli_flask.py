@@ -162,3 +162,50 @@ def test_flask_payhooks_runs_from_the_flask_command(tmp_path: Path) -> None:
     assert conflict.returncode == 1
     assert "already registered with a different amount_minor" in conflict.stderr
     assert not (tmp_path / "payhooks.db").exists()
+
+
+@pytest.fixture
+def keyless_shop(tmp_path: Path) -> Path:
+    """An app file whose keys would come from the environment, where none are set."""
+    (tmp_path / "shop.py").write_text(
+        textwrap.dedent(
+            f"""
+            from flask import Flask
+            from payhooks.receiver import PayHooks
+
+            app = Flask(__name__)
+            app.config["PAYHOOKS_DATABASE"] = {str(tmp_path / "shop.db")!r}
+            PayHooks(app)
+            """
+        )
+    )
+    return tmp_path
+
+
+def _flask(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PAYHOOKS_", "FLASK_"))}
+    return subprocess.run(
+        [sys.executable, "-m", "flask", "--app", "shop", *args],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_ledger_commands_run_in_an_app_without_webhook_keys(keyless_shop: Path) -> None:
+    registered = _flask(keyless_shop, "payhooks", "expect", "order-9", "100", "JPY")
+    report = _flask(keyless_shop, "payhooks", "reconcile", "--format", "json")
+
+    assert registered.returncode == 0, registered.stderr
+    assert report.returncode == 0, report.stderr
+    assert json.loads(report.stdout)["external_identifier"] == "order-9"
+
+
+def test_an_app_without_keys_still_refuses_to_be_served(keyless_shop: Path) -> None:
+    done = _flask(keyless_shop, "run", "--port", "1")  # fails before it would bind
+
+    assert done.returncode != 0
+    assert "PAYHOOKS_SECRETS is required" in done.stderr

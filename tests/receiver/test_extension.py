@@ -12,8 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 from flask import Flask
+from flask.cli import ScriptInfo
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -82,6 +84,39 @@ def test_the_database_defaults_to_the_instance_folder_which_is_created(tmp_path:
 
     assert app.config["PAYHOOKS_DATABASE"] == str(tmp_path / "instance" / "payhooks.db")
     assert (tmp_path / "instance").is_dir()
+
+
+@pytest.mark.parametrize("folder", ["missing", "missing/deeper", "a-file"])
+def test_a_ledger_in_a_folder_that_is_not_there_fails_at_start_naming_the_key(
+    tmp_path: Path, folder: str
+) -> None:
+    (tmp_path / "a-file").write_text("not a folder")
+    database = tmp_path / folder / "payhooks.db"
+    app = _bare_app(tmp_path, PAYHOOKS_SECRETS=TEST_SECRET, PAYHOOKS_DATABASE=str(database))
+
+    with pytest.raises(ValueError, match="PAYHOOKS_DATABASE") as exc_info:
+        PayHooks(app)
+
+    assert str(database.parent) in str(exc_info.value)
+    assert "payhooks" not in app.extensions
+    assert not database.parent.is_dir()  # refused, not created
+
+
+def test_an_app_a_flask_command_builds_needs_no_keys_and_refuses_notifications(
+    tmp_path: Path,
+) -> None:
+    # What `flask --app shop payhooks reconcile` does: the flask command builds the app.
+    command = click.Context(click.Command("payhooks"), info_name="payhooks", obj=ScriptInfo())
+    with command:
+        app = _bare_app(tmp_path, PAYHOOKS_DATABASE=str(tmp_path / "ledger.db"))
+        PayHooks(app)
+
+    response = app.test_client().post(NOTIFY, data=b"{}")
+
+    assert response.status_code == 503
+    assert response.json["error"]["code"] == "processing_error"
+    with app.app_context():
+        assert PayHooks().ledger.state("order-1") is None  # the ledger reads fine
 
 
 @pytest.mark.parametrize("scheme", sorted(SCHEMES))

@@ -21,6 +21,8 @@ without touching the tests). Each page is a sequence of fenced blocks, each opti
 - ``<!-- with-server -->``: run while that server listens (the reader's second terminal), with
   the port swapped too, and with any ``export NAME=value`` line the server printed run first,
   as the docs tell the reader to.
+- A PostgreSQL URL written as :data:`DOCUMENTED_DATABASE_URL` in a shell block is swapped for
+  the walk's own server's (:attr:`Walkthrough.database_url`), as a port is.
 - ``<!-- not-tested: reason -->``: skipped, with the reason given (a network install).
 - ``<!-- tree -->`` before a ```` ```text ```` block: a drawing of the source tree (the code
   map's), not run; ``tests/system/test_docs.py`` checks it against the folders.
@@ -33,6 +35,7 @@ fresh folder.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -54,6 +57,9 @@ README = ROOT / "README.md"
 #: The port each kind of server in the docs is written with, one per kind, so that a reader can
 #: run them side by side: the README's shop (flask, gunicorn), ``payhooks serve``, the sandbox.
 DOCUMENTED_PORTS = {"shop": 8000, "payhooks serve": 8100, "payhooks sandbox": 8400}
+
+#: The database URL the docs write for a PostgreSQL ledger.
+DOCUMENTED_DATABASE_URL = "postgresql://payhooks:SECRET@db.internal:5432/payhooks"
 
 _FENCE = re.compile(r"^```(\S*)\s*$")
 _MARKER = re.compile(r"^<!--\s*([a-z-]+)(?::\s*(.*?))?\s*-->$")
@@ -255,6 +261,17 @@ class Walkthrough:
         }
         self.chain: list[Block] = []
         self.server: Server | None = None
+        #: The PostgreSQL database that stands in for :data:`DOCUMENTED_DATABASE_URL`.
+        self.database_url: str | None = None
+
+    def localized(self, block: Block) -> Block:
+        """``block`` with the documented database URL swapped for the walk's own."""
+        if DOCUMENTED_DATABASE_URL not in block.text:
+            return block
+        if self.database_url is None:
+            self.fail(block, "names a PostgreSQL database, and the walk has none", "")
+        text = block.text.replace(DOCUMENTED_DATABASE_URL, self.database_url)
+        return dataclasses.replace(block, text=text)
 
     def fail(self, block: Block, what: str, output: str) -> NoReturn:
         raise WalkError(f"{block.where} {what}:\n{output}")
@@ -321,7 +338,7 @@ class Walkthrough:
             self.fail(chain[-1], f"failed (chain from line {first.line})", done.stderr)
 
     def shell(self, block: Block) -> None:
-        text, env = block.text, self.env
+        text, env = self.localized(block).text, self.env
         if block.marker == "with-server":
             if self.server is None:
                 self.fail(block, "needs a server, and no server block came before it", "")
@@ -350,7 +367,7 @@ class Walkthrough:
 
     def start_server(self, block: Block) -> Server:
         self.stop_server()
-        self.server = Server(block, folder=self.folder, env=self.env).start()
+        self.server = Server(self.localized(block), folder=self.folder, env=self.env).start()
         return self.server
 
     def stop_server(self) -> None:

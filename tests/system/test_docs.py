@@ -28,9 +28,10 @@ from payhooks.receiver import signals
 from payhooks.receiver.config import CONFIG_KEYS
 from payhooks.receiver.console import payhooks
 from payhooks.receiver.web.errors import ERROR_CODES
-from payhooks.storage import DeliveryStatus, Outcome, ReconciliationState
+from payhooks.storage import DeliveryStatus, Ledger, Outcome, ReconciliationState
 from payhooks.verify import SCHEMES, generate_keypair, get_signer, get_verifier
 from tests.support.docs_walk import (
+    DOCUMENTED_DATABASE_URL,
     DOCUMENTED_PORTS,
     README,
     ROOT,
@@ -87,12 +88,20 @@ def reader(tmp_path: Path) -> Iterator[Walkthrough]:
 # -- what each walk leaves behind ---------------------------------------------------------------
 
 
-def _shop_shipped_the_paid_order(folder: Path) -> None:
+def _shop_shipped_the_paid_order(reader: Walkthrough) -> None:
     # The README's flask server ran ship() for the order paid from the second terminal.
-    assert (folder / "shipments.txt").read_text() == "order-1002\n"
+    assert (reader.folder / "shipments.txt").read_text() == "order-1002\n"
 
 
-def _keygen_wrote_an_environment_file(folder: Path) -> None:
+def _shop_wrote_to_postgresql(reader: Walkthrough) -> None:
+    # The README's shop, given PAYHOOKS_DATABASE in the environment, kept its ledger there.
+    assert reader.database_url is not None
+    with Ledger(reader.database_url) as ledger:
+        assert ledger.state("order-1002") is ReconciliationState.PAID
+
+
+def _keygen_wrote_an_environment_file(reader: Walkthrough) -> None:
+    folder = reader.folder
     assert "PAYHOOKS_SIGNING_KEY='" in (folder / "payhooks-signing-key.env").read_text()
     # The rotation guide's keys.env last: the new and the old key, quoted as one value.
     (line,) = [
@@ -103,7 +112,8 @@ def _keygen_wrote_an_environment_file(folder: Path) -> None:
     assert re.fullmatch(r"PAYHOOKS_SECRETS='whsec_\S+ whsec_\S+'", line)
 
 
-def _finance_has_its_reports(folder: Path) -> None:
+def _finance_has_its_reports(reader: Walkthrough) -> None:
+    folder = reader.folder
     assert (folder / "reconciliation.csv").read_text().startswith("external_identifier,kind,state,")
     conn = sqlite3.connect(folder / "payhooks.db")
     try:
@@ -117,6 +127,7 @@ def _finance_has_its_reports(folder: Path) -> None:
 
 AFTER_WALK = {
     "README.md": _shop_shipped_the_paid_order,
+    "docs/postgresql.md": _shop_wrote_to_postgresql,
     "docs/signatures.md": _keygen_wrote_an_environment_file,
     "docs/reconciliation.md": _finance_has_its_reports,
 }
@@ -129,7 +140,11 @@ AFTER_WALK = {
 @pytest.mark.parametrize(
     "walk", walks(), ids=lambda walk: "+".join(page_name(page) for page in walk)
 )
-def test_every_example_in_the_docs_runs(walk: list[Path], reader: Walkthrough) -> None:
+def test_every_example_in_the_docs_runs(
+    walk: list[Path], reader: Walkthrough, request: pytest.FixtureRequest
+) -> None:
+    if any(DOCUMENTED_DATABASE_URL in page.read_text(encoding="utf-8") for page in walk):
+        reader.database_url = request.getfixturevalue("postgres_url")
     for page in walk:
         reader.walk(page)
         reader.stop_server()  # the reader closes the page's terminals
@@ -137,7 +152,7 @@ def test_every_example_in_the_docs_runs(walk: list[Path], reader: Walkthrough) -
     for page in walk:
         check = AFTER_WALK.get(page_name(page))
         if check is not None:
-            check(reader.folder)
+            check(reader)
 
 
 def _readme_server_blocks() -> list[Block]:

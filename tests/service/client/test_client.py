@@ -7,6 +7,7 @@ import socket
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -136,6 +137,39 @@ def test_a_reference_the_ledger_expects_with_other_data_is_not_sent(
     with pytest.raises(ExpectationConflictError) as exc_info:
         client.create_transaction(card_transaction("order-1"))
     assert "amount_minor" in exc_info.value.fields
+    assert sandbox.sandbox.requests == []
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        orchestrator_transaction,
+        lambda reference: direct_wallet_transaction(reference, subject=None),
+        lambda reference: card_transaction(reference, description=None),
+    ],
+    ids=["orchestrator-wallet", "direct-wallet-without-subject", "card-without-description"],
+)
+def test_a_request_without_a_description_keeps_the_one_registered(
+    client: ServiceClient, ledger: Ledger, build: Callable[[str], Any]
+) -> None:
+    request = build("order-tea")
+    registered: dict[str, Any] = {"description": "Tea set", "metadata": {"sku": "T-1"}}
+    ledger.expect_transaction("order-tea", request.amount, "CNY", **registered)
+
+    created = client.create_transaction(request)
+
+    assert created.external_identifier == "order-tea"
+    # Registering what the checkout registered is still the same payment: nothing changed.
+    assert ledger.expect_transaction("order-tea", request.amount, "CNY", **registered) is False
+
+
+def test_a_request_stating_another_description_is_not_sent(
+    client: ServiceClient, ledger: Ledger, sandbox: SandboxServer
+) -> None:
+    ledger.expect_transaction("order-tea", 8880, "CNY", description="Tea set")
+    with pytest.raises(ExpectationConflictError) as exc_info:
+        client.create_transaction(direct_wallet_transaction("order-tea"))
+    assert exc_info.value.fields == ("description",)
     assert sandbox.sandbox.requests == []
 
 
