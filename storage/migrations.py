@@ -12,6 +12,7 @@ re-reads what is applied under it.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from payhooks.storage.engines import require_postgres
 from payhooks.storage.rows import CopyReport
@@ -21,9 +22,12 @@ from payhooks.storage.times import system_clock, to_text
 __all__ = ["CopyReport", "copy_ledger", "migrate"]
 
 
-def copy_ledger(sqlite_path: str | os.PathLike[str], url: str) -> CopyReport:
+def copy_ledger(
+    sqlite_path: str | os.PathLike[str], url: str, progress: Callable[[str], None] | None = None
+) -> CopyReport:
     """Copy the SQLite ledger at ``sqlite_path`` into the empty PostgreSQL database at ``url``
-    and check the copy (:mod:`payhooks.storage.postgresql.copy`; needs the ``postgres`` extra).
+    and check the copy (:mod:`payhooks.storage.postgresql.copy`; needs the ``postgres`` extra);
+    ``progress`` is called with each table's name as its copy starts.
 
     :raises StorageError: the file or the server cannot be used, or the database already
         holds a ledger's rows; nothing is copied.
@@ -32,7 +36,7 @@ def copy_ledger(sqlite_path: str | os.PathLike[str], url: str) -> CopyReport:
     require_postgres()
     from payhooks.storage.postgresql.copy import copy_ledger as copy
 
-    return copy(sqlite_path, url)
+    return copy(sqlite_path, url, progress)
 
 
 def migrate(target: str | os.PathLike[str], *, connect_timeout_s: int = 10) -> tuple[int, int]:

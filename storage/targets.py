@@ -24,7 +24,9 @@ def is_postgres_url(target: object) -> bool:
 
 def redacted(url: str) -> str:
     """``url`` with its password, in the user part or a ``password`` parameter, shown as
-    ``***``: for messages, banners and ``repr``."""
+    ``***``: for messages, banners and ``repr``. Anything else (a file path) as it is."""
+    if not is_postgres_url(url):
+        return url
     parts = urlsplit(url)
     credentials, at, hosts = parts.netloc.rpartition("@")
     netloc = parts.netloc

@@ -170,7 +170,7 @@ def resolve_database(database: Path | str | None) -> Path | str:
 
 def shown(target: Path | str) -> str:
     """How a message names the ledger: the path, or the URL without its password."""
-    return redacted(target) if isinstance(target, str) else str(target)
+    return redacted(os.fspath(target))
 
 
 def fail_on_storage_errors(function: Callable[_P, _R]) -> Callable[_P, _R]:
