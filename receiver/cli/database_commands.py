@@ -13,12 +13,13 @@ from pathlib import Path
 import click
 
 from payhooks.receiver.cli.common import (
+    BadUsage,
     database_option,
     fail_on_storage_errors,
     resolve_database,
     shown,
 )
-from payhooks.storage import StorageError, is_postgres_url, migrate, redacted
+from payhooks.storage import NotALedgerError, StorageError, is_postgres_url, migrate, redacted
 from payhooks.storage import copy_ledger as copy
 
 __all__ = ["copy_ledger", "migrate_command"]
@@ -58,6 +59,8 @@ def copy_ledger(sqlite_path: Path, postgres_url: str) -> None:
         report = copy(
             sqlite_path, postgres_url, lambda table: click.echo(f"Copying {table}...", err=True)
         )
+    except NotALedgerError as err:
+        raise BadUsage(err.message) from err
     except StorageError as err:
         raise click.ClickException(err.message) from err
     for table, (before, after) in report.counts.items():

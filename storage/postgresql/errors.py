@@ -30,8 +30,7 @@ def from_postgres_error(err: Exception) -> StorageError:
             f"No connection to PostgreSQL could be had within the busy timeout: {err}"
         )
     sqlstate = getattr(err, "sqlstate", None)
-    said = " ".join(str(err).split())  # libpq's messages run over several lines
-    message = f"PostgreSQL failed ({sqlstate or type(err).__name__}): {said}"
+    message = f"PostgreSQL failed ({sqlstate or type(err).__name__}): {err}"
     if sqlstate is None and isinstance(err, psycopg.OperationalError):
         return StorageUnavailableError(message)  # no answer at all: the connection failed
     if sqlstate is not None and (

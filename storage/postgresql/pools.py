@@ -25,6 +25,8 @@ from typing import Any, Final
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from payhooks.storage.errors import StorageUnavailableError
+
 __all__ = ["POOL_MAX_SIZE", "pool_for"]
 
 #: The most connections one process opens to one database.
@@ -63,7 +65,11 @@ def pool_for(url: str, *, busy_timeout_ms: int) -> ConnectionPool[Any]:
         if pool is None:
             kwargs = {"autocommit": True, "options": f"-c lock_timeout={int(busy_timeout_ms)}"}
             timeout_s = max(2, math.ceil(busy_timeout_ms / 1000))  # libpq's least is 2
-            psycopg.connect(url, connect_timeout=timeout_s, **kwargs).close()  # type: ignore[arg-type]
+            try:
+                psycopg.connect(url, connect_timeout=timeout_s, **kwargs).close()  # type: ignore[arg-type]
+            except psycopg.OperationalError as err:  # no server, no such database, refused login
+                cause = " ".join(str(err).split())
+                raise StorageUnavailableError(f"Cannot connect to PostgreSQL: {cause}") from err
             pool = ConnectionPool(
                 url,
                 min_size=1,
