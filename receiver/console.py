@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import click
 
-from payhooks.receiver.cli import IN_APP_COMMANDS
+from payhooks.receiver.cli import IN_APP_COMMANDS, EscapingGroup
 from payhooks.receiver.demo import demo_command, serve_command
 from payhooks.service import sandbox_command
 
 __all__ = ["main", "payhooks"]
 
 
-@click.group("payhooks", context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    "payhooks", cls=EscapingGroup, context_settings={"help_option_names": ["-h", "--help"]}
+)
 @click.version_option(package_name="payhooks", message="%(prog)s %(version)s")
 def payhooks() -> None:
     """Receive, replay, verify and reconcile the payment service's webhook notifications.

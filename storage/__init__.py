@@ -16,6 +16,8 @@ from payhooks.storage.currencies import (
 )
 from payhooks.storage.errors import (
     ConflictError,
+    NotALedgerError,
+    PostgresExtraMissingError,
     SchemaVersionError,
     StorageError,
     StorageUnavailableError,
@@ -81,10 +83,12 @@ __all__ = [
     "Flow",
     "Ledger",
     "ListedTransaction",
+    "NotALedgerError",
     "Outcome",
     "OwedSignal",
     "PaymentKind",
     "PaymentState",
+    "PostgresExtraMissingError",
     "ReconciliationRow",
     "ReconciliationState",
     "RecordedOutcome",

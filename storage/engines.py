@@ -16,11 +16,12 @@ from typing import Any, Protocol, TypeVar
 
 from sqlite_utils import Database
 
+from payhooks.storage.errors import PostgresExtraMissingError
 from payhooks.storage.sql import Connection
 from payhooks.storage.sqlite.engine import SQLiteEngine
 from payhooks.storage.targets import is_postgres_url
 
-__all__ = ["Engine", "open_engine"]
+__all__ = ["Engine", "open_engine", "require_postgres"]
 
 _T = TypeVar("_T")
 
@@ -50,6 +51,15 @@ class Engine(Protocol):
     def close(self) -> None: ...
 
 
+def require_postgres() -> None:
+    """:raises PostgresExtraMissingError: psycopg (the ``postgres`` extra) is not installed."""
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError as err:
+        raise PostgresExtraMissingError from err
+
+
 def open_engine(
     target: str | os.PathLike[str] | Database,
     *,
@@ -57,9 +67,12 @@ def open_engine(
     synchronous: str,
     write_lock: bool,
     check_same_thread: bool,
+    create: bool = True,
 ) -> Engine:
-    """Open ``target`` with its engine; the SQLite-only options are ignored on PostgreSQL."""
+    """Open ``target`` with its engine; the SQLite-only options are ignored on PostgreSQL
+    (which is never created on open)."""
     if is_postgres_url(target):
+        require_postgres()
         from payhooks.storage.postgresql.engine import PostgresEngine
 
         return PostgresEngine(str(target), busy_timeout_ms=busy_timeout_ms, synchronous=synchronous)
@@ -69,4 +82,5 @@ def open_engine(
         synchronous=synchronous,
         write_lock=write_lock,
         check_same_thread=check_same_thread,
+        create=create,
     )

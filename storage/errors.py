@@ -14,6 +14,8 @@ from __future__ import annotations
 __all__ = [
     "NESTED_WRITE_FAILED",
     "ConflictError",
+    "NotALedgerError",
+    "PostgresExtraMissingError",
     "SchemaVersionError",
     "StorageError",
     "StorageUnavailableError",
@@ -81,3 +83,19 @@ class SchemaVersionError(StorageError):
     """The file was migrated by a newer payhooks than this one; it is not touched."""
 
     code = "schema_too_new"
+
+
+class NotALedgerError(StorageError):
+    """A file opened as an existing ledger holds no payhooks ledger (another application's
+    database, or not SQLite at all); it is not touched."""
+
+    code = "not_a_ledger"
+
+
+class PostgresExtraMissingError(StorageError):
+    """A ``postgresql://`` URL without psycopg installed (the ``postgres`` extra)."""
+
+    code = "postgres_extra_missing"
+
+    def __init__(self) -> None:
+        super().__init__("PostgreSQL needs the postgres extra: pip install 'payhooks[postgres]'.")

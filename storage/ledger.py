@@ -68,6 +68,8 @@ class Ledger:
         (``<file>.lock``) before each write, so a waiting writer wakes as soon as the other
         commits; without it (or without ``fcntl``, or in memory) SQLite's busy handler alone.
     :param check_same_thread: ``sqlite3``'s guard; False lets another thread close the file.
+    :param create: False to open only an existing SQLite ledger: any other file is refused with
+        :class:`~payhooks.storage.NotALedgerError`, untouched.
 
     Opening migrates a SQLite file forward when it is behind; a PostgreSQL database behind is
     refused with :class:`~payhooks.storage.StorageUnavailableError` until ``payhooks migrate``.
@@ -86,6 +88,7 @@ class Ledger:
         synchronous: str = "FULL",
         write_lock: bool = True,
         check_same_thread: bool = True,
+        create: bool = True,
     ) -> None:
         sync_mode = check_options(busy_timeout_ms, max_rejected, max_returns, synchronous)
         #: ``"FULL"`` or ``"NORMAL"``: how durable each write is when it returns.
@@ -97,6 +100,7 @@ class Ledger:
             synchronous=sync_mode,
             write_lock=write_lock,
             check_same_thread=check_same_thread,
+            create=create,
         )
         #: How many schema migrations the database has (:data:`~payhooks.storage.SCHEMA_VERSION`).
         self.schema_version: int = self._engine.schema_version

@@ -12,7 +12,9 @@ re-reads what is applied under it.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
+from payhooks.storage.engines import require_postgres
 from payhooks.storage.rows import CopyReport
 from payhooks.storage.targets import is_postgres_url, redacted
 from payhooks.storage.times import system_clock, to_text
@@ -20,17 +22,21 @@ from payhooks.storage.times import system_clock, to_text
 __all__ = ["CopyReport", "copy_ledger", "migrate"]
 
 
-def copy_ledger(sqlite_path: str | os.PathLike[str], url: str) -> CopyReport:
+def copy_ledger(
+    sqlite_path: str | os.PathLike[str], url: str, progress: Callable[[str], None] | None = None
+) -> CopyReport:
     """Copy the SQLite ledger at ``sqlite_path`` into the empty PostgreSQL database at ``url``
-    and check the copy (:mod:`payhooks.storage.postgresql.copy`; needs the ``postgres`` extra).
+    and check the copy (:mod:`payhooks.storage.postgresql.copy`; needs the ``postgres`` extra);
+    ``progress`` is called with each table's name as its copy starts.
 
     :raises StorageError: the file or the server cannot be used, or the database already
         holds a ledger's rows; nothing is copied.
-    :raises ImportError: psycopg is not installed.
+    :raises PostgresExtraMissingError: psycopg is not installed.
     """
+    require_postgres()
     from payhooks.storage.postgresql.copy import copy_ledger as copy
 
-    return copy(sqlite_path, url)
+    return copy(sqlite_path, url, progress)
 
 
 def migrate(target: str | os.PathLike[str], *, connect_timeout_s: int = 10) -> tuple[int, int]:
@@ -38,8 +44,9 @@ def migrate(target: str | os.PathLike[str], *, connect_timeout_s: int = 10) -> t
     schema version.
 
     :returns: the version before and after.
-    :raises StorageError: the database cannot be reached (``StorageUnavailableError``), or it
-        was migrated by a newer payhooks (``SchemaVersionError``).
+    :raises StorageError: the database cannot be reached (``StorageUnavailableError``), it
+        was migrated by a newer payhooks (``SchemaVersionError``), or psycopg is missing
+        (``PostgresExtraMissingError``).
     """
     if not is_postgres_url(target):
         from sqlite_utils import Database
@@ -58,6 +65,7 @@ def migrate(target: str | os.PathLike[str], *, connect_timeout_s: int = 10) -> t
         with Ledger(path) as ledger:
             return before, ledger.schema_version
 
+    require_postgres()
     import psycopg
 
     from payhooks.storage.postgresql import schema

@@ -7,9 +7,14 @@ apart needs no driver (psycopg is an optional extra).
 
 from __future__ import annotations
 
+import re
+from urllib.parse import urlsplit
+
 __all__ = ["is_postgres_url", "redacted"]
 
 _SCHEMES = ("postgresql://", "postgres://")
+# libpq also takes the password as a parameter: ``?password=...``.
+_PASSWORD_PARAMETER = re.compile(r"((?:^|&)password=)[^&]*", re.IGNORECASE)
 
 
 def is_postgres_url(target: object) -> bool:
@@ -18,10 +23,15 @@ def is_postgres_url(target: object) -> bool:
 
 
 def redacted(url: str) -> str:
-    """``url`` without its password, for messages and ``repr``."""
-    scheme, _, rest = url.partition("://")
-    credentials, at, host = rest.rpartition("@")
-    if not at:
+    """``url`` with its password, in the user part or a ``password`` parameter, shown as
+    ``***``: for messages, banners and ``repr``. Anything else (a file path) as it is."""
+    if not is_postgres_url(url):
         return url
-    user = credentials.split(":", 1)[0]
-    return f"{scheme}://{user}@{host}"
+    parts = urlsplit(url)
+    credentials, at, hosts = parts.netloc.rpartition("@")
+    netloc = parts.netloc
+    if at and parts.password is not None:
+        netloc = f"{credentials.partition(':')[0]}:***@{hosts}"
+    query = _PASSWORD_PARAMETER.sub(r"\1***", parts.query)
+    # Written out: ``urlunsplit`` would drop the ``//`` of ``postgresql:///db`` (no host).
+    return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")

@@ -6,6 +6,6 @@ this group, and the console script (:mod:`payhooks.receiver.console`) sits above
 
 from __future__ import annotations
 
-from payhooks.receiver.cli.group import IN_APP_COMMANDS, payhooks_group
+from payhooks.receiver.cli.group import IN_APP_COMMANDS, EscapingGroup, payhooks_group
 
-__all__ = ["IN_APP_COMMANDS", "payhooks_group"]
+__all__ = ["IN_APP_COMMANDS", "EscapingGroup", "payhooks_group"]

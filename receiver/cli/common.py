@@ -9,8 +9,8 @@ and neither needs a secret on the command line, where it would land in the shell
 
 Exit codes (docs/cli.md): 0 success, 1 a failure the command reports
 (:class:`click.ClickException`), 2 bad usage (:class:`click.UsageError`, click's own parameter
-checks, and :class:`BadUsage` for a ledger file that does not exist). Expected errors never
-print a traceback.
+checks, and :class:`BadUsage` for a ledger file that does not exist or is not a ledger).
+Expected errors never print a traceback.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from payhooks.receiver.settings import ReceiverSettings, load_settings
 from payhooks.storage import (
     MAX_AMOUNT_MINOR,
     Ledger,
+    NotALedgerError,
     StorageError,
     is_postgres_url,
     minor_unit_exponent,
@@ -169,7 +170,7 @@ def resolve_database(database: Path | str | None) -> Path | str:
 
 def shown(target: Path | str) -> str:
     """How a message names the ledger: the path, or the URL without its password."""
-    return redacted(target) if isinstance(target, str) else str(target)
+    return redacted(os.fspath(target))
 
 
 def fail_on_storage_errors(function: Callable[_P, _R]) -> Callable[_P, _R]:
@@ -205,14 +206,18 @@ def _busy_timeout_ms() -> int:
 def ledger_for(database: Path | str | None, *, must_exist: bool = True) -> Iterator[Ledger]:
     """Open the ledger the options and settings name; closed on the way out.
 
-    :param must_exist: refuse a missing file (:class:`BadUsage`, exit 2) rather than create an
-        empty ledger (a mistyped path should not report "nothing to reconcile").
+    :param must_exist: open only an existing ledger: a missing file, or one that is not a
+        payhooks ledger (another application's database, left untouched), is bad usage (exit 2)
+        rather than a new empty ledger (a mistyped path should not report "nothing to
+        reconcile"). Only the commands that create a ledger pass False.
     """
     path = resolve_database(database)
     if must_exist:
         _check_exists(path)
     try:
-        ledger = Ledger(path, busy_timeout_ms=_busy_timeout_ms())
+        ledger = Ledger(path, busy_timeout_ms=_busy_timeout_ms(), create=not must_exist)
+    except NotALedgerError as err:
+        raise BadUsage(err.message) from err
     except StorageError as err:
         raise click.ClickException(
             f"Cannot open the ledger at {shown(path)}: {err.message}"
@@ -228,13 +233,27 @@ def ledger_transaction(database: Path | str | None) -> Iterator[Ledger]:
     On SQLite the ledger joins a transaction its caller opened on a database the caller owns
     (its writes become savepoints); on PostgreSQL the block is the ledger's own
     :meth:`~payhooks.storage.Ledger.transaction`. Either way the block's writes commit
-    together at the end or, if anything raises, not at all.
+    together at the end or, if anything raises (Ctrl-C included), not at all; a SQLite file
+    the block created is then removed again, so nothing is left that looks like a ledger.
     """
     path = resolve_database(database)
     if isinstance(path, str):
         with ledger_for(path) as ledger, ledger.transaction():
             yield ledger
         return
+    created = not path.exists()
+    try:
+        with _sqlite_transaction(path) as ledger:
+            yield ledger
+    except BaseException:
+        if created:
+            for suffix in ("", "-wal", "-shm", "-journal", ".lock"):
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
+def _sqlite_transaction(path: Path) -> Iterator[Ledger]:
     try:
         db = Database(os.fspath(path), execute_plugins=False)
     except sqlite3.Error as err:

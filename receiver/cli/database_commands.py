@@ -13,12 +13,13 @@ from pathlib import Path
 import click
 
 from payhooks.receiver.cli.common import (
+    BadUsage,
     database_option,
     fail_on_storage_errors,
     resolve_database,
     shown,
 )
-from payhooks.storage import StorageError, is_postgres_url, migrate, redacted
+from payhooks.storage import NotALedgerError, StorageError, is_postgres_url, migrate, redacted
 from payhooks.storage import copy_ledger as copy
 
 __all__ = ["copy_ledger", "migrate_command"]
@@ -35,12 +36,7 @@ def migrate_command(database: Path | str | None) -> None:
     lock). Exit 1 when the database cannot be reached or was migrated by a newer payhooks.
     """
     target = resolve_database(database)
-    try:
-        before, after = migrate(target)
-    except ImportError as err:
-        raise click.ClickException(
-            "PostgreSQL needs the postgres extra: pip install 'payhooks[postgres]'."
-        ) from err
+    before, after = migrate(target)
     if before == after:
         click.echo(f"The ledger at {shown(target)} is at schema version {after}: nothing to do.")
     else:
@@ -60,11 +56,11 @@ def copy_ledger(sqlite_path: Path, postgres_url: str) -> None:
     if not is_postgres_url(postgres_url):
         raise click.BadParameter("must be a postgresql:// URL", param_hint="POSTGRES_URL")
     try:
-        report = copy(sqlite_path, postgres_url)
-    except ImportError as err:
-        raise click.ClickException(
-            "PostgreSQL needs the postgres extra: pip install 'payhooks[postgres]'."
-        ) from err
+        report = copy(
+            sqlite_path, postgres_url, lambda table: click.echo(f"Copying {table}...", err=True)
+        )
+    except NotALedgerError as err:
+        raise BadUsage(err.message) from err
     except StorageError as err:
         raise click.ClickException(err.message) from err
     for table, (before, after) in report.counts.items():

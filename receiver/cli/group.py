@@ -15,12 +15,13 @@ import click
 
 from payhooks.receiver.cli.database_commands import copy_ledger, migrate_command
 from payhooks.receiver.cli.delivery_commands import reprocess, signals
+from payhooks.receiver.cli.escaping import terminal_text
 from payhooks.receiver.cli.ledger_commands import expect, reconcile
 from payhooks.receiver.cli.replay_command import replay
 from payhooks.receiver.cli.signing_commands import keygen, sign, verify_command
 from payhooks.receiver.cli.sync_command import sync
 
-__all__ = ["IN_APP_COMMANDS", "payhooks_group"]
+__all__ = ["IN_APP_COMMANDS", "EscapingGroup", "payhooks_group"]
 
 #: Every command of the in-app group, in the order ``--help`` lists them; the console script
 #: offers these and the demo's.
@@ -39,7 +40,22 @@ IN_APP_COMMANDS: tuple[click.Command, ...] = (
 )
 
 
-@click.group("payhooks", context_settings={"help_option_names": ["-h", "--help"]})
+class EscapingGroup(click.Group):
+    """A group whose commands' error messages reach the terminal with control characters
+    escaped (:func:`~payhooks.receiver.cli.escaping.terminal_text`): they may quote text from
+    outside, such as the service's error message or a file's name."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as err:
+            err.message = terminal_text(err.message)  # type: ignore[misc]
+            raise
+
+
+@click.group(
+    "payhooks", cls=EscapingGroup, context_settings={"help_option_names": ["-h", "--help"]}
+)
 def payhooks_group() -> None:
     """Receive, replay, verify and reconcile the payment service's webhook notifications.
 

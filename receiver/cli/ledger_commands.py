@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -275,7 +276,7 @@ def reconcile(
         else:
             try:
                 with (
-                    output.open("w", encoding="utf-8", newline="") as handle,
+                    _written_whole(output) as handle,
                     click.progressbar(
                         _unsized(rows), label=f"Writing {output}", file=_stderr(), show_pos=True
                     ) as bar,
@@ -324,6 +325,20 @@ def _discard_stdout() -> None:
         os.dup2(null, descriptor)
     finally:
         os.close(null)
+
+
+@contextmanager
+def _written_whole(path: Path) -> Iterator[TextIO]:
+    """A file written whole or not at all: a temporary file beside ``path``, moved over it once
+    complete, so Ctrl-C or a full disk never leaves a truncated report that looks whole."""
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with open(descriptor, "w", encoding="utf-8", newline="") as handle:
+            yield handle
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
 
 
 def _unsized(rows: Iterator[ReconciliationRow]) -> Iterator[ReconciliationRow]:

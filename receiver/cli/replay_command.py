@@ -14,7 +14,8 @@ from pathlib import Path
 import click
 
 from payhooks.receiver.cli.common import SIGNING_KEY_ENV, resolve_scheme, scheme_option, signer_for
-from payhooks.receiver.cli.sender import ReplayError, ReplayResult, load_payloads
+from payhooks.receiver.cli.escaping import terminal_text
+from payhooks.receiver.cli.sender import ReplayError, ReplayInterrupted, ReplayResult, load_payloads
 from payhooks.receiver.cli.sender import replay as send_all
 
 __all__ = ["replay"]
@@ -77,7 +78,8 @@ def replay(
     """Sign the JSON bodies in PATHS (files, or folders of *.json) and POST them to --url.
 
     *.expected.json files (expected results, as sample_payloads/ keeps them) are skipped.
-    Prints how many got each answer; exits 1 if any was refused (no 2xx).
+    Prints how many got each answer, and which files; exits 1 if any was refused (no 2xx).
+    Ctrl-C stops at once and prints what was answered so far.
     """
     chosen = resolve_scheme(scheme)
     signer = signer_for(chosen, secret)
@@ -86,6 +88,7 @@ def replay(
     except ReplayError as err:
         raise click.UsageError(err.message) from err
     total = len(payloads) * repeat
+    interrupted = None
     with click.progressbar(length=total, label=f"Sending {total}", file=sys.stderr) as bar:
 
         def advance(_: ReplayResult) -> None:
@@ -103,11 +106,32 @@ def replay(
                 on_result=advance,
                 keep_results=False,
             )
+        except ReplayInterrupted as err:
+            report, interrupted = err.report, err
         except ReplayError as err:
             raise click.BadParameter(err.message, param_hint="'--url'") from err
     for label, count in sorted(report.counts.items()):
-        click.echo(f"{count:>8}  {label}")
+        click.echo(f"{count:>8}  {terminal_text(label)}  ({_names(report.names[label])})")
+    if any(label.startswith(("404 ", "405 ")) for label in report.counts):
+        click.echo(_WRONG_URL_HINT, err=True)
+    if interrupted is not None:
+        raise click.ClickException(
+            f"Interrupted: {report.sent} of {total} deliveries were answered before Ctrl-C."
+        ) from interrupted
     if not report.ok:
         raise click.ClickException(
             f"{report.refused} of {report.sent} deliveries were refused (no 2xx answer)."
         )
+
+
+_WRONG_URL_HINT = (
+    "Hint: a 404 or 405 means --url is not the receiver's notifications URL: the app's "
+    "PAYHOOKS_URL_PREFIX (default /payhooks) then /notifications, as "
+    "http://127.0.0.1:8000/payhooks/notifications."
+)
+
+
+def _names(names: set[str], shown: int = 3) -> str:
+    """Which files got an answer: the first few by name, and how many more."""
+    first = ", ".join(terminal_text(name) for name in sorted(names)[:shown])
+    return first + (f" and {len(names) - shown} more" if len(names) > shown else "")

@@ -29,7 +29,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
@@ -44,6 +43,7 @@ __all__ = [
     "Connection",
     "Payload",
     "ReplayError",
+    "ReplayInterrupted",
     "ReplayReport",
     "ReplayResult",
     "load_payloads",
@@ -61,6 +61,14 @@ _KEPT_RESPONSE_BYTES: Final = 4096
 # never reached the application, so sending it once more on a new connection is safe (and a
 # receiver deduplicates by webhook-id anyway).
 _STALE_CONNECTION = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
+
+
+class ReplayInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped :func:`replay`; :attr:`report` counts the deliveries answered before."""
+
+    def __init__(self, report: ReplayReport) -> None:
+        self.report = report
+        super().__init__()
 
 
 class ReplayError(Exception):
@@ -119,6 +127,16 @@ class ReplayReport:
     results: list[ReplayResult] = field(default_factory=list)
     #: How many deliveries got no 2xx.
     refused: int = 0
+    #: The files (:attr:`Payload.name`) that got each label.
+    names: dict[str, set[str]] = field(default_factory=dict)
+
+    def add(self, result: ReplayResult, *, keep: bool = True) -> None:
+        """Count ``result`` (and keep it, with ``keep``)."""
+        self.counts[result.label] += 1
+        self.names.setdefault(result.label, set()).add(result.name)
+        self.refused += result.refused
+        if keep:
+            self.results.append(result)
 
     @property
     def sent(self) -> int:
@@ -316,6 +334,7 @@ def replay(
     :param keep_results: keep every :class:`ReplayResult` in the report (turn off for long
         load runs that only need the counts).
     :raises ReplayError: a bad URL; ``ValueError`` for ``repeat`` or ``concurrency`` below 1.
+    :raises ReplayInterrupted: Ctrl-C; the deliveries still waiting for an answer are left.
     """
     if repeat < 1 or concurrency < 1:
         raise ValueError("repeat and concurrency must be at least 1")
@@ -323,36 +342,43 @@ def replay(
     jobs = _jobs(payloads, repeat, same_id)
     lock = threading.Lock()
     report = ReplayReport()
-
     stop = threading.Event()
+    failures: list[BaseException] = []
 
     def work() -> None:
-        with Connection(url, timeout=timeout) as connection:
-            while not stop.is_set():
-                with lock:
-                    job = next(jobs, None)
-                if job is None:
-                    return
-                payload, webhook_id = job
-                try:
-                    result = send_signed(connection, payload, signer, webhook_id=webhook_id)
+        try:
+            with Connection(url, timeout=timeout) as connection:
+                while True:
                     with lock:
-                        report.counts[result.label] += 1
-                        report.refused += result.refused
-                        if keep_results:
-                            report.results.append(result)
+                        job = None if stop.is_set() else next(jobs, None)
+                    if job is None:
+                        return
+                    result = send_signed(connection, job[0], signer, webhook_id=job[1])
+                    with lock:
+                        if stop.is_set():
+                            return  # interrupted: the report is what it was then
+                        report.add(result, keep=keep_results)
                         if on_result is not None:
                             on_result(result)
-                except BaseException:
-                    stop.set()  # the other workers stop at their next delivery
-                    raise
+        except BaseException as err:
+            failures.append(err)
+            stop.set()  # the other workers stop at their next delivery
 
-    workers = min(concurrency, len(payloads) * repeat)
-    if workers <= 1:
-        work()
-        return report
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="payhooks-replay") as pool:
-        futures = [pool.submit(work) for _ in range(workers)]
-        for future in futures:
-            future.result()
+    # Daemon threads, so that Ctrl-C is answered at once: a worker waiting on an answer is
+    # left behind, and its delivery is not counted.
+    workers = [
+        threading.Thread(target=work, name="payhooks-replay", daemon=True)
+        for _ in range(min(concurrency, len(payloads) * repeat))
+    ]
+    for worker in workers:
+        worker.start()
+    try:
+        for worker in workers:
+            worker.join()
+    except KeyboardInterrupt as err:
+        with lock:
+            stop.set()
+        raise ReplayInterrupted(report) from err
+    if failures:
+        raise failures[0]
     return report

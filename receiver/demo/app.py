@@ -26,6 +26,7 @@ from flask import Flask, Response, jsonify, url_for
 
 from payhooks.receiver.config import KEY_CONFIG, config_from_env
 from payhooks.receiver.extension import PayHooks
+from payhooks.storage import redacted
 from payhooks.verify import DEFAULT_SCHEME, SCHEMES, generate_keypair
 
 __all__ = ["DEMO_SIGNING_KEY", "create_app"]
@@ -69,7 +70,7 @@ def create_app(
                 "service": "payhooks demo",
                 "notifications": url_for("payhooks.notifications", _external=True),
                 "signature_scheme": app.config["PAYHOOKS_SIGNATURE_SCHEME"],
-                "database": str(app.config["PAYHOOKS_DATABASE"]),
+                "database": redacted(str(app.config["PAYHOOKS_DATABASE"])),
             }
         )
 

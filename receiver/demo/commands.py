@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 import click
 
-from payhooks.receiver.cli.common import SIGNING_KEY_ENV, BadUsage
+from payhooks.receiver.cli.common import SIGNING_KEY_ENV, BadUsage, ledger_for, shown
 
 __all__ = ["demo_command", "serve_command"]
 
@@ -77,6 +77,9 @@ def serve_command(host: str, port: int) -> None:
             app = create_app()
     except ValueError as err:
         raise BadUsage(f"The configuration cannot be used: {err}") from err
+    database = str(app.config["PAYHOOKS_DATABASE"])
+    with ledger_for(database, must_exist=False):
+        pass  # a ledger that cannot be opened (psycopg missing, a bad URL) fails here, not per POST
     # Listen first: a key printed for a server that then fails to start (a busy port) would be
     # a key for nothing, left in the terminal's scrollback.
     listening = _listen(host, port)
@@ -90,7 +93,7 @@ def serve_command(host: str, port: int) -> None:
     shown_host = f"[{host}]" if ":" in host else host
     url = f"http://{shown_host}:{port}{prefix}/notifications"
     click.echo(f"payhooks receiver at {url}")
-    click.echo(f"  scheme {scheme}, ledger {app.config['PAYHOOKS_DATABASE']}")
+    click.echo(f"  scheme {scheme}, ledger {shown(database)}")
     generated = app.config.get(DEMO_SIGNING_KEY)
     if generated:
         from payhooks.verify import SCHEMES

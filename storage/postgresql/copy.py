@@ -14,6 +14,7 @@ a person to look at.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -66,22 +67,25 @@ def _count_pg(conn: psycopg.Connection[Any], table: str) -> int:
     return int(row[0]) if row else 0
 
 
-def copy_ledger(sqlite_path: str | os.PathLike[str], url: str) -> CopyReport:
+def copy_ledger(
+    sqlite_path: str | os.PathLike[str], url: str, progress: Callable[[str], None] | None = None
+) -> CopyReport:
     """Copy the SQLite ledger at ``sqlite_path`` into the PostgreSQL database at ``url``
-    (migrated first, and refused unless empty), then check the copy.
+    (migrated first, and refused unless empty), then check the copy; ``progress`` is called
+    with each table's name as its copy starts.
 
     :raises StorageError: the file or the server cannot be used, or the database already
         holds a ledger's rows; nothing is copied.
     """
     if not os.path.exists(sqlite_path):
         raise StorageError(f"There is no SQLite ledger at {os.fspath(sqlite_path)}.")
-    Ledger(sqlite_path).close()  # brings the file to the current schema
+    Ledger(sqlite_path, create=False).close()  # a ledger, brought to the current schema
     source = Database(os.fspath(sqlite_path), execute_plugins=False)
     report = CopyReport()
     try:
         with translate_errors(), psycopg.connect(url, autocommit=True) as conn:
             migrate(conn, now=to_text(system_clock()))
-            _copy(source, conn)
+            _copy(source, conn, progress or (lambda table: None))
             for table in TABLES:
                 report.counts[table] = (_count_sqlite(source, table), _count_pg(conn, table))
             bad_bodies = conn.execute(
@@ -100,7 +104,7 @@ def copy_ledger(sqlite_path: str | os.PathLike[str], url: str) -> CopyReport:
     return report
 
 
-def _copy(source: Database, conn: psycopg.Connection[Any]) -> None:
+def _copy(source: Database, conn: psycopg.Connection[Any], progress: Callable[[str], None]) -> None:
     with conn.transaction():
         for table in TABLES:
             if _count_pg(conn, table):
@@ -110,6 +114,7 @@ def _copy(source: Database, conn: psycopg.Connection[Any]) -> None:
                 )
         outcome_links: list[tuple[int, int]] = []
         for table in TABLES:
+            progress(table)
             columns = _columns(source, table)
             select = f"SELECT {', '.join(columns)} FROM {table}"  # noqa: S608
             if table == "deliveries":

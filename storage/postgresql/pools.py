@@ -17,11 +17,15 @@ server a goodbye on the socket the parent still uses.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from typing import Any, Final
 
+import psycopg
 from psycopg_pool import ConnectionPool
+
+from payhooks.storage.errors import StorageUnavailableError
 
 __all__ = ["POOL_MAX_SIZE", "pool_for"]
 
@@ -50,19 +54,27 @@ def pool_for(url: str, *, busy_timeout_ms: int) -> ConnectionPool[Any]:
     Connections are in autocommit (the writer opens each transaction itself), with
     ``lock_timeout`` set to the busy timeout: a write waiting on another's row lock gives up
     then, as a SQLite write does. A checkout waits at most the busy timeout too.
+
+    The first connection is made here, outside the pool: a URL that cannot be used (a wrong
+    host, password or database) raises its cause now, rather than a checkout timeout after
+    the pool's retries.
     """
     key = (os.getpid(), url, busy_timeout_ms)
     with _lock:
         pool = _pools.get(key)
         if pool is None:
+            kwargs = {"autocommit": True, "options": f"-c lock_timeout={int(busy_timeout_ms)}"}
+            timeout_s = max(2, math.ceil(busy_timeout_ms / 1000))  # libpq's least is 2
+            try:
+                psycopg.connect(url, connect_timeout=timeout_s, **kwargs).close()  # type: ignore[arg-type]
+            except psycopg.OperationalError as err:  # no server, no such database, refused login
+                cause = " ".join(str(err).split())
+                raise StorageUnavailableError(f"Cannot connect to PostgreSQL: {cause}") from err
             pool = ConnectionPool(
                 url,
                 min_size=1,
                 max_size=POOL_MAX_SIZE,
-                kwargs={
-                    "autocommit": True,
-                    "options": f"-c lock_timeout={int(busy_timeout_ms)}",
-                },
+                kwargs=kwargs,
                 timeout=busy_timeout_ms / 1000,
                 check=ConnectionPool.check_connection,
                 name=f"payhooks-{os.getpid()}",

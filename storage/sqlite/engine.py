@@ -23,9 +23,10 @@ from typing import Any, TypeVar
 
 from sqlite_utils import Database
 
+from payhooks.storage.errors import NotALedgerError
 from payhooks.storage.sql import Connection, Cursor
 from payhooks.storage.sqlite.errors import from_sqlite_error, translate_errors
-from payhooks.storage.sqlite.schema import migrate
+from payhooks.storage.sqlite.schema import migrate, schema_version
 from payhooks.storage.sqlite.wal_sync import WalSync
 from payhooks.storage.sqlite.write_lock import WriteLock
 from payhooks.storage.sqlite.writer import Writer
@@ -92,6 +93,25 @@ def _wal_sync(db: Database, file: str | None) -> WalSync | None:
     return WalSync(file) if str(mode).lower() == "wal" else None
 
 
+# SQLITE_NOTADB: the file is not an SQLite database at all.
+_NOT_A_DATABASE = 26
+
+
+def _check_ledger(db: Database, name: str) -> None:
+    """:raises NotALedgerError: ``db`` has no payhooks migration (or is not SQLite at all)."""
+    try:
+        version = schema_version(db)
+    except sqlite3.DatabaseError as err:
+        if getattr(err, "sqlite_errorcode", 0) & 0xFF != _NOT_A_DATABASE:
+            raise
+        version = 0
+    if version == 0:
+        raise NotALedgerError(
+            f"{name} is not a payhooks ledger (it holds no payhooks schema); nothing was changed "
+            "in it."
+        )
+
+
 class SQLiteEngine:
     """One SQLite connection, set up and migrated for the ledger.
 
@@ -103,6 +123,9 @@ class SQLiteEngine:
         :class:`~payhooks.storage.sqlite.write_lock.WriteLock`.
     :param check_same_thread: ``sqlite3``'s guard for a file opened here; False lets another
         thread close it.
+    :param create: False to open only an existing ledger: a file without the payhooks schema
+        (another application's database) is refused with :class:`NotALedgerError` before
+        anything is changed in it (no table, no WAL).
 
     A connection this engine opened is closed again when setting it up or migrating fails.
     """
@@ -125,6 +148,7 @@ class SQLiteEngine:
         synchronous: str,
         write_lock: bool,
         check_same_thread: bool = True,
+        create: bool = True,
     ) -> None:
         owns = not isinstance(path_or_database, Database)
         #: The path opened, or ``"<database>"`` for a caller's database: for ``repr``.
@@ -137,6 +161,8 @@ class SQLiteEngine:
                 conn = sqlite3.connect(self.name, check_same_thread=check_same_thread)
                 db = Database(conn, execute_plugins=False)
             try:
+                if not create:
+                    _check_ledger(db, self.name)
                 configure(db, busy_timeout_ms=busy_timeout_ms)
                 file = _database_file(db)
                 # A caller's database may commit its own transactions, which nothing would sync

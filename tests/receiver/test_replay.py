@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -193,7 +200,10 @@ def test_replay_command_prints_counts_and_exits_0(receiver: tuple[str, Path], bo
     )
 
     assert result.exit_code == 0, result.output
-    assert result.stdout.splitlines() == ["       2  200 duplicate", "       2  200 processed"]
+    assert result.stdout.splitlines() == [
+        "       2  200 duplicate  (a.json, b.json)",
+        "       2  200 processed  (a.json, b.json)",
+    ]
     assert "Sending 4" in result.stderr
     assert SECRET not in result.output
 
@@ -265,3 +275,116 @@ def test_replay_command_with_no_receiver_exits_1(clean_env: Path) -> None:
 
     assert result.exit_code == 1
     assert "no answer (ConnectionRefusedError)" in result.stdout
+
+
+@pytest.mark.usefixtures("clean_env")
+@pytest.mark.parametrize(
+    ("path", "label"),
+    [
+        ("/payhooks/nowhere", "404 not_found"),
+        ("/payhooks/return/order-1", "405 method_not_allowed"),
+    ],
+)
+def test_replay_command_names_the_files_and_hints_at_the_url_after_a_404_or_405(
+    receiver: tuple[str, Path], bodies: Path, path: str, label: str
+) -> None:
+    url = receiver[0].replace("/payhooks/notifications", path)
+
+    result = run(["replay", str(bodies), "--url", url], env={"PAYHOOKS_SECRETS": SECRET})
+
+    assert result.exit_code == 1
+    assert result.stdout.splitlines() == [f"       2  {label}  (a.json, b.json)"]
+    assert "Hint: a 404 or 405 means --url is not the receiver's notifications URL" in result.stderr
+
+
+class _Receiver(BaseHTTPRequestHandler):
+    """Answers every POST after :attr:`delay` seconds with :attr:`answer`, counting them."""
+
+    delay = 0.0
+    status = 200
+    answer = b'{"status": "processed"}'
+    posts = 0
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        type(self).posts += 1
+        time.sleep(self.delay)
+        self.send_response(self.status)
+        self.send_header("Content-Length", str(len(self.answer)))
+        self.end_headers()
+        self.wfile.write(self.answer)
+
+    def log_message(self, *args: object) -> None:
+        return
+
+
+@pytest.fixture
+def fake_receiver() -> Iterator[tuple[str, type[_Receiver]]]:
+    """A stand-in HTTP server on loopback (the receiver under test is the replay tool): its
+    URL and its handler class, whose attributes set the answer."""
+    handler = type("Handler", (_Receiver,), {})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/payhooks/notifications", handler
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@pytest.mark.usefixtures("clean_env")
+@pytest.mark.parametrize("code", ["\x1b[2J\x1b[31mowned", "bad\ncode\u202e"])
+def test_replay_command_shows_an_answer_s_control_characters_escaped(
+    fake_receiver: tuple[str, type[_Receiver]], bodies: Path, code: str
+) -> None:
+    url, handler = fake_receiver
+    handler.status = 400
+    handler.answer = json.dumps({"error": {"code": code}}).encode()
+    (bodies / "b.json").unlink()
+    (bodies / "\x1b]0;title\x07.json").write_bytes(notification())
+
+    result = run(["replay", str(bodies), "--url", url], env={"PAYHOOKS_SECRETS": SECRET})
+
+    assert result.exit_code == 1
+    assert "\x1b" not in result.stdout
+    assert "\u202e" not in result.stdout
+    assert "\\x1b]0;title\\x07.json" in result.stdout
+    assert result.stdout.count("\n") == 1
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_replay_stops_promptly_on_ctrl_c_with_a_count_of_what_was_answered(
+    fake_receiver: tuple[str, type[_Receiver]], bodies: Path
+) -> None:
+    url, handler = fake_receiver
+    handler.delay = 0.05  # 3,000 deliveries from 4 threads: about 40 s if nothing stops them
+    command = [sys.executable, "-m", "payhooks.receiver", "replay", str(bodies / "a.json")]
+    process = subprocess.Popen(
+        [*command, "--url", url, "--repeat", "3000", "--concurrency", "4"],
+        env={"PAYHOOKS_SECRETS": SECRET, "PATH": "/usr/bin:/bin"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while handler.posts < 20 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    interrupted_at = time.monotonic()
+    try:
+        out, err = process.communicate(timeout=10)
+    finally:
+        process.kill()
+    posts = handler.posts
+    time.sleep(0.3)
+
+    assert time.monotonic() - interrupted_at < 10
+    assert process.returncode == 1
+    answered = int(out.split()[0])
+    assert 1 <= answered <= posts < 3000
+    assert handler.posts == posts  # nothing more was sent
+    assert f"Interrupted: {answered} of 3000 deliveries were answered before Ctrl-C." in err
+    assert "Traceback" not in err

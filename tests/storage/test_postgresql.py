@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import sqlite3
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -318,6 +319,33 @@ def test_copy_ledger_refuses_a_database_that_holds_a_ledger(
 
     assert result.exit_code == 1
     assert "already holds a ledger" in result.output
+
+
+def test_copy_ledger_says_which_table_it_copies(tmp_path: Path, empty_url: str) -> None:
+    source = tmp_path / "old.db"
+    _sqlite_ledger(source)
+
+    result = run(["copy-ledger", str(source), empty_url])
+
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines()[:2] == ["Copying payments...", "Copying creation_attempts..."]
+
+
+def test_copy_ledger_refuses_a_source_that_is_not_a_ledger_and_leaves_it(
+    tmp_path: Path, empty_url: str
+) -> None:
+    source = tmp_path / "shop.db"
+    with sqlite3.connect(source) as conn:
+        conn.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY)")
+    conn.close()
+    before = source.read_bytes()
+
+    result = run(["copy-ledger", str(source), empty_url])
+
+    assert result.exit_code == 2
+    assert "is not a payhooks ledger" in result.stderr
+    assert source.read_bytes() == before
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["shop.db"]
 
 
 # -- the same reconciliation on both engines -----------------------------------------------------

@@ -179,3 +179,38 @@ def test_serve_on_a_busy_port_fails_in_one_sentence_before_printing_any_key(
     assert (
         done.stderr == f"Error: Cannot listen on 127.0.0.1 port {port}: Address already in use.\n"
     )
+
+
+def test_serve_shows_a_postgresql_url_without_its_password(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    url = postgres_url.replace("postgresql://payhooks@", "postgresql://payhooks:s3cret-pw@")
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-c", _SCRIPT, "serve", "--port", str(port)],
+        cwd=tmp_path,
+        env=_env(PAYHOOKS_DATABASE=url),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        banner = "".join(server.stdout.readline() for _ in range(2))
+        index = b""
+        for _ in range(50):  # the server binds its port just after printing
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+                    sock.sendall(b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n")
+                    index = b"".join(iter(lambda: sock.recv(65536), b""))
+                break
+            except ConnectionRefusedError:
+                time.sleep(0.1)
+    finally:
+        server.terminate()
+        _, log = server.communicate(timeout=10)
+
+    shown = url.replace("s3cret-pw", "***")
+    assert f"ledger {shown}" in banner
+    assert f'"database":"{shown}"' in index.decode().replace(" ", "")
+    assert "s3cret-pw" not in banner + index.decode() + log
