@@ -158,6 +158,7 @@ class Running:
                     upstream=upstream,
                     prefix=self._folder / "nginx",
                     worker_processes=self.setup.nginx_workers,
+                    tls=False,  # the clients trickle plain sockets; buffering is measured
                 ).start()
         except BaseException:
             self.stop()

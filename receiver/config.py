@@ -25,6 +25,8 @@ docs/configuration.md):
 - ``PAYHOOKS_RETURN_REDIRECT`` (None): a merchant page to send returning customers to with a
   303, as a template with ``{external_identifier}`` and ``{state}``; without it the return
   handler renders ``payhooks/return.html``.
+- ``PAYHOOKS_SHOP_URL`` (None): the shop's page that payhooks' own pages for customers link
+  back to ("Back to the shop", "Try again" after a failure); without it they have no link.
 - ``PAYHOOKS_SERVICE_URL``, ``PAYHOOKS_SERVICE_TOKEN``, ``PAYHOOKS_MERCHANT_ACCOUNT_ID`` (None):
   where ``payhooks sync`` reads the service's transaction list, and as whom.
 - ``PAYHOOKS_SYNC_STATUS_MAP``: the list's status strings and the states they mean; the
@@ -71,6 +73,7 @@ CONFIG_DEFAULTS: Mapping[str, Any] = {
     "PAYHOOKS_SIGNALS_LEASE_SECONDS": 300,
     "PAYHOOKS_RETURN_MAX_AGE": 7 * 24 * 3600,
     "PAYHOOKS_RETURN_REDIRECT": None,
+    "PAYHOOKS_SHOP_URL": None,
     "PAYHOOKS_SERVICE_URL": None,
     "PAYHOOKS_SERVICE_TOKEN": None,
     "PAYHOOKS_MERCHANT_ACCOUNT_ID": None,
@@ -167,6 +170,7 @@ ENV_PARSERS: Mapping[str, Callable[[str], Any]] = {
     "PAYHOOKS_SIGNALS_LEASE_SECONDS": int,
     "PAYHOOKS_RETURN_MAX_AGE": int,
     "PAYHOOKS_RETURN_REDIRECT": _optional_text,
+    "PAYHOOKS_SHOP_URL": _optional_text,
     "PAYHOOKS_SERVICE_URL": _optional_text,
     "PAYHOOKS_SERVICE_TOKEN": _optional_text,
     "PAYHOOKS_MERCHANT_ACCOUNT_ID": _optional_text,

@@ -19,12 +19,13 @@ import re
 from string import Formatter
 from urllib.parse import quote
 
-__all__ = ["REDIRECT_FIELDS", "check_redirect_template", "fill_redirect_template"]
+__all__ = ["REDIRECT_FIELDS", "check_redirect_template", "check_shop_url", "fill_redirect_template"]
 
 #: The placeholders a redirect template may use.
 REDIRECT_FIELDS = frozenset({"external_identifier", "state"})
 
 _KEY = "PAYHOOKS_RETURN_REDIRECT"
+_SHOP_KEY = "PAYHOOKS_SHOP_URL"
 # Browsers drop tabs and newlines inside URLs and read "\" as "/", so "/\t/evil.example" or
 # "/\evil.example" would leave the site: none of them has a place in a redirect template.
 _UNSAFE_CHARACTER = re.compile(r"[\x00-\x20\x7f\\]")
@@ -73,26 +74,37 @@ def check_redirect_template(template: object) -> str | None:
     return template
 
 
-def _check_destination(fixed: str, *, has_fields: bool) -> None:
+def check_shop_url(url: object) -> str | None:
+    """Check ``PAYHOOKS_SHOP_URL``, the link back to the shop: None (or ``""``) for none, else
+    a path on this site or an absolute ``http(s)`` URL with a host, as a redirect's must be.
+
+    :raises ValueError: naming ``PAYHOOKS_SHOP_URL``.
+    """
+    if url is None or url == "":
+        return None
+    if not isinstance(url, str) or _UNSAFE_CHARACTER.search(url):
+        raise ValueError(f"{_SHOP_KEY} must be a URL without spaces or backslashes")
+    _check_destination(url, has_fields=False, key=_SHOP_KEY)
+    return url
+
+
+def _check_destination(fixed: str, *, has_fields: bool, key: str = _KEY) -> None:
     """``fixed``, the text before the first placeholder, must pin down where the URL goes."""
     if fixed.startswith("//"):
-        raise ValueError(f"{_KEY}: a path must start with a single '/' ('//' names another host)")
+        raise ValueError(f"{key}: a path must start with a single '/' ('//' names another host)")
     if fixed.startswith("/"):
         return
     scheme = _ABSOLUTE.match(fixed)
     if scheme is None:
-        raise ValueError(
-            f"{_KEY} must be a path starting with '/' or an absolute http(s) URL, "
-            "with {external_identifier} and {state} where the values go"
-        )
+        raise ValueError(f"{key} must be a path starting with '/' or an absolute http(s) URL")
     authority = _AUTHORITY.match(fixed, scheme.end())
     assert authority is not None  # the pattern matches the empty string too
     host, ended = authority.groups()
     if not host or "@" in host:
-        raise ValueError(f"{_KEY}: an absolute URL needs a host, and no user name in it")
+        raise ValueError(f"{key}: an absolute URL needs a host, and no user name in it")
     if has_fields and not ended:
         raise ValueError(
-            f"{_KEY}: the host must be fixed text; put placeholders after the '/' that ends it"
+            f"{key}: the host must be fixed text; put placeholders after the '/' that ends it"
         )
 
 

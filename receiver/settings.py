@@ -20,7 +20,7 @@ from typing import Any
 
 from payhooks.receiver.config import CONFIG_DEFAULTS, KEY_CONFIG, config_keys
 from payhooks.receiver.payloads import load_status_map, load_time_zone
-from payhooks.receiver.redirects import check_redirect_template
+from payhooks.receiver.redirects import check_redirect_template, check_shop_url
 from payhooks.storage import DEFAULT_STATUS_MAP, SYNCHRONOUS_MODES, PaymentState
 from payhooks.verify import SCHEMES, Verifier, get_verifier
 
@@ -59,6 +59,8 @@ class ReceiverSettings:
     return_max_age: int
     #: ``PAYHOOKS_RETURN_REDIRECT``, checked: a template for the return handler's 303, or None.
     return_redirect: str | None
+    #: ``PAYHOOKS_SHOP_URL``, checked: where the customer's pages link back to, or None.
+    shop_url: str | None = None
     #: Where and as whom ``payhooks sync`` lists the service's transactions (None: not set).
     service_url: str | None = None
     service_token: str | None = field(default=None, repr=False)
@@ -166,6 +168,7 @@ def load_settings(config: Mapping[str, Any], *, require_keys: bool = True) -> Re
         synchronous=_synchronous(merged),
         return_max_age=_positive_int(merged, "PAYHOOKS_RETURN_MAX_AGE"),
         return_redirect=check_redirect_template(merged["PAYHOOKS_RETURN_REDIRECT"]),
+        shop_url=check_shop_url(merged["PAYHOOKS_SHOP_URL"]),
         service_url=_optional_string(merged, "PAYHOOKS_SERVICE_URL"),
         service_token=_optional_string(merged, "PAYHOOKS_SERVICE_TOKEN"),
         merchant_account_id=_optional_string(merged, "PAYHOOKS_MERCHANT_ACCOUNT_ID"),

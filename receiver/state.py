@@ -44,6 +44,8 @@ class ReceiverState:
     sweeper: Sweeper
     #: ``PAYHOOKS_RETURN_REDIRECT``, checked: a template for the return handler's 303, or None.
     return_redirect: str | None = None
+    #: ``PAYHOOKS_SHOP_URL``, checked: where the customer's pages link back to, or None.
+    shop_url: str | None = None
 
     @property
     def ledger(self) -> Ledger:
@@ -99,4 +101,5 @@ def build_state(config: Mapping[str, Any], *, serving: bool = True) -> ReceiverS
         time_zone=settings.time_zone,
         max_body_bytes=settings.max_body_bytes,
         return_redirect=settings.return_redirect,
+        shop_url=settings.shop_url,
     )

@@ -7,7 +7,7 @@ so ``payhooks`` works without the extra and ``payhooks sandbox`` says how to get
 It prints what a developer needs to point a client and a receiver at it: the base URL, an
 access token with every scope, the merchant account, and the notification scheme with the key
 the receiver must be configured with. Exit codes: 0 stopped, 1 a failure it reports (the port
-is taken), 2 bad usage.
+is taken), 2 bad usage. Its errors are one sentence each, worded as ``payhooks serve``'s.
 """
 
 from __future__ import annotations
@@ -19,6 +19,12 @@ import click
 from payhooks.verify import DEFAULT_SCHEME, SCHEMES
 
 __all__ = ["sandbox_command"]
+
+
+class _BadUsage(click.ClickException):
+    """Exit 2, as a usage error, but one sentence with no usage text (as ``payhooks serve``)."""
+
+    exit_code = 2
 
 
 @click.command("sandbox")
@@ -82,7 +88,7 @@ def sandbox_command(
         if err.name != "httpx":
             raise
         raise click.ClickException(
-            "payhooks sandbox needs the service extra: pip install 'payhooks[service]'"
+            "payhooks sandbox needs the service extra: pip install 'payhooks[service]'."
         ) from err
     try:
         settings = SandboxSettings(
@@ -95,17 +101,19 @@ def sandbox_command(
             control_token=control_token,
         )
     except ValueError as err:
-        raise click.BadParameter(str(err)) from err
+        raise _BadUsage(f"The configuration cannot be used: {err}") from err
     try:
         server = SandboxServer.start(settings, host=host, port=port, background=False)
     except ValueError as err:  # refused before binding: a non-loopback host with no token
-        raise click.UsageError(
-            f"--host {host} is not a loopback address: anyone who reaches it could settle "
-            "payments through the control API. Give --control-token (or "
-            "PAYHOOKS_SANDBOX_CONTROL_TOKEN), or bind 127.0.0.1."
+        raise _BadUsage(
+            f"--host {host} is not a loopback address: give --control-token (or "
+            "PAYHOOKS_SANDBOX_CONTROL_TOKEN), or bind 127.0.0.1, as anyone who reaches it "
+            "could settle payments through the control API."
         ) from err
     except OSError as err:
-        raise click.ClickException(f"cannot listen on {host}:{port}: {err.strerror}") from err
+        raise click.ClickException(
+            f"Cannot listen on {host} port {port}: {err.strerror or err}."
+        ) from err
     click.echo(f"payhooks sandbox on {server.url}")
     click.echo(f"  merchant account(s): {', '.join(settings.merchant_account_ids)}")
     click.echo(f"  notifications: {settings.notification_url or 'not sent (no --notify-url)'}")

@@ -2,7 +2,10 @@
 
 The service's retry logic and the merchant's monitoring read ``code``; people read
 ``message``; ``details`` carries per-field reports (marshmallow's messages) or is ``{}``.
-Building every error through :func:`error_response` keeps that shape in one place.
+Building every error through :func:`error_response` keeps that shape in one place. A client
+that prefers ``text/html`` to JSON (a browser, such as a customer following an expired return
+link) gets the same status and headers with the ``payhooks/error.html`` page instead; any
+other (no ``Accept``, ``*/*``, JSON) gets the JSON.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from flask import Response, jsonify
+from flask import Response, jsonify, make_response, render_template, request
 from werkzeug.exceptions import HTTPException
 
 __all__ = ["ERROR_CODES", "RETRY_AFTER_SECONDS", "error_response", "http_error_response"]
@@ -55,10 +58,13 @@ def error_response(
     :param message: one sentence for a person; never a secret or a traceback.
     :param details: per-field reports, or None for ``{}``.
     """
-    response = jsonify(
-        {"error": {"code": code, "message": message, "details": dict(details or {})}}
-    )
-    response.status_code = status if status is not None else ERROR_CODES[code]
+    error = {"code": code, "message": message, "details": dict(details or {})}
+    status = status if status is not None else ERROR_CODES[code]
+    if request.accept_mimetypes.best_match(["application/json", "text/html"]) == "text/html":
+        response = make_response(render_template("payhooks/error.html", error=error, status=status))
+    else:
+        response = jsonify({"error": error})
+    response.status_code = status
     if response.status_code == 503:
         response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
     response.headers["Cache-Control"] = "no-store"

@@ -7,7 +7,8 @@ wins: ``paid`` only when a verified notification said so.
 Return URLs carry a ``token`` made with itsdangerous, keyed by the app's secret key and bound to
 the ``external_identifier`` and to the route (return or cancel), so a token for one payment or
 one route does not open another, and it expires after ``PAYHOOKS_RETURN_MAX_AGE`` seconds. A
-missing, forged or expired token answers a JSON 404 ``not_found``; a valid token for a payment
+missing, forged or expired token answers 404 ``not_found`` (a page for a browser, JSON for a
+script: :mod:`payhooks.receiver.web.errors`); a valid token for a payment
 the ledger does not know yet answers 200 ``processing`` (customers often return before the
 notification arrives).
 """
@@ -221,7 +222,7 @@ def customer_return(external_identifier: str, kind: ReturnKind) -> Response:
     """
     app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
     if not token_is_valid(app, request.args.get("token"), external_identifier, kind):
-        return error_response("not_found", "There is no such page.")
+        return error_response("not_found", "This payment link has expired or is not valid.")
     # The browser's word, kept short: it is only a hint, and it is stored.
     result_code = (request.args.get("resultCode") or "")[:64] or None
     state = receiver_state(app)

@@ -7,7 +7,8 @@ Routes, relative to ``PAYHOOKS_URL_PREFIX``:
 (:mod:`payhooks.receiver.web.returns`).
 - ``GET /cancel/<external_identifier>``: the wallet's cancel URL.
 
-Every answer under the prefix follows the JSON error contract, never Flask's HTML pages:
+Every error under the prefix follows the JSON error contract (or, for a browser, payhooks' own
+error page), never Flask's HTML pages:
 
 - Any other method on those paths, whatever its name (``PUT``, ``TRACE``, ``PROPFIND``, a
   made-up one), answers a JSON 405 with ``Allow``. ``OPTIONS`` too: nobody needs it here (the
@@ -35,6 +36,7 @@ from flask.sansio.blueprints import BlueprintSetupState
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.routing import BaseConverter, PathConverter, Rule
 
+from payhooks.receiver.state import receiver_state
 from payhooks.receiver.web.errors import error_response, http_error_response
 from payhooks.receiver.web.notifications import receive_notification
 from payhooks.receiver.web.returns import customer_return
@@ -74,6 +76,11 @@ class _AnyRestConverter(BaseConverter):
 #: Mounted by :class:`payhooks.receiver.PayHooks`. Its template ``payhooks/return.html`` can be
 #: overridden by a file of the same name in the app's own template folder.
 blueprint = Blueprint("payhooks", __name__, template_folder="templates")
+
+
+@blueprint.context_processor
+def _shop_url() -> dict[str, str | None]:
+    return {"shop_url": receiver_state().shop_url}
 
 
 @blueprint.errorhandler(HTTPException)

@@ -8,17 +8,20 @@ sent again only when the connection was never made, so the request cannot have a
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
 from payhooks.service.errors import (
     MalformedResponseError,
+    RequestValidationError,
     ServiceResponseError,
     TransportError,
     error_for_status,
@@ -71,6 +74,7 @@ class Transport:
         sleep: Callable[[float], None] = time.sleep,
         http: httpx.Client | None = None,
     ) -> None:
+        _check_base_url(base_url)
         self._owns_http = http is None
         self._http = http or httpx.Client(timeout=timeout)
         self._base_url = base_url.rstrip("/")
@@ -137,6 +141,29 @@ class Transport:
                 continue
             raise _error(response, method, path)
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+
+def _check_base_url(base_url: str) -> None:
+    """Refuse a URL that would send the bearer token in clear: ``https://``, or ``http://`` to
+    a loopback host only (127.0.0.0/8, ``::1``, ``localhost``: a sandbox, a local proxy).
+
+    :raises RequestValidationError: for field ``base_url``.
+    """
+    try:
+        parts = urlsplit(base_url)
+        host = parts.hostname or ""
+        safe = (parts.scheme == "https" and bool(host)) or (
+            parts.scheme == "http"
+            and (host == "localhost" or ipaddress.ip_address(host).is_loopback)
+        )
+    except ValueError:  # not a URL, or an http:// host that is not an address
+        safe = False
+    if not safe:
+        raise RequestValidationError(
+            "base_url",
+            "use an https:// URL (http:// would send the access token in clear, so it is "
+            "accepted only for a service on loopback)",
+        )
 
 
 def _decode(response: httpx.Response, method: str, path: str) -> Any:

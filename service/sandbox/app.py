@@ -232,9 +232,18 @@ def _control(sandbox: Sandbox) -> Blueprint:
 
     @control.put("/drop-notifications")
     def drop() -> Response:
+        if not request.is_json:
+            raise SandboxError(
+                400,
+                "invalid_request",
+                "The body must be JSON, sent with Content-Type: application/json.",
+                field="Content-Type",
+            )
         value = request.get_json(silent=True)
         if not isinstance(value, bool):
-            raise SandboxError(400, "invalid_request", "Send true or false.", field="body")
+            raise SandboxError(
+                400, "invalid_request", "The body must be the JSON true or false.", field="body"
+            )
         sandbox.notifier.dropping = value
         return _json({"dropping": value})
 

@@ -13,6 +13,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 from itsdangerous import TimestampSigner, URLSafeTimedSerializer
+from markupsafe import escape
 
 from payhooks.receiver import return_url
 from payhooks.receiver.web.returns import RETURN_SALT, customer_view
@@ -385,3 +386,105 @@ def test_every_identifier_gets_a_return_url_that_works(
 
     assert response.status_code == 200, response.get_data(as_text=True)
     assert response.get_json()["external_identifier"] == identifier
+
+
+#: What Chromium and Firefox send when a person follows a link.
+BROWSER = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
+SHOP = "https://shop.example/cart"
+
+
+@pytest.mark.parametrize(
+    ("headers", "mimetype"),
+    [
+        (BROWSER, "text/html"),
+        ({"Accept": "text/html"}, "text/html"),
+        ({}, "application/json"),
+        ({"Accept": "*/*"}, "application/json"),
+        (JSON, "application/json"),
+        ({"Accept": "application/json, text/html;q=0.5"}, "application/json"),
+    ],
+    ids=["browser", "html", "no-accept", "anything", "json", "json-first"],
+)
+def test_a_bad_return_link_is_a_page_for_a_browser_and_json_for_a_script(
+    headers: dict[str, str], mimetype: str, make_app: AppFactory
+) -> None:
+    app = make_app(PAYHOOKS_SHOP_URL=SHOP)
+
+    response = app.test_client().get("/payhooks/return/order-1?token=expired", headers=headers)
+
+    assert (response.status_code, response.mimetype) == (404, mimetype)
+    assert response.headers["Cache-Control"] == "no-store"
+    message = "This payment link has expired or is not valid."
+    if mimetype == "application/json":
+        assert response.get_json()["error"]["code"] == "not_found"
+        assert response.get_json()["error"]["message"] == message
+    else:
+        page = response.get_data(as_text=True)
+        assert f"<h1>{message}</h1>" in page
+        assert f'<a class="primary" href="{SHOP}">Back to the shop</a>' in page
+
+
+def test_a_browser_gets_an_error_page_for_any_error_under_the_prefix(
+    app: Flask, client: FlaskClient
+) -> None:
+    wrong_method = client.post(_path(app), headers=BROWSER)
+    no_route = client.get("/payhooks/elsewhere", headers=BROWSER)
+
+    assert (wrong_method.status_code, wrong_method.mimetype) == (405, "text/html")
+    assert wrong_method.headers["Allow"] == "GET, HEAD"
+    assert (no_route.status_code, no_route.mimetype) == (404, "text/html")
+    assert "<title>Page not found</title>" in no_route.get_data(as_text=True)
+
+
+@pytest.mark.parametrize(
+    ("query", "title", "link"),
+    [
+        ("&resultCode=Authorised", "Payment being confirmed", "Back to the shop"),
+        ("&resultCode=Refused", "Payment failed", "Try again"),
+        ("&resultCode=Cancelled", "Payment cancelled", "Try again"),
+    ],
+)
+def test_each_state_has_its_title_and_a_link_to_the_shop(
+    query: str, title: str, link: str, make_app: AppFactory
+) -> None:
+    app = make_app(PAYHOOKS_SHOP_URL=SHOP)
+
+    page = app.test_client().get(_path(app) + query).get_data(as_text=True)
+
+    assert f"<title>{title}</title>" in page
+    assert f'<a class="primary" href="{SHOP}">{link}</a>' in page
+    assert '<meta name="viewport"' in page
+    assert "<script" not in page
+
+
+def test_a_paid_return_is_titled_payment_received(
+    app: Flask, client: FlaskClient, ledger: Ledger, make_body: BodyFactory, sign: SignFunction
+) -> None:
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    _notify(client, make_body("orchestrator"), sign)
+
+    page = client.get(_path(app)).get_data(as_text=True)
+
+    assert "<title>Payment received</title>" in page
+    assert "<a " not in page  # no PAYHOOKS_SHOP_URL, no link
+
+
+@pytest.mark.parametrize(
+    "url", ["/", "/shop?from=payment", "https://shop.example", "http://x.example/a"]
+)
+def test_a_shop_url_is_a_path_or_an_http_url(url: str, make_app: AppFactory) -> None:
+    app = make_app(PAYHOOKS_SHOP_URL=url)
+
+    page = app.test_client().get(_path(app) + "&resultCode=Refused").get_data(as_text=True)
+
+    assert f'href="{escape(url)}"' in page
+
+
+@pytest.mark.parametrize(
+    "url", ["//evil.example", "javascript:alert(1)", "shop.example", "https://", "/a b", 42]
+)
+def test_a_shop_url_that_could_leave_the_site_fails_at_start_naming_the_key(
+    url: object, make_app: AppFactory
+) -> None:
+    with pytest.raises(ValueError, match="PAYHOOKS_SHOP_URL"):
+        make_app(PAYHOOKS_SHOP_URL=url)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -117,3 +120,52 @@ def test_a_loopback_bind_needs_no_control_token(host: str) -> None:
     except OSError:  # no IPv6 loopback on this machine
         pytest.skip(f"cannot bind {host}")
     server.stop()
+
+
+def _run(command: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAYHOOKS_")}
+    return subprocess.run(
+        [sys.executable, "-m", "payhooks.receiver", *command],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("command", ["serve", "sandbox"])
+def test_a_busy_port_is_the_same_one_sentence_for_sandbox_and_serve(
+    command: str, tmp_path: Path
+) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = _run([command, "--port", str(port)], tmp_path)
+
+    assert (done.returncode, done.stdout) == (1, "")
+    busy_port = f"Error: Cannot listen on 127.0.0.1 port {port}: Address already in use.\n"
+    assert done.stderr == busy_port
+
+
+@pytest.mark.parametrize(
+    ("arguments", "names"),
+    [
+        (["--notify-url", "nowhere"], "notification_url"),
+        (["--host", "0.0.0.0", "--port", "0"], "--control-token"),
+    ],
+)
+def test_sandbox_bad_usage_is_one_sentence_without_usage_text_as_serve_s(
+    arguments: list[str], names: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PAYHOOKS_SANDBOX_CONTROL_TOKEN", raising=False)
+    result = CliRunner().invoke(payhooks, ["sandbox", *arguments])
+
+    assert result.exit_code == 2
+    (line,) = result.output.splitlines()
+    assert line.startswith("Error: ")
+    assert line.endswith(".")
+    assert names in line

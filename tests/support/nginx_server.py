@@ -6,8 +6,11 @@ client holds a cheap nginx connection instead of one of gunicorn's few workers. 
 (``bench/slowloris.py``) measures and what ``tests/system/test_deployment.py`` checks must be
 that documented configuration, not a copy that drifts from it, so :func:`documented_site`
 reads it out of ``docs/deployment.md`` (the block marked ``<!-- file: payhooks-nginx.conf -->``)
-and :class:`NginxServer` serves it with only what a test must change: the port it listens on
-(``listen 80`` becomes a free loopback port) and the upstream's address (gunicorn's port).
+and :class:`NginxServer` serves it with only what a test must change: the ports it listens on
+(``listen 443 ssl`` and ``listen 80`` become free loopback ports), the certificate (a
+throwaway one, made by :func:`throwaway_certificate`) and the upstream's address (gunicorn's
+port). The slow-client measurements may serve the HTTPS site without TLS (``tls=False``): what
+they measure is nginx's buffering, and a plain socket can trickle bytes where a TLS one cannot.
 
 nginx runs unprivileged-style from a private prefix folder (its pid file, logs and temporary
 files there, ``daemon off``), in a session of its own, so :meth:`NginxServer.stop` ends the
@@ -16,15 +19,22 @@ master and every worker it forked, even when start-up fails.
 
 from __future__ import annotations
 
+import datetime
+import ipaddress
 import os
 import re
 import shutil
 import signal
+import ssl
 import subprocess
 from pathlib import Path
 from types import TracebackType
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from tests.support.docs_walk import ROOT, read_blocks
 from tests.support.processes import free_port, start_listening, stop_session
@@ -38,6 +48,7 @@ __all__ = [
     "find_nginx",
     "nginx_missing_reason",
     "require_nginx",
+    "throwaway_certificate",
 ]
 
 DEPLOYMENT_PAGE = ROOT / "docs" / "deployment.md"
@@ -47,6 +58,11 @@ SITE_FILE = "payhooks-nginx.conf"
 INSTALL = "apt-get install -y nginx"
 
 _LISTEN = re.compile(r"(?m)^(\s*)listen\s+80\s*;")
+_LISTEN_TLS = re.compile(r"(?m)^(\s*)listen\s+443\s+ssl\s*;")
+_CERTIFICATE = re.compile(r"(?m)^(\s*ssl_certificate\s+)\S+;")
+_CERTIFICATE_KEY = re.compile(r"(?m)^(\s*ssl_certificate_key\s+)\S+;")
+#: The host names the throwaway certificate is good for.
+CERTIFICATE_HOSTS = ("127.0.0.1", "localhost", "shop.example")
 _UPSTREAM = re.compile(r"(?m)^(\s*server\s+)127\.0\.0\.1:8000(\s*;)")
 
 
@@ -93,19 +109,67 @@ def documented_site() -> str:
     return blocks[0].text
 
 
-def loopback_site(site: str, *, listen_port: int, upstream: str) -> str:
-    """``site`` listening on ``127.0.0.1:listen_port`` and proxying to ``upstream`` (an
-    address in nginx's syntax: ``127.0.0.1:PORT``, or ``unix:PATH`` to compare a socket).
+def throwaway_certificate(folder: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for :data:`CERTIFICATE_HOSTS`, valid for a day, and its key,
+    written to ``folder``: (certificate, key)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "payhooks test")])
+    now = datetime.datetime.now(datetime.UTC)
+    names: list[x509.GeneralName] = [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    names += [x509.DNSName(host) for host in CERTIFICATE_HOSTS[1:]]
+    certificate = (
+        x509.CertificateBuilder(subject_name=name, issuer_name=name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    cert_path, key_path = folder / "throwaway.pem", folder / "throwaway.key"
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
 
-    Exactly one ``listen 80;`` and one ``server 127.0.0.1:8000;`` are expected: a documented
-    configuration that no longer has them must fail here, not be half rewritten.
+
+def loopback_site(
+    site: str,
+    *,
+    listen_port: int,
+    http_port: int,
+    upstream: str,
+    certificate: tuple[Path, Path],
+    tls: bool = True,
+) -> str:
+    """``site`` serving HTTPS on ``127.0.0.1:listen_port`` (plain HTTP without ``tls``) with
+    ``certificate`` (a pair of paths), its HTTP redirect on ``http_port``, and proxying to
+    ``upstream`` (an address in nginx's syntax: ``127.0.0.1:PORT``, or ``unix:PATH``).
+
+    Exactly one of each line rewritten is expected: a documented configuration that no longer
+    has them must fail here, not be half rewritten.
     """
-    site, listens = _LISTEN.subn(rf"\g<1>listen 127.0.0.1:{listen_port};", site)
-    site, upstreams = _UPSTREAM.subn(rf"\g<1>{upstream}\g<2>", site)
-    if (listens, upstreams) != (1, 1):
+    ssl_suffix = " ssl" if tls else ""
+    counts = []
+    for pattern, replacement in (
+        (_LISTEN_TLS, rf"\g<1>listen 127.0.0.1:{listen_port}{ssl_suffix};"),
+        (_LISTEN, rf"\g<1>listen 127.0.0.1:{http_port};"),
+        (_CERTIFICATE, rf"\g<1>{certificate[0]};"),
+        (_CERTIFICATE_KEY, rf"\g<1>{certificate[1]};"),
+        (_UPSTREAM, rf"\g<1>{upstream}\g<2>"),
+    ):
+        site, count = pattern.subn(replacement, site)
+        counts.append(count)
+    if counts != [1] * len(counts):
         raise NginxError(
-            f"expected one 'listen 80;' and one 'server 127.0.0.1:8000;' in the site, "
-            f"found {listens} and {upstreams}"
+            "expected one each of 'listen 443 ssl;', 'listen 80;', 'ssl_certificate',"
+            f" 'ssl_certificate_key' and 'server 127.0.0.1:8000;' in the site, found {counts}"
         )
     return site
 
@@ -152,6 +216,10 @@ class NginxServer:
         if binary is None:
             raise NginxError(nginx_missing_reason() or "nginx not found")
         self.port = port
+        #: The documented site's plain-HTTP port (its redirect to HTTPS), and a client TLS
+        #: context that trusts its throwaway certificate: set by :meth:`documented`.
+        self.http_port: int | None = None
+        self.client_context: ssl.SSLContext | None = None
         self.prefix = prefix
         prefix.mkdir(parents=True, exist_ok=True)
         site_path = prefix / SITE_FILE
@@ -164,13 +232,27 @@ class NginxServer:
 
     @classmethod
     def documented(
-        cls, *, upstream: str, prefix: Path, worker_processes: str = "auto"
+        cls, *, upstream: str, prefix: Path, worker_processes: str = "auto", tls: bool = True
     ) -> NginxServer:
         """The configuration from ``docs/deployment.md``, in front of ``upstream``
-        (``127.0.0.1:PORT`` or ``unix:PATH``)."""
-        port = free_port()
-        site = loopback_site(documented_site(), listen_port=port, upstream=upstream)
-        return cls(site, port=port, prefix=prefix, worker_processes=worker_processes)
+        (``127.0.0.1:PORT`` or ``unix:PATH``), with a throwaway certificate; :attr:`port`
+        serves HTTPS (plain HTTP without ``tls``), :attr:`http_port` the redirect to it."""
+        port, http_port = free_port(), free_port()
+        while http_port == port:
+            http_port = free_port()
+        certificate = throwaway_certificate(prefix)
+        site = loopback_site(
+            documented_site(),
+            listen_port=port,
+            http_port=http_port,
+            upstream=upstream,
+            certificate=certificate,
+            tls=tls,
+        )
+        server = cls(site, port=port, prefix=prefix, worker_processes=worker_processes)
+        server.http_port = http_port
+        server.client_context = ssl.create_default_context(cafile=certificate[0])
+        return server
 
     def start(self, *, timeout: float = 15.0) -> NginxServer:
         """Check the configuration (``nginx -t``), start nginx and wait until it listens;

@@ -76,6 +76,19 @@ CART = """<!doctype html>
 """
 
 
+HOME = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Tea shop</title></head>
+<body><h1>Tea shop</h1></body></html>
+"""
+
+#: The widths the customer's pages are checked at: a desktop window and a phone, which honours
+#: the page's viewport meta as a phone's browser does.
+SCREENS: dict[str, dict[str, Any]] = {
+    "desktop": {"viewport": {"width": 1280, "height": 800}},
+    "phone": {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True},
+}
+
+
 def _missing_browser() -> str | None:
     """Why the browser cannot run here, or None."""
     try:
@@ -119,6 +132,17 @@ def page(browser: Browser) -> Iterator[Page]:
         context.close()
 
 
+@pytest.fixture(params=sorted(SCREENS))
+def screen(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Page]:
+    """A fresh page at a desktop's or a phone's size."""
+    context = browser.new_context(**SCREENS[request.param])
+    context.set_default_timeout(BROWSER_TIMEOUT_MS)
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
 class Shop:
     """The merchant's app served on loopback and the sandbox notifying its receiver."""
 
@@ -141,8 +165,13 @@ def _merchant_app(tmp_path: Path, database: Path) -> Flask:
         SECRET_KEY="browser-test-secret-key",
         PAYHOOKS_DATABASE=str(database),
         PAYHOOKS_SECRETS=[TEST_SECRET],
+        PAYHOOKS_SHOP_URL="/",
     )
     payhooks = PayHooks(app)
+
+    @app.get("/")
+    def home() -> str:
+        return render_template_string(HOME)
 
     @app.get("/cart/<order>")
     def cart(order: str) -> str:
@@ -297,3 +326,56 @@ def test_cancelling_on_the_hosted_page_returns_to_a_page_that_shows_cancelled(
     assert shop.sandbox.wait_for_notifications(10)
     assert _reload_until(page, CONFIRMED_CANCELLED) == CONFIRMED_CANCELLED
     assert shop.state(order) is ReconciliationState.CANCELLED
+
+
+def _check_readable(page: Page, merchant: LiveServer) -> None:
+    """The page fits the screen's width (no sideways scrolling, even for the longest order
+    reference), is styled (not the browser's serif), and loaded nothing but itself."""
+    requested: list[str] = []
+    page.on("request", lambda sent: requested.append(sent.url))
+    page.reload()
+    fits = page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    width = page.evaluate("window.innerWidth")
+    font = page.evaluate("getComputedStyle(document.body).fontFamily")
+
+    assert fits, f"the page is wider than the {width}px screen"
+    assert page.viewport_size is not None
+    assert width == page.viewport_size["width"]
+    assert "sans-serif" in font
+    assert page.locator("script").count() == 0
+    assert [url for url in requested if not url.startswith(merchant.url + "/")] == []
+
+
+def test_after_a_failure_the_customer_reads_payment_failed_and_can_try_again(
+    screen: Page, shop: Shop
+) -> None:
+    order = "order-" + "f" * 58  # the longest reference the service accepts: 64 characters
+    _check_out(screen, shop, order, "Alipay HK")
+    _choose(screen, shop, "Fail", "return")
+
+    assert screen.title() == "Payment failed"
+    assert _shown(screen)["state"] == "failed"
+    _check_readable(screen, shop.merchant)
+    retry = screen.get_by_role("link", name="Try again", exact=True)
+    box = retry.bounding_box()
+    assert box is not None
+    assert box["x"] + box["width"] <= screen.evaluate("window.innerWidth")
+    retry.click()
+    screen.wait_for_url(f"{shop.merchant.url}/")
+    assert screen.get_by_role("heading").inner_text() == "Tea shop"
+
+
+def test_an_expired_or_forged_return_link_is_a_page_with_a_way_back_not_json(
+    screen: Page, shop: Shop
+) -> None:
+    answer = screen.goto(f"{shop.merchant.url}/payhooks/return/order-gone?token=forged")
+
+    assert answer is not None
+    assert answer.status == 404
+    assert screen.title() == "Page not found"
+    assert screen.get_by_role("heading").inner_text() == (
+        "This payment link has expired or is not valid."
+    )
+    _check_readable(screen, shop.merchant)
+    screen.get_by_role("link", name="Back to the shop", exact=True).click()
+    screen.wait_for_url(f"{shop.merchant.url}/")

@@ -10,6 +10,8 @@ notifications must still complete within a few seconds. This is a behaviour, not
 ``bench/slowloris.py`` has the figures.
 
 The same slowloris against gunicorn alone must stall it, or the first test proves nothing.
+The slow clients trickle over plain sockets, so for them the site listens without TLS; every
+other test here speaks HTTPS to it, with a throwaway certificate, as a customer would.
 
 nginx must be installed (CI installs it in ``.ci/run``): where it is missing the tests fail
 when ``CI=true`` and are skipped, with the command that installs it, otherwise.
@@ -19,8 +21,10 @@ from __future__ import annotations
 
 import http.client
 import json
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,12 +47,14 @@ def nginx_installed() -> None:
 class Deployment:
     """The demo app under gunicorn's sync workers, optionally behind the documented nginx."""
 
-    def __init__(self, folder: Path, *, behind_nginx: bool) -> None:
+    def __init__(
+        self, folder: Path, *, behind_nginx: bool, tls: bool = False, app: str = DEMO_APP
+    ) -> None:
         self.keys = generate_keypair("standard-webhooks")
         self.database = folder / "payhooks.db"
         self.next_number = 0
         self.gunicorn = GunicornServer(
-            DEMO_APP,
+            app,
             env={
                 "PAYHOOKS_DATABASE": str(self.database),
                 "PAYHOOKS_SECRETS": self.keys.verifying_key,
@@ -59,13 +65,16 @@ class Deployment:
         )
         self.nginx: NginxServer | None = None
         self._behind_nginx = behind_nginx
+        self._tls = tls
         self._folder = folder
 
     def start(self) -> Deployment:
         self.gunicorn.start()
         if self._behind_nginx:
             self.nginx = NginxServer.documented(
-                upstream=f"127.0.0.1:{self.gunicorn.port}", prefix=self._folder / "nginx"
+                upstream=f"127.0.0.1:{self.gunicorn.port}",
+                prefix=self._folder / "nginx",
+                tls=self._tls,
             ).start()
         return self
 
@@ -87,8 +96,8 @@ class Deployment:
             self.gunicorn.stop()
 
 
-def _deployment(folder: Path, *, behind_nginx: bool) -> Iterator[Deployment]:
-    deployment = Deployment(folder, behind_nginx=behind_nginx)
+def _deployment(folder: Path, *, behind_nginx: bool, **options: Any) -> Iterator[Deployment]:
+    deployment = Deployment(folder, behind_nginx=behind_nginx, **options)
     try:
         yield deployment.start()
     finally:
@@ -98,6 +107,25 @@ def _deployment(folder: Path, *, behind_nginx: bool) -> Iterator[Deployment]:
 @pytest.fixture
 def recommended(nginx_installed: None, tmp_path: Path) -> Iterator[Deployment]:
     yield from _deployment(tmp_path, behind_nginx=True)
+
+
+#: The demo app with a page that shows a return URL, as a checkout would build it.
+RETURNS_APP = textwrap.dedent(
+    """
+    from payhooks.receiver import return_url
+    from payhooks.receiver.demo import create_app
+
+    app = create_app()
+    app.add_url_rule("/return-url", "return_url", lambda: return_url("order-1"))
+    """
+)
+
+
+@pytest.fixture
+def over_https(nginx_installed: None, tmp_path: Path) -> Iterator[Deployment]:
+    """The documented site as documented: HTTPS (a throwaway certificate), and the redirect."""
+    (tmp_path / "returns_app.py").write_text(RETURNS_APP, encoding="utf-8")
+    yield from _deployment(tmp_path, behind_nginx=True, tls=True, app="returns_app:app")
 
 
 @pytest.fixture
@@ -132,35 +160,59 @@ def test_the_same_slow_clients_stall_gunicorn_alone(gunicorn_alone: Deployment) 
     assert result.late > 0, result.summary()
 
 
-def _index(port: int, headers: dict[str, str]) -> dict[str, str]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+def _get(deployment: Deployment, path: str, headers: dict[str, str]) -> tuple[int, bytes]:
+    """``GET path`` over HTTPS to the documented site: the status and the body."""
+    assert deployment.nginx is not None
+    conn = http.client.HTTPSConnection(
+        "127.0.0.1", deployment.port, timeout=10, context=deployment.nginx.client_context
+    )
     try:
-        conn.request("GET", "/", headers=headers)
+        conn.request("GET", path, headers=headers)
         response = conn.getresponse()
-        assert response.status == 200
-        answer: dict[str, str] = json.loads(response.read())
-        return answer
+        return response.status, response.read()
     finally:
         conn.close()
 
 
-def test_the_app_sees_the_host_the_client_asked_for_and_nginx_s_scheme(
-    recommended: Deployment,
+def test_urls_the_app_builds_behind_the_proxy_are_https_on_the_client_s_host(
+    over_https: Deployment,
 ) -> None:
-    # Return URLs are built from the Host and the scheme the app sees; nginx passes the host
-    # on and replaces whatever X-Forwarded-Proto a client sends with its own scheme.
-    answer = _index(recommended.port, {"Host": "shop.example", "X-Forwarded-Proto": "https"})
+    # Return URLs are built from the Host and the scheme the app sees: nginx passes the host
+    # on and sets X-Forwarded-Proto to its own scheme, whatever the client claims.
+    headers = {"Host": "shop.example", "X-Forwarded-Proto": "http"}
+    made = _get(over_https, "/return-url", headers)
+    index = _get(over_https, "/", headers)
 
-    assert answer["notifications"] == "http://shop.example/payhooks/notifications"
+    assert made[0] == 200
+    assert made[1].startswith(b"https://shop.example/payhooks/return/order-1?token=")
+    assert json.loads(index[1])["notifications"] == "https://shop.example/payhooks/notifications"
+
+
+def test_plain_http_only_redirects_to_https(over_https: Deployment) -> None:
+    assert over_https.nginx is not None
+    assert over_https.nginx.http_port is not None
+    conn = http.client.HTTPConnection("127.0.0.1", over_https.nginx.http_port, timeout=10)
+    try:
+        conn.request("GET", "/payhooks/return/order-1?token=t", headers={"Host": "shop.example"})
+        response = conn.getresponse()
+        response.read()
+    finally:
+        conn.close()
+
+    assert response.status == 301
+    assert response.headers["Location"] == "https://shop.example/payhooks/return/order-1?token=t"
 
 
 def test_a_body_over_the_receivers_cap_still_gets_the_receivers_own_answer(
-    recommended: Deployment,
+    over_https: Deployment,
 ) -> None:
     # nginx holds bodies up to twice the receiver's 64 KiB cap, so the service gets the
     # receiver's error code for one just over it, not nginx's page.
+    assert over_https.nginx is not None
     body = b"{" + b" " * 70_000 + b"}"
-    conn = http.client.HTTPConnection("127.0.0.1", recommended.port, timeout=10)
+    conn = http.client.HTTPSConnection(
+        "127.0.0.1", over_https.port, timeout=10, context=over_https.nginx.client_context
+    )
     try:
         conn.request(
             "POST", "/payhooks/notifications", body=body,

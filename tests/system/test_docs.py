@@ -346,6 +346,38 @@ def test_every_link_between_pages_resolves() -> None:
     assert broken == []
 
 
+#: Pages for someone working in a clone, where ``sample_payloads/`` is at hand.
+CLONE_PAGES = {"docs/development.md", "docs/ARCHITECTURE.md"}
+
+
+def test_pages_for_users_say_where_sample_payloads_come_from() -> None:
+    # The folder is in the source, not in the wheel a user installs.
+    unsaid = [
+        page_name(page)
+        for page in pages()
+        if page_name(page) not in CLONE_PAGES
+        and "sample_payloads/" in (text := page.read_text(encoding="utf-8"))
+        and "not in the installed package" not in text
+    ]
+
+    assert unsaid == []
+
+
+def test_the_quickstart_installs_pytest_before_its_test_step_runs_it() -> None:
+    (block,) = [
+        block
+        for block in read_blocks(ROOT / "docs" / "quickstart.md")
+        if block.language == "sh" and "pytest" in block.text
+    ]
+    lines = block.text.splitlines()
+    installs = [n for n, line in enumerate(lines) if re.search(r"pip install .*\bpytest\b", line)]
+    runs = [n for n, line in enumerate(lines) if re.search(r"-m pytest|^pytest", line)]
+
+    assert installs, block.text
+    assert runs, block.text
+    assert installs[0] < runs[0], block.text
+
+
 def test_source_paths_named_in_the_docs_exist() -> None:
     named = {
         path

@@ -11,6 +11,7 @@ from payhooks.service import (
     AuthenticationError,
     NotFoundError,
     RateLimitedError,
+    RequestValidationError,
     ServiceResponseError,
     ServiceUnavailableError,
     TransportError,
@@ -111,3 +112,38 @@ def test_a_list_gives_up_after_its_tries(
     sandbox.sandbox.lose_next_answers(3)
     with pytest.raises(ServiceUnavailableError):
         list(client.buyers())
+
+
+#: Base URLs the client takes: https anywhere, http on loopback only.
+SAFE_BASE_URLS = [
+    "https://service.example",
+    "http://127.0.0.1:8000",
+    "http://127.9.9.9",
+    "http://[::1]:8000",
+    "HTTP://LocalHost:8000",
+]
+#: And those that would send the token in clear (or nowhere).
+CLEAR_BASE_URLS = [
+    "http://service.example",
+    "http://10.0.0.5:8080",
+    "http://[2001:db8::1]",
+    "http://localhost.service.example",
+    "ftp://service.example",
+    "service.example",
+    "https://",
+    "http://[::1",
+]
+
+
+@pytest.mark.parametrize("url", CLEAR_BASE_URLS)
+def test_a_base_url_that_would_send_the_token_in_clear_is_refused(url: str) -> None:
+    with pytest.raises(RequestValidationError) as exc_info:
+        ServiceClient(url, access_token="secret-token", merchant_account_id="m")
+
+    assert (exc_info.value.code, exc_info.value.field) == ("invalid_request", "base_url")
+    assert "secret-token" not in exc_info.value.message
+
+
+@pytest.mark.parametrize("url", SAFE_BASE_URLS)
+def test_https_or_http_on_loopback_is_taken(url: str) -> None:
+    ServiceClient(url, access_token="secret-token", merchant_account_id="m").close()

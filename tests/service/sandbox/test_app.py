@@ -484,3 +484,22 @@ def test_without_a_control_token_the_control_api_stays_open_on_loopback(
     web: FlaskClient,
 ) -> None:
     assert web.get("/sandbox/notifications").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "field", "names"),
+    [
+        (b"true", {"Content-Type": "application/x-www-form-urlencoded"}, "Content-Type", "JSON"),
+        (b"true", {}, "Content-Type", "application/json"),
+        (b'"yes"', {"Content-Type": "application/json"}, "body", "true or false"),
+        (b"", {"Content-Type": "application/json"}, "body", "true or false"),
+    ],
+    ids=["curl-d", "no-type", "not-a-boolean", "empty"],
+)
+def test_the_drop_switch_says_what_its_request_lacks(
+    body: bytes, headers: dict[str, str], field: str, names: str, web: FlaskClient
+) -> None:
+    answer = web.put("/sandbox/drop-notifications", data=body, headers=headers)
+
+    assert _error(answer) == (400, "invalid_request", field)
+    assert names in answer.get_json()["message"]
