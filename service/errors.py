@@ -122,12 +122,13 @@ class CreationRecordError(ServiceError):
 
 
 class MalformedResponseError(ServiceError):
-    """A success answer that is not the object the interface describes."""
+    """An answer that is not the object the interface describes; ``code`` names the checks of
+    size (``response_too_large``), depth (``response_too_deep``) and cursor (``bad_cursor``)."""
 
     code = "malformed_response"
 
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"The service's answer is malformed: {field} {message}.")
+    def __init__(self, field: str, message: str, *, code: str | None = None) -> None:
+        super().__init__(f"The service's answer is malformed: {field} {message}.", code=code)
         #: The member at fault, dotted (``subscription.created``).
         self.field = field
 

@@ -86,12 +86,20 @@ def _drift(values: tuple[Any, ...]) -> DriftRow:
     )
 
 
+def _storable(value: object) -> str | None:
+    """``value`` when the ledger can store it as a listed text (both engines alike)."""
+    if isinstance(value, str) and 0 < len(value) <= _MAX_STATUS_LENGTH and "\x00" not in value:
+        return value
+    return None
+
+
 def _values(item: ListedTransaction) -> tuple[Any, ...]:
     """An item checked and ready to store: text within bounds, a currency the ledger knows."""
     for name in ("transaction_id", "external_identifier", "status"):
-        value = getattr(item, name)
-        if not isinstance(value, str) or not value or len(value) > _MAX_STATUS_LENGTH:
-            raise ValueError(f"{name} must be a string of 1 to {_MAX_STATUS_LENGTH} characters")
+        if _storable(getattr(item, name)) is None:
+            raise ValueError(
+                f"{name} must be a string of 1 to {_MAX_STATUS_LENGTH} characters, none NUL"
+            )
     state = PaymentState(item.state)
     currency = item.currency if item.currency in MINOR_UNIT_EXPONENTS else None
     amount = item.amount_minor if type(item.amount_minor) is int else None
@@ -286,8 +294,19 @@ class ServiceRecords:
         self, run_id: int, items: Iterable[ListedTransaction], next_cursor: str | None
     ) -> int:
         """Store one page of the list and the cursor after it, in one transaction; how many
-        items. Seeing a transaction again updates it: repeating a page changes nothing else."""
-        values = [_values(item) for item in items]
+        items. Seeing a transaction again updates it: repeating a page changes nothing else.
+        An item the ledger cannot store is kept as ``unstorable_item`` drift, without the value
+        it refused, and the page goes on."""
+        values, unstorable = [], []
+        for item in items:
+            try:
+                values.append(_values(item))
+            except ValueError as err:
+                ident, reference = (
+                    _storable(item.transaction_id),
+                    _storable(item.external_identifier),
+                )
+                unstorable.append((ident, reference, str(err)))
         at = to_text(self._clock(), argument="clock()")
         with self._write() as conn:
             identifiers = service_transactions.touched_identifiers(conn, values)
@@ -295,7 +314,9 @@ class ServiceRecords:
             # holding one of them never waits on a row this page has locked (no deadlock).
             for identifier in identifiers:
                 self._engine.lock_payment(conn, identifier)
-            count = service_transactions.record_page(conn, run_id, values, next_cursor, at)
+            count = service_transactions.record_page(
+                conn, run_id, values, unstorable, next_cursor, at
+            )
             for identifier in identifiers:
                 self._refresh(conn, identifier, at)
             return count

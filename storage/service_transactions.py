@@ -122,20 +122,28 @@ def record_page(
     conn: Connection,
     run_id: int,
     items: Iterable[tuple[Any, ...]],
+    unstorable: Iterable[tuple[str | None, str | None, str]],
     next_cursor: str | None,
     seen_at: str,
 ) -> int:
-    """Upsert one page's transactions and move the run's cursor past it, in one transaction:
-    a crash keeps both or neither, so resuming neither skips nor repeats a page's effect.
-    How many items the page had."""
+    """Upsert one page's transactions, note its unstorable items (``(transaction_id,
+    external_identifier, reason)``, each None where it cannot be stored), and move the run's
+    cursor past it, in one transaction: a crash keeps all or nothing, so resuming neither skips
+    nor repeats a page's effect. How many items the page had."""
     rows = [(*values, seen_at, seen_at, run_id) for values in items]
     conn.executemany(_UPSERT, rows)
+    refused = [(run_id, *item, seen_at) for item in unstorable]
+    conn.executemany(
+        "INSERT INTO sync_unstorable_items (sync_run, transaction_id, external_identifier, "
+        "reason, seen_at) VALUES (?, ?, ?, ?, ?)",
+        refused,
+    )
     conn.execute(
         "UPDATE sync_runs SET next_cursor = ?, pages = pages + 1, items = items + ?, "
         "updated_at = ? WHERE id = ?",
-        (next_cursor, len(rows), seen_at, run_id),
+        (next_cursor, len(rows) + len(refused), seen_at, run_id),
     )
-    return len(rows)
+    return len(rows) + len(refused)
 
 
 def end_run(conn: Connection, run_id: int, status: str, error: str | None, at: str) -> None:

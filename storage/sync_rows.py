@@ -49,6 +49,8 @@ class DriftKind(StrEnum):
     UNKNOWN_STATUS = "unknown_status"
     UNEXPECTED = "unexpected"
     MISSING_AT_SERVICE = "missing_at_service"
+    #: A listed item the ledger cannot store (its id or identifier, when storable, is kept).
+    UNSTORABLE_ITEM = "unstorable_item"
 
 
 class DriftRow(NamedTuple):

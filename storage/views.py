@@ -50,8 +50,8 @@ RECONCILIATION_VIEW_SQL: Final = f"""
 }
     FROM payment_states"""  # noqa: S608 - constants only
 
-#: One row per drift: each listed transaction that disagrees with the notifications, then each
-#: payment missing at the service.
+#: One row per drift: each listed transaction that disagrees with the notifications, each
+#: payment missing at the service, and each item of the latest run the ledger could not store.
 SYNC_DRIFT_VIEW_SQL: Final = """
     CREATE VIEW sync_drift AS
     SELECT s.drift AS kind, s.external_identifier AS external_identifier,
@@ -61,4 +61,8 @@ SYNC_DRIFT_VIEW_SQL: Final = """
     UNION ALL
     SELECT p.drift, p.external_identifier, CAST(NULL AS TEXT), CAST(NULL AS TEXT),
         CAST(NULL AS TEXT), CAST(NULL AS TEXT), CAST(NULL AS TEXT)
-    FROM payment_states AS p WHERE p.drift = 'missing_at_service'"""
+    FROM payment_states AS p WHERE p.drift = 'missing_at_service'
+    UNION ALL
+    SELECT 'unstorable_item', COALESCE(u.external_identifier, ''), u.transaction_id,
+        CAST(NULL AS TEXT), CAST(NULL AS TEXT), CAST(NULL AS TEXT), u.seen_at
+    FROM sync_unstorable_items AS u WHERE u.sync_run = (SELECT MAX(id) FROM sync_runs)"""

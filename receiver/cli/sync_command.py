@@ -50,12 +50,12 @@ def _progress_printer() -> Any:
     return show
 
 
-def _print_drift(ledger: Ledger, report: SyncReport) -> None:
-    """The drift, one line each, streamed from the ledger; then the counts."""
-    for row in ledger.service.sync_drift():
+def _print_drift(ledger: Ledger, report: SyncReport, summary: bool) -> None:
+    """The drift, one line each (unless ``summary``), streamed from the ledger; the counts."""
+    for row in () if summary else ledger.service.sync_drift():
         fields = [
             row.kind.value,
-            row.external_identifier,
+            row.external_identifier or "-",
             row.transaction_id or "-",
             f"service={row.service_status or '-'}",
             f"ledger={row.ledger_state or '-'}",
@@ -79,6 +79,13 @@ def _print_drift(ledger: Ledger, report: SyncReport) -> None:
     help="Absent from the list this long: missing_at_service. Default: PAYHOOKS_SYNC_MAX_AGE.",
 )
 @click.option(
+    "--max-pages",
+    type=click.IntRange(min=1),
+    default=100_000,
+    show_default=True,
+    help="The most pages one run reads; the next sync resumes after them.",
+)
+@click.option(
     "--restart", is_flag=True, help="Start from the first page, not where a sync stopped."
 )
 @click.option(
@@ -93,6 +100,7 @@ def _print_drift(ledger: Ledger, report: SyncReport) -> None:
     help="With --resend-sandbox: the sandbox's control token, if it was started with one "
     "(default: PAYHOOKS_SANDBOX_CONTROL_TOKEN).",
 )
+@click.option("--summary", is_flag=True, help="Print the drift's counts, not one line each.")
 @click.option("--fail-on-drift", is_flag=True, help="Exit 1 when any drift is found.")
 @database_option
 @fail_on_storage_errors
@@ -102,9 +110,11 @@ def sync(
     merchant: str | None,
     limit: int | None,
     max_age: int | None,
+    max_pages: int,
     restart: bool,
     resend_sandbox: bool,
     sandbox_control_token: str | None,
+    summary: bool,
     fail_on_drift: bool,
     database: Path | None,
 ) -> None:
@@ -157,6 +167,7 @@ def sync(
                 status_map=found.sync_status_map,
                 max_age=timedelta(seconds=found.sync_max_age if max_age is None else max_age),
                 limit=limit,
+                max_pages=max_pages,
                 resume=not restart,
                 progress=progress,
                 resend=resender,
@@ -172,7 +183,7 @@ def sync(
             f"Read {report.pages} page(s), {report.items} transaction(s)"
             + (f", resuming sync {report.run.id}." if report.resumed else ".")
         )
-        _print_drift(ledger, report)
+        _print_drift(ledger, report, summary)
         if report.resent:
             click.echo(f"Asked the sandbox to resend {len(report.resent)} notification(s).")
     if report.has_drift and current_app and "payhooks" in current_app.extensions:

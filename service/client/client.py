@@ -415,7 +415,7 @@ class ServiceClient:
     def _walk(
         self, path: str, read: Callable[[Any], _T], limit: int | None, cursor: str | None
     ) -> Iterator[Page[_T]]:
-        seen: set[str] = set()
+        seen: set[int] = set()  # the cursors' hashes: a few bytes a page, however long each is
         while True:
             params: dict[str, str | int] = {}
             if limit is not None:
@@ -429,9 +429,9 @@ class ServiceClient:
             cursor = page.next_cursor
             if cursor is None:
                 return
-            if cursor in seen:  # a service answering the same cursor again would loop forever
+            if hash(cursor) in seen:  # a service answering a cursor again would loop forever
                 raise ServiceError(
                     f"GET {path} returned a next_cursor it had already returned.",
                     code="cursor_loop",
                 )
-            seen.add(cursor)
+            seen.add(hash(cursor))

@@ -15,6 +15,7 @@ from datetime import date, datetime
 from typing import Any, Generic, TypeVar
 
 from payhooks.service.errors import MalformedResponseError
+from payhooks.service.interface import MAX_CURSOR_LENGTH
 
 __all__ = ["Buyer", "CardSummary", "Page", "Subscription", "Transaction"]
 
@@ -169,12 +170,24 @@ def page_from_wire(data: Any, item: Any) -> Page[Any]:
     return Page(
         items=[item(entry) for entry in items],
         limit=_integer(obj, "limit", "page"),
-        next_cursor=_optional_text(obj, "next_cursor", "page"),
-        previous_cursor=_optional_text(obj, "previous_cursor", "page"),
+        next_cursor=_cursor(obj, "next_cursor"),
+        previous_cursor=_cursor(obj, "previous_cursor"),
     )
 
 
 # -- readers -------------------------------------------------------------------------------
+
+
+def _cursor(obj: Mapping[str, Any], name: str) -> str | None:
+    """A cursor to pass back (and store): printable, at most :data:`MAX_CURSOR_LENGTH` long."""
+    value = _optional_text(obj, name, "page")
+    if value is not None and not (0 < len(value) <= MAX_CURSOR_LENGTH and value.isprintable()):
+        raise MalformedResponseError(
+            f"page.{name}",
+            f"is not 1 to {MAX_CURSOR_LENGTH} printable characters",
+            code="bad_cursor",
+        )
+    return value
 
 
 def _object(value: Any, where: str) -> dict[str, Any]:

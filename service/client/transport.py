@@ -4,6 +4,10 @@ Which calls are retried is the caller's word (``idempotent``): a list, or a crea
 carries an idempotency key, may be sent again after a timeout or a 5xx, because the service
 does it at most once; a transaction creation (the interface gives it no idempotency key) is
 sent again only when the connection was never made, so the request cannot have arrived.
+
+The service's size and pace are not trusted: an answer is read as a stream, gzip decoded here
+a bounded piece at a time, and refused past :data:`MAX_RESPONSE_BYTES` decoded or past the
+try's ``timeout`` in all (httpx's timeouts are per read, which a trickled body never trips).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import ipaddress
 import json
 import random
 import time
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,12 +27,14 @@ import httpx
 from payhooks.service.errors import (
     MalformedResponseError,
     RequestValidationError,
-    ServiceResponseError,
     TransportError,
     error_for_status,
 )
 
-__all__ = ["RetryPolicy", "Transport"]
+__all__ = ["MAX_RESPONSE_BYTES", "RetryPolicy", "Transport"]
+
+#: The most an answer may hold once decoded: a page of the largest list is a few dozen KiB.
+MAX_RESPONSE_BYTES = 1024 * 1024
 
 #: Answers worth another try of an idempotent call.
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -104,7 +111,7 @@ class Transport:
         :raises MalformedResponseError: a success answer that is not JSON.
         """
         content = None if body is None else json.dumps(body, separators=(",", ":")).encode()
-        sent_headers = {**self._headers, **(headers or {})}
+        sent_headers = {**self._headers, "Accept-Encoding": "gzip", **(headers or {})}
         if content is not None:
             sent_headers["Content-Type"] = "application/json"
         url = self._base_url + path
@@ -112,13 +119,13 @@ class Transport:
         for attempt in range(1, tries + 1):
             last = attempt == tries
             try:
-                response = self._http.request(
+                status, retry_after, answer = self._send(
+                    f"{method} {path}",
                     method,
                     url,
                     content=content,
                     params=params,
                     headers=sent_headers,
-                    timeout=self._timeout,
                 )
             except httpx.ConnectError as err:  # never reached the service: always safe again
                 if last:
@@ -127,20 +134,54 @@ class Transport:
                     ) from err
                 self._sleep(self._retry.delay(attempt))
                 continue
-            except httpx.HTTPError as err:
+            except (httpx.HTTPError, _TooSlowError) as err:
                 if last or not idempotent:
+                    why = "in time" if isinstance(err, _TooSlowError) else type(err).__name__
                     raise TransportError(
-                        f"{method} {path}: no answer from the service ({type(err).__name__})."
+                        f"{method} {path}: no answer from the service ({why}).",
+                        code="deadline_exceeded" if isinstance(err, _TooSlowError) else None,
                     ) from err
                 self._sleep(self._retry.delay(attempt))
                 continue
-            if response.is_success:
-                return _decode(response, method, path)
-            if idempotent and not last and response.status_code in _RETRY_STATUSES:
-                self._sleep(self._retry.delay(attempt, response.headers.get("Retry-After")))
+            if 200 <= status < 300:
+                return _decode(answer, method, path)
+            if idempotent and not last and status in _RETRY_STATUSES:
+                self._sleep(self._retry.delay(attempt, retry_after))
                 continue
-            raise _error(response, method, path)
+            raise error_for_status(status, answer, method=method, path=path)
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    def _send(
+        self, where: str, method: str, url: str, **request: Any
+    ) -> tuple[int, str | None, bytes]:
+        """One try: the status, ``Retry-After`` and the decoded body, read within the try's
+        ``timeout`` in all and :data:`MAX_RESPONSE_BYTES` decoded."""
+        deadline = time.monotonic() + self._timeout
+        with self._http.stream(method, url, timeout=self._timeout, **request) as response:
+            encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+            # wbits 47: a gzip or zlib header; max_length keeps each piece within the cap.
+            gunzip = zlib.decompressobj(47) if encoding == "gzip" else None
+            if gunzip is None and encoding != "identity":
+                raise MalformedResponseError(where, f"is in {encoding[:20]!r}")
+            body = bytearray()
+            for raw in response.iter_raw():
+                while raw:
+                    if gunzip is None:
+                        body += raw
+                        raw = b""
+                    else:
+                        try:
+                            body += gunzip.decompress(raw, MAX_RESPONSE_BYTES + 1 - len(body))
+                        except zlib.error as err:
+                            raise MalformedResponseError(where, "is not valid gzip") from err
+                        raw = gunzip.unconsumed_tail
+                    if len(body) > MAX_RESPONSE_BYTES:
+                        raise MalformedResponseError(
+                            where, f"is over {MAX_RESPONSE_BYTES} bytes", code="response_too_large"
+                        )
+                if time.monotonic() > deadline:
+                    raise _TooSlowError
+            return response.status_code, response.headers.get("Retry-After"), bytes(body)
 
 
 def _check_base_url(base_url: str) -> None:
@@ -166,12 +207,16 @@ def _check_base_url(base_url: str) -> None:
         )
 
 
-def _decode(response: httpx.Response, method: str, path: str) -> Any:
+class _TooSlowError(Exception):
+    """An answer still arriving when its try's time was up."""
+
+
+def _decode(answer: bytes, method: str, path: str) -> Any:
     try:
-        return json.loads(response.content)
+        return json.loads(answer)
     except (ValueError, UnicodeDecodeError) as err:
         raise MalformedResponseError(f"{method} {path}", "is not JSON") from err
-
-
-def _error(response: httpx.Response, method: str, path: str) -> ServiceResponseError:
-    return error_for_status(response.status_code, response.content, method=method, path=path)
+    except RecursionError as err:  # the parser's own depth guard
+        raise MalformedResponseError(
+            f"{method} {path}", "nests too deeply to read", code="response_too_deep"
+        ) from err

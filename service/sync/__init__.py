@@ -10,6 +10,7 @@ from __future__ import annotations
 from payhooks.service.sync.resend import SandboxResender
 from payhooks.service.sync.run import (
     DEFAULT_MAX_AGE,
+    DEFAULT_MAX_PAGES,
     SyncInterruptedError,
     SyncProgress,
     SyncReport,
@@ -19,6 +20,7 @@ from payhooks.service.sync.status_map import DEFAULT_SYNC_STATUS_MAP, check_stat
 
 __all__ = [
     "DEFAULT_MAX_AGE",
+    "DEFAULT_MAX_PAGES",
     "DEFAULT_SYNC_STATUS_MAP",
     "SandboxResender",
     "SyncInterruptedError",

@@ -5,7 +5,9 @@ Why it is shaped so:
 - **Bounded memory.** One page is held at a time: it is mapped, written with the cursor after
   it in one ledger transaction, and dropped. The drift is computed by SQL afterwards and
   streamed (:meth:`payhooks.storage.Ledger.sync_drift`), never collected. What grows with the
-  list is the client's set of cursors already seen (its loop guard): one short string a page.
+  list is the client's set of cursors already seen (its loop guard): one hash a page.
+  ``max_pages`` bounds a run, so a service answering a new cursor forever is not followed
+  forever; an item the ledger cannot store is recorded as drift and the page goes on.
 - **Safe to repeat, and resumable.** Items are upserted by the service's id, so a page read
   twice changes nothing. The run's cursor moves in the transaction that stores the page, so a
   run stopped by an error or Ctrl-C keeps every page it recorded, and the next sync goes on
@@ -26,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from payhooks.service.client import ServiceClient, Transaction
-from payhooks.service.errors import ServiceError
+from payhooks.service.errors import MalformedResponseError, ServiceError, ServiceResponseError
 from payhooks.service.sync.status_map import DEFAULT_SYNC_STATUS_MAP, check_status_map, state_for
 from payhooks.storage import (
     DriftKind,
@@ -40,6 +42,7 @@ from payhooks.storage import (
 
 __all__ = [
     "DEFAULT_MAX_AGE",
+    "DEFAULT_MAX_PAGES",
     "SyncInterruptedError",
     "SyncProgress",
     "SyncReport",
@@ -49,6 +52,8 @@ __all__ = [
 #: How long an expected payment may be absent from the service's list before a complete sync
 #: calls it ``missing_at_service`` (``PAYHOOKS_SYNC_MAX_AGE``).
 DEFAULT_MAX_AGE = timedelta(hours=24)
+#: The most pages one run reads (10^7 transactions at 100 a page); the next run resumes there.
+DEFAULT_MAX_PAGES = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,9 +93,20 @@ class SyncInterruptedError(ServiceError):
 
     code = "sync_interrupted"
 
-    def __init__(self, message: str, report: SyncReport) -> None:
+    def __init__(self, message: str, report: SyncReport, *, resumable: bool = True) -> None:
         super().__init__(message)
         self.report = report
+        #: False when the service's answer itself was refused: resuming would ask for it again.
+        self.resumable = resumable
+
+
+def _resumable(err: BaseException) -> bool:
+    """Whether asking again from the same cursor may go better: not when the answer was refused
+    (malformed, too large, a loop) or the service refused the request itself (a 4xx other than
+    the token's or the rate's)."""
+    if isinstance(err, ServiceResponseError):
+        return err.status >= 500 or err.status in (401, 403, 429)
+    return not isinstance(err, MalformedResponseError) and getattr(err, "code", "") != "cursor_loop"
 
 
 def _listed(item: Transaction, status_map: Mapping[str, PaymentState]) -> ListedTransaction:
@@ -115,6 +131,7 @@ def sync_transactions(
     status_map: Mapping[str, PaymentState | str] | None = None,
     max_age: timedelta = DEFAULT_MAX_AGE,
     limit: int | None = None,
+    max_pages: int = DEFAULT_MAX_PAGES,
     resume: bool = True,
     progress: Callable[[SyncProgress], None] | None = None,
     resend: Callable[[DriftRow], bool] | None = None,
@@ -126,14 +143,18 @@ def sync_transactions(
     :param max_age: an expected payment older than this that the complete list lacks is
         ``missing_at_service``.
     :param limit: the page size asked for (the service's default when None).
+    :param max_pages: the most pages this call reads; past them it stops, resumable.
     :param resume: go on from where an unfinished sync stopped (True), or start over.
     :param progress: called after each page recorded.
     :param resend: called for each missed notification once the list is read; True when it
         asked the service to send the notification again.
     :raises SyncInterruptedError: the service or the ledger failed part way; what was recorded
         stays, and the run is ``interrupted`` with the reason.
-    :raises ValueError: a bad ``status_map`` or ``max_age`` (before anything is asked).
+    :raises ValueError: a bad ``status_map``, ``max_age`` or ``max_pages`` (before anything is
+        asked).
     """
+    if max_pages < 1:
+        raise ValueError(f"max_pages must be at least 1, not {max_pages!r}")
     mapping = check_status_map(DEFAULT_SYNC_STATUS_MAP if status_map is None else status_map)
     run = ledger.service.begin_sync(max_age=max_age, resume=resume)
     resumed = run.pages > 0
@@ -154,19 +175,29 @@ def sync_transactions(
                 pages += 1
                 if progress is not None:
                     progress(SyncProgress(run.id, run.pages + pages, run.items + items, resumed))
-    except (ServiceError, StorageError, ValueError, KeyboardInterrupt) as err:
-        # ValueError: an item the ledger refuses (an identifier of 200 characters or more).
-        reason = "interrupted" if isinstance(err, KeyboardInterrupt) else str(err)
+                if pages >= max_pages and page.next_cursor is not None:
+                    raise ServiceError(
+                        f"this run read {pages} page(s), its most", code="too_many_pages"
+                    )
+    except (ServiceError, StorageError, KeyboardInterrupt) as err:
+        reason = "interrupted" if isinstance(err, KeyboardInterrupt) else str(err).rstrip(".")
         try:
             stopped = ledger.service.end_sync(run.id, error=reason)
         except StorageError:
             stopped = run
         if isinstance(err, KeyboardInterrupt):
             raise
+        resumable = _resumable(err)
         raise SyncInterruptedError(
-            f"The sync stopped after {stopped.pages} page(s) ({reason}); "
-            "what it recorded is kept, and the next sync resumes there.",
+            f"The sync stopped after {stopped.pages} page(s) ({reason}); what it recorded is kept"
+            + (
+                ", and the next sync resumes there."
+                if resumable
+                else ", but resuming asks for that answer again: --restart starts from the first "
+                "page."
+            ),
             report(stopped, {}),
+            resumable=resumable,
         ) from err
     finished = ledger.service.end_sync(run.id)
     drift: Counter[DriftKind] = Counter()

@@ -214,6 +214,16 @@ TABLES = (
         ledger_state TEXT
     )""",
     "CREATE INDEX service_transactions_identifier ON service_transactions (external_identifier)",
+    """
+    CREATE TABLE sync_unstorable_items (
+        id INTEGER PRIMARY KEY,
+        sync_run INTEGER NOT NULL REFERENCES sync_runs (id),
+        -- The item's id and identifier where the ledger can store them; never the bad value.
+        transaction_id TEXT,
+        external_identifier TEXT,
+        reason TEXT NOT NULL,
+        seen_at TEXT NOT NULL
+    )""",
     RECONCILIATION_VIEW_SQL,
     SYNC_DRIFT_VIEW_SQL,
 )

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from flask import Flask
 
+from bench.hostile_service import HostileService
 from payhooks.receiver import PayHooks, signals
 from payhooks.receiver.config import CONFIG_DEFAULTS
 from payhooks.service.sandbox import NotificationState, SandboxServer, SandboxSettings
@@ -138,6 +139,52 @@ def test_a_service_that_fails_part_way_is_exit_1_and_the_next_sync_resumes(
     assert again.exit_code == 0, again.output
     with Ledger(app.config["PAYHOOKS_DATABASE"]) as ledger:
         assert ledger.state("order-x0") is ReconciliationState.UNEXPECTED
+
+
+def test_summary_prints_the_drift_counts_without_a_line_each(
+    app: Flask, sandbox: SandboxServer
+) -> None:
+    transaction_id = paid_at_the_sandbox(sandbox)
+    result = app.test_cli_runner().invoke(args=["payhooks", "sync", "--summary"])
+    assert result.exit_code == 0, result.output
+    assert transaction_id not in result.output
+    assert result.output.splitlines()[-1] == "Drift: missed_notification 1."
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "says"),
+    [
+        ("deep", "nests too deeply to read"),
+        ("huge-cursor", "page.next_cursor is not 1 to 4096 printable characters"),
+    ],
+)
+def test_a_refused_answer_is_one_sentence_that_says_resuming_needs_restart(
+    app: Flask, behaviour: str, says: str
+) -> None:
+    with HostileService(behaviour) as hostile:
+        for _ in range(2):  # the refused cursor was not saved: the second run fails alike
+            result = app.test_cli_runner().invoke(
+                args=["payhooks", "sync", "--service-url", hostile.url]
+            )
+            assert result.exit_code == 1
+            assert says in result.output
+            assert "--restart starts from the first page." in result.output
+            assert "Traceback" not in result.output
+            assert len(result.output.strip().splitlines()) == 1
+
+
+def test_max_pages_stops_a_run_that_the_next_one_resumes(app: Flask) -> None:
+    with HostileService("endless") as hostile:
+        url = ["--service-url", hostile.url, "--max-pages", "2"]
+        first = app.test_cli_runner().invoke(args=["payhooks", "sync", *url])
+        second = app.test_cli_runner().invoke(args=["payhooks", "sync", *url])
+    assert first.exit_code == second.exit_code == 1
+    assert "(this run read 2 page(s), its most)" in first.output
+    assert "the next sync resumes there." in first.output
+    with Ledger(app.config["PAYHOOKS_DATABASE"]) as ledger:
+        run = ledger.service.last_sync()
+    assert run is not None
+    assert (run.pages, run.next_cursor) == (4, "page-4")
 
 
 def test_the_receivers_default_map_is_the_syncs() -> None:

@@ -1,0 +1,141 @@
+"""A hostile service on loopback: its size, pace and shapes are bounded, refused with one
+sentence and a stable code, and never leave the sync unable to go on."""
+
+from __future__ import annotations
+
+import time
+import tracemalloc
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from bench.hostile_service import HostileService
+from payhooks.service import MalformedResponseError, SyncInterruptedError, TransportError
+from payhooks.service.client import RetryPolicy, ServiceClient
+from payhooks.service.sync import sync_transactions
+from payhooks.storage import DriftKind, Ledger
+
+
+@pytest.fixture
+def start_hostile() -> Iterator[Callable[..., HostileService]]:
+    started: list[HostileService] = []
+
+    def start(behaviour: str, **options: float) -> HostileService:
+        started.append(HostileService(behaviour, **options))  # type: ignore[arg-type]
+        return started[-1]
+
+    yield start
+    for service in started:
+        service.stop()
+
+
+@pytest.fixture
+def hostile_client(
+    start_hostile: Callable[..., HostileService],
+) -> Iterator[Callable[..., ServiceClient]]:
+    made: list[ServiceClient] = []
+
+    def make(behaviour: str, timeout: float = 5.0, **options: float) -> ServiceClient:
+        service = start_hostile(behaviour, **options)
+        made.append(
+            ServiceClient(
+                service.url,
+                access_token="token",
+                merchant_account_id="merchant",
+                timeout=timeout,
+                retry=RetryPolicy(attempts=1),
+            )
+        )
+        return made[-1]
+
+    yield make
+    for client in made:
+        client.close()
+
+
+def test_a_gzip_bomb_is_refused_past_the_cap_decoded_with_memory_flat(
+    hostile_client: Callable[..., ServiceClient],
+) -> None:
+    client = hostile_client("gzip-bomb", bomb_mib=16)
+    tracemalloc.start()
+    try:
+        with pytest.raises(MalformedResponseError) as exc_info:
+            next(client.transaction_pages())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert exc_info.value.code == "response_too_large"
+    assert "over 1048576 bytes" in exc_info.value.message
+    assert peak < 4 * 1024 * 1024
+
+
+def test_a_body_trickled_byte_by_byte_ends_at_the_tries_timeout(
+    hostile_client: Callable[..., ServiceClient],
+) -> None:
+    client = hostile_client("trickle", timeout=0.5, trickle_seconds=0.05)
+    started = time.monotonic()
+    with pytest.raises(TransportError) as exc_info:
+        next(client.transaction_pages())
+    assert exc_info.value.code == "deadline_exceeded"
+    assert time.monotonic() - started < 2
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "code"),
+    [("deep", "response_too_deep"), ("huge-cursor", "bad_cursor")],
+)
+def test_hostile_shapes_are_one_sentence_with_a_stable_code(
+    hostile_client: Callable[..., ServiceClient], behaviour: str, code: str
+) -> None:
+    with pytest.raises(MalformedResponseError) as exc_info:
+        next(iter(hostile_client(behaviour).transaction_pages()))
+    assert exc_info.value.code == code
+    assert exc_info.value.message.count(".") == 1
+
+
+def test_a_cursor_refused_is_never_saved_and_the_error_says_resuming_cannot_help(
+    hostile_client: Callable[..., ServiceClient], ledger: Ledger
+) -> None:
+    client = hostile_client("huge-cursor")
+    with pytest.raises(SyncInterruptedError) as exc_info:
+        sync_transactions(client, ledger)
+    assert exc_info.value.resumable is False
+    assert "--restart" in exc_info.value.message
+    run = ledger.service.last_sync()
+    assert run is not None
+    assert (run.pages, run.next_cursor) == (0, None)
+
+
+def test_endless_cursors_stop_at_max_pages_and_the_next_sync_resumes(
+    hostile_client: Callable[..., ServiceClient], ledger: Ledger
+) -> None:
+    client = hostile_client("endless")
+    with pytest.raises(SyncInterruptedError) as exc_info:
+        sync_transactions(client, ledger, max_pages=3)
+    assert exc_info.value.resumable is True
+    assert exc_info.value.__cause__.code == "too_many_pages"  # type: ignore[union-attr]
+    assert "the next sync resumes there" in exc_info.value.message
+    with pytest.raises(SyncInterruptedError) as again:
+        sync_transactions(client, ledger, max_pages=2)
+    assert again.value.report.resumed
+    run = ledger.service.last_sync()
+    assert run is not None
+    assert (run.pages, run.next_cursor) == (5, "page-5")
+
+
+def test_an_item_the_ledger_cannot_store_is_drift_and_the_sync_goes_on(
+    hostile_client: Callable[..., ServiceClient], ledger: Ledger
+) -> None:
+    report = sync_transactions(hostile_client("bad-item"), ledger)
+    assert report.drift[DriftKind.UNSTORABLE_ITEM] == 2
+    assert report.items == 4
+    rows = [row for row in ledger.service.sync_drift() if row.kind is DriftKind.UNSTORABLE_ITEM]
+    # What can be stored names the item; the value the ledger refused is never kept.
+    assert sorted((row.transaction_id, row.external_identifier) for row in rows) == [
+        (None, "order-3"),
+        ("tx-2", ""),
+    ]
+    assert {row.kind for row in ledger.service.sync_drift()} == {
+        DriftKind.UNEXPECTED,
+        DriftKind.UNSTORABLE_ITEM,
+    }
