@@ -72,12 +72,12 @@ def test_a_gzip_bomb_is_refused_past_the_cap_decoded_with_memory_flat(
 def test_a_body_trickled_byte_by_byte_ends_at_the_tries_timeout(
     hostile_client: Callable[..., ServiceClient],
 ) -> None:
-    client = hostile_client("trickle", timeout=0.5, trickle_seconds=0.05)
+    client = hostile_client("trickle", timeout=1.0, trickle_seconds=0.1)
     started = time.monotonic()
     with pytest.raises(TransportError) as exc_info:
         next(client.transaction_pages())
     assert exc_info.value.code == "deadline_exceeded"
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 6  # the whole page takes over 15 s to arrive
 
 
 @pytest.mark.parametrize(
@@ -90,7 +90,8 @@ def test_hostile_shapes_are_one_sentence_with_a_stable_code(
     with pytest.raises(MalformedResponseError) as exc_info:
         next(iter(hostile_client(behaviour).transaction_pages()))
     assert exc_info.value.code == code
-    assert exc_info.value.message.count(".") == 1
+    assert exc_info.value.message.endswith(".")
+    assert ". " not in exc_info.value.message
 
 
 def test_a_cursor_refused_is_never_saved_and_the_error_says_resuming_cannot_help(
@@ -131,10 +132,10 @@ def test_an_item_the_ledger_cannot_store_is_drift_and_the_sync_goes_on(
     assert report.items == 4
     rows = [row for row in ledger.service.sync_drift() if row.kind is DriftKind.UNSTORABLE_ITEM]
     # What can be stored names the item; the value the ledger refused is never kept.
-    assert sorted((row.transaction_id, row.external_identifier) for row in rows) == [
+    assert {(row.transaction_id, row.external_identifier) for row in rows} == {
         (None, "order-3"),
         ("tx-2", ""),
-    ]
+    }
     assert {row.kind for row in ledger.service.sync_drift()} == {
         DriftKind.UNEXPECTED,
         DriftKind.UNSTORABLE_ITEM,
