@@ -114,6 +114,7 @@ def test_an_app_a_flask_command_builds_needs_no_keys_and_refuses_notifications(
     response = app.test_client().post(NOTIFY, data=b"{}")
 
     assert response.status_code == 503
+    assert response.json is not None
     assert response.json["error"]["code"] == "processing_error"
     with app.app_context():
         assert PayHooks().ledger.state("order-1") is None  # the ledger reads fine
@@ -214,7 +215,9 @@ def test_one_secret_string_in_the_config_is_one_key_spaces_and_all(
     response = app.test_client().post(NOTIFY, data=body, headers=headers)
 
     assert response.status_code == status
-    assert receiver_state(app).verifier.is_valid(headers, body) is (status == 200)
+    verifier = receiver_state(app).verifier
+    assert verifier is not None
+    assert verifier.is_valid(headers, body) is (status == 200)
 
 
 @pytest.mark.parametrize(

@@ -254,11 +254,13 @@ def test_repeating_pages_keeps_one_row_per_transaction_with_its_latest_listing(
     assert stored == latest
 
 
-def test_bad_items_and_ages_are_refused_with_value_error(ledger: Ledger) -> None:
+def test_an_unstorable_item_is_drift_and_a_bad_age_is_refused(ledger: Ledger) -> None:
     run = ledger.service.begin_sync(max_age=AGE)
-    with pytest.raises(ValueError, match="external_identifier"):
-        ledger.service.record_service_page(
-            run.id, [ListedTransaction("ll-1", "", "x", S.PENDING)], None
-        )
+    stored = ledger.service.record_service_page(
+        run.id, [ListedTransaction("ll-1", "", "x", S.PENDING)], None
+    )
+    assert stored == 1  # the page's items, the unstorable one included
+    drift = [(row.kind.value, row.transaction_id) for row in ledger.service.sync_drift()]
+    assert drift == [("unstorable_item", "ll-1")]
     with pytest.raises(ValueError, match="max_age"):
         ledger.service.begin_sync(max_age=timedelta(seconds=-1))
