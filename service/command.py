@@ -101,7 +101,7 @@ def sandbox_command(
             control_token=control_token,
         )
     except ValueError as err:
-        raise _BadUsage(f"The configuration cannot be used: {err}") from err
+        raise _BadUsage(f"The configuration cannot be used: {str(err).rstrip('.')}.") from err
     try:
         server = SandboxServer.start(settings, host=host, port=port, background=False)
     except ValueError as err:  # refused before binding: a non-loopback host with no token

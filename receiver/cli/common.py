@@ -16,11 +16,9 @@ Expected errors never print a traceback.
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from functools import wraps
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -33,29 +31,22 @@ from sqlite_utils import Database
 from payhooks.receiver.config import KEY_CONFIG, config_from_env
 from payhooks.receiver.settings import ReceiverSettings, load_settings
 from payhooks.storage import (
-    MAX_AMOUNT_MINOR,
     Ledger,
     NotALedgerError,
     StorageError,
     is_postgres_url,
-    minor_unit_exponent,
     redacted,
 )
 from payhooks.verify import DEFAULT_SCHEME, SCHEMES, Signer, Verifier, get_signer, get_verifier
 
 __all__ = [
-    "AMOUNT_RULE",
     "DEFAULT_DATABASE",
     "SIGNING_KEY_ENV",
     "BadUsage",
-    "NegativeAmountsCommand",
-    "amount_callback",
-    "currency_callback",
     "database_option",
     "fail_on_storage_errors",
     "ledger_for",
     "ledger_transaction",
-    "moment_callback",
     "resolve_database",
     "resolve_scheme",
     "scheme_option",
@@ -367,101 +358,3 @@ def _blame(err: ValueError, key_fault: str) -> click.ClickException:
     if str(err).startswith("key"):
         return BadUsage(f"{key_fault}: {err}.")
     return BadUsage(f"The configuration cannot be used: PAYHOOKS_SIGNATURE_OPTIONS: {err}.")
-
-
-# -- parameter types ---------------------------------------------------------------------------
-
-
-#: What an expected amount must be, said by every refusal of one.
-AMOUNT_RULE = "amounts are 1 or more minor units"
-
-
-def negative_amount_error(text: str) -> click.BadParameter:
-    """The refusal of an amount written with a minus sign (``-5``, ``-0``)."""
-    return click.BadParameter(f"{text} is negative: {AMOUNT_RULE}.")
-
-
-class NegativeAmountsCommand(click.Command):
-    """A command whose negative numbers are amounts, not options.
-
-    click reads ``payhooks expect order-1 -5 CNY`` as an unknown option ``-5``; a person meant
-    an amount, so a word that is a minus sign and digits, other than the value of an option
-    that takes text, is refused as a negative amount.
-    """
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        takes_text = {
-            name
-            for param in self.params
-            if isinstance(param, click.Option)
-            and not param.is_flag
-            and param.name not in AMOUNT_OPTIONS
-            for name in param.opts
-        }
-        previous = None
-        for arg in args:
-            if arg == "--":
-                break
-            if _NEGATIVE_NUMBER.fullmatch(arg) and previous not in takes_text:
-                raise negative_amount_error(arg)
-            previous = arg
-        return super().parse_args(ctx, args)
-
-
-#: The options of :class:`NegativeAmountsCommand` whose value is an amount.
-AMOUNT_OPTIONS = frozenset({"plan_amount"})
-_NEGATIVE_NUMBER = re.compile(r"-[0-9]+", re.ASCII)
-
-
-def amount_callback(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
-    """Refuse an amount that is not 1 or more minor units (a payment of nothing cannot be told
-    from one not made), or over :data:`payhooks.storage.MAX_AMOUNT_MINOR`, which the ledger
-    would refuse too (its sums must stay exact), as bad usage rather than a traceback."""
-    if value is not None and value < 0:
-        raise negative_amount_error(str(value))
-    if value == 0:
-        raise click.BadParameter(f"0 is no amount to expect: {AMOUNT_RULE}.")
-    if value is not None and value > MAX_AMOUNT_MINOR:
-        raise click.BadParameter(
-            f"{value} is over the largest amount the ledger takes ({MAX_AMOUNT_MINOR} minor units)."
-        )
-    return value
-
-
-def currency_callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """Check an ISO 4217 code with minor units, upper-cased (``cny`` is ``CNY``)."""
-    if value is None:
-        return None
-    code = value.strip().upper()
-    try:
-        minor_unit_exponent(code)
-    except ValueError:
-        raise click.BadParameter(f"{value!r} is not an ISO 4217 currency code.") from None
-    return code
-
-
-def moment_callback(
-    ctx: click.Context, param: click.Parameter, value: str | None
-) -> datetime | None:
-    """Read an ISO 8601 date or time; one without an offset is UTC.
-
-    The time is returned in UTC, as the ledger compares it: a time whose UTC is before year 1
-    or after year 9999 (``0001-01-01T00:00:00+01:00``) is refused here, in one sentence,
-    rather than overflowing later.
-    """
-    if value is None:
-        return None
-    try:
-        moment = datetime.fromisoformat(value.strip())
-    except ValueError:
-        raise click.BadParameter(
-            f"{value!r} is not an ISO 8601 time (2024-05-01 or 2024-05-01T12:00:00+08:00)."
-        ) from None
-    if moment.tzinfo is None:
-        return moment.replace(tzinfo=UTC)
-    try:
-        return moment.astimezone(UTC)
-    except OverflowError:
-        raise click.BadParameter(
-            f"{value!r} is outside the times the ledger can compare (years 1 to 9999 in UTC)."
-        ) from None

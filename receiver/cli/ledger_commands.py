@@ -8,6 +8,7 @@ file that does not exist rather than report on an empty ledger they just created
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import tempfile
 from collections import Counter
@@ -20,20 +21,22 @@ from typing import TextIO
 import click
 
 from payhooks.receiver.cli.common import (
-    NegativeAmountsCommand,
-    amount_callback,
-    currency_callback,
     database_option,
     fail_on_storage_errors,
     ledger_for,
     ledger_transaction,
-    moment_callback,
 )
 from payhooks.receiver.cli.expected_csv import (
     ExpectedPayment,
     ExpectedPaymentsError,
     check_expected_payments,
     iter_expected_payments,
+)
+from payhooks.receiver.cli.option_values import (
+    NegativeAmountsCommand,
+    amount_callback,
+    currency_callback,
+    moment_callback,
 )
 from payhooks.receiver.cli.reports import ReportFormat, Totals, write_report, write_totals
 from payhooks.storage import (
@@ -330,7 +333,21 @@ def _discard_stdout() -> None:
 @contextmanager
 def _written_whole(path: Path) -> Iterator[TextIO]:
     """A file written whole or not at all: a temporary file beside ``path``, moved over it once
-    complete, so Ctrl-C or a full disk never leaves a truncated report that looks whole."""
+    complete, so Ctrl-C or a full disk never leaves a truncated report that looks whole.
+
+    Only a regular file (or a new one) is replaced: a device, a pipe or a terminal
+    (``/dev/stdout``, ``/dev/full``, a FIFO) is written in place, as replacing it would put a
+    plain file where the device was. A symbolic link keeps pointing where it did: its target is
+    what gets replaced."""
+    try:
+        regular = stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:
+        regular = True
+    if not regular:
+        with open(path, "w", encoding="utf-8", newline="") as handle:
+            yield handle
+        return
+    path = path.resolve()
     descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with open(descriptor, "w", encoding="utf-8", newline="") as handle:

@@ -76,7 +76,7 @@ def serve_command(host: str, port: int) -> None:
         with _quiet("payhooks"):
             app = create_app()
     except ValueError as err:
-        raise BadUsage(f"The configuration cannot be used: {err}") from err
+        raise BadUsage(f"The configuration cannot be used: {str(err).rstrip('.')}.") from err
     database = str(app.config["PAYHOOKS_DATABASE"])
     with ledger_for(database, must_exist=False):
         pass  # a ledger that cannot be opened (psycopg missing, a bad URL) fails here, not per POST

@@ -512,16 +512,17 @@ def _peak_rss_kib(csv_file: Path, database: Path) -> int:
 @pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="ru_maxrss is in KiB on Linux")
 def test_expect_csv_memory_does_not_grow_with_the_file(tmp_path: Path) -> None:
-    """100,000 rows take no more memory than 1,000 (keeping every row cost about 18 MB more)."""
+    """40,000 rows take no more memory than 1,000: keeping every row costs about 180 bytes
+    each (7 MB here, measured at 18 MB for 100,000), well over the 4 MB allowed for noise."""
     small, large = tmp_path / "small.csv", tmp_path / "large.csv"
     _write_rows(small, 1_000)
-    _write_rows(large, 100_000)
+    _write_rows(large, 40_000)
 
     baseline = _peak_rss_kib(small, tmp_path / "small.db")
     peak = _peak_rss_kib(large, tmp_path / "large.db")
 
-    assert peak - baseline < 8_000, (baseline, peak)
-    assert len(_payments(tmp_path / "large.db")) == 100_000
+    assert peak - baseline < 4_000, (baseline, peak)
+    assert len(_payments(tmp_path / "large.db")) == 40_000
 
 
 def test_a_description_may_look_like_a_negative_number() -> None:

@@ -5,8 +5,11 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import stat
 import subprocess
 import sys
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -224,6 +227,39 @@ def test_reconcile_output_writes_a_file_and_reports_on_stderr(
     assert result.stdout == ""
     assert f"Wrote 6 row(s) to {output}." in result.stderr
     assert "order-short" in output.read_text()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink"])
+def test_reconcile_output_through_a_pipe_or_a_link_leaves_it_what_it_was(
+    database: Path, tmp_path: Path, kind: str
+) -> None:
+    """Only a regular file is replaced by the finished report: a named pipe is written in place
+    (a reader gets the rows), and a link keeps pointing at its target, which gets the rows."""
+    target = tmp_path / "real-report.csv"
+    output = tmp_path / "report.csv"
+    if kind == "fifo":
+        os.mkfifo(output)
+        received: list[str] = []
+        reader = threading.Thread(target=lambda: received.append(output.read_text()), daemon=True)
+        reader.start()
+    else:
+        target.write_text("old\n")
+        output.symlink_to(target)
+
+    result = run(
+        ["reconcile", "--format", "csv", "--output", str(output), "--database", str(database)]
+    )
+
+    assert result.exit_code == 0, result.output
+    if kind == "fifo":
+        reader.join(timeout=30)
+        assert stat.S_ISFIFO(os.lstat(output).st_mode)
+        assert "order-short" in received[0]
+    else:
+        assert output.is_symlink()
+        assert output.resolve() == target.resolve()
+        assert "order-short" in target.read_text()
+        assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 
 
 @pytest.mark.parametrize("command", [["reconcile"], ["reprocess", "--no-signals"]])
@@ -483,6 +519,9 @@ def test_reconcile_to_a_full_device_is_exit_1_in_one_sentence(
 
     assert result.exit_code == 1, result.output
     assert result.stderr.endswith("Error: /dev/full cannot be written: No space left on device.\n")
+    # Written in place: the device is still a device (as root, a report moved over it would
+    # have put a plain file at /dev/full).
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")

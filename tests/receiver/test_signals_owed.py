@@ -46,7 +46,9 @@ def _post(client: FlaskClient, body: bytes, headers: dict[str, str]) -> Any:
     return client.post("/payhooks/notifications", data=body, headers=headers)
 
 
-LEASE_SECONDS = 1
+#: Long enough that a claim made in a fixture is still held when the test looks, on a loaded
+#: machine too (at 1 s, a slow CLI start let it lapse first); each test waits it out once.
+LEASE_SECONDS = 3
 
 
 @pytest.fixture

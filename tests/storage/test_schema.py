@@ -34,6 +34,7 @@ def test_a_new_file_gets_every_table_and_the_view(tmp_path: Path) -> None:
             "returns",
             "service_transactions",
             "sync_runs",
+            "sync_unstorable_items",
         }
         assert sorted(db.view_names()) == ["reconciliation", "sync_drift"]
         assert (

@@ -28,22 +28,33 @@ from tests.support.service import MERCHANT, card_transaction, wire
 R = ReconciliationState
 
 
-class CursorLog:
+class CursorLog(httpx.HTTPTransport):
     """What went over the wire: the cursor each list request sent, the next_cursor each page
-    answered (an httpx event hook on the client's own connection)."""
+    answered. A transport under the client's own connection: it reads each list page whole,
+    notes its cursor, and hands the client an answer with the same bytes (the client streams
+    answers, so an event hook that read the body would leave it nothing to read)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.sent: list[str | None] = []
         self.answered: list[str | None] = []
 
-    def request(self, request: httpx.Request) -> None:
-        if request.url.path == "/v4/transactions":
-            self.sent.append(request.url.params.get("cursor"))
-
-    def response(self, response: httpx.Response) -> None:
-        if response.request.url.path == "/v4/transactions" and response.status_code == 200:
-            response.read()
-            self.answered.append(json.loads(response.content)["next_cursor"])
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = super().handle_request(request)
+        if request.url.path != "/v4/transactions":
+            return response
+        self.sent.append(request.url.params.get("cursor"))
+        body = response.read()
+        response.close()
+        if response.status_code == 200:
+            self.answered.append(json.loads(body)["next_cursor"])
+        # As a stream (``content=`` would be read at once, and leave nothing to stream).
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=httpx.ByteStream(body),
+            request=request,
+        )
 
 
 @pytest.fixture
@@ -53,7 +64,7 @@ def cursors() -> CursorLog:
 
 @pytest.fixture
 def lister(sandbox_with_receiver: SandboxServer, cursors: CursorLog) -> Iterator[ServiceClient]:
-    http = httpx.Client(event_hooks={"request": [cursors.request], "response": [cursors.response]})
+    http = httpx.Client(transport=cursors)
     with ServiceClient(
         sandbox_with_receiver.url,
         access_token=sandbox_with_receiver.issue_token(),

@@ -1,0 +1,106 @@
+"""The values the ``payhooks`` commands read from the command line: amounts (whole minor
+units, 1 or more; a negative number is an amount, never an unknown option), ISO 4217 currency
+codes and ISO 8601 times, each refused in one sentence as bad usage (exit 2)."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+import click
+
+from payhooks.storage import MAX_AMOUNT_MINOR, minor_unit_exponent
+
+#: What an expected amount must be, said by every refusal of one.
+AMOUNT_RULE = "amounts are 1 or more minor units"
+
+
+def negative_amount_error(text: str) -> click.BadParameter:
+    """The refusal of an amount written with a minus sign (``-5``, ``-0``)."""
+    return click.BadParameter(f"{text} is negative: {AMOUNT_RULE}.")
+
+
+class NegativeAmountsCommand(click.Command):
+    """A command whose negative numbers are amounts, not options.
+
+    click reads ``payhooks expect order-1 -5 CNY`` as an unknown option ``-5``; a person meant
+    an amount, so a word that is a minus sign and digits, other than the value of an option
+    that takes text, is refused as a negative amount.
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        takes_text = {
+            name
+            for param in self.params
+            if isinstance(param, click.Option)
+            and not param.is_flag
+            and param.name not in AMOUNT_OPTIONS
+            for name in param.opts
+        }
+        previous = None
+        for arg in args:
+            if arg == "--":
+                break
+            if _NEGATIVE_NUMBER.fullmatch(arg) and previous not in takes_text:
+                raise negative_amount_error(arg)
+            previous = arg
+        return super().parse_args(ctx, args)
+
+
+#: The options of :class:`NegativeAmountsCommand` whose value is an amount.
+AMOUNT_OPTIONS = frozenset({"plan_amount"})
+_NEGATIVE_NUMBER = re.compile(r"-[0-9]+", re.ASCII)
+
+
+def amount_callback(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    """Refuse an amount that is not 1 or more minor units (a payment of nothing cannot be told
+    from one not made), or over :data:`payhooks.storage.MAX_AMOUNT_MINOR`, which the ledger
+    would refuse too (its sums must stay exact), as bad usage rather than a traceback."""
+    if value is not None and value < 0:
+        raise negative_amount_error(str(value))
+    if value == 0:
+        raise click.BadParameter(f"0 is no amount to expect: {AMOUNT_RULE}.")
+    if value is not None and value > MAX_AMOUNT_MINOR:
+        raise click.BadParameter(
+            f"{value} is over the largest amount the ledger takes ({MAX_AMOUNT_MINOR} minor units)."
+        )
+    return value
+
+
+def currency_callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Check an ISO 4217 code with minor units, upper-cased (``cny`` is ``CNY``)."""
+    if value is None:
+        return None
+    code = value.strip().upper()
+    try:
+        minor_unit_exponent(code)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not an ISO 4217 currency code.") from None
+    return code
+
+
+def moment_callback(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> datetime | None:
+    """Read an ISO 8601 date or time; one without an offset is UTC.
+
+    The time is returned in UTC, as the ledger compares it: a time whose UTC is before year 1
+    or after year 9999 (``0001-01-01T00:00:00+01:00``) is refused here, in one sentence,
+    rather than overflowing later.
+    """
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is not an ISO 8601 time (2024-05-01 or 2024-05-01T12:00:00+08:00)."
+        ) from None
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise click.BadParameter(
+            f"{value!r} is outside the times the ledger can compare (years 1 to 9999 in UTC)."
+        ) from None
