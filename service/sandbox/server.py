@@ -12,12 +12,19 @@ in the foreground.
 from __future__ import annotations
 
 import ipaddress
+import socket
 import threading
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from types import TracebackType
 
-from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
+from werkzeug.serving import (
+    BaseWSGIServer,
+    WSGIRequestHandler,
+    get_sockaddr,
+    make_server,
+    select_address_family,
+)
 
 from payhooks.service.sandbox.app import create_app
 from payhooks.service.sandbox.core import Sandbox, Settlement
@@ -58,10 +65,8 @@ class SandboxServer:
         self._server = server
         self._thread: threading.Thread | None = None
         #: Where the sandbox answers: its ``{base_url}`` and ``{payment_page_url}``.
-        host = server.server_address[0]
-        self.url = (
-            f"http://{host.decode() if isinstance(host, bytes) else host}:{server.server_port}"
-        )
+        host, port = server.server_address[:2]
+        self.url = f"http://{host.decode() if isinstance(host, bytes) else host}:{port}"
 
     @classmethod
     def start(
@@ -94,9 +99,17 @@ class SandboxServer:
         sandbox = Sandbox(settings, clock=clock)
         handler = _QuietHandler if (background if quiet is None else quiet) else None
         try:
-            server = make_server(
-                host, port, create_app(sandbox), threaded=True, request_handler=handler
-            )
+            # Bound here, not by werkzeug: on a busy port werkzeug prints two lines of its own
+            # and exits the process; an OSError lets the command say it in one sentence.
+            with _listening_socket(host, port) as listening:
+                server = make_server(
+                    host,
+                    port,
+                    create_app(sandbox),
+                    threaded=True,
+                    request_handler=handler,
+                    fd=listening.fileno(),
+                )
         except BaseException:
             sandbox.close()
             raise
@@ -174,3 +187,21 @@ class SandboxServer:
     def drop_notifications(self, on: bool = True) -> None:
         """Switch dropping on (notifications are logged ``dropped``, never sent) or off."""
         self.sandbox.notifier.dropping = on
+
+
+def _listening_socket(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host`` and ``port`` (werkzeug's server takes a duplicate of
+    it; the caller closes this one).
+
+    :raises OSError: the address cannot be used (a busy port, a host that is not here).
+    """
+    family = select_address_family(host, port)
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as werkzeug does
+        sock.bind(get_sockaddr(host, port, family))
+        sock.listen(socket.SOMAXCONN)
+    except OSError:
+        sock.close()
+        raise
+    return sock

@@ -61,7 +61,7 @@ class LiveServer:
         return self.request("GET", path, None, headers)
 
 
-def eventually(check: Callable[[], object], timeout: float = 10) -> bool:
+def eventually(check: Callable[[], object], timeout: float = 30) -> bool:
     """Whether ``check()`` becomes true within ``timeout`` seconds, polled: for what a server
     does after its answer (the signals' receivers run once the response is closed)."""
     deadline = time.monotonic() + timeout

@@ -221,7 +221,8 @@ def test_every_documented_command_serves_the_readme_app_whole(
     assert paid_status == 200
     assert (paid["status"], paid["reconciliation"]) == ("processed", "paid")
     shipments = reader.folder / "shipments.txt"
-    assert eventually(shipments.exists)  # ship() runs once the answer is out
+    # ship() runs once the answer is out, and appends its line after the file exists.
+    assert eventually(lambda: shipments.exists() and shipments.read_text() != "")
     assert shipments.read_text() == "order-2001\n"
 
 
