@@ -407,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tiny", action="store_true", help="a smoke run (figures meaningless)")
     args = parser.parse_args(argv)
     if args.tiny:
-        args.rounds, args.count, args.warmup, args.slow, args.slow_rounds = 2, 40, 10, [2], 1
+        args.rounds, args.count, args.warmup, args.slow, args.slow_rounds = 1, 40, 10, [2], 1
         args.interval, args.settle, args.probe_rate, args.probe_seconds = 0.5, 0.3, 5.0, 1.0
         args.late = 2.0
 
