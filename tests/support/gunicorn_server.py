@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
+from tests.support import gunicorn_ready
 from tests.support.processes import stop_session
 
 __all__ = ["HAS_PROC", "GunicornError", "GunicornServer", "child_pids"]
@@ -106,6 +107,10 @@ class GunicornServer:
             "--workers", str(workers),
             "--worker-class", worker_class,
             "--log-level", "info",
+            "--config", gunicorn_ready.__file__,
+            # A sync worker silent for gunicorn's default 30 s is killed as stuck; on a loaded
+            # shared machine a request waiting for a lock can take that long.
+            "--timeout", "120",
             *(["--threads", str(threads)] if threads else []),
             *(["--preload"] if preload else []),
             *extra_args,
@@ -124,8 +129,11 @@ class GunicornServer:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def start(self, *, timeout: float = 30.0) -> GunicornServer:
-        """Start gunicorn and wait until it listens and every worker has booted.
+    def start(self, *, timeout: float = 120.0) -> GunicornServer:
+        """Start gunicorn and wait until it listens and every worker has loaded the app.
+
+        The wait is long because it costs nothing when the machine is quick: on a loaded
+        shared machine, importing Flask alone has taken seconds of CPU per worker.
 
         gunicorn runs in a session of its own, so that whatever happens, :meth:`stop` can end
         the master and every worker it forked. A start that fails or times out stops what it
@@ -155,10 +163,10 @@ class GunicornServer:
             match = _LISTENING.search(self._next_line(deadline))
             if match:
                 self.port = int(match.group(1))
-        booted = 0
-        while booted < self.workers:
-            if "Booting worker with pid" in self._next_line(deadline):
-                booted += 1
+        ready = 0
+        while ready < self.workers:
+            if gunicorn_ready.READY in self._next_line(deadline):
+                ready += 1
 
     def _pump(self) -> None:
         assert self._process is not None

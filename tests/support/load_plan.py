@@ -321,14 +321,15 @@ def deliver_all(
     signer: Signer,
     *,
     senders: int,
-    max_tries: int = 12,
+    max_tries: int = 30,
     on_progress: Callable[[int], None] | None = None,
 ) -> Delivered:
     """Send every job (a notification may appear several times) from ``senders`` threads.
 
     Each try is signed anew with the job's own ``webhook-id``; a retryable answer is tried
     again after an exponential backoff with jitter (capped at one second: the service waits
-    longer, a test need not). ``on_progress`` gets the number of jobs finished so far.
+    longer, a test need not), up to ``max_tries`` (about 25 s of waiting: on a loaded machine a
+    receiver may answer 503 for a while). ``on_progress`` gets the number of jobs finished so far.
     """
     delivered = Delivered()
     lock = threading.Lock()

@@ -57,7 +57,7 @@ CHROMIUM_ARGS = [
 ]
 MERCHANT = "sandbox-merchant"
 #: How long the browser waits for a navigation or an element, in milliseconds.
-BROWSER_TIMEOUT_MS = 15_000
+BROWSER_TIMEOUT_MS = 60_000
 
 CONFIRMED_PAID = {"state": "paid", "confirmed": "true"}
 CONFIRMED_CANCELLED = {"state": "cancelled", "confirmed": "true"}

@@ -89,7 +89,7 @@ def test_serve_prints_a_generated_secret_that_signs_for_it(tmp_path: Path) -> No
         assert lines[0].strip() == f"payhooks receiver at {url}"
         result = None
         for _ in range(50):  # the server binds its port just after printing
-            with Connection(url, timeout=5) as connection:
+            with Connection(url, timeout=60) as connection:
                 result = send_signed(
                     connection,
                     Payload("a", notification()),
@@ -103,7 +103,7 @@ def test_serve_prints_a_generated_secret_that_signs_for_it(tmp_path: Path) -> No
         assert (tmp_path / "payhooks.db").exists()
     finally:
         server.terminate()
-        server.communicate(timeout=10)
+        server.communicate(timeout=60)
 
 
 def test_serve_with_a_bad_setting_fails_in_one_sentence(tmp_path: Path) -> None:
@@ -200,7 +200,7 @@ def test_serve_shows_a_postgresql_url_without_its_password(
         index = b""
         for _ in range(50):  # the server binds its port just after printing
             try:
-                with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+                with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
                     sock.sendall(b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n")
                     index = b"".join(iter(lambda: sock.recv(65536), b""))
                 break
@@ -208,7 +208,7 @@ def test_serve_shows_a_postgresql_url_without_its_password(
                 time.sleep(0.1)
     finally:
         server.terminate()
-        _, log = server.communicate(timeout=10)
+        _, log = server.communicate(timeout=60)
 
     shown = url.replace("s3cret-pw", "***")
     assert f"ledger {shown}" in banner

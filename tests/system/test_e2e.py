@@ -657,7 +657,7 @@ def test_gunicorn_sync_workers_forked_from_a_preloaded_app_each_store_deliveries
 
 def _deliver(port: int, number: int, make_body: BodyFactory, sign: SignFunction) -> int:
     body = make_body("wallet", external_identifier=f"order-{number}", transaction_id=f"ll-{number}")
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     try:
         conn.request("POST", NOTIFY, body=body, headers=sign(body))
         response = conn.getresponse()

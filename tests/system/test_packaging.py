@@ -114,7 +114,7 @@ def merchant_app(tmp_path: Path) -> Path:
 
 
 def _request(port: int, method: str, path: str, body: bytes | None = None) -> tuple[int, Any]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     try:
         conn.request(method, path, body=body)
         reply = conn.getresponse()
