@@ -24,13 +24,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from tests.support import gunicorn_ready
+from tests.support.gunicorn_ready import READY
 from tests.support.processes import stop_session
 
 __all__ = ["HAS_PROC", "GunicornError", "GunicornServer", "child_pids"]
 
 #: Whether this system has a ``/proc`` to find a process's children in.
 HAS_PROC = Path("/proc/self/stat").exists()
+
+#: The gunicorn configuration file that logs :data:`READY` once a worker has loaded the app.
+_READY_CONFIG = Path(__file__).with_name("gunicorn_ready.py")
 
 _LISTENING = re.compile(r"Listening at: http://127\.0\.0\.1:(\d+)")
 
@@ -107,7 +110,7 @@ class GunicornServer:
             "--workers", str(workers),
             "--worker-class", worker_class,
             "--log-level", "info",
-            "--config", gunicorn_ready.__file__,
+            "--config", str(_READY_CONFIG),
             # A sync worker silent for gunicorn's default 30 s is killed as stuck; on a loaded
             # shared machine a request waiting for a lock can take that long.
             "--timeout", "120",
@@ -165,7 +168,7 @@ class GunicornServer:
                 self.port = int(match.group(1))
         ready = 0
         while ready < self.workers:
-            if gunicorn_ready.READY in self._next_line(deadline):
+            if READY in self._next_line(deadline):
                 ready += 1
 
     def _pump(self) -> None:
