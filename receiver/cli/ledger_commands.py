@@ -8,9 +8,9 @@ file that does not exist rather than report on an empty ledger they just created
 from __future__ import annotations
 
 import os
+import secrets
 import stat
 import sys
-import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -348,13 +348,18 @@ def _written_whole(path: Path) -> Iterator[TextIO]:
             yield handle
         return
     path = path.resolve()
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    # The name is chosen before the file exists and the file is made inside the ``try``: a
+    # Ctrl-C that lands just after the file was created (inside ``mkstemp``, or before a
+    # ``try`` around its result) would otherwise leave the temporary file behind.
+    temporary = path.parent / f".{path.name}.{secrets.token_hex(8)}"
     try:
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with open(descriptor, "w", encoding="utf-8", newline="") as handle:
             yield handle
         os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
+    except BaseException as err:
+        if not (isinstance(err, FileExistsError) and err.filename == str(temporary)):
+            temporary.unlink(missing_ok=True)  # never another's file of the same name
         raise
 
 
