@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, Final, Generic, TypeVar
@@ -43,6 +43,7 @@ MAX_PAGE_SIZE: Final = 1000
 
 _T = TypeVar("_T")
 
+# In the order of LoggedDelivery's fields.
 _ENTRY_COLUMNS = (
     "d.id, d.received_at, d.status, d.attempts, d.error, d.signal_error, "
     "d.external_identifier, d.outcome_id, o.payment_status, o.amount_minor, o.currency, "
@@ -193,35 +194,14 @@ def _times(
 
 
 def _entry_values(values: tuple[Any, ...]) -> dict[str, Any]:
-    (
-        delivery_id,
-        received_at,
-        status,
-        attempts,
-        error,
-        signal_error,
-        external_identifier,
-        outcome_id,
-        payment_status,
-        amount_minor,
-        currency,
-        body_size,
-        dedupe_key,
-    ) = values
-    return {
-        "id": delivery_id,
-        "received_at": from_text(received_at),
-        "status": DeliveryStatus(status),
-        "attempts": attempts,
-        "error": error,
-        "signal_error": signal_error,
-        "external_identifier": external_identifier,
-        "outcome_id": outcome_id,
-        "payment_status": payment_status,
-        "amount": None if amount_minor is None else from_minor_units(amount_minor, currency),
-        "currency": currency,
-        "body_size": body_size,
-        "dedupe_key": dedupe_key,
+    """A row of :data:`_ENTRY_COLUMNS` (in the order of :class:`LoggedDelivery`'s fields,
+    ``amount_minor`` in the place of ``amount``) as the fields' values."""
+    entry = dict(zip((each.name for each in fields(LoggedDelivery)), values, strict=True))
+    minor, currency = entry["amount"], entry["currency"]
+    return entry | {
+        "received_at": from_text(entry["received_at"]),
+        "status": DeliveryStatus(entry["status"]),
+        "amount": None if minor is None else from_minor_units(minor, currency),
     }
 
 
