@@ -14,6 +14,13 @@ from payhooks.storage.currencies import (
     minor_unit_exponent,
     to_minor_units,
 )
+from payhooks.storage.delivery_log import (
+    DeliveryDetails,
+    DeliveryFilter,
+    LoggedDelivery,
+    LogPage,
+    RejectedDelivery,
+)
 from payhooks.storage.errors import (
     ConflictError,
     NotALedgerError,
@@ -77,12 +84,16 @@ __all__ = [
     "CreationFailure",
     "CreationState",
     "Delivery",
+    "DeliveryDetails",
+    "DeliveryFilter",
     "DeliveryStatus",
     "DriftKind",
     "DriftRow",
     "Flow",
     "Ledger",
     "ListedTransaction",
+    "LogPage",
+    "LoggedDelivery",
     "NotALedgerError",
     "Outcome",
     "OwedSignal",
@@ -92,6 +103,7 @@ __all__ = [
     "ReconciliationRow",
     "ReconciliationState",
     "RecordedOutcome",
+    "RejectedDelivery",
     "ReturnKind",
     "SchemaVersionError",
     "StorageError",

@@ -9,10 +9,18 @@ from datetime import datetime
 from typing import Any
 
 import payhooks.storage.deliveries as deliveries
+import payhooks.storage.delivery_log as delivery_log
 import payhooks.storage.outcomes as outcomes
 import payhooks.storage.rejected_deliveries as rejected_deliveries
 import payhooks.storage.returns as returns
 from payhooks.storage.checks import check_amount, check_delivery, enum_member, markable_status
+from payhooks.storage.delivery_log import (
+    DeliveryDetails,
+    DeliveryFilter,
+    LoggedDelivery,
+    LogPage,
+    RejectedDelivery,
+)
 from payhooks.storage.engines import Engine
 from payhooks.storage.errors import UnknownDeliveryError
 from payhooks.storage.payment_states import Refresh
@@ -128,6 +136,59 @@ class ReceiverRecords:
         return self._engine.stream(
             lambda conn: deliveries.select_all(conn, wanted), deliveries.to_delivery
         )
+
+    # -- the delivery log: read-only, newest first, for people ------------------------------
+
+    def delivery_log(
+        self, wanted: DeliveryFilter | None = None, *, before_id: int | None = None, limit: int = 50
+    ) -> LogPage[LoggedDelivery]:
+        """A page of the deliveries ``wanted`` shows (all without it), newest first: those
+        with an id below ``before_id`` when given, at most ``limit`` (1 to 1000). The page's
+        ``next_before_id`` reads the next one; rows that arrive meanwhile never shift it.
+
+        :raises ValueError: a ``limit`` or ``before_id`` out of range.
+        """
+        delivery_log.check_page(before_id, limit)
+        with self._read() as conn:
+            return delivery_log.select_page(conn, wanted, before_id, limit)
+
+    def count_deliveries(self, wanted: DeliveryFilter | None = None) -> int:
+        """How many deliveries ``wanted`` shows (all without it), on every page."""
+        with self._read() as conn:
+            return delivery_log.count_deliveries(conn, wanted)
+
+    def delivery_details(self, delivery_id: int) -> DeliveryDetails | None:
+        """One delivery whole (its log entry, headers and raw body), or None."""
+        with self._read() as conn:
+            return delivery_log.select_details(conn, delivery_id)
+
+    def rejected_log(
+        self,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        before_id: int | None = None,
+        limit: int = 50,
+    ) -> LogPage[RejectedDelivery]:
+        """A page of the refused requests kept (the newest ``max_rejected``), received from
+        ``since`` up to, not including, ``until``; paged as :meth:`delivery_log`.
+
+        :raises ValueError: a naive time, a ``limit`` or ``before_id`` out of range.
+        """
+        delivery_log.check_times(since, until)
+        delivery_log.check_page(before_id, limit)
+        with self._read() as conn:
+            return delivery_log.select_rejected_page(conn, since, until, before_id, limit)
+
+    def count_rejected(
+        self, *, since: datetime | None = None, until: datetime | None = None
+    ) -> int:
+        """How many refused requests :meth:`rejected_log` shows, on every page."""
+        delivery_log.check_times(since, until)
+        with self._read() as conn:
+            return delivery_log.count_rejected(conn, since, until)
+
+    # -- refused requests ------------------------------------------------------------------
 
     def record_rejected(
         self,

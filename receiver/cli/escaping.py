@@ -11,6 +11,9 @@ and none changes what a tool reading the report exactly gets back:
 - A terminal obeys escape sequences, and a newline draws a row of its own in a table.
   :func:`terminal_text` shows every control character as a visible escape (``\\x1b``,
   ``\\n``), and a backslash as ``\\\\`` so that an escape on screen is never ambiguous.
+- JSON for a terminal (:func:`terminal_json`) writes each character :func:`terminal_text`
+  would escape as a JSON ``\\u`` escape: the document decodes to the exact values, and shows
+  inert.
 - JSON escapes control characters itself; :func:`json_line` also escapes the few characters
   JSON leaves raw that some line readers (Python's ``str.splitlines``, JavaScript before
   ES2019) treat as line breaks, so one record stays on one line. The decoded values are exact.
@@ -24,7 +27,7 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any, Final
 
-__all__ = ["FORMULA_TRIGGERS", "csv_field", "json_line", "terminal_text"]
+__all__ = ["FORMULA_TRIGGERS", "csv_field", "json_line", "terminal_json", "terminal_text"]
 
 #: First characters that make a spreadsheet read a CSV cell as a formula (OWASP, "CSV
 #: Injection").
@@ -41,6 +44,13 @@ _NAMED_ESCAPES: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
 
 # JSON leaves these raw inside strings, yet some line readers split on them.
 _JSON_LINE_BREAKS: Final = re.compile("[\u0085\u2028\u2029]")
+
+# What terminal_text escapes that JSON (without ensure_ascii) leaves raw: C0 controls but the
+# newline (JSON writes the others escaped, and an indented document's newlines are its own),
+# DEL and the C1 controls, the line and paragraph separators, the bidirectional controls.
+_UNSAFE_IN_JSON: Final = re.compile(
+    "[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029" + "".join(sorted(_BIDI_CONTROLS)) + "]"
+)
 
 # A CSV cell is quoted when it holds the delimiter, the quote or a line break.
 _NEEDS_QUOTES: Final = re.compile('[,"\r\n]')
@@ -69,6 +79,15 @@ def terminal_text(text: str) -> str:
     if not any(_is_unsafe_on_a_terminal(char) for char in text):
         return text  # the common case: nothing to copy
     return "".join(_escape(char) if _is_unsafe_on_a_terminal(char) else char for char in text)
+
+
+def terminal_json(value: Any, *, indent: int | None = None) -> str:
+    """``value`` as JSON for a terminal: readable text of any script, but every control
+    character, separator and bidirectional control as a ``\\uXXXX`` escape, so what a tool
+    decodes is exact and what a terminal shows is inert. Compact unless ``indent``."""
+    separators = None if indent else (",", ":")
+    document = json.dumps(value, ensure_ascii=False, indent=indent, separators=separators)
+    return _UNSAFE_IN_JSON.sub(lambda match: f"\\u{ord(match.group()):04x}", document)
 
 
 def csv_field(value: Any, *, text: bool) -> str:

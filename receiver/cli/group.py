@@ -14,6 +14,7 @@ from __future__ import annotations
 import click
 
 from payhooks.receiver.cli.database_commands import copy_ledger, migrate_command
+from payhooks.receiver.cli.deliveries_command import deliveries
 from payhooks.receiver.cli.delivery_commands import reprocess, signals
 from payhooks.receiver.cli.escaping import terminal_text
 from payhooks.receiver.cli.ledger_commands import expect, reconcile
@@ -35,6 +36,7 @@ IN_APP_COMMANDS: tuple[click.Command, ...] = (
     sync,
     reprocess,
     signals,
+    deliveries,
     migrate_command,
     copy_ledger,
 )

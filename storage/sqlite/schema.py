@@ -97,6 +97,8 @@ TABLES = (
     """
     CREATE INDEX deliveries_problems ON deliveries (external_identifier, id)
     WHERE status IN ('malformed_json', 'invalid_payload', 'conflicting_outcome')""",
+    # The delivery log's deliveries of one payment, newest first (payhooks deliveries list).
+    "CREATE INDEX deliveries_identifier ON deliveries (external_identifier, id)",
     """
     CREATE TABLE outcomes (
         id INTEGER PRIMARY KEY,

@@ -9,13 +9,20 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from flask.testing import FlaskClient
 
-from payhooks.receiver.cli.escaping import FORMULA_TRIGGERS, csv_field, json_line, terminal_text
+from payhooks.receiver.cli.escaping import (
+    FORMULA_TRIGGERS,
+    csv_field,
+    json_line,
+    terminal_json,
+    terminal_text,
+)
 from payhooks.receiver.cli.reports import NUMERIC_FIELDS, REPORT_FIELDS, write_report
 from payhooks.storage import ReconciliationRow, ReconciliationState
 from tests.support.app import BodyFactory, SignFunction
@@ -176,3 +183,22 @@ def test_json_line_escapes_the_line_breaks_json_leaves_raw() -> None:
 
     assert line == '{"id":"a\\u2028b\\u2029c\\u0085d\\ne"}'
     assert line.splitlines() == [line]
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_terminal_json_shows_raw_no_character_terminal_text_escapes_and_decodes_exactly(
+    indent: int | None,
+) -> None:
+    """Every character of the Basic Multilingual Plane that terminal_text would escape (but the
+    backslash, which JSON escapes its own way) never reaches the terminal raw from
+    terminal_json; every other character is written as it is, and each decodes back."""
+    for code in range(0x10000):
+        char = chr(code)
+        if 0xD800 <= code <= 0xDFFF:
+            continue  # lone surrogates: not text
+        document = terminal_json({"k": [char]}, indent=indent)
+        assert json.loads(document) == {"k": [char]}
+        unsafe = terminal_text(char) != char
+        assert (char in document) is (
+            not unsafe or char == "\\" or (char == "\n" and bool(indent))
+        ), hex(code)

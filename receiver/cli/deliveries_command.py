@@ -1,0 +1,242 @@
+"""``payhooks deliveries``: the stored deliveries and refused requests, read-only.
+
+``list`` pages through them newest first, ``show`` shows one whole (headers and body), and
+``export`` writes raw bodies to files ``payhooks replay`` sends again. Each opens an existing
+ledger only. What a delivery carries came from outside, so every text reaches the terminal
+escaped (:mod:`payhooks.receiver.cli.delivery_views`).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from datetime import datetime
+from pathlib import Path
+
+import click
+
+from payhooks.receiver.cli.common import database_option, fail_on_storage_errors, ledger_for
+from payhooks.receiver.cli.delivery_views import (
+    DELIVERY_HEADER,
+    REJECTED_HEADER,
+    delivery_record,
+    delivery_row,
+    details_lines,
+    details_record,
+    rejected_record,
+    rejected_row,
+)
+from payhooks.receiver.cli.escaping import terminal_json, terminal_text
+from payhooks.receiver.cli.option_values import moment_callback
+from payhooks.storage import DeliveryDetails, DeliveryFilter, DeliveryStatus, Ledger
+
+__all__ = ["deliveries"]
+
+
+@click.group()
+def deliveries() -> None:
+    """Look through the stored deliveries and the refused requests (read-only)."""
+
+
+@deliveries.command("list")
+@click.option(
+    "--status",
+    "statuses",
+    multiple=True,
+    type=click.Choice([status.value for status in DeliveryStatus]),
+    help="Only deliveries with this status; repeat it for several.",
+)
+@click.option(
+    "--since", callback=moment_callback, metavar="TIME", help="Only those received at or after."
+)
+@click.option(
+    "--until", callback=moment_callback, metavar="TIME", help="Only those received before."
+)
+@click.option("--identifier", metavar="ID", help="Only deliveries about this payment.")
+@click.option(
+    "--refused",
+    is_flag=True,
+    help="The refused requests (a signature that did not hold) instead of the deliveries.",
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 1000),
+    default=50,
+    show_default=True,
+    help="At most this many rows.",
+)
+@click.option(
+    "--before",
+    "before_id",
+    type=click.IntRange(min=1),
+    metavar="ID",
+    help="Only rows with an id below this one: the next page, as the last line says.",
+)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="json is JSON Lines: one object per row (the count goes to standard error).",
+)
+@database_option
+@fail_on_storage_errors
+def list_command(
+    statuses: tuple[str, ...],
+    since: datetime | None,
+    until: datetime | None,
+    identifier: str | None,
+    refused: bool,
+    limit: int,
+    before_id: int | None,
+    output_format: str,
+    database: Path | None,
+) -> None:
+    """List deliveries newest first, with what became of each.
+
+    A time without an offset is UTC. The table ends with how many rows match and, when more
+    remain, the --before ID that lists the next page.
+    """
+    if since is not None and until is not None and until <= since:
+        raise click.BadParameter(
+            f"{until.isoformat()} is not after --since {since.isoformat()}: the list takes "
+            "rows received from --since up to, not including, --until.",
+            param_hint="'--until'",
+        )
+    if refused and (statuses or identifier is not None):
+        raise click.UsageError(
+            "--refused lists requests that were never stored as deliveries: they have no "
+            "--status or --identifier."
+        )
+    with ledger_for(database) as ledger:
+        if refused:
+            _list_refused(ledger, since, until, before_id, limit, output_format)
+            return
+        wanted = DeliveryFilter(statuses, since, until, identifier)
+        page = ledger.receiver.delivery_log(wanted, before_id=before_id, limit=limit)
+        count = ledger.receiver.count_deliveries(wanted)
+        if output_format == "json":
+            for row in page.rows:
+                click.echo(terminal_json(delivery_record(row)))
+        else:
+            click.echo(DELIVERY_HEADER)
+            for row in page.rows:
+                click.echo(delivery_row(row))
+    _footer(page.next_before_id, count, "delivery(ies)", output_format)
+
+
+def _list_refused(
+    ledger: Ledger,
+    since: datetime | None,
+    until: datetime | None,
+    before_id: int | None,
+    limit: int,
+    output_format: str,
+) -> None:
+    page = ledger.receiver.rejected_log(since=since, until=until, before_id=before_id, limit=limit)
+    count = ledger.receiver.count_rejected(since=since, until=until)
+    if output_format == "json":
+        for row in page.rows:
+            click.echo(terminal_json(rejected_record(row)))
+    else:
+        click.echo(REJECTED_HEADER)
+        for row in page.rows:
+            click.echo(rejected_row(row))
+    _footer(page.next_before_id, count, "refused request(s)", output_format)
+
+
+def _footer(next_before_id: int | None, count: int, noun: str, output_format: str) -> None:
+    """The count matching the filter and where the next page starts: the table's last line,
+    or standard error beside JSON Lines."""
+    line = f"{count} {noun} match."
+    if next_before_id is not None:
+        line += f" More remain: pass --before {next_before_id} for the next page."
+    click.echo(line, err=output_format == "json")
+
+
+@deliveries.command("show")
+@click.argument("delivery_id", metavar="ID", type=click.IntRange(min=1))
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json: one object, the body as text (when UTF-8) and as base64.",
+)
+@database_option
+@fail_on_storage_errors
+def show(delivery_id: int, output_format: str, database: Path | None) -> None:
+    """Show one delivery whole: what became of it, its headers and its body.
+
+    A JSON body is laid out (members in the order sent, numbers as written); any other is
+    shown escaped. Exit 1 when there is no such delivery.
+    """
+    with ledger_for(database) as ledger:
+        details = _details(ledger, delivery_id)
+    if output_format == "json":
+        click.echo(terminal_json(details_record(details), indent=2))
+        return
+    for line in details_lines(details):
+        click.echo(line)
+
+
+def _details(ledger: Ledger, delivery_id: int) -> DeliveryDetails:
+    details = ledger.receiver.delivery_details(delivery_id)
+    if details is None:
+        raise click.ClickException(f"There is no delivery {delivery_id} in the ledger.")
+    return details
+
+
+@deliveries.command("export")
+@click.argument("delivery_ids", metavar="ID...", nargs=-1, required=True, type=click.IntRange(1))
+@click.option(
+    "--output",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
+    help="The folder to write to (created when missing).",
+)
+@database_option
+@fail_on_storage_errors
+def export(delivery_ids: tuple[int, ...], output: Path, database: Path | None) -> None:
+    """Write each delivery's raw body, byte for byte, to DIR/delivery-ID.json.
+
+    `payhooks replay DIR/delivery-ID.json --url ...` sends it again, newly signed. An existing
+    file is never overwritten (exit 1); nothing is written unless every ID is a delivery.
+    """
+    ids = list(dict.fromkeys(delivery_ids))
+    with ledger_for(database) as ledger:
+        found = [_details(ledger, delivery_id) for delivery_id in ids]
+    targets = [(details, output / f"delivery-{details.id}.json") for details in found]
+    for _, target in targets:
+        if target.exists() or target.is_symlink():
+            raise click.ClickException(f"{target} exists already; it was not overwritten.")
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+        for details, target in targets:
+            _write_new(target, details.body)
+            click.echo(f"Wrote {terminal_text(str(target))} ({len(details.body)} bytes).")
+    except FileExistsError as err:
+        raise click.ClickException(
+            f"{err.filename2 or err.filename} exists already; it was not overwritten."
+        ) from err
+    except OSError as err:
+        raise click.ClickException(
+            f"{err.filename or output} cannot be written: {err.strerror or err}."
+        ) from err
+
+
+def _write_new(target: Path, body: bytes) -> None:
+    """Write ``body`` to a new file at ``target``, whole or not at all: a temporary file
+    beside it, linked into place (which fails if ``target`` appeared meanwhile)."""
+    descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    try:
+        with open(descriptor, "wb") as handle:
+            handle.write(body)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.link(temporary, target)
+    finally:
+        Path(temporary).unlink(missing_ok=True)

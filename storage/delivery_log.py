@@ -1,0 +1,292 @@
+"""The delivery log: deliveries and refused requests as a person looks them through.
+
+Read-only queries for the console and the browser, newest first, in pages by id (keyset: a page
+ends at an id, the next starts below it, so rows arriving meanwhile never shift a page), with a
+count for the same filter. The statements are plain SQL both engines run as written (``?``
+placeholders, ``length`` of a ``BLOB``/``bytea`` counting bytes on each); a filter adds
+constant fragments and never splices a value into the text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, Final, Generic, TypeVar
+
+from payhooks.storage.checks import enum_member
+from payhooks.storage.currencies import from_minor_units
+from payhooks.storage.rows import DeliveryStatus
+from payhooks.storage.sql import Connection
+from payhooks.storage.times import from_text, to_text
+
+__all__ = [
+    "MAX_PAGE_SIZE",
+    "DeliveryDetails",
+    "DeliveryFilter",
+    "LogPage",
+    "LoggedDelivery",
+    "RejectedDelivery",
+    "check_page",
+    "check_times",
+    "count_deliveries",
+    "count_rejected",
+    "select_details",
+    "select_page",
+    "select_rejected_page",
+]
+
+#: The most rows one page holds.
+MAX_PAGE_SIZE: Final = 1000
+
+_T = TypeVar("_T")
+
+# In the order of LoggedDelivery's fields.
+_ENTRY_COLUMNS = (
+    "d.id, d.received_at, d.status, d.attempts, d.error, d.signal_error, "
+    "d.external_identifier, d.outcome_id, o.payment_status, o.amount_minor, o.currency, "
+    "length(d.body), d.dedupe_key"
+)
+_FROM = "FROM deliveries d LEFT JOIN outcomes o ON o.id = d.outcome_id"
+_REJECTED_COLUMNS = "id, received_at, remote_addr, reason, body_size"
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class DeliveryFilter:
+    """Which deliveries a log shows; every part left empty shows all.
+
+    :param statuses: only deliveries with one of these statuses.
+    :param since: only those received at or after this aware time.
+    :param until: only those received before this aware time.
+    :param external_identifier: only those about this payment (its outcome's, or the one a
+        refused body names).
+    :raises ValueError: an unknown status, or a naive time.
+    """
+
+    statuses: frozenset[DeliveryStatus] = frozenset()
+    since: datetime | None = None
+    until: datetime | None = None
+    external_identifier: str | None = None
+
+    def __init__(
+        self,
+        statuses: Iterable[DeliveryStatus | str] = (),
+        since: datetime | None = None,
+        until: datetime | None = None,
+        external_identifier: str | None = None,
+    ) -> None:
+        wanted = frozenset(enum_member(DeliveryStatus, s, "statuses") for s in statuses)
+        check_times(since, until)
+        object.__setattr__(self, "statuses", wanted)
+        object.__setattr__(self, "since", since)
+        object.__setattr__(self, "until", until)
+        object.__setattr__(self, "external_identifier", external_identifier)
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedDelivery:
+    """One delivery as the log lists it: what became of it, without its headers and body."""
+
+    id: int
+    received_at: datetime
+    status: DeliveryStatus
+    #: How many times its ``dedupe_key`` arrived with these bytes.
+    attempts: int
+    error: str | None
+    signal_error: str | None
+    #: The payment it is about, when known.
+    external_identifier: str | None
+    #: The outcome it recorded or duplicated, and that outcome's status, amount and currency.
+    outcome_id: int | None
+    payment_status: str | None
+    amount: Decimal | None
+    currency: str | None
+    #: The body's length in bytes.
+    body_size: int
+    dedupe_key: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryDetails(LoggedDelivery):
+    """One delivery whole: its log entry, the headers stored with it and its raw body."""
+
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    body: bytes = field(default=b"", repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class RejectedDelivery:
+    """A request refused before it was stored as a delivery (a signature that did not hold):
+    the trace ``rejected_deliveries`` keeps."""
+
+    id: int
+    received_at: datetime
+    remote_addr: str | None
+    #: The refusal's code (``invalid_signature``...).
+    reason: str
+    #: The whole body's length in bytes (only its start is kept).
+    body_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogPage(Generic[_T]):
+    """A page of a log, newest first."""
+
+    rows: tuple[_T, ...]
+    #: The ``before_id`` that reads the next page; None when this one is the last.
+    next_before_id: int | None
+
+
+def check_times(since: datetime | None, until: datetime | None) -> None:
+    """:raises ValueError: ``since`` or ``until`` is naive (its zone would be a guess)."""
+    for moment, argument in ((since, "since"), (until, "until")):
+        if moment is not None:
+            to_text(moment, argument=argument)
+
+
+def check_page(before_id: int | None, limit: int) -> None:
+    """:raises ValueError: a limit outside 1 to :data:`MAX_PAGE_SIZE`, or a ``before_id``
+    below 1."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE_SIZE:
+        raise ValueError(f"limit must be an int from 1 to {MAX_PAGE_SIZE}; got {limit!r}")
+    if before_id is not None and (
+        isinstance(before_id, bool) or not isinstance(before_id, int) or before_id < 1
+    ):
+        raise ValueError(f"before_id must be an int of 1 or more; got {before_id!r}")
+
+
+def _where(wanted: DeliveryFilter | None, before_id: int | None = None) -> tuple[str, list[Any]]:
+    """The ``WHERE`` clause of a filter (empty for none) and its parameters."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if wanted is not None:
+        if wanted.statuses:
+            clauses.append(f"d.status IN ({', '.join('?' for _ in wanted.statuses)})")
+            params.extend(sorted(status.value for status in wanted.statuses))
+            if DeliveryStatus.PROCESSED not in wanted.statuses:
+                # Lets the partial index ``deliveries_status`` (which leaves processed out) serve.
+                clauses.append("d.status <> 'processed'")
+        _times(wanted.since, wanted.until, "d.", clauses, params)
+        if wanted.external_identifier is not None:
+            clauses.append("d.external_identifier = ?")
+            params.append(wanted.external_identifier)
+    if before_id is not None:
+        clauses.append("d.id < ?")
+        params.append(before_id)
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
+
+
+def _times(
+    since: datetime | None,
+    until: datetime | None,
+    prefix: str,
+    clauses: list[str],
+    params: list[Any],
+) -> None:
+    if since is not None:
+        clauses.append(f"{prefix}received_at >= ?")
+        params.append(to_text(since, argument="since"))
+    if until is not None:
+        clauses.append(f"{prefix}received_at < ?")
+        params.append(to_text(until, argument="until"))
+
+
+def _entry_values(values: tuple[Any, ...]) -> dict[str, Any]:
+    """A row of :data:`_ENTRY_COLUMNS` (in the order of :class:`LoggedDelivery`'s fields,
+    ``amount_minor`` in the place of ``amount``) as the fields' values."""
+    entry = dict(zip((each.name for each in fields(LoggedDelivery)), values, strict=True))
+    minor, currency = entry["amount"], entry["currency"]
+    return entry | {
+        "received_at": from_text(entry["received_at"]),
+        "status": DeliveryStatus(entry["status"]),
+        "amount": None if minor is None else from_minor_units(minor, currency),
+    }
+
+
+def _paged(rows: list[_T], limit: int, last_id: int | None) -> LogPage[_T]:
+    """A page from up to ``limit + 1`` rows: the extra one only says that more remain."""
+    more = len(rows) > limit
+    return LogPage(rows=tuple(rows[:limit]), next_before_id=last_id if more else None)
+
+
+def select_page(
+    conn: Connection, wanted: DeliveryFilter | None, before_id: int | None, limit: int
+) -> LogPage[LoggedDelivery]:
+    """A page of deliveries, newest first, below ``before_id`` when given."""
+    where, params = _where(wanted, before_id)
+    sql = f"SELECT {_ENTRY_COLUMNS} {_FROM}{where} ORDER BY d.id DESC LIMIT ?"
+    rows = [
+        LoggedDelivery(**_entry_values(tuple(values)))
+        for values in conn.execute(sql, (*params, limit + 1)).fetchall()
+    ]
+    return _paged(rows, limit, rows[limit - 1].id if len(rows) > limit else None)
+
+
+def count_deliveries(conn: Connection, wanted: DeliveryFilter | None) -> int:
+    """How many deliveries the filter shows, on every page."""
+    where, params = _where(wanted)
+    sql = f"SELECT count(*) FROM deliveries d{where}"  # noqa: S608 - constant fragments only
+    count: int = conn.execute(sql, params).fetchone()[0]
+    return count
+
+
+def select_details(conn: Connection, delivery_id: int) -> DeliveryDetails | None:
+    """One delivery whole, or None."""
+    sql = f"SELECT {_ENTRY_COLUMNS}, d.headers, d.body {_FROM} WHERE d.id = ?"
+    values = conn.execute(sql, (delivery_id,)).fetchone()
+    if values is None:
+        return None
+    *entry, headers, body = tuple(values)
+    return DeliveryDetails(
+        **_entry_values(tuple(entry)), headers=json.loads(headers), body=bytes(body)
+    )
+
+
+def _rejected_where(
+    since: datetime | None, until: datetime | None, before_id: int | None = None
+) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    _times(since, until, "", clauses, params)
+    if before_id is not None:
+        clauses.append("id < ?")
+        params.append(before_id)
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
+
+
+def select_rejected_page(
+    conn: Connection,
+    since: datetime | None,
+    until: datetime | None,
+    before_id: int | None,
+    limit: int,
+) -> LogPage[RejectedDelivery]:
+    """A page of refused requests, newest first, below ``before_id`` when given."""
+    where, params = _rejected_where(since, until, before_id)
+    sql = (
+        f"SELECT {_REJECTED_COLUMNS} FROM rejected_deliveries{where} "  # noqa: S608
+        "ORDER BY id DESC LIMIT ?"
+    )
+    rows = [
+        RejectedDelivery(
+            id=rejected_id,
+            received_at=from_text(received_at),
+            remote_addr=remote_addr,
+            reason=reason,
+            body_size=body_size,
+        )
+        for rejected_id, received_at, remote_addr, reason, body_size in conn.execute(
+            sql, (*params, limit + 1)
+        ).fetchall()
+    ]
+    return _paged(rows, limit, rows[limit - 1].id if len(rows) > limit else None)
+
+
+def count_rejected(conn: Connection, since: datetime | None, until: datetime | None) -> int:
+    """How many refused requests are kept between ``since`` and ``until``."""
+    where, params = _rejected_where(since, until)
+    sql = f"SELECT count(*) FROM rejected_deliveries{where}"  # noqa: S608
+    count: int = conn.execute(sql, params).fetchone()[0]
+    return count
