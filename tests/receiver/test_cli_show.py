@@ -197,7 +197,11 @@ def test_an_unknown_hostile_identifier_is_escaped_in_the_error(shop: str, identi
 
 @pytest.fixture
 def hostile_shop(
-    client: FlaskClient, ledger: Ledger, make_body: BodyFactory, sign: SignFunction, database: Any
+    client: FlaskClient,
+    ledger: Ledger,
+    make_body: BodyFactory,
+    sign: SignFunction,
+    database: Path | str,
 ) -> str:
     """Every hostile identifier registered with a hostile description, then paid by a signed
     notification whose transaction id is hostile too."""
