@@ -19,6 +19,7 @@ from sqlite_utils import Database
 import payhooks.storage.payment_states as payment_states
 import payhooks.storage.payments as payments
 import payhooks.storage.reconciliation as reconciliation
+import payhooks.storage.story as story
 from payhooks.storage.checks import (
     SYNCHRONOUS_MODES,
     check_amount,
@@ -34,6 +35,7 @@ from payhooks.storage.records import ReconciliationState
 from payhooks.storage.rows import PaymentKind, ReconciliationRow, SummaryRow
 from payhooks.storage.service_records import ServiceRecords
 from payhooks.storage.signal_book import SignalBook
+from payhooks.storage.story_rows import PaymentStory
 from payhooks.storage.times import Clock, system_clock, to_text
 
 __all__ = ["DEFAULT_MAX_REJECTED", "DEFAULT_MAX_RETURNS", "SYNCHRONOUS_MODES", "Ledger"]
@@ -239,6 +241,17 @@ class Ledger:
         """The full reconciliation row of one identifier, or None."""
         with self._read() as conn:
             return reconciliation.row_for(conn, external_identifier)
+
+    def story(self, external_identifier: str) -> PaymentStory | None:
+        """Everything the ledger knows about one payment (or unexpected identifier), oldest
+        first: its registration, creation attempts, deliveries, outcomes, the signals owed for
+        them, the customer's returns and what each sync saw, with its reconciliation row.
+
+        None when nothing names it. A read only: one query per table, each seeing what is
+        committed when it runs.
+        """
+        with self._read() as conn:
+            return story.read_story(conn, external_identifier)
 
     def reconcile(
         self,
