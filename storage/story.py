@@ -42,8 +42,7 @@ _PAYMENT: Final = (
     "SELECT created_at, kind, amount_minor, currency, plan_amount_minor, description, metadata "
     "FROM payments WHERE external_identifier = ?"
 )
-# No index covers every delivery of one payment (deliveries_problems only the refused and the
-# conflicting ones): this one reads the table through.
+# Through the index deliveries_identifier (external_identifier, id).
 _DELIVERIES: Final = (
     "SELECT received_at, id, dedupe_key, status, attempts, error, signal_error, outcome_id "
     "FROM deliveries WHERE external_identifier = ? ORDER BY id"
