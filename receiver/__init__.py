@@ -33,9 +33,12 @@ if TYPE_CHECKING:
     )
     from payhooks.receiver.state import ReceiverState, receiver_state
     from payhooks.receiver.web import ReturnView, blueprint, return_url
+    from payhooks.receiver.web.console import Console, ConsoleRole
 
 #: Where each public name lives.
 _HOMES = {
+    "Console": "payhooks.receiver.web.console",
+    "ConsoleRole": "payhooks.receiver.web.console",
     "PayHooks": "payhooks.receiver.extension",
     "PayloadError": "payhooks.receiver.payloads",
     "ReceiverSettings": "payhooks.receiver.settings",
@@ -55,6 +58,8 @@ _HOMES = {
 }
 
 __all__ = [
+    "Console",
+    "ConsoleRole",
     "PayHooks",
     "PayloadError",
     "ReceiverSettings",

@@ -1,0 +1,17 @@
+"""The console: read-only pages on the ledger for a merchant's developers and support.
+
+Never open by default: :class:`~payhooks.receiver.PayHooks` does not mount it. The merchant
+mounts :class:`Console` under a prefix of their choice with an ``authorize`` hook that their own
+login decides the :class:`ConsoleRole` with; no role, no page.
+
+Rule: server-rendered pages with no script, every value escaped by Jinja, nothing from another
+host, and the security headers on every answer under the prefix. The pages read the app's
+ledger through :func:`payhooks.receiver.state.receiver_state` and never write.
+"""
+
+from __future__ import annotations
+
+from payhooks.receiver.web.console.access import ConsoleRole
+from payhooks.receiver.web.console.mount import Console
+
+__all__ = ["Console", "ConsoleRole"]

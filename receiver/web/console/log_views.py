@@ -1,0 +1,52 @@
+"""The delivery log and the refused requests: newest first, filtered by the URL, in pages.
+
+Each page reads one page of rows and the count for the same filter; the "Older" link carries
+the cursor (``before``), so rows that arrive meanwhile never shift a page.
+"""
+
+from __future__ import annotations
+
+from flask import render_template, request
+
+from payhooks.receiver.state import receiver_state
+from payhooks.receiver.web.console.access import current_access
+from payhooks.receiver.web.console.query import WINDOWS, parse_log_query
+from payhooks.storage import DeliveryStatus
+
+__all__ = ["deliveries", "refused"]
+
+
+def deliveries() -> str:
+    """``GET /deliveries``: the delivery log."""
+    query = parse_log_query(request.args)
+    now = current_access().clock()
+    wanted = query.delivery_filter(now)
+    records = receiver_state().ledger.receiver
+    page = records.delivery_log(wanted, before_id=query.before, limit=query.limit)
+    return render_template(
+        "payhooks_console/deliveries.html",
+        query=query,
+        page=page,
+        count=records.count_deliveries(wanted),
+        statuses=list(DeliveryStatus),
+        windows=WINDOWS,
+        now=now,
+    )
+
+
+def refused() -> str:
+    """``GET /deliveries/refused``: requests refused before they were stored (a signature that
+    did not hold), with their reason."""
+    query = parse_log_query(request.args, deliveries=False)
+    now = current_access().clock()
+    since = query.since(now)
+    records = receiver_state().ledger.receiver
+    page = records.rejected_log(since=since, before_id=query.before, limit=query.limit)
+    return render_template(
+        "payhooks_console/refused.html",
+        query=query,
+        page=page,
+        count=records.count_rejected(since=since),
+        windows=WINDOWS,
+        now=now,
+    )

@@ -1,0 +1,109 @@
+"""The :class:`Console` extension: mounts the console's pages on an app, behind a hook."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from urllib.parse import quote
+
+from flask import Flask, Response, request
+
+from payhooks.receiver.state import STATE_KEY
+from payhooks.receiver.web import ExternalIdentifierConverter
+from payhooks.receiver.web.console.access import (
+    ACCESS_KEY,
+    Authorize,
+    ConsoleAccess,
+    check_authorize,
+    current_access,
+)
+from payhooks.receiver.web.console.answers import secure
+from payhooks.receiver.web.console.filters import register_filters
+from payhooks.receiver.web.console.pages import IDENTIFIER_CONVERTER, blueprint
+
+__all__ = ["Console"]
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class _IdentifierConverter(ExternalIdentifierConverter):
+    """The receiver's identifier converter, but building URLs with every ``/`` quoted too: an
+    identifier such as ``a/../b`` stays one path segment, which a browser never resolves into
+    another payment's page. Routing decodes ``%2F`` back, so the rule still matches."""
+
+    def to_url(self, value: str) -> str:
+        return quote(value, safe="")
+
+
+class Console:
+    """The console's read-only pages, mounted under ``url_prefix`` behind ``authorize``.
+
+    ::
+
+        def console_role(request):
+            return "operator" if session.get("staff") else None
+
+        Console(app, authorize=console_role, url_prefix="/console")
+
+    Mount :class:`~payhooks.receiver.PayHooks` on the app first: the pages read its ledger.
+
+    :param authorize: called with the request on every console request; returns the
+        :class:`~payhooks.receiver.web.console.ConsoleRole` (or its value, ``"viewer"`` or
+        ``"operator"``) it grants, or None to refuse with a 403 page. A hook that raises, or
+        returns anything else, refuses too.
+    :param url_prefix: where the pages go; not empty, and not the receiver's own prefix.
+    :param clock: now, as an aware time: where the log's time presets count back from.
+    :raises ValueError: naming ``authorize`` (missing or not callable) or ``url_prefix``.
+    """
+
+    def __init__(
+        self,
+        app: Flask | None = None,
+        *,
+        authorize: Authorize | None = None,
+        url_prefix: str = "/console",
+        clock: Callable[[], datetime] = _utc_now,
+    ) -> None:
+        self.authorize: Authorize = check_authorize(authorize)
+        if not isinstance(url_prefix, str) or not url_prefix.startswith("/") or url_prefix == "/":
+            raise ValueError(
+                f"Console: url_prefix must start with / and name a path; got {url_prefix!r}"
+            )
+        self.url_prefix = url_prefix.rstrip("/")
+        self.clock = clock
+        if app is not None:
+            self.init_app(app)
+
+    def init_app(self, app: Flask) -> None:
+        """Mount the pages on ``app``, and the security headers on everything under the prefix.
+
+        :raises RuntimeError: PayHooks is not initialised on ``app``, or a console already is.
+        """
+        if STATE_KEY not in app.extensions:
+            raise RuntimeError(
+                f"Console: PayHooks is not initialised on app {app.name!r}; mount PayHooks "
+                "first, the console reads its ledger"
+            )
+        if ACCESS_KEY in app.extensions:
+            raise RuntimeError(f"Console: a console is already mounted on app {app.name!r}")
+        if self.url_prefix == (app.config.get("PAYHOOKS_URL_PREFIX") or "").rstrip("/"):
+            raise ValueError(
+                f"Console: url_prefix {self.url_prefix!r} is the receiver's PAYHOOKS_URL_PREFIX; "
+                "give the console a prefix of its own"
+            )
+        app.extensions[ACCESS_KEY] = ConsoleAccess(self.authorize, self.url_prefix, self.clock)
+        app.url_map.converters[IDENTIFIER_CONVERTER] = _IdentifierConverter
+        register_filters(app)
+        app.register_blueprint(blueprint, url_prefix=self.url_prefix)
+        app.after_request(_secure_console_responses)
+
+    def __repr__(self) -> str:
+        return f"<Console {self.url_prefix}>"
+
+
+def _secure_console_responses(response: Response) -> Response:
+    """Every answer under the prefix, the app's own 404 and 405 for paths the console has no
+    rule for included."""
+    return secure(response) if current_access().covers(request.path) else response

@@ -1,0 +1,39 @@
+"""One record whole: a delivery (headers, body, what came of it) and a payment's story."""
+
+from __future__ import annotations
+
+from flask import Response, render_template
+
+from payhooks.receiver.state import receiver_state
+from payhooks.receiver.web.console.answers import error_page
+from payhooks.receiver.web.console.filters import pretty_body
+from payhooks.receiver.web.console.query import MAX_ID
+
+__all__ = ["delivery", "payment"]
+
+
+def delivery(delivery_id: int) -> Response | str:
+    """``GET /deliveries/<id>``: one delivery, or the 404 page."""
+    details = None
+    if 1 <= delivery_id <= MAX_ID:  # a larger id cannot exist, and PostgreSQL refuses it
+        details = receiver_state().ledger.receiver.delivery_details(delivery_id)
+    if details is None:
+        return error_page(404, "console_not_found", "There is no delivery with this id.")
+    body, is_json = pretty_body(details.body)
+    return render_template(
+        "payhooks_console/delivery.html",
+        delivery=details,
+        body=body,
+        body_is_json=is_json,
+    )
+
+
+def payment(external_identifier: str) -> Response | str:
+    """``GET /payments/<identifier>``: the payment's reconciliation and its story, or the 404
+    page when the ledger knows nothing of it."""
+    story = None
+    if "\x00" not in external_identifier:  # PostgreSQL text holds no NUL: nothing names it
+        story = receiver_state().ledger.story(external_identifier)
+    if story is None:
+        return error_page(404, "console_not_found", "The ledger knows no payment by this id.")
+    return render_template("payhooks_console/payment.html", story=story)
