@@ -1,0 +1,107 @@
+"""The authorize hook decides, per request: a role shows the pages, anything else is a 403
+page that shows nothing of the ledger."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from flask import Flask, Request
+
+from payhooks.receiver import Console, ConsoleRole
+from tests.receiver.console.conftest import Deliver
+from tests.support.app import AppFactory
+
+PAGES = [
+    "/console/deliveries",
+    "/console/deliveries/refused",
+    "/console/deliveries/1",
+    "/console/payments/order-secret",
+    "/console/deliveries?window=bogus",
+    "/console/no-such-page",
+]
+
+
+def _raises(request: Request) -> str:
+    raise RuntimeError("the session store is down")
+
+
+REFUSING_HOOKS: dict[str, Callable[[Request], Any]] = {
+    "returns None": lambda request: None,
+    "raises": _raises,
+    "returns an unknown role": lambda request: "admin",
+    "returns a non-string": lambda request: ["operator"],
+    "returns True": lambda request: True,
+}
+
+
+@pytest.fixture
+def order_delivered(deliver: Deliver) -> int:
+    return deliver(external_identifier="order-secret", transaction_id="ll-secret")
+
+
+@pytest.mark.parametrize("hook", sorted(REFUSING_HOOKS))
+@pytest.mark.parametrize("path", PAGES)
+def test_a_hook_that_grants_no_role_gets_a_403_page_with_no_data(
+    make_app: AppFactory, order_delivered: int, hook: str, path: str
+) -> None:
+    app = make_app()
+    Console(app, authorize=REFUSING_HOOKS[hook])
+
+    answer = app.test_client().get(path)
+
+    assert answer.status_code == 403
+    assert answer.mimetype == "text/html"
+    text = answer.get_data(as_text=True)
+    assert 'data-error="console_forbidden"' in text
+    assert "You are not allowed to see this console." in text
+    for secret in ("order-secret", "ll-secret", "25.00", "<table", "Role:"):
+        assert secret not in text
+
+
+@pytest.mark.parametrize("role", ["viewer", "operator", ConsoleRole.VIEWER, ConsoleRole.OPERATOR])
+@pytest.mark.parametrize("path", PAGES[:4])
+def test_viewer_and_operator_see_every_page_with_their_role_in_the_header(
+    make_app: AppFactory, order_delivered: int, role: str, path: str
+) -> None:
+    app = make_app()
+    Console(app, authorize=lambda request: role)
+
+    answer = app.test_client().get(path)
+
+    assert answer.status_code == 200
+    assert f'data-role="{ConsoleRole(role).value}"' in answer.get_data(as_text=True)
+
+
+def test_the_hook_is_asked_on_every_request_with_the_request(
+    make_app: AppFactory, order_delivered: int
+) -> None:
+    asked: list[str] = []
+
+    def hook(request: Request) -> str | None:
+        asked.append(request.path)
+        return "viewer" if request.cookies.get("staff") == "yes" else None
+
+    app: Flask = make_app()
+    Console(app, authorize=hook)
+    client = app.test_client()
+
+    refused = client.get("/console/deliveries")
+    client.set_cookie("staff", "yes")
+    granted = client.get("/console/deliveries")
+
+    assert (refused.status_code, granted.status_code) == (403, 200)
+    assert asked == ["/console/deliveries", "/console/deliveries"]
+
+
+def test_the_stylesheet_is_served_without_asking_the_hook(make_app: AppFactory) -> None:
+    asked: list[str] = []
+    app = make_app()
+    Console(app, authorize=lambda request: asked.append(request.path))
+
+    answer = app.test_client().get("/console/static/console.css")
+
+    assert answer.status_code == 200
+    assert answer.mimetype == "text/css"
+    assert asked == []

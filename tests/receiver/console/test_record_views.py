@@ -1,0 +1,147 @@
+"""A delivery's page and a payment's page: everything stored about each, linked both ways, and
+the 404 page for what the ledger does not hold."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from flask.testing import FlaskClient
+
+from payhooks.storage import Ledger
+from tests.receiver.console.conftest import NOTIFY, VIEWER, Deliver
+from tests.support.app import BodyFactory, SignFunction
+
+
+def _page(client: FlaskClient, path: str, status: int = 200) -> str:
+    answer = client.get(path, headers=VIEWER)
+    assert answer.status_code == status, answer.get_data(as_text=True)
+    return answer.get_data(as_text=True)
+
+
+def test_a_processed_delivery_shows_its_outcome_headers_and_indented_body(
+    console: FlaskClient, deliver: Deliver
+) -> None:
+    delivery_id = deliver(external_identifier="order-1", transaction_id="ll-1")
+
+    text = _page(console, f"/console/deliveries/{delivery_id}")
+
+    assert f"Delivery #{delivery_id}" in text
+    assert '<span class="badge badge-processed">processed</span>' in text
+    assert "<code>PS</code> 25.00 CNY" in text
+    assert "<dt>Attempts</dt><dd>1</dd>" in text
+    assert '<a class="identifier" href="/console/payments/order-1">' in text
+    assert "<tr><td><code>webhook-id</code></td>" in text
+    assert "<tr><td><code>content-type</code></td><td><code>application/json</code>" in text
+    assert "Body (JSON, indented)" in text
+    assert "\n  &#34;merchant_transaction_id&#34;: &#34;order-1&#34;," in text
+
+
+def test_a_repeated_delivery_counts_its_attempts(
+    console: FlaskClient, make_body: BodyFactory, sign: SignFunction
+) -> None:
+    body = make_body(external_identifier="order-1")
+    for _ in range(3):  # the same bytes under the same webhook-id: one delivery, three attempts
+        answer = console.post(NOTIFY, data=body, headers=sign(body, msg_id="msg_again"))
+        assert answer.status_code == 200
+
+    text = _page(console, f"/console/deliveries/{answer.get_json()['delivery_id']}")
+
+    assert "<dt>Attempts</dt><dd>3</dd>" in text
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "shown"),
+    [
+        (
+            b'{"merchant_transaction_id": "order-9", ',
+            400,
+            "{&#34;merchant_transaction_id&#34;: &#34;order-9&#34;, ",
+        ),
+        (
+            b"\x1b[2J not json \\x41 \xe2\x80\xae\nnext line",
+            400,
+            "\\x1b[2J not json \\\\x41 \\u202e\nnext line",
+        ),
+    ],
+)
+def test_a_body_that_is_not_json_is_shown_as_received_escaped(
+    console: FlaskClient, deliver: Deliver, body: bytes, status: int, shown: str
+) -> None:
+    delivery_id = deliver(body=body, status=status)
+
+    text = _page(console, f"/console/deliveries/{delivery_id}")
+
+    assert "Body (as received)" in text
+    assert f'<pre class="body">{shown}</pre>' in text
+    assert '<span class="badge badge-malformed_json">malformed json</span>' in text
+    assert re.search(r'<dt>Error</dt><dd class="error-text">(?!none)[^<]+</dd>', text)
+
+
+@pytest.mark.parametrize("delivery_id", ["99", "9223372036854775808", "1" + "0" * 30])
+def test_a_delivery_the_ledger_does_not_hold_is_a_404_page(
+    console: FlaskClient, deliver: Deliver, delivery_id: str
+) -> None:
+    deliver()
+
+    text = _page(console, f"/console/deliveries/{delivery_id}", status=404)
+
+    assert 'data-error="console_not_found"' in text
+    assert "There is no delivery with this id." in text
+
+
+def test_a_payment_page_shows_its_reconciliation_and_timeline_linking_each_delivery(
+    console: FlaskClient, deliver: Deliver, ledger: Ledger
+) -> None:
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    first = deliver(external_identifier="order-1", transaction_id="ll-1")
+    again = deliver(external_identifier="order-1", transaction_id="ll-1")
+
+    text = _page(console, "/console/payments/order-1")
+
+    assert '<h1>Payment <code class="identifier">order-1</code></h1>' in text
+    assert '<dt>State</dt><dd><span class="badge badge-paid">paid</span></dd>' in text
+    assert "<dt>Expected</dt><dd>25.00 CNY</dd>" in text
+    assert "<dt>Received</dt><dd>25.00 CNY</dd>" in text
+    events = re.findall(r'<tr data-event="(\w+)">', text)
+    assert events[0] == "registration"
+    assert events.count("delivery") == 2
+    assert "outcome" in events
+    for delivery_id in (first, again):
+        assert f'<a href="/console/deliveries/{delivery_id}">delivery #{delivery_id}</a>' in text
+    assert '<span class="badge badge-duplicate">duplicate</span>' in text
+    assert 'href="/console/deliveries?identifier=order-1&amp;window=all"' in text
+
+
+def test_a_payment_only_refused_deliveries_name_has_a_story_without_a_reconciliation(
+    console: FlaskClient, deliver: Deliver
+) -> None:
+    delivery_id = deliver(body=b'{"merchant_transaction_id": "order-3"}', status=422)
+
+    text = _page(console, "/console/payments/order-3")
+
+    assert "The ledger keeps no reconciliation for it" in text
+    assert f'href="/console/deliveries/{delivery_id}"' in text
+
+
+@pytest.mark.parametrize("identifier", ["order-404", "order%00-1", "a/b"])
+def test_a_payment_the_ledger_does_not_know_is_a_404_page(
+    console: FlaskClient, deliver: Deliver, identifier: str
+) -> None:
+    deliver()
+
+    text = _page(console, f"/console/payments/{identifier}", status=404)
+
+    assert 'data-error="console_not_found"' in text
+
+
+def test_an_identifier_with_slashes_and_dots_links_to_its_own_page(
+    console: FlaskClient, deliver: Deliver
+) -> None:
+    deliver(external_identifier="a/../b")
+
+    log = _page(console, "/console/deliveries")
+    payment = _page(console, "/console/payments/a%2F..%2Fb")
+
+    assert 'href="/console/payments/a%2F..%2Fb"' in log
+    assert '<code class="identifier">a/../b</code>' in payment
