@@ -31,8 +31,12 @@ def test_a_processed_delivery_shows_its_outcome_headers_and_indented_body(
     assert "<code>PS</code> 25.00 CNY" in text
     assert "<dt>Attempts</dt><dd>1</dd>" in text
     assert '<a class="identifier" href="/console/payments/order-1">' in text
-    assert "<tr><td><code>webhook-id</code></td>" in text
-    assert "<tr><td><code>content-type</code></td><td><code>application/json</code>" in text
+    assert '<td data-label="Name"><code>webhook-id</code></td>' in text
+    assert (
+        '<td data-label="Name"><code>content-type</code></td>'
+        '<td data-label="Value"><code>application/json</code>'
+    ) in text
+    assert "<dt>Error</dt><dd>none</dd>" in text
     assert "Body (JSON, indented)" in text
     assert "\n  &#34;merchant_transaction_id&#34;: &#34;order-1&#34;," in text
 
