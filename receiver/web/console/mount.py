@@ -53,7 +53,8 @@ class Console:
         :class:`~payhooks.receiver.web.console.ConsoleRole` (or its value, ``"viewer"`` or
         ``"operator"``) it grants, or None to refuse with a 403 page. A hook that raises, or
         returns anything else, refuses too.
-    :param url_prefix: where the pages go; not empty, and not the receiver's own prefix.
+    :param url_prefix: where the pages go: a path of its own, neither the receiver's
+        ``PAYHOOKS_URL_PREFIX`` nor above or under it.
     :param clock: now, as an aware time: where the log's time presets count back from.
     :raises ValueError: naming ``authorize`` (missing or not callable) or ``url_prefix``.
     """
@@ -88,10 +89,11 @@ class Console:
             )
         if ACCESS_KEY in app.extensions:
             raise RuntimeError(f"Console: a console is already mounted on app {app.name!r}")
-        if self.url_prefix == (app.config.get("PAYHOOKS_URL_PREFIX") or "").rstrip("/"):
+        receiver = (app.config.get("PAYHOOKS_URL_PREFIX") or "").rstrip("/")
+        if receiver and _overlap(self.url_prefix, receiver):
             raise ValueError(
-                f"Console: url_prefix {self.url_prefix!r} is the receiver's PAYHOOKS_URL_PREFIX; "
-                "give the console a prefix of its own"
+                f"Console: url_prefix {self.url_prefix!r} overlaps the receiver's "
+                f"PAYHOOKS_URL_PREFIX {receiver!r}; give the console a path of its own"
             )
         app.extensions[ACCESS_KEY] = ConsoleAccess(self.authorize, self.url_prefix, self.clock)
         app.url_map.converters[IDENTIFIER_CONVERTER] = _IdentifierConverter
@@ -101,6 +103,11 @@ class Console:
 
     def __repr__(self) -> str:
         return f"<Console {self.url_prefix}>"
+
+
+def _overlap(one: str, other: str) -> bool:
+    """Whether one prefix is the other or lies under it."""
+    return one == other or one.startswith(other + "/") or other.startswith(one + "/")
 
 
 def _secure_console_responses(response: Response) -> Response:

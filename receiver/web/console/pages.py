@@ -7,12 +7,12 @@ Routes, relative to the console's prefix, all ``GET`` (and ``HEAD``):
   requests.
 - ``/deliveries/<id>``: one delivery; ``/payments/<identifier>``: one payment's story
   (:mod:`.record_views`).
-- ``/static/console.css``: the stylesheet.
+- ``/static/console.css`` and ``/static/favicon.svg``: the stylesheet and the icon.
 - anything else under the prefix: the console's 404 page, after the guard.
 
-Every request but the stylesheet's first passes the merchant's ``authorize`` hook. The
-stylesheet is the package's own file and says nothing about the ledger; leaving it open lets
-the 403 page be styled without a failed load.
+Every request but the static files' first passes the merchant's ``authorize`` hook. They are
+the package's own files and say nothing about the ledger; leaving them open lets the 403 page
+be styled without a failed load.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import logging
 
 from flask import Blueprint, Response, g, redirect, request, url_for
 from werkzeug.exceptions import HTTPException
+from werkzeug.wrappers import Response as BaseResponse
 
 from payhooks.receiver.web.console.access import current_access, role_for
 from payhooks.receiver.web.console.answers import error_page
@@ -82,8 +83,8 @@ def _http_error(err: HTTPException) -> Response:
     return error_page(status, "console_error", f"{err.name}.")
 
 
-def _home() -> Response:
-    return redirect(url_for(".deliveries"))  # type: ignore[return-value]
+def _home() -> BaseResponse:
+    return redirect(url_for(".deliveries"))
 
 
 def _not_found(rest: str) -> Response:

@@ -105,3 +105,18 @@ def test_the_stylesheet_is_served_without_asking_the_hook(make_app: AppFactory) 
     assert answer.status_code == 200
     assert answer.mimetype == "text/css"
     assert asked == []
+
+
+def test_a_hook_that_raises_is_logged_with_its_traceback(
+    make_app: AppFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = make_app()
+    Console(app, authorize=_raises)
+
+    with caplog.at_level("ERROR", logger="payhooks"):
+        answer = app.test_client().get("/console/deliveries")
+
+    assert answer.status_code == 403
+    (record,) = [each for each in caplog.records if "authorize hook raised" in each.message]
+    assert record.exc_info is not None
+    assert str(record.exc_info[1]) == "the session store is down"

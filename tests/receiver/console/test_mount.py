@@ -39,8 +39,10 @@ def test_no_authorize_at_all_is_a_value_error_naming_it() -> None:
         Console()
 
 
-@pytest.mark.parametrize("prefix", ["", "/", "console", "/payhooks"])
-def test_a_prefix_that_is_empty_relative_or_the_receiver_s_is_a_value_error(
+@pytest.mark.parametrize(
+    "prefix", ["", "/", "console", "/payhooks", "/payhooks/", "/payhooks/console"]
+)
+def test_a_prefix_that_is_empty_relative_or_over_the_receiver_s_is_a_value_error(
     make_app: AppFactory, prefix: str
 ) -> None:
     with pytest.raises(ValueError, match="url_prefix"):
@@ -73,3 +75,10 @@ def test_the_console_root_leads_to_the_delivery_log(console_app: Flask) -> None:
 
     assert answer.status_code == 302
     assert answer.headers["Location"] == "/console/deliveries"
+
+
+def test_a_receiver_under_the_console_s_prefix_is_a_value_error(make_app: AppFactory) -> None:
+    app = make_app(PAYHOOKS_URL_PREFIX="/support/hooks")
+
+    with pytest.raises(ValueError, match="PAYHOOKS_URL_PREFIX"):
+        Console(app, authorize=header_role, url_prefix="/support")
