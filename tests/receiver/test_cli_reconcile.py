@@ -327,7 +327,10 @@ def test_reprocess_records_outcomes_of_deliveries_that_failed_and_counts_them(
 
     assert result.exit_code == 1
     assert result.stdout == "Reprocessed 3 delivery(ies): 1 malformed_json, 2 processed.\n"
-    assert "1 delivery(ies) still cannot be processed" in result.stderr
+    assert result.stderr.endswith(
+        "Error: 1 delivery(ies) still cannot be processed; "
+        "`payhooks deliveries list --status malformed_json` shows them with their errors.\n"
+    )
     with Ledger(database) as ledger:
         assert ledger.state("order-1") is ReconciliationState.PAID
         assert ledger.state("order-2") is ReconciliationState.UNEXPECTED
