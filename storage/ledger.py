@@ -259,6 +259,8 @@ class Ledger:
         state: ReconciliationState | str | Iterable[ReconciliationState | str] | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
+        paid_since: datetime | None = None,
+        paid_until: datetime | None = None,
     ) -> Iterator[ReconciliationRow]:
         """Stream the reconciliation, one row per payment and per unexpected identifier.
 
@@ -266,6 +268,8 @@ class Ledger:
         :param since: only rows opened at or after this aware time (a payment: when it was
             registered; an unexpected identifier: its earliest ``paid_at``).
         :param until: only rows opened before this aware time.
+        :param paid_since: only payments paid at or after this aware time: a ``succeeded``
+            outcome's ``paid_at`` (a subscription: any period's). ``paid_until``: before it.
 
         Rows come from a cursor as they are computed (expected payments by identifier, then
         unexpected ones), so memory stays flat however many there are.
@@ -277,7 +281,14 @@ class Ledger:
         else:
             wanted = frozenset(enum_member(ReconciliationState, s, "state") for s in state)
         return self._engine.stream(
-            lambda conn: reconciliation.select_rows(conn, states=wanted, since=since, until=until),
+            lambda conn: reconciliation.select_rows(
+                conn,
+                states=wanted,
+                since=since,
+                until=until,
+                paid_since=paid_since,
+                paid_until=paid_until,
+            ),
             reconciliation.to_row,
         )
 

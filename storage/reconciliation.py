@@ -91,12 +91,17 @@ def select_rows(
     states: frozenset[ReconciliationState] | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
+    paid_since: datetime | None = None,
+    paid_until: datetime | None = None,
 ) -> Cursor:
     """A cursor over the view's rows (tuples for :func:`to_row`): expected payments first, then
     the identifiers nobody expected, each by ``external_identifier``.
 
     :param states: only rows in one of these states.
     :param since: only rows opened at or after this time (inclusive); ``until``: before it.
+    :param paid_since: only payments with a ``succeeded`` outcome whose ``paid_at`` is at or
+        after this time; ``paid_until``: before it (one outcome meets both). Money that arrived
+        in the window, whatever became of it later.
     """
     conditions: list[str] = []
     params: list[str] = []
@@ -109,6 +114,19 @@ def select_rows(
     if until is not None:
         conditions.append("opened_at < ?")
         params.append(to_text(until, argument="until"))
+    if paid_since is not None or paid_until is not None:
+        paid = [f"state = '{PaymentState.SUCCEEDED.value}'"]
+        if paid_since is not None:
+            paid.append("paid_at >= ?")
+            params.append(to_text(paid_since, argument="paid_since"))
+        if paid_until is not None:
+            paid.append("paid_at < ?")
+            params.append(to_text(paid_until, argument="paid_until"))
+        conditions.append(
+            "external_identifier IN (SELECT external_identifier FROM outcomes WHERE "  # noqa: S608 - constants only
+            + " AND ".join(paid)
+            + ")"
+        )
     sql = _SELECT + (" WHERE " + " AND ".join(conditions) if conditions else "") + _ORDER
     return conn.execute(sql, params)
 

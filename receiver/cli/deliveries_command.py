@@ -9,7 +9,7 @@ escaped (:mod:`payhooks.receiver.cli.delivery_views`).
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
 from datetime import datetime
 from pathlib import Path
 
@@ -230,13 +230,23 @@ def export(delivery_ids: tuple[int, ...], output: Path, database: Path | None) -
 
 def _write_new(target: Path, body: bytes) -> None:
     """Write ``body`` to a new file at ``target``, whole or not at all: a temporary file
-    beside it, linked into place (which fails if ``target`` appeared meanwhile)."""
-    descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    beside it, linked into place (which fails if ``target`` appeared meanwhile). The
+    temporary file is named first and made inside the ``try``, so a Ctrl-C just after it was
+    created still removes it."""
+    temporary = target.parent / f".{target.name}.{secrets.token_hex(8)}"
     try:
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with open(descriptor, "wb") as handle:
             handle.write(body)
             handle.flush()
             os.fsync(handle.fileno())
         os.link(temporary, target)
-    finally:
-        Path(temporary).unlink(missing_ok=True)
+    except FileExistsError as err:
+        if err.filename2 is None:  # os.open met another's file of that name: never removed
+            raise
+        temporary.unlink(missing_ok=True)
+        raise
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    temporary.unlink()

@@ -98,9 +98,12 @@ def reprocess(status: str | None, no_signals: bool, database: Path | None) -> No
     listed = ", ".join(f"{count} {name}" for name, count in sorted(report.counts.items()))
     click.echo(f"Reprocessed {report.total} delivery(ies): {listed}.")
     if report.still_failing:
+        options = " ".join(
+            f"--status {status}" for status in report.failing_statuses if status != "not_found"
+        )
         raise click.ClickException(
             f"{report.still_failing} delivery(ies) still cannot be processed; "
-            "their errors are in the deliveries table."
+            f"`payhooks deliveries list {options}` shows them with their errors."
         )
 
 

@@ -11,12 +11,11 @@ and none changes what a tool reading the report exactly gets back:
 - A terminal obeys escape sequences, and a newline draws a row of its own in a table.
   :func:`terminal_text` shows every control character as a visible escape (``\\x1b``,
   ``\\n``), and a backslash as ``\\\\`` so that an escape on screen is never ambiguous.
-- JSON for a terminal (:func:`terminal_json`) writes each character :func:`terminal_text`
-  would escape as a JSON ``\\u`` escape: the document decodes to the exact values, and shows
-  inert.
-- JSON escapes control characters itself; :func:`json_line` also escapes the few characters
-  JSON leaves raw that some line readers (Python's ``str.splitlines``, JavaScript before
-  ES2019) treat as line breaks, so one record stays on one line. The decoded values are exact.
+- JSON (:func:`terminal_json`, for JSON Lines and documents alike) writes each character
+  :func:`terminal_text` would escape as a JSON ``\\u`` escape: the document decodes to the
+  exact values and shows inert on a terminal, and the characters JSON leaves raw that some line
+  readers (Python's ``str.splitlines``, JavaScript before ES2019) treat as line breaks are
+  escaped too, so one record stays on one line.
 """
 
 from __future__ import annotations
@@ -24,10 +23,9 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Mapping
 from typing import Any, Final
 
-__all__ = ["FORMULA_TRIGGERS", "csv_field", "json_line", "terminal_json", "terminal_text"]
+__all__ = ["FORMULA_TRIGGERS", "csv_field", "terminal_json", "terminal_text"]
 
 #: First characters that make a spreadsheet read a CSV cell as a formula (OWASP, "CSV
 #: Injection").
@@ -41,9 +39,6 @@ _BIDI_CONTROLS: Final = frozenset(
 )
 
 _NAMED_ESCAPES: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
-
-# JSON leaves these raw inside strings, yet some line readers split on them.
-_JSON_LINE_BREAKS: Final = re.compile("[\u0085\u2028\u2029]")
 
 # What terminal_text escapes that JSON (without ensure_ascii) leaves raw: C0 controls but the
 # newline (JSON writes the others escaped, and an indented document's newlines are its own),
@@ -103,9 +98,3 @@ def csv_field(value: Any, *, text: bool) -> str:
     if _NEEDS_QUOTES.search(cell):
         return '"' + cell.replace('"', '""') + '"'
     return cell
-
-
-def json_line(record: Mapping[str, Any]) -> str:
-    """``record`` as one compact JSON line (no newline), UTF-8 text kept readable."""
-    document = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
-    return _JSON_LINE_BREAKS.sub(lambda match: f"\\u{ord(match.group()):04x}", document)

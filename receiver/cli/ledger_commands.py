@@ -228,6 +228,18 @@ def _expect_csv(path: Path, database: Path | None) -> None:
     help="Only payments opened before this time.",
 )
 @click.option(
+    "--paid-since",
+    callback=moment_callback,
+    metavar="TIME",
+    help="Only payments with money that arrived (a succeeded outcome) at or after this time.",
+)
+@click.option(
+    "--paid-until",
+    callback=moment_callback,
+    metavar="TIME",
+    help="Only payments with money that arrived (a succeeded outcome) before this time.",
+)
+@click.option(
     "--output",
     type=click.Path(dir_okay=False, writable=True, path_type=Path),
     help="Write the report to this file (with a progress bar) instead of standard output.",
@@ -248,6 +260,8 @@ def reconcile(
     states: tuple[str, ...],
     since: datetime | None,
     until: datetime | None,
+    paid_since: datetime | None,
+    paid_until: datetime | None,
     output: Path | None,
     fail_on_mismatch: bool,
     database: Path | None,
@@ -255,18 +269,22 @@ def reconcile(
     """Report every expected payment (and every unexpected one) against what arrived.
 
     A payment is opened when it was registered (an unexpected one: its first payment time);
-    --since and --until filter on that, and a time without an offset is UTC. The table ends
-    with counts and totals per currency and state.
+    --since and --until filter on that. --paid-since and --paid-until keep the payments whose
+    money arrived in that window (a succeeded outcome's payment time; a subscription: any
+    period's). A time without an offset is UTC. The table ends with counts and totals per
+    currency and state.
     """
-    if since is not None and until is not None and until <= since:
-        raise click.BadParameter(
-            f"{until.isoformat()} is not after --since {since.isoformat()}: the report "
-            "takes payments opened from --since up to, not including, --until.",
-            param_hint="'--until'",
-        )
+    _check_window(since, until, "opened", "--since", "--until")
+    _check_window(paid_since, paid_until, "paid", "--paid-since", "--paid-until")
     totals = Totals()
     with ledger_for(database) as ledger:
-        rows = ledger.reconcile(state=states or None, since=since, until=until)
+        rows = ledger.reconcile(
+            state=states or None,
+            since=since,
+            until=until,
+            paid_since=paid_since,
+            paid_until=paid_until,
+        )
         if output is None:
             with _writing_to_stdout() as out:
                 write_report(rows, out, report_format, totals=totals)
@@ -291,6 +309,18 @@ def reconcile(
         click.echo(f"Wrote {totals.rows} row(s) to {output}.", err=True)
     if fail_on_mismatch:
         _fail_on_mismatch(totals)
+
+
+def _check_window(
+    start: datetime | None, end: datetime | None, what: str, start_name: str, end_name: str
+) -> None:
+    """Bad usage when the window ends where it starts, or before."""
+    if start is not None and end is not None and end <= start:
+        raise click.BadParameter(
+            f"{end.isoformat()} is not after {start_name} {start.isoformat()}: the report "
+            f"takes payments {what} from {start_name} up to, not including, {end_name}.",
+            param_hint=f"'{end_name}'",
+        )
 
 
 @contextmanager

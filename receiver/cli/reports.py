@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Final, Literal, TextIO
 
-from payhooks.receiver.cli.escaping import csv_field, json_line, terminal_text
+from payhooks.receiver.cli.escaping import csv_field, terminal_json, terminal_text
 from payhooks.storage import MISMATCH_STATES, ReconciliationRow, from_minor_units
 
 __all__ = [
@@ -224,7 +224,7 @@ def _counting(rows: Iterable[ReconciliationRow], totals: Totals | None) -> Itera
 def _write_json_lines(records: Iterable[Mapping[str, Any]], out: TextIO) -> int:
     written = 0
     for record in records:
-        out.write(json_line(record))
+        out.write(terminal_json(record))
         out.write("\n")
         written += 1
     return written

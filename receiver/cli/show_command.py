@@ -22,7 +22,7 @@ from typing import Any, Literal
 import click
 
 from payhooks.receiver.cli.common import database_option, fail_on_storage_errors, ledger_for
-from payhooks.receiver.cli.escaping import json_line, terminal_text
+from payhooks.receiver.cli.escaping import terminal_json, terminal_text
 from payhooks.receiver.cli.reports import REPORT_FIELDS, report_record
 from payhooks.storage import (
     CreationAttemptEvent,
@@ -69,7 +69,7 @@ def show(identifier: str, show_format: ShowFormat, database: Path | None) -> Non
         # The group escapes the message for the terminal.
         raise click.ClickException(f"The ledger has nothing about '{identifier}'.")
     if show_format == "json":
-        click.echo(json_line(story_record(story)))
+        click.echo(terminal_json(story_record(story)))
         return
     for line in story_lines(story):
         click.echo(terminal_text(line))

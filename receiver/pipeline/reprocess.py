@@ -49,13 +49,14 @@ class ReprocessReport:
         return sum(self.counts.values())
 
     @property
+    def failing_statuses(self) -> list[str]:
+        """The statuses of the deliveries that still have no recorded outcome, sorted."""
+        return sorted(s for s in self.counts if s not in FINISHED_DELIVERY_STATUSES)
+
+    @property
     def still_failing(self) -> int:
         """Deliveries that still have no recorded outcome."""
-        return sum(
-            count
-            for status, count in self.counts.items()
-            if status not in FINISHED_DELIVERY_STATUSES
-        )
+        return sum(self.counts[status] for status in self.failing_statuses)
 
 
 def delivery_ids(

@@ -327,7 +327,10 @@ def test_reprocess_records_outcomes_of_deliveries_that_failed_and_counts_them(
 
     assert result.exit_code == 1
     assert result.stdout == "Reprocessed 3 delivery(ies): 1 malformed_json, 2 processed.\n"
-    assert "1 delivery(ies) still cannot be processed" in result.stderr
+    assert result.stderr.endswith(
+        "Error: 1 delivery(ies) still cannot be processed; "
+        "`payhooks deliveries list --status malformed_json` shows them with their errors.\n"
+    )
     with Ledger(database) as ledger:
         assert ledger.state("order-1") is ReconciliationState.PAID
         assert ledger.state("order-2") is ReconciliationState.UNEXPECTED
@@ -548,13 +551,40 @@ def test_reconcile_with_standard_output_on_a_full_device_is_exit_1_in_one_senten
 
 
 @pytest.mark.parametrize(
+    ("start", "end"), [("--since", "--until"), ("--paid-since", "--paid-until")]
+)
+@pytest.mark.parametrize(
     ("since", "until"), [("2026-02-01", "2026-01-01"), ("2026-01-01T08:00:00+08:00", "2026-01-01")]
 )
-def test_until_not_after_since_is_bad_usage(database: Path, since: str, until: str) -> None:
-    result = run(["reconcile", "--database", str(database), "--since", since, "--until", until])
+def test_until_not_after_since_is_bad_usage(
+    database: Path, start: str, end: str, since: str, until: str
+) -> None:
+    result = run(["reconcile", "--database", str(database), start, since, end, until])
     assert result.exit_code == 2
-    assert "--until" in result.stderr
-    assert "after --since" in result.stderr
+    assert end in result.stderr
+    assert f"after {start} " in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("window", "expected"),
+    [
+        # Every notification was paid on 2026-11-21 (service time); order-open never was.
+        (
+            ["--paid-since", "2026-11-21", "--paid-until", "2026-11-22"],
+            {"order-paid", "order-short", "order-yen", "sub-1", "nobody-asked"},
+        ),
+        (["--paid-since", "2026-11-22"], set()),
+        (["--paid-until", "2026-11-20"], set()),
+        (["--paid-since", "2026-11-21", "--state", "amount_mismatch"], {"order-short"}),
+    ],
+)
+def test_reconcile_by_paid_time_lists_the_payments_paid_in_the_window(
+    database: Path, window: list[str], expected: set[str]
+) -> None:
+    result = run(["reconcile", "--database", str(database), "--format", "csv", *window])
+
+    assert result.exit_code == 0, result.output
+    assert set(_rows(result.stdout)) == expected
 
 
 @pytest.mark.system

@@ -19,7 +19,6 @@ from flask.testing import FlaskClient
 from payhooks.receiver.cli.escaping import (
     FORMULA_TRIGGERS,
     csv_field,
-    json_line,
     terminal_json,
     terminal_text,
 )
@@ -107,13 +106,19 @@ def test_the_table_shows_control_characters_as_escapes_one_line_per_row(
     assert totals.splitlines()[1].split()[:3] == ["CNY", "unexpected", str(len(HOSTILE))]
 
 
-def test_json_lines_keep_every_identifier_exact_one_record_per_line(hostile_ledger: Path) -> None:
+def test_json_lines_keep_every_identifier_exact_one_record_per_line_and_inert(
+    hostile_ledger: Path,
+) -> None:
     text = _reconcile(hostile_ledger, "json")
 
     # splitlines() breaks on U+2028, U+0085 and more: each record must still be one line.
     records = json_lines(text)
     assert len(text.splitlines()) == len(HOSTILE)
     assert {record["external_identifier"] for record in records} == set(HOSTILE)
+    # Nothing a terminal obeys or reorders by reaches it raw: escapes and bidi controls are
+    # JSON escapes, decoded exactly above.
+    assert not any(char in text for char in "\x1b\x07\x7f\x85\u2028\u202e")
+    assert "order-\\u202e1-gnp" in text
 
 
 @pytest.mark.parametrize(
@@ -178,8 +183,8 @@ def test_terminal_text_escapes_controls_visibly_and_unambiguously(value: str, sh
     assert terminal_text(value) == shown
 
 
-def test_json_line_escapes_the_line_breaks_json_leaves_raw() -> None:
-    line = json_line({"id": "a\u2028b\u2029c\x85d\ne"})
+def test_terminal_json_escapes_the_line_breaks_json_leaves_raw() -> None:
+    line = terminal_json({"id": "a\u2028b\u2029c\x85d\ne"})
 
     assert line == '{"id":"a\\u2028b\\u2029c\\u0085d\\ne"}'
     assert line.splitlines() == [line]

@@ -563,6 +563,45 @@ def test_reconcile_streams_rows_filtered_by_state_and_opening_time(
         ledger.reconcile(since=datetime(2026, 1, 1))
 
 
+def test_reconcile_by_paid_time_keeps_payments_whose_money_arrived_in_the_window(
+    ledger: Ledger,
+) -> None:
+    """Paid yesterday: a succeeded outcome's ``paid_at`` in the window, whatever came after (a
+    refund) and whenever the payment was registered; a failure in the window is not money."""
+    day = timedelta(days=1)
+    for name in ("before", "inside", "refunded", "failed", "edge"):
+        ledger.expect_transaction(name, 2500, "CNY")
+    ledger.expect_subscription("sub", 2500, "CNY", plan_amount_minor=2500)
+    ledger.expect_transaction("never", 2500, "CNY")
+    paid = [
+        ("before", "ll-1", "PS", -day),
+        ("inside", "ll-2", "PS", day / 2),
+        ("refunded", "ll-3", "PS", day / 4),
+        ("refunded", "ll-3", "RS", 2 * day),
+        ("failed", "ll-4", "PF", day / 2),
+        ("sub", "ll-5", "PS", -30 * day),  # period 1, before the window
+        ("sub", "ll-6", "PS", day / 3),  # period 2, inside
+        ("edge", "ll-7", "PS", day),  # the window's end: not included
+        ("stray", "ll-8", "PS", day / 2),  # nobody expected it, but its money arrived
+    ]
+    for name, transaction_id, code, offset in paid:
+        record(
+            ledger,
+            outcome(
+                code, external_identifier=name, transaction_id=transaction_id, paid_at=T0 + offset
+            ),
+        )
+
+    window = ledger.reconcile(paid_since=T0, paid_until=T0 + day)
+    assert [r.external_identifier for r in window] == ["inside", "refunded", "sub", "stray"]
+    after = ledger.reconcile(paid_since=T0 + day)
+    assert [r.external_identifier for r in after] == ["edge"]
+    before = ledger.reconcile(paid_until=T0, state="paid")  # sub's first period too
+    assert [r.external_identifier for r in before] == ["before", "sub"]
+    with pytest.raises(ValueError, match="paid_since"):
+        ledger.reconcile(paid_since=datetime(2026, 1, 1))
+
+
 def test_summary_counts_and_totals_per_currency_and_state(ledger: Ledger) -> None:
     ledger.expect_transaction("a", 2500, "CNY")
     ledger.expect_transaction("b", 1000, "CNY")
