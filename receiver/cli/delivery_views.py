@@ -10,13 +10,12 @@ control. Amounts are decimal strings, never floats.
 from __future__ import annotations
 
 import base64
-import json
-import re
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any, Final
 
-from payhooks.receiver.cli.escaping import terminal_json, terminal_text
+from payhooks.receiver.cli.escaping import terminal_text
+from payhooks.receiver.visible_text import body_as_text, json_lines_of
 from payhooks.storage import DeliveryDetails, LoggedDelivery, RejectedDelivery
 
 __all__ = [
@@ -150,75 +149,12 @@ def details_lines(details: DeliveryDetails) -> Iterator[str]:
 # -- the body ------------------------------------------------------------------------------
 
 
-class _Number(str):
-    """A JSON number kept as the text it was sent as (``25.00`` stays ``25.00``, never a
-    float)."""
-
-
-class _Pairs(list[tuple[str, Any]]):
-    """A JSON object's members in the order sent, repeated names kept: what a parser
-    disagreeing with ours would read is on screen."""
-
-
-def _parse(body: bytes) -> Any:
-    return json.loads(
-        body,
-        parse_float=_Number,
-        parse_int=_Number,
-        parse_constant=_Number,  # NaN, Infinity: shown as sent
-        object_pairs_hook=_Pairs,
-    )
-
-
-def _pretty(value: Any, indent: str = "") -> list[str]:
-    """The lines of ``value``, two spaces a level; every string quoted by
-    :func:`terminal_json`, so each line is safe as it is."""
-    inner = indent + "  "
-    if isinstance(value, list) and value:
-        is_object = isinstance(value, _Pairs)
-        lines = ["{" if is_object else "["]
-        for position, item in enumerate(value):
-            if is_object:
-                name, member = item
-                item_lines = _pretty(member, inner)
-                item_lines[0] = f"{inner}{terminal_json(name)}: {item_lines[0]}"
-            else:
-                item_lines = _pretty(item, inner)
-                item_lines[0] = f"{inner}{item_lines[0]}"
-            if position < len(value) - 1:
-                item_lines[-1] += ","
-            lines.extend(item_lines)
-        lines.append(indent + ("}" if is_object else "]"))
-        return lines
-    if isinstance(value, list):
-        return ["{}" if isinstance(value, _Pairs) else "[]"]
-    if isinstance(value, _Number):
-        return [str(value)]
-    return [terminal_json(value)]
-
-
-_UNDECODABLE: Final = re.compile("[\udc80-\udcff]")
-
-
-def _escaped_text(body: bytes) -> str:
-    """The body as UTF-8 text for the terminal, each undecodable byte as ``\\xNN``."""
-    text = body.decode("utf-8", errors="surrogateescape")
-    parts, last = [], 0
-    for match in _UNDECODABLE.finditer(text):
-        parts.append(terminal_text(text[last : match.start()]))
-        parts.append(f"\\x{ord(match.group()) - 0xDC00:02x}")
-        last = match.end()
-    parts.append(terminal_text(text[last:]))
-    return "".join(parts)
-
-
 def body_lines(body: bytes) -> list[str]:
     """The body for the terminal, indented by two spaces: laid out when it is JSON (members
     in the order sent, repeated names kept, numbers as written), else on one line, escaped."""
     if not body:
         return ["  (empty)"]
-    try:
-        parsed = _parse(body)
-    except (ValueError, RecursionError):
-        return ["  (not JSON; shown escaped)", f"  {_escaped_text(body)}"]
-    return [f"  {line}" for line in _pretty(parsed)]
+    lines = json_lines_of(body)
+    if lines is None:
+        return ["  (not JSON; shown escaped)", f"  {body_as_text(body)}"]
+    return [f"  {line}" for line in lines]

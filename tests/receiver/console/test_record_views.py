@@ -82,6 +82,27 @@ def test_a_body_that_is_not_json_is_shown_as_received_escaped(
     assert re.search(r'<dt>Error</dt><dd class="error-text">(?!none)[^<]+</dd>', text)
 
 
+def test_a_json_body_is_shown_as_sent_numbers_as_written_and_a_repeated_name_kept(
+    console: FlaskClient, deliver: Deliver
+) -> None:
+    """A parser that disagrees with ours could read the other of two same-named members, and
+    ``25.00`` read as a float would show as ``25.0``: the page shows the body as signed."""
+    body = (
+        b'{"merchant_transaction_id": "order-7", "merchant_transaction_id": "order-8", '
+        b'"payment_data": {"payment_amount": 25.00, "n": 1e400}}'
+    )
+    delivery_id = deliver(body=body, status=400)  # refused as ambiguous, and stored
+
+    text = _page(console, f"/console/deliveries/{delivery_id}")
+
+    assert "Body (JSON, indented)" in text
+    assert text.count("&#34;merchant_transaction_id&#34;:") == 2
+    assert "&#34;order-7&#34;" in text
+    assert "&#34;order-8&#34;" in text
+    assert "&#34;payment_amount&#34;: 25.00," in text
+    assert "&#34;n&#34;: 1e400" in text
+
+
 @pytest.mark.parametrize("delivery_id", ["99", "9223372036854775808", "1" + "0" * 30])
 def test_a_delivery_the_ledger_does_not_hold_is_a_404_page(
     console: FlaskClient, deliver: Deliver, delivery_id: str
