@@ -15,7 +15,6 @@ fail under ``CI=true``: CI must run them.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,32 +32,13 @@ from payhooks.service.client import (
 from payhooks.service.sandbox import NotificationState, SandboxServer, SandboxSettings
 from payhooks.storage import Ledger, ReconciliationState
 from tests.support.app import TEST_SECRET
+from tests.support.browser import BROWSER_TIMEOUT_MS, SCREENS, chromium
 from tests.support.live_server import LiveServer
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
 
-CHROMIUM = Path("/usr/bin/chromium")
-INSTALL = (
-    "apt-get install -y chromium && pip install playwright "
-    "(or pip install -e '.[test]'; never `playwright install`: Debian's browser is used)"
-)
-#: Headless, and nothing but the pages it is sent to: Chromium's own background connections
-#: (updates, sync, QUIC probes) are refused by a closed network and only slow it down.
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 MERCHANT = "sandbox-merchant"
-#: How long the browser waits for a navigation or an element, in milliseconds.
-BROWSER_TIMEOUT_MS = 60_000
-
 CONFIRMED_PAID = {"state": "paid", "confirmed": "true"}
 CONFIRMED_CANCELLED = {"state": "cancelled", "confirmed": "true"}
 
@@ -81,44 +61,11 @@ HOME = """<!doctype html>
 <body><h1>Tea shop</h1></body></html>
 """
 
-#: The widths the customer's pages are checked at: a desktop window and a phone, which honours
-#: the page's viewport meta as a phone's browser does.
-SCREENS: dict[str, dict[str, Any]] = {
-    "desktop": {"viewport": {"width": 1280, "height": 800}},
-    "phone": {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True},
-}
-
-
-def _missing_browser() -> str | None:
-    """Why the browser cannot run here, or None."""
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return f"Playwright is not installed: {INSTALL}"
-    if not CHROMIUM.is_file():
-        return f"Debian's Chromium is not at {CHROMIUM}: {INSTALL}"
-    return None
-
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """Debian's Chromium, headless, for the module; closed (and its driver stopped) even when a
-    test fails. Missing: skipped with the install command, but a failure under ``CI=true``."""
-    reason = _missing_browser()
-    if reason is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI must run the browser tests: {reason}")
-        pytest.skip(reason)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
-        )
-        try:
-            yield launched
-        finally:
-            launched.close()
+    """Debian's Chromium, headless, for the module."""
+    yield from chromium()
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ launched as in :mod:`tests.system.test_browser`: skipped where it is missing, fa
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,14 +20,8 @@ from flask import Flask
 from payhooks.receiver import Console
 from payhooks.storage import Ledger
 from tests.support.app import AppFactory, BodyFactory, SignFunction
+from tests.support.browser import BROWSER_TIMEOUT_MS, SCREENS, chromium
 from tests.support.live_server import LiveServer
-from tests.system.test_browser import (
-    BROWSER_TIMEOUT_MS,
-    CHROMIUM,
-    CHROMIUM_ARGS,
-    INSTALL,
-    SCREENS,
-)
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, ConsoleMessage, Dialog, Page
@@ -40,34 +33,10 @@ HOSTILE = '"><img src=x onerror=alert(1)><script>alert(2)</script>\u202ex'
 HOSTILE_SHOWN = '"><img src=x onerror=alert(1)><script>alert(2)</script>\\u202ex'
 
 
-def _missing_browser() -> str | None:
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return f"Playwright is not installed: {INSTALL}"
-    if not CHROMIUM.is_file():
-        return f"Debian's Chromium is not at {CHROMIUM}: {INSTALL}"
-    return None
-
-
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """Debian's Chromium, headless, for the module; closed even when a test fails."""
-    reason = _missing_browser()
-    if reason is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI must run the browser tests: {reason}")
-        pytest.skip(reason)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
-        )
-        try:
-            yield launched
-        finally:
-            launched.close()
+    """Debian's Chromium, headless, for the module."""
+    yield from chromium()
 
 
 class Watched:
