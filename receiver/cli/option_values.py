@@ -5,10 +5,11 @@ codes and ISO 8601 times, each refused in one sentence as bad usage (exit 2)."""
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import click
 
+from payhooks.receiver.durations import parse_duration
 from payhooks.storage import MAX_AMOUNT_MINOR, minor_unit_exponent
 
 #: What an expected amount must be, said by every refusal of one.
@@ -104,3 +105,25 @@ def moment_callback(
         raise click.BadParameter(
             f"{value!r} is outside the times the ledger can compare (years 1 to 9999 in UTC)."
         ) from None
+
+
+class Duration(click.ParamType):
+    """A DURATION option (``30s``, ``15m``, ``12h``, ``90d``), read by
+    :func:`~payhooks.receiver.durations.parse_duration` into a ``timedelta``; anything else is
+    bad usage (exit 2) in one sentence."""
+
+    name = "DURATION"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> timedelta:
+        if isinstance(value, timedelta):
+            return value
+        try:
+            return parse_duration(str(value))
+        except ValueError as err:
+            self.fail(str(err), param, ctx)
+
+
+#: The one instance the commands use: ``type=DURATION``.
+DURATION = Duration()
