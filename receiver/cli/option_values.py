@@ -107,7 +107,8 @@ def moment_callback(
         ) from None
 
 
-class Duration(click.ParamType):
+# click 8.3 made ParamType generic; subscripting it would fail on the 8.1 the project allows.
+class Duration(click.ParamType):  # type: ignore[type-arg]
     """A DURATION option (``30s``, ``15m``, ``12h``, ``90d``), read by
     :func:`~payhooks.receiver.durations.parse_duration` into a ``timedelta``; anything else is
     bad usage (exit 2) in one sentence."""
