@@ -84,6 +84,16 @@ def _shown(client: FlaskClient, url: str) -> tuple[list[int], int, str | None]:
         ("?identifier=&window=", ["invalid", "duplicate", "malformed", "other", "paid"]),
         ("?identifier=nobody", []),
         ("?window=all&status=duplicate", ["duplicate"]),
+        ("?code=PS", ["duplicate", "other", "paid"]),
+        ("?code=PF", []),
+        ("?error=malformed_json", ["malformed"]),
+        ("?error=invalid_payload&status=invalid_payload", ["invalid"]),
+        ("?error=signal_error", []),
+        ("?q=order-", ["invalid", "duplicate", "other", "paid"]),
+        ("?q=order-2", ["duplicate", "other"]),
+        ("?q=rder", []),
+        ("?q=order-2&code=PS&status=duplicate", ["duplicate"]),
+        ("?code=&error=&q=", ["invalid", "duplicate", "malformed", "other", "paid"]),
     ],
 )
 def test_filters_in_the_url_select_the_rows_newest_first_and_count_them(
@@ -210,6 +220,11 @@ def test_a_bad_query_value_is_a_400_page_naming_it(
         ("status=processed&status=PROCESSED", "status"),
         ("identifier=" + "x" * 65, "identifier"),
         ("identifier=order%00-1", "identifier"),
+        ("code=" + "x" * 65, "code"),
+        ("code=P%00S", "code"),
+        ("error=payment_failed", "error"),
+        ("q=" + "x" * 256, "q"),
+        ("q=order%00", "q"),
     ],
 )
 def test_a_bad_delivery_filter_is_a_400_page_naming_it(
