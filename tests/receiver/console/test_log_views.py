@@ -243,3 +243,16 @@ def test_an_identifier_of_64_characters_is_a_filter(console: FlaskClient, delive
     ids, count, _ = _shown(console, f"{LOG}?identifier={longest}")
 
     assert (ids, count) == ([delivery_id], 1)
+
+
+@pytest.mark.parametrize("name", ["identifier", "q", "code"])
+def test_a_filter_text_with_a_bidi_override_is_shown_escaped_never_raw_in_its_box(
+    console: FlaskClient, stored: Stored, name: str
+) -> None:
+    answer = console.get(LOG, query_string={name: "order-\u202e1"}, headers=VIEWER)
+
+    assert answer.status_code == 200
+    text = answer.get_data(as_text=True)
+    assert "\u202e" not in text
+    assert "<code>order-\\u202e1</code> (it holds control characters" in text
+    assert f'name="{name}" maxlength' in text
