@@ -11,6 +11,6 @@ without the extra, and :class:`Metrics` says in one sentence what to install.
 
 from __future__ import annotations
 
-from payhooks.receiver.web.metrics.mount import MISSING_EXTRA, Metrics, MetricsAuthorize
+from payhooks.receiver.web.metrics.mount import Metrics
 
-__all__ = ["MISSING_EXTRA", "Metrics", "MetricsAuthorize"]
+__all__ = ["Metrics"]
