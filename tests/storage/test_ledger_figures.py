@@ -4,6 +4,7 @@ the drift by kind and the mismatches by state."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -26,7 +27,7 @@ def clock() -> FixedClock:
 
 
 @pytest.fixture
-def timed(database: Path | str, clock: FixedClock) -> Ledger:
+def timed(database: Path | str, clock: FixedClock) -> Iterator[Ledger]:
     with Ledger(database, clock=clock) as opened:
         yield opened
 
