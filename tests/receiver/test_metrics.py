@@ -256,3 +256,18 @@ def test_an_observer_that_raises_leaves_the_answer_as_it_was(
     assert response.status_code == 200
     assert json.loads(response.data)["status"] == "processed"
     assert delivered(samples(client), 200, "processed") == 1
+
+
+@pytest.mark.sqlite_only
+def test_a_ledger_that_cannot_be_read_gives_readable_zero_and_no_ledger_figure(
+    make_app: AppFactory, database: Any
+) -> None:
+    app = make_app()
+    Metrics(app, url=METRICS, authorize=_open)
+    receiver_state(app).ledgers.close()
+    database.write_bytes(b"this is not a ledger" * 100)
+
+    found = samples(app.test_client())
+
+    assert found[("payhooks_ledger_readable", ())] == 0
+    assert not [name for name, _ in found if name == "payhooks_owed_signals"]

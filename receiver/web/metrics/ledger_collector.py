@@ -54,8 +54,7 @@ class LedgerCollector:
             "payhooks_ledger_readable", "1 when the ledger's figures could be read, else 0."
         )
         try:
-            with self._app.app_context():
-                figures = read_ledger_figures(receiver_state(self._app).ledger)
+            figures = read_ledger_figures(receiver_state(self._app).ledger)
         except StorageError as err:
             logger.warning("payhooks metrics: the ledger could not be read: %s", err.message)
             readable.add_metric([], 0)
