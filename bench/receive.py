@@ -50,6 +50,13 @@ PostgreSQL the write volume is the server's WAL bytes per delivery (``pg_current
 before and after the same deliveries) rather than SQLite's pages, and the server CPU per
 request is gunicorn's alone (PostgreSQL's backends do part of the work and are not counted).
 
+Beside ``FULL``, the same receiver with metrics and structured logs (``bench/metrics_app.py``:
+:class:`payhooks.receiver.Metrics` in prometheus_client's multiprocess mode, and
+``PAYHOOKS_DELIVERY_LOG`` writing each delivery's JSON line to a file), on a ledger file of its
+own, in the same rounds: its share of FULL's durable floor, printed under FULL's, tells what
+they cost (the goal: at most 3 points of the share). After the rounds it scrapes its metrics
+and counts its log lines, so a run shows the counts were kept. ``--no-metrics`` leaves it out.
+
 It prints last, per durability setting and then for PostgreSQL, the receiver's share of its
 durable floor's throughput (the median of the per-round ratios, with their spread; the goals
 are at least 50% with ``FULL`` on SQLite and 35% on PostgreSQL), after the WAL pages (or
@@ -153,6 +160,11 @@ def notification(number: int) -> bytes:
 
 #: The name of the PostgreSQL run among the durability settings.
 POSTGRES = "postgresql"
+#: The receiver with metrics and structured logs (``bench/metrics_app.py``), on SQLite with
+#: ``FULL``: its share of FULL's durable floor beside the plain receiver's tells what they cost.
+METRICS = "FULL+metrics"
+#: The goal: metrics and logs cost the receiver at most this many points of its share.
+METRICS_GOAL_POINTS = 3
 
 
 def register(database: Path | str, first: int, count: int) -> None:
@@ -344,6 +356,44 @@ def start_server(
     ).start()
 
 
+def start_metrics_server(
+    database: Path, verifying_key: str, args: argparse.Namespace
+) -> GunicornServer:
+    """The receiver with metrics and structured logs (``bench/metrics_app.py``) on ``database``
+    with ``FULL``, its counts in a multiprocess folder and its lines in a file beside it."""
+    counts = database.parent / "prometheus"
+    counts.mkdir()
+    env = {
+        "PAYHOOKS_DATABASE": str(database),
+        "PAYHOOKS_SECRETS": verifying_key,
+        "PAYHOOKS_SQLITE_SYNCHRONOUS": "FULL",
+        "PAYHOOKS_DELIVERY_LOG": "1",
+        "SECRET_KEY": "bench",
+        "PROMETHEUS_MULTIPROC_DIR": str(counts),
+        "BENCH_DELIVERY_LOG": str(database.parent / "deliveries.log"),
+        "PYTHONPATH": str(REPO),
+    }
+    return start_server("bench.metrics_app:create_app()", env, database.parent, args)
+
+
+def scrape_processed(port: int) -> float:
+    """How many deliveries the metrics counted as processed, over every worker."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+    finally:
+        conn.close()
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "payhooks_deliveries_total" and sample.labels.get("code") == "processed"
+    )
+
+
 def measure_round(
     figures: Figures, server: GunicornServer, jobs: Sequence[Job], args: argparse.Namespace
 ) -> float:
@@ -456,6 +506,10 @@ def over_gunicorn(args: argparse.Namespace, postgres: str | None) -> None:
             print(f"on {settings(postgres)}")
         keys = generate_keypair("standard-webhooks")
         files = list(databases.values())
+        with_metrics = "FULL" in modes and not args.no_metrics
+        metrics_file = directory / "bench-full-metrics.db"
+        if with_metrics:
+            files.append(metrics_file)
         # Every payment registered now; each batch of notifications signed just before it is
         # sent (a signature older than the receiver's tolerance is refused with a 401).
         total = args.warmup + args.rounds * args.count + args.wal_count
@@ -524,6 +578,10 @@ def over_gunicorn(args: argparse.Namespace, postgres: str | None) -> None:
                 servers[mode] = start_server(DEMO_APP, env, directory, args)
                 figures[mode] = Figures(f"receiver, synchronous={mode}")
                 stored_in[mode] = database
+            if with_metrics:
+                servers[METRICS] = start_metrics_server(metrics_file, keys.verifying_key, args)
+                figures[METRICS] = Figures("receiver, FULL+metrics+logs")
+                stored_in[METRICS] = metrics_file
             for server in servers.values():
                 warmup = sign(0, args.warmup, keys.signing_key)
                 run_clients(server.port, warmup, args.client_processes, args.connections)
@@ -555,10 +613,14 @@ def over_gunicorn(args: argparse.Namespace, postgres: str | None) -> None:
                 name: wal_bytes(url, send_counted(name)) / args.wal_count
                 for name, url in wal_of.items()
             }
+            counted = scrape_processed(servers[METRICS].port) if with_metrics else 0
         finally:
             for server in servers.values():
                 server.stop()
         stored = {mode: check_stored(database) for mode, database in databases.items()}
+        if with_metrics:
+            stored[METRICS] = check_stored(metrics_file)
+            log_lines = len((directory / "deliveries.log").read_text().splitlines())
         floor_rows = {
             mode: floor_stored(database)
             if isinstance(database, Path)
@@ -586,6 +648,14 @@ def over_gunicorn(args: argparse.Namespace, postgres: str | None) -> None:
             f"{floor.server_cpu_us / pipeline.server_cpu_us:.0%}; stored: {processed} of "
             f"{total} deliveries processed, {outcomes} outcomes ({durable})"
         )
+        if mode == "FULL" and with_metrics:
+            processed, outcomes = stored[METRICS]
+            print(figures[METRICS].line())
+            print(
+                f"  {METRICS}: {ratios(rates, METRICS, 'floor').text('%')} of the floor's "
+                f"throughput; stored: {processed} of {total} deliveries processed; counted by "
+                f"its metrics: {counted:.0f}; log lines: {log_lines}"
+            )
     print(
         f"per app: WAL pages per delivery (SQLite's log frames over {args.wal_count} deliveries "
         f"after the rounds) and server CPU per request (gunicorn's processes, median of rounds):"
@@ -607,6 +677,11 @@ def over_gunicorn(args: argparse.Namespace, postgres: str | None) -> None:
     for mode in measured:  # PostgreSQL's last: its goal is the figure this run is for
         goal = {"FULL": "  (goal: 50%)", POSTGRES: "  (goal: 35%)"}.get(mode, "")
         print(f"  {mode:<10} {ratios(rates, mode, f'durable-{mode}').text('%')}{goal}")
+        if mode == "FULL" and with_metrics:
+            print(
+                f"  {METRICS:<10} {ratios(rates, METRICS, 'durable-FULL').text('%')}  (goal: at "
+                f"most {METRICS_GOAL_POINTS} points under FULL)"
+            )
 
 
 # -- in process, and the profile ----------------------------------------------------------------
@@ -675,6 +750,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--client-processes", type=at_least(1), default=2)
     parser.add_argument("--in-process-count", type=at_least(1), default=2000)
     parser.add_argument("--profile", action="store_true", help="cProfile the in-process run")
+    parser.add_argument(
+        "--no-metrics",
+        action="store_true",
+        help="leave out the receiver with metrics and structured logs (FULL+metrics)",
+    )
     parser.add_argument(
         "--synchronous",
         type=lambda text: [mode.strip().upper() for mode in text.split(",")],

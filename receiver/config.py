@@ -33,6 +33,9 @@ docs/configuration.md):
   interface shows only ``processing``, so the rest is an assumption the merchant can correct.
 - ``PAYHOOKS_SYNC_MAX_AGE`` (one day, in seconds): how long an expected payment may be absent
   from the service's list before a complete sync calls it ``missing_at_service``.
+- ``PAYHOOKS_DELIVERY_LOG`` (False): one JSON line per request to the notification endpoint on
+  the ``payhooks.deliveries`` logger; off by default, for a busy receiver's log grows by a line
+  per delivery and many merchants already log requests at their proxy.
 """
 
 from __future__ import annotations
@@ -90,6 +93,7 @@ CONFIG_DEFAULTS: Mapping[str, Any] = {
         "charged_back": "charged_back",
     },
     "PAYHOOKS_SYNC_MAX_AGE": 24 * 3600,
+    "PAYHOOKS_DELIVERY_LOG": False,
 }
 
 #: The key names, in table order.
@@ -153,6 +157,19 @@ def _optional_text(text: str) -> str | None:
     return text or None
 
 
+_FLAGS: Mapping[str, bool] = {
+    **dict.fromkeys(("1", "true", "yes", "on"), True),
+    **dict.fromkeys(("", "0", "false", "no", "off"), False),
+}
+
+
+def _flag(text: str) -> bool:
+    try:
+        return _FLAGS[text.strip().lower()]
+    except KeyError:
+        raise ValueError("expected one of 1, true, yes, on, 0, false, no, off") from None
+
+
 #: How each key is read from an environment variable of the same name.
 ENV_PARSERS: Mapping[str, Callable[[str], Any]] = {
     "PAYHOOKS_DATABASE": str,
@@ -176,6 +193,7 @@ ENV_PARSERS: Mapping[str, Callable[[str], Any]] = {
     "PAYHOOKS_MERCHANT_ACCOUNT_ID": _optional_text,
     "PAYHOOKS_SYNC_STATUS_MAP": _json_object,
     "PAYHOOKS_SYNC_MAX_AGE": int,
+    "PAYHOOKS_DELIVERY_LOG": _flag,
 }
 
 

@@ -71,6 +71,8 @@ class ReceiverSettings:
     sync_max_age: int = 24 * 3600
     #: ``PAYHOOKS_SIGNALS_LEASE_SECONDS``: how long a claim on owed signals lasts.
     signals_lease_seconds: int = 300
+    #: ``PAYHOOKS_DELIVERY_LOG``: one JSON line per delivery on ``payhooks.deliveries``.
+    delivery_log: bool = False
     #: The verifier built from the keys while checking them (None when there were none).
     verifier: Verifier | None = field(default=None, compare=False, repr=False)
 
@@ -175,6 +177,7 @@ def load_settings(config: Mapping[str, Any], *, require_keys: bool = True) -> Re
         sync_status_map=_sync_status_map(merged["PAYHOOKS_SYNC_STATUS_MAP"]),
         sync_max_age=_positive_int(merged, "PAYHOOKS_SYNC_MAX_AGE"),
         signals_lease_seconds=_lease(merged),
+        delivery_log=_flag(merged, "PAYHOOKS_DELIVERY_LOG"),
         verifier=verifier,
     )
 
@@ -243,6 +246,13 @@ def _lease(config: Mapping[str, Any]) -> int:
     value = config[key]
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LEASE_SECONDS:
         raise ValueError(f"{key} must be an integer from 1 to {MAX_LEASE_SECONDS}, got {value!r}")
+    return value
+
+
+def _flag(config: Mapping[str, Any], key: str) -> bool:
+    value = config[key]
+    if not isinstance(value, bool):
+        raise ValueError(f"{key} must be True or False, got {value!r}")
     return value
 
 

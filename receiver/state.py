@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta, tzinfo
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,8 @@ from flask import Flask, current_app
 
 from payhooks.receiver.ledgers import LedgerPool
 from payhooks.receiver.pipeline import Sweeper
+from payhooks.receiver.pipeline.delivery_lines import log_delivery
+from payhooks.receiver.pipeline.delivery_reports import DeliveryObserver
 from payhooks.receiver.settings import load_settings
 from payhooks.storage import Ledger, PaymentState, is_postgres_url
 from payhooks.verify import Verifier
@@ -46,6 +48,10 @@ class ReceiverState:
     return_redirect: str | None = None
     #: ``PAYHOOKS_SHOP_URL``, checked: where the customer's pages link back to, or None.
     shop_url: str | None = None
+    #: Called with each request's :class:`~payhooks.receiver.pipeline.delivery_reports.
+    #: DeliveryReport` once its answer is built: the JSON log line (``PAYHOOKS_DELIVERY_LOG``)
+    #: and whatever mounts itself later (:class:`~payhooks.receiver.web.metrics.Metrics`).
+    observers: list[DeliveryObserver] = field(default_factory=list)
 
     @property
     def ledger(self) -> Ledger:
@@ -102,4 +108,5 @@ def build_state(config: Mapping[str, Any], *, serving: bool = True) -> ReceiverS
         max_body_bytes=settings.max_body_bytes,
         return_redirect=settings.return_redirect,
         shop_url=settings.shop_url,
+        observers=[log_delivery] if settings.delivery_log else [],
     )

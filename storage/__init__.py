@@ -34,6 +34,7 @@ from payhooks.storage.ledger import (
     SYNCHRONOUS_MODES,
     Ledger,
 )
+from payhooks.storage.ledger_figures import LedgerFigures, read_ledger_figures
 from payhooks.storage.limits import MAX_AMOUNT_MINOR
 from payhooks.storage.log_search import DeliveryErrorCode
 from payhooks.storage.migrations import CopyReport, copy_ledger, migrate
@@ -108,6 +109,7 @@ __all__ = [
     "EventKind",
     "Flow",
     "Ledger",
+    "LedgerFigures",
     "ListedTransaction",
     "LogPage",
     "LoggedDelivery",
@@ -142,6 +144,7 @@ __all__ = [
     "is_postgres_url",
     "migrate",
     "minor_unit_exponent",
+    "read_ledger_figures",
     "redacted",
     "to_minor_units",
 ]

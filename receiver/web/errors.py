@@ -23,7 +23,8 @@ __all__ = ["ERROR_CODES", "RETRY_AFTER_SECONDS", "error_response", "http_error_r
 #: HTTP misuse inside the blueprint, ``processing_error`` a failure of ours after the delivery
 #: was stored (answered 503 so the service retries once it is fixed), ``non_canonical_body`` a
 #: sorted-fields signature that holds but does not determine the body
-#: (docs/signature-security.md).
+#: (docs/signature-security.md), ``forbidden`` a scrape of the metrics that their
+#: ``authorize`` hook refused (docs/operations.md).
 ERROR_CODES: Mapping[str, int] = {
     "payload_too_large": 413,
     "missing_signature": 401,
@@ -38,6 +39,7 @@ ERROR_CODES: Mapping[str, int] = {
     "bad_request": 400,
     "processing_error": 503,
     "non_canonical_body": 401,
+    "forbidden": 403,
 }
 
 #: What a 503 asks the sender to wait before trying again.

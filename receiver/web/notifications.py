@@ -16,7 +16,9 @@
    already finished answers ``duplicate``; one stored but not finished (a 503 earlier) is
    finished now.
 5. Answer, after the commit: 200 with the acknowledgement the service's SDK expects.
-6. After the answer is sent (the response's close), run the receivers of the claimed signals
+6. Report the answer to the app's observers (:mod:`~payhooks.receiver.pipeline.delivery_reports`:
+   the metrics' counters, the JSON log line), when it has any.
+7. After the answer is sent (the response's close), run the receivers of the claimed signals
    (:mod:`payhooks.receiver.signals`) and mark them sent.
 
 Nothing is answered or acted on before the commit, so a crash before it only leaves a delivery
@@ -36,12 +38,14 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
 from flask import Flask, Response, current_app, request
 from werkzeug.exceptions import BadRequest, HTTPException, RequestEntityTooLarge
 
+from payhooks.receiver.pipeline.delivery_reports import DeliveryReport, notify_observers
 from payhooks.receiver.pipeline.processing import receive_delivery
 from payhooks.receiver.pipeline.signal_dispatch import send_claimed, sweep_unclaimed
 from payhooks.receiver.state import ReceiverState, receiver_state
@@ -66,17 +70,43 @@ STORED_HEADERS: tuple[str, ...] = ("content-type", "user-agent", "timezone")
 
 
 def receive_notification() -> Response:
-    """Run one delivery through the pipeline; see the module docstring for the steps."""
+    """Run one delivery through the pipeline; see the module docstring for the steps. Each
+    answer is reported to the app's observers (metrics, the JSON log line), if any."""
     app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
     state = receiver_state(app)
+    report = DeliveryReport()
+    try:
+        response = _receive(app, state, report)
+    except HTTPException as err:  # an unreadable body: routes.py answers it as bad_request
+        if state.observers:
+            report.finish(err.code or 400, "bad_request")
+            notify_observers(state.observers, report)
+        raise
+    if state.observers:
+        report.finish(response.status_code, report.code)
+        notify_observers(state.observers, report)
+    return response
+
+
+def _refuse(
+    report: DeliveryReport, code: str, message: str, details: Mapping[str, Any] | None = None
+) -> Response:
+    report.code = code
+    return error_response(code, message, details)
+
+
+def _receive(app: Flask, state: ReceiverState, report: DeliveryReport) -> Response:
     if state.verifier is None:
-        return error_response(
-            "processing_error", "The app was loaded for a command, without the webhook keys."
+        return _refuse(
+            report,
+            "processing_error",
+            "The app was loaded for a command, without the webhook keys.",
         )
 
     body = _read_capped_body(state.max_body_bytes)
     if body is None:
-        return error_response(
+        return _refuse(
+            report,
             "payload_too_large",
             f"The body is larger than {state.max_body_bytes} bytes.",
             {"max_bytes": state.max_body_bytes},
@@ -94,12 +124,15 @@ def receive_notification() -> Response:
         verified = state.verifier.verify(headers, body)
     except SignatureError as err:
         _record_rejected(state, err, body)
-        return error_response(err.code, err.message)
+        return _refuse(report, err.code, err.message)
 
     # What the sender signed identifies the delivery: its id (Standard Webhooks), the digest of
     # the sorted-fields string (many layouts of one body give it, and its signature shows the
     # body is the one it means), else the bytes (hmac-sha256 signs exactly them).
     dedupe_key = verified.webhook_id or verified.signed_digest or hashlib.sha256(body).hexdigest()
+    report.rejected = False
+    report.scheme = verified.scheme
+    report.dedupe_key = dedupe_key
     try:
         ledger = state.ledger
         result = receive_delivery(
@@ -114,23 +147,29 @@ def receive_notification() -> Response:
         )
     except StorageUnavailableError as err:
         logger.warning("payhooks: storage unavailable: %s", err.message)
-        return error_response("storage_unavailable", "The ledger cannot be written; try again.")
+        return _refuse(report, "storage_unavailable", "The ledger cannot be written; try again.")
     except StorageError:
         # Not a passing condition (a schema from a newer payhooks, say), but still nothing
         # stored: ask the service to come back once a person has looked.
         logger.exception("payhooks: the ledger refused a delivery")
-        return error_response("storage_unavailable", "The ledger cannot be written; try again.")
+        return _refuse(report, "storage_unavailable", "The ledger cannot be written; try again.")
+    report.delivery_id = result.delivery_id
+    report.outcome_id = result.new_outcome_id
+    if result.outcome is not None:
+        report.external_identifier = result.outcome.external_identifier
     refused = result.payload_error
     if refused is not None:
-        return error_response(refused.code, refused.message, refused.details)
+        return _refuse(report, refused.code, refused.message, refused.details)
     if not result.finished:
         # A bug of ours, or a ledger failure that is not about availability: the delivery is
         # stored, so the service's retry (or `payhooks reprocess`) can finish it later.
-        return error_response(
+        return _refuse(
+            report,
             "processing_error",
             "The delivery is stored but could not be processed; try again.",
         )
-    response = _acknowledge(str(result.status), result.delivery_id, result.reconciliation)
+    report.code = str(result.status)
+    response = _acknowledge(report.code, result.delivery_id, result.reconciliation)
     response.call_on_close(
         partial(_send_signals, app, state, result.claimed, result.stored_outcomes)
     )

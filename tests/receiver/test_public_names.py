@@ -10,6 +10,7 @@ import pytest
 PUBLIC = (
     "Console",
     "ConsoleRole",
+    "Metrics",
     "PayHooks",
     "PayloadError",
     "ReceiverSettings",
@@ -40,7 +41,10 @@ def test_the_receiver_package_exports_exactly_its_public_names() -> None:
 
 @pytest.mark.parametrize(
     ("package", "names"),
-    [("payhooks.receiver.web.console", ("Console", "ConsoleRole"))],
+    [
+        ("payhooks.receiver.web.console", ("Console", "ConsoleRole")),
+        ("payhooks.receiver.web.metrics", ("Metrics",)),
+    ],
 )
 def test_the_console_package_exports_what_the_receiver_re_exports(
     package: str, names: tuple[str, ...]

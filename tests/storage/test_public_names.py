@@ -33,6 +33,7 @@ PUBLIC = (
     "FINISHED_DELIVERY_STATUSES",
     "Flow",
     "Ledger",
+    "LedgerFigures",
     "ListedTransaction",
     "LogPage",
     "LoggedDelivery",
@@ -73,6 +74,7 @@ PUBLIC = (
     "is_postgres_url",
     "migrate",
     "minor_unit_exponent",
+    "read_ledger_figures",
     "redacted",
     "to_minor_units",
 )

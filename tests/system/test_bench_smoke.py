@@ -193,12 +193,24 @@ def test_the_receive_bench_finds_every_notification_stored_in_every_app(postgres
             re.MULTILINE,
         ), output
     assert "{200: 20}" in output  # one round of 20 per app
+    # The receiver with metrics and logs: every delivery stored, counted and logged.
+    assert re.search(
+        rf"^  FULL\+metrics: {share} of the floor's throughput; stored: 40 of 40 deliveries "
+        r"processed; counted by its metrics: 40; log lines: 40$",
+        output,
+        re.MULTILINE,
+    ), output
     # Last: WAL pages (SQLite) or bytes (PostgreSQL) per delivery and server CPU per request
     # for every app, then the receiver's share of its durable floor per setting.
     per_app, shares = output.split("per app: WAL pages per delivery")[-1].split(
         "the receiver's share of its durable floor's throughput"
     )
-    for app in ("durable floor, FULL", "receiver, synchronous=FULL", "durable floor, NORMAL"):
+    for app in (
+        "durable floor, FULL",
+        "receiver, synchronous=FULL",
+        r"receiver, FULL\+metrics\+logs",
+        "durable floor, NORMAL",
+    ):
         assert re.search(
             rf"^  {app} +[\d.]+ WAL pages/delivery +\d+ us server CPU/request", per_app, re.M
         ), output
@@ -210,6 +222,9 @@ def test_the_receive_bench_finds_every_notification_stored_in_every_app(postgres
     # Each setting's share, with the goals (issue 27) on FULL and PostgreSQL, the goal's
     # figure last; none against the bare route.
     assert re.search(rf"^  FULL +{share}  \(goal: 50%\)$", shares, re.MULTILINE), output
+    assert re.search(
+        rf"^  FULL\+metrics +{share}  \(goal: at most 3 points under FULL\)$", shares, re.M
+    ), output
     assert re.search(rf"^  NORMAL +{share}$", shares, re.MULTILINE), output
     assert re.search(rf"^  postgresql +{share}  \(goal: 35%\)$", shares.strip().splitlines()[-1]), (
         output
