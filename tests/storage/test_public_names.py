@@ -14,6 +14,7 @@ from pathlib import Path
 from payhooks.storage import Ledger
 
 PUBLIC = (
+    "AuditEntry",
     "ConflictError",
     "CopyReport",
     "CreationAttempt",
@@ -29,6 +30,7 @@ PUBLIC = (
     "DriftKind",
     "DriftRow",
     "EventKind",
+    "ExceptionReview",
     "FINISHED_DELIVERY_STATUSES",
     "Flow",
     "Ledger",
@@ -53,6 +55,7 @@ PUBLIC = (
     "RejectedDelivery",
     "ReturnEvent",
     "ReturnKind",
+    "ReviewStatus",
     "SCHEMA_VERSION",
     "STATE_RANK",
     "SYNCHRONOUS_MODES",
@@ -84,9 +87,10 @@ def test_the_storage_package_exports_exactly_its_public_names() -> None:
         assert getattr(package, name) is not None
 
 
-#: ``Ledger``'s public attributes: merchants' and finance's, and the three composed parts.
+#: ``Ledger``'s public attributes: merchants' and finance's, and the four composed parts.
 LEDGER_FACE = (
     "close",
+    "console",
     "database",
     "engine",
     "expect_subscription",
