@@ -33,11 +33,12 @@ if TYPE_CHECKING:
     )
     from payhooks.receiver.state import ReceiverState, receiver_state
     from payhooks.receiver.web import ReturnView, blueprint, return_url
-    from payhooks.receiver.web.console import Console, ConsoleRole
+    from payhooks.receiver.web.console import Console, ConsoleGrant, ConsoleRole
 
 #: Where each public name lives.
 _HOMES = {
     "Console": "payhooks.receiver.web.console",
+    "ConsoleGrant": "payhooks.receiver.web.console",
     "ConsoleRole": "payhooks.receiver.web.console",
     "PayHooks": "payhooks.receiver.extension",
     "PayloadError": "payhooks.receiver.payloads",
@@ -59,6 +60,7 @@ _HOMES = {
 
 __all__ = [
     "Console",
+    "ConsoleGrant",
     "ConsoleRole",
     "PayHooks",
     "PayloadError",

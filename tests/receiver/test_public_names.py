@@ -9,6 +9,7 @@ import pytest
 
 PUBLIC = (
     "Console",
+    "ConsoleGrant",
     "ConsoleRole",
     "PayHooks",
     "PayloadError",
@@ -40,7 +41,7 @@ def test_the_receiver_package_exports_exactly_its_public_names() -> None:
 
 @pytest.mark.parametrize(
     ("package", "names"),
-    [("payhooks.receiver.web.console", ("Console", "ConsoleRole"))],
+    [("payhooks.receiver.web.console", ("Console", "ConsoleGrant", "ConsoleRole"))],
 )
 def test_the_console_package_exports_what_the_receiver_re_exports(
     package: str, names: tuple[str, ...]
