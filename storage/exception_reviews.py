@@ -3,8 +3,8 @@
 One row per ``external_identifier``: its status (open, acknowledged, resolved, ignored), the
 note and who set it, and the reconciliation state the payment was in when they did. A review
 holds only while the payment stays in that state: a payment whose state changes after its
-review is open again (:func:`effective_status`), so a new problem is never hidden by an old
-"resolved".
+review is open again (:meth:`ExceptionReview.status_for`), so a new problem is never hidden by
+an old "resolved".
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 from payhooks.storage.sql import Connection
 from payhooks.storage.times import from_text
 
-__all__ = ["ExceptionReview", "ReviewStatus", "effective_status", "select_all", "upsert"]
+__all__ = ["ExceptionReview", "ReviewStatus", "select_all", "upsert"]
 
 
 class ReviewStatus(StrEnum):
@@ -41,13 +41,10 @@ class ExceptionReview:
     who: str
     reviewed_at: datetime
 
-
-def effective_status(review: ExceptionReview | None, state: str) -> ReviewStatus:
-    """The status a payment now in ``state`` shows: its review's, while the payment is still
-    in the state it was reviewed in; otherwise open."""
-    if review is None or review.reviewed_state != state:
-        return ReviewStatus.OPEN
-    return review.status
+    def status_for(self, state: str) -> ReviewStatus:
+        """The status the payment shows now that it is in ``state``: this review's while the
+        payment is still in the state it was reviewed in; otherwise open."""
+        return self.status if self.reviewed_state == state else ReviewStatus.OPEN
 
 
 _UPSERT = """

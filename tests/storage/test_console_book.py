@@ -15,7 +15,6 @@ from payhooks.storage import (
     Ledger,
     ReviewStatus,
 )
-from payhooks.storage.exception_reviews import effective_status
 from tests.support.factories import FixedClock
 
 
@@ -189,5 +188,4 @@ def test_a_review_holds_only_while_the_state_it_was_made_in_does(
     reviewed_state: str, state_now: str, shown: ReviewStatus, clock: FixedClock
 ) -> None:
     review = ExceptionReview("o", ReviewStatus.RESOLVED, reviewed_state, None, "bo", clock())
-    assert effective_status(review, state_now) is shown
-    assert effective_status(None, state_now) is ReviewStatus.OPEN
+    assert review.status_for(state_now) is shown
