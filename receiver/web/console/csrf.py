@@ -5,7 +5,8 @@ A synchronizer token: a random value kept in the app's Flask session (signed wit
 time, with what the form sends back. A page on another site cannot read it, so it cannot forge
 the form. On top, a browser's own word on where the request came from: a ``Sec-Fetch-Site``
 other than ``same-origin`` (or ``none``: the person's own navigation), or an ``Origin`` naming
-another host, is refused before the token is looked at.
+another host, is refused before the token is looked at (``Origin: null``, which browsers send
+from the console's ``no-referrer`` pages, decides nothing).
 
 Without a ``SECRET_KEY`` there is no session to keep a token in: the pages still read, the
 forms say why actions are off, and every action is refused with
@@ -66,9 +67,11 @@ def _same_origin() -> bool:
     if fetch_site is not None and fetch_site not in _ALLOWED_FETCH_SITES:
         return False
     origin = request.headers.get("Origin")
-    # Only the host is compared: behind a proxy that ends TLS the app may see http while the
+    # The console's own pages send ``no-referrer``, under which a browser sends ``Origin:
+    # null`` with their forms: it says nothing, and Sec-Fetch-Site and the token decide. Only
+    # the host is compared: behind a proxy that ends TLS the app may see http while the
     # browser says https; another site's host is what forgery needs and what this refuses.
-    return origin is None or urlsplit(origin).netloc == request.host
+    return origin in (None, "null") or urlsplit(origin).netloc == request.host
 
 
 def check_action_request() -> None:

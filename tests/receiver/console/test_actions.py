@@ -245,3 +245,23 @@ def test_the_audit_page_lists_entries_for_a_viewer(client: FlaskClient, ledger: 
     assert page.status_code == 200
     assert "&lt;b&gt;ana&lt;/b&gt;" in page.text
     assert "\\u202ex" in page.text
+
+
+@pytest.mark.parametrize(
+    "browser_says",
+    [{}, {"Origin": "null", "Sec-Fetch-Site": "same-origin"}, {"Origin": "http://localhost"}],
+    ids=["nothing", "a no-referrer page's null origin", "this host"],
+)
+def test_a_form_from_the_console_itself_passes(
+    client: FlaskClient, ledger: Ledger, stuck: Stuck, browser_says: dict[str, str]
+) -> None:
+    delivery_id = stuck()
+
+    answer = client.post(
+        f"/console/deliveries/{delivery_id}/reprocess",
+        data={"csrf_token": token(client, delivery_id)},
+        headers=OPERATOR | browser_says,
+    )
+
+    assert answer.status_code == 303
+    assert _status(ledger, delivery_id) is DeliveryStatus.PROCESSED
