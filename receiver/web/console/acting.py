@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from flask import current_app, flash, g, redirect, request
+from flask import current_app, g, redirect, request, session
 from werkzeug.wrappers import Response as BaseResponse
 
 from payhooks.receiver.state import receiver_state
@@ -21,16 +21,21 @@ from payhooks.storage import Ledger
 
 __all__ = [
     "MAX_NOTE_CHARS",
+    "RESULT_KEY",
     "Acting",
     "begin_action",
     "can_act",
     "current_grant",
     "done",
     "merchant_app",
+    "take_result",
 ]
 
 #: The longest note an action takes (the audit log's limit).
 MAX_NOTE_CHARS: Final = 1000
+#: Where the session keeps an action's result line until the next console page shows it. Not
+#: Flask's ``flash``: reading flashed messages takes the merchant's own too.
+RESULT_KEY: Final = "payhooks_console_result"
 
 
 def current_grant() -> ConsoleGrant:
@@ -114,5 +119,13 @@ def begin_action(action: str, target: str | None) -> Acting:
 def done(message: str, location: str) -> BaseResponse:
     """The answer to a finished action: its one-line result for the next page, and a 303 to
     ``location`` (a reload then reads the page instead of sending the form again)."""
-    flash(message)
+    session[RESULT_KEY] = message
     return redirect(location, 303)
+
+
+def take_result() -> str | None:
+    """The last action's result line, once; None when there is none."""
+    if RESULT_KEY not in session:
+        return None
+    result = session.pop(RESULT_KEY)
+    return result if isinstance(result, str) else None

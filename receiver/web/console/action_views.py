@@ -9,6 +9,7 @@ download is the body ``payhooks deliveries export`` writes, byte for byte.
 
 from __future__ import annotations
 
+from contextlib import suppress
 from typing import Final
 
 from flask import Response, url_for
@@ -19,7 +20,12 @@ from payhooks.receiver.state import receiver_state
 from payhooks.receiver.web.console.acting import Acting, begin_action, done, merchant_app
 from payhooks.receiver.web.console.answers import error_page
 from payhooks.receiver.web.console.query import MAX_ID
-from payhooks.storage import FINISHED_DELIVERY_STATUSES, Delivery, StorageUnavailableError
+from payhooks.storage import (
+    FINISHED_DELIVERY_STATUSES,
+    Delivery,
+    StorageError,
+    StorageUnavailableError,
+)
 
 __all__ = [
     "DOWNLOADS",
@@ -75,10 +81,9 @@ def reprocess_one(acting: Acting, delivery: Delivery) -> str:
             )
             acting.record(result.status.value)
     except StorageUnavailableError:
-        try:
+        with suppress(StorageError):  # the ledger may take this entry; the 503 page follows
             acting.record("failed: storage_unavailable")
-        finally:
-            raise
+        raise
     send_claimed(merchant_app(), ledger, result.claimed, result.stored_outcomes)
     return result.status.value
 

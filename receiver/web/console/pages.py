@@ -30,7 +30,7 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response as BaseResponse
 
 from payhooks.receiver.web.console.access import current_access, grant_for
-from payhooks.receiver.web.console.acting import MAX_NOTE_CHARS, can_act
+from payhooks.receiver.web.console.acting import MAX_NOTE_CHARS, can_act, take_result
 from payhooks.receiver.web.console.action_views import download, reprocess, send_signals
 from payhooks.receiver.web.console.answers import error_page
 from payhooks.receiver.web.console.audit_views import audit
@@ -75,8 +75,9 @@ def _guard() -> Response | None:
 def _role() -> dict[str, object]:
     """The role the hook granted, for the header (None on a refusal's page), and what the
     action forms need: whether this person may act, whether the app can (a ``SECRET_KEY``),
-    the CSRF token, the note's length."""
+    the CSRF token, the note's length; the last action's result line, shown once."""
     return {
+        "result": take_result(),
         "role": g.get("payhooks_console_role"),
         "can_act": can_act(),
         "actions_available": actions_available(),
