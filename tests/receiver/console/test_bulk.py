@@ -4,10 +4,14 @@ report, on each engine."""
 from __future__ import annotations
 
 import re
+from datetime import UTC
 
 import pytest
+from flask import Flask
 from flask.testing import FlaskClient
 
+from payhooks.receiver import signals
+from payhooks.receiver.pipeline import process_stored_delivery
 from payhooks.receiver.web.console.bulk_views import BULK_CAP
 from payhooks.storage import DeliveryStatus, Ledger
 from tests.support.console_actions import OPERATOR, VIEWER, Stuck, token
@@ -112,3 +116,28 @@ def test_a_bad_bulk_query_is_a_400_page(client: FlaskClient, query: str) -> None
 
     assert answer.status_code == 400
     assert re.search(r'data-error="console_bad_query"', answer.text)
+
+
+def test_a_bulk_resend_runs_the_receivers_of_every_matching_delivery_once(
+    acting_app: Flask, client: FlaskClient, ledger: Ledger, stuck: Stuck
+) -> None:
+    for _ in range(2):
+        stored = ledger.receiver.delivery(stuck())
+        assert stored is not None
+        process_stored_delivery(ledger, stored, time_zone=UTC, status_map=None, lease=None)
+    heard: list[int] = []
+
+    def on_any(sender: Flask, *, outcome_id: int, **extra: object) -> None:
+        heard.append(outcome_id)
+
+    confirm = "/console/deliveries/bulk?action=send-signals&window=all"
+    form = {"csrf_token": token(client, confirm), "action": "send-signals", "window": "all"}
+    with signals.notification_received.connected_to(on_any, sender=acting_app):
+        answer = client.post("/console/deliveries/bulk", data=form, headers=OPERATOR)
+
+    assert answer.status_code == 303
+    assert len(heard) == 2
+    assert len(set(heard)) == 2
+    assert ledger.signals.owed() == []
+    summary = ledger.console.audit_log().rows[0]
+    assert (summary.action, summary.result) == ("bulk_send_signals", "2 succeeded, 0 failed")
