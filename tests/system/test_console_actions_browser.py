@@ -18,8 +18,9 @@ from flask import Flask
 from payhooks.receiver import Console
 from payhooks.storage import DeliveryStatus, Ledger
 from tests.support.app import AppFactory, BodyFactory
-from tests.support.browser import BROWSER_TIMEOUT_MS, chromium
+from tests.support.browser import BROWSER_TIMEOUT_MS, SCREENS, chromium
 from tests.support.console_actions import OPERATOR, VIEWER, grant_hook
+from tests.support.factories import make_outcome, record
 from tests.support.live_server import LiveServer
 
 if TYPE_CHECKING:
@@ -124,3 +125,35 @@ def test_a_viewer_sees_no_action_and_a_form_from_another_site_is_refused(
         assert stored is not None
         assert stored.status is DeliveryStatus.PROCESSING_ERROR
         assert ledger.console.audit_log().rows[0].result == "refused: console_csrf_failed"
+
+
+def test_the_action_pages_fit_a_phone_and_run_nothing(
+    browser: Browser, stuck_server: tuple[LiveServer, int], database: Path | str
+) -> None:
+    """With a row in each table: an exception (a payment nobody registered) and an entry."""
+    server, delivery_id = stuck_server
+    with Ledger(database) as ledger:
+        record(ledger, make_outcome(external_identifier="stranger-" + "x" * 50))
+        ledger.console.audit(
+            who="ana@example.com",
+            role="operator",
+            action="reprocess",
+            result="processed",
+            note="a long note " * 20,
+        )
+    context = browser.new_context(**SCREENS["phone"], extra_http_headers=OPERATOR)
+    context.set_default_timeout(BROWSER_TIMEOUT_MS)
+    try:
+        page = context.new_page()
+        for path in (
+            f"/console/deliveries/{delivery_id}",
+            "/console/deliveries/bulk?action=reprocess&window=all",
+            "/console/exceptions",
+            "/console/audit",
+        ):
+            page.goto(f"{server.url}{path}")
+            fits = page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+            assert fits, f"{path} is wider than a phone's screen"
+            assert page.locator("script").count() == 0
+    finally:
+        context.close()
