@@ -90,12 +90,14 @@ def _run(acting: Acting, action: str, ids: list[int]) -> tuple[int, int]:
 def bulk_run() -> BaseResponse:
     """``POST /deliveries/bulk``: the action on every delivery the filter matches now."""
     form = request.form
+    named = BULK_ACTIONS.get(form.get("action", ""), ("", "bulk"))[1]
+    acting = begin_action(named, "the delivery log's filter")  # who may act, first
     try:
         action = _action(form)
         query = parse_log_query(form)
     except BadQuery as err:
+        acting.record("refused: console_bad_form")
         raise ActionRefused(400, "console_bad_form", err.message) from err
-    acting = begin_action(BULK_ACTIONS[action][1], "the delivery log's filter")
     count, ids = _matching(query)
     detail = {"filter": query.args(before=None), "count": count}
     back = url_for(".deliveries", **query.args(before=None))

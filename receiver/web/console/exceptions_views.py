@@ -99,7 +99,8 @@ def exceptions() -> str:
     for row in islice(sorted(rows, key=lambda r: r.opened_at), MAX_LISTED):
         found = reviews.get(row.external_identifier)
         status = ReviewStatus.OPEN if found is None else found.status_for(row.state.value)
-        shown = found if found is not None and status is found.status else None
+        current = found is not None and found.reviewed_state == row.state.value
+        shown = found if current else None
         items.append(Item(row, age_of(row.opened_at, now), status, shown))
     drift: defaultdict[str, int] = defaultdict(int)
     for drifted in ledger.service.sync_drift():

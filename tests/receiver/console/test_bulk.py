@@ -110,6 +110,28 @@ def test_a_viewer_sees_the_count_but_no_form_and_a_forged_post_is_refused(
     assert _statuses(ledger) == [DeliveryStatus.PROCESSING_ERROR]
 
 
+@pytest.mark.parametrize(
+    ("headers", "status", "code"),
+    [(VIEWER, 403, "console_forbidden_action"), (OPERATOR, 400, "console_bad_form")],
+)
+def test_a_bad_bulk_form_is_refused_after_the_role_is_checked(
+    client: FlaskClient,
+    ledger: Ledger,
+    stuck: Stuck,
+    headers: dict[str, str],
+    status: int,
+    code: str,
+) -> None:
+    stuck()
+    form = {"csrf_token": token(client, CONFIRM), "action": "explode", "window": "all"}
+
+    answer = client.post("/console/deliveries/bulk", data=form, headers=headers)
+
+    assert answer.status_code == status
+    assert f'data-error="{code}"' in answer.text
+    assert ledger.console.audit_log().rows[0].result == f"refused: {code}"
+
+
 @pytest.mark.parametrize("query", ["action=explode", "action=reprocess&window=forever"])
 def test_a_bad_bulk_query_is_a_400_page(client: FlaskClient, query: str) -> None:
     answer = client.get(f"/console/deliveries/bulk?{query}", headers=OPERATOR)
