@@ -33,12 +33,13 @@ if TYPE_CHECKING:
     )
     from payhooks.receiver.state import ReceiverState, receiver_state
     from payhooks.receiver.web import ReturnView, blueprint, return_url
-    from payhooks.receiver.web.console import Console, ConsoleRole
+    from payhooks.receiver.web.console import Console, ConsoleGrant, ConsoleRole
     from payhooks.receiver.web.metrics import Metrics
 
 #: Where each public name lives.
 _HOMES = {
     "Console": "payhooks.receiver.web.console",
+    "ConsoleGrant": "payhooks.receiver.web.console",
     "ConsoleRole": "payhooks.receiver.web.console",
     "Metrics": "payhooks.receiver.web.metrics",
     "PayHooks": "payhooks.receiver.extension",
@@ -61,6 +62,7 @@ _HOMES = {
 
 __all__ = [
     "Console",
+    "ConsoleGrant",
     "ConsoleRole",
     "Metrics",
     "PayHooks",

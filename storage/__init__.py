@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from payhooks.storage.audit import AuditEntry
 from payhooks.storage.currencies import (
     MINOR_UNIT_EXPONENTS,
     UnknownCurrencyError,
@@ -30,6 +31,7 @@ from payhooks.storage.errors import (
     StorageUnavailableError,
     UnknownDeliveryError,
 )
+from payhooks.storage.exception_reviews import ExceptionReview, ReviewStatus
 from payhooks.storage.ledger import (
     SYNCHRONOUS_MODES,
     Ledger,
@@ -92,6 +94,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "STATE_RANK",
     "SYNCHRONOUS_MODES",
+    "AuditEntry",
     "ConflictError",
     "CopyReport",
     "CreationAttempt",
@@ -107,6 +110,7 @@ __all__ = [
     "DriftKind",
     "DriftRow",
     "EventKind",
+    "ExceptionReview",
     "Flow",
     "Ledger",
     "LedgerFigures",
@@ -128,6 +132,7 @@ __all__ = [
     "RejectedDelivery",
     "ReturnEvent",
     "ReturnKind",
+    "ReviewStatus",
     "SchemaVersionError",
     "SignalEvent",
     "StorageError",

@@ -27,6 +27,7 @@ from payhooks.storage.checks import (
     enum_member,
     payment_values,
 )
+from payhooks.storage.console_book import ConsoleBook
 from payhooks.storage.engines import Engine, open_engine
 from payhooks.storage.errors import ConflictError
 from payhooks.storage.limits import DEFAULT_MAX_REJECTED, DEFAULT_MAX_RETURNS
@@ -45,7 +46,7 @@ class Ledger:
     """The ledger (docs/reconciliation.md, docs/deployment.md), on SQLite or PostgreSQL; the
     signals owed are :attr:`signals`, the receiver's records (deliveries, outcomes, rejected
     deliveries, returns) :attr:`receiver`, the service's side (creation failures, the sync's
-    records) :attr:`service`.
+    records) :attr:`service`, the console's audit log and reviews :attr:`console`.
 
     Every write that changes what a payment's state depends on (a registration, an outcome, a
     refused delivery, a listed transaction) stores the payment's new reconciliation row and the
@@ -117,6 +118,8 @@ class Ledger:
         self.receiver = ReceiverRecords(
             self._engine, self._write, self._clock, self._refresh, max_rejected, max_returns
         )
+        #: The console's own: the append-only audit log, the exceptions' reviews.
+        self.console = ConsoleBook(self._read, self._write, self._clock)
 
     # -- lifecycle -------------------------------------------------------------------------
 

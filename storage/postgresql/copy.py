@@ -41,6 +41,8 @@ TABLES = (
     "rejected_deliveries",
     "sync_runs",
     "service_transactions",
+    "audit_log",
+    "exception_reviews",
 )
 _WITH_IDS = (
     "creation_attempts",
@@ -50,6 +52,7 @@ _WITH_IDS = (
     "returns",
     "rejected_deliveries",
     "sync_runs",
+    "audit_log",
 )
 
 

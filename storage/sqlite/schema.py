@@ -11,8 +11,9 @@ Table and view names, and the state names, are a contract (docs/reconciliation.m
 tools read them directly. Times are UTC ISO 8601 text (:mod:`payhooks.storage.times`); money is
 ``INTEGER`` minor units beside the amount exactly as sent (``TEXT``). PostgreSQL's schema, with
 the same names, is :mod:`payhooks.storage.postgresql.schema`, written out in its own spelling.
-No trigger: a payment's reconciliation row is computed in Python
+No trigger computes anything: a payment's reconciliation row is computed in Python
 (:mod:`payhooks.storage.rules`) and stored by the transaction that changes one of its inputs.
+The only triggers refuse to change ``audit_log``, which is append-only.
 """
 
 from __future__ import annotations
@@ -226,6 +227,36 @@ TABLES = (
         reason TEXT NOT NULL,
         seen_at TEXT NOT NULL
     )""",
+    """
+    CREATE TABLE audit_log (
+        id INTEGER PRIMARY KEY,
+        at TEXT NOT NULL,
+        who TEXT NOT NULL,
+        role TEXT NOT NULL,
+        action TEXT NOT NULL,
+        target TEXT,
+        note TEXT,
+        -- JSON text: a bulk action's filter and counts.
+        detail TEXT NOT NULL,
+        result TEXT NOT NULL
+    )""",
+    # Append-only: payhooks only inserts and reads; these refuse everything else.
+    """
+    CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log
+    BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END""",
+    """
+    CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log
+    BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END""",
+    """
+    CREATE TABLE exception_reviews (
+        external_identifier TEXT NOT NULL PRIMARY KEY,
+        status TEXT NOT NULL CHECK (status IN ('open', 'acknowledged', 'resolved', 'ignored')),
+        -- The reconciliation state it was reviewed in: another state shows it open again.
+        reviewed_state TEXT NOT NULL,
+        note TEXT,
+        who TEXT NOT NULL,
+        reviewed_at TEXT NOT NULL
+    ) WITHOUT ROWID""",
     RECONCILIATION_VIEW_SQL,
     SYNC_DRIFT_VIEW_SQL,
 )

@@ -9,6 +9,7 @@ import pytest
 
 PUBLIC = (
     "Console",
+    "ConsoleGrant",
     "ConsoleRole",
     "Metrics",
     "PayHooks",
@@ -42,7 +43,7 @@ def test_the_receiver_package_exports_exactly_its_public_names() -> None:
 @pytest.mark.parametrize(
     ("package", "names"),
     [
-        ("payhooks.receiver.web.console", ("Console", "ConsoleRole")),
+        ("payhooks.receiver.web.console", ("Console", "ConsoleGrant", "ConsoleRole")),
         ("payhooks.receiver.web.metrics", ("Metrics",)),
     ],
 )

@@ -85,13 +85,15 @@ def test_an_unmigrated_database_is_refused_until_payhooks_migrate(empty_url: str
         assert ledger.engine == "postgresql"
 
 
-def test_the_schema_has_no_trigger_and_the_same_tables_as_sqlite(
+def test_the_schema_has_only_the_audit_logs_triggers_and_the_same_tables_as_sqlite(
     empty_url: str, tmp_path: Path
 ) -> None:
     migrate(empty_url)
     with psycopg.connect(empty_url, autocommit=True) as conn:
-        triggers = conn.execute("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal")
-        assert triggers.fetchall() == []
+        triggers = conn.execute(
+            "SELECT tgname FROM pg_trigger WHERE NOT tgisinternal ORDER BY tgname"
+        )
+        assert triggers.fetchall() == [("audit_log_no_change",), ("audit_log_no_truncate",)]
         pg_tables = {
             name
             for (name,) in conn.execute(

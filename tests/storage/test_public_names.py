@@ -14,6 +14,7 @@ from pathlib import Path
 from payhooks.storage import Ledger
 
 PUBLIC = (
+    "AuditEntry",
     "ConflictError",
     "CopyReport",
     "CreationAttempt",
@@ -30,6 +31,7 @@ PUBLIC = (
     "DriftKind",
     "DriftRow",
     "EventKind",
+    "ExceptionReview",
     "FINISHED_DELIVERY_STATUSES",
     "Flow",
     "Ledger",
@@ -55,6 +57,7 @@ PUBLIC = (
     "RejectedDelivery",
     "ReturnEvent",
     "ReturnKind",
+    "ReviewStatus",
     "SCHEMA_VERSION",
     "STATE_RANK",
     "SYNCHRONOUS_MODES",
@@ -87,9 +90,10 @@ def test_the_storage_package_exports_exactly_its_public_names() -> None:
         assert getattr(package, name) is not None
 
 
-#: ``Ledger``'s public attributes: merchants' and finance's, and the three composed parts.
+#: ``Ledger``'s public attributes: merchants' and finance's, and the four composed parts.
 LEDGER_FACE = (
     "close",
+    "console",
     "database",
     "engine",
     "expect_subscription",

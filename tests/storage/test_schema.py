@@ -24,6 +24,8 @@ def test_a_new_file_gets_every_table_and_the_view(tmp_path: Path) -> None:
         db = ledger.database
         assert set(db.table_names()) == {
             "_sqlite_migrations",
+            "audit_log",
+            "exception_reviews",
             "payments",
             "creation_attempts",
             "deliveries",
@@ -37,10 +39,11 @@ def test_a_new_file_gets_every_table_and_the_view(tmp_path: Path) -> None:
             "sync_unstorable_items",
         }
         assert sorted(db.view_names()) == ["reconciliation", "sync_drift"]
-        assert (
-            db.conn.execute("SELECT name FROM sqlite_schema WHERE type = 'trigger'").fetchall()
-            == []
-        )
+        triggers = db.conn.execute("SELECT name FROM sqlite_schema WHERE type = 'trigger'")
+        assert sorted(name for (name,) in triggers) == [
+            "audit_log_no_delete",
+            "audit_log_no_update",
+        ]
         assert ledger.schema_version == SCHEMA_VERSION
 
 

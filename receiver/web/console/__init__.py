@@ -1,17 +1,20 @@
-"""The console: read-only pages on the ledger for a merchant's developers and support.
+"""The console: pages on the ledger for a merchant's developers, support and finance, and an
+operator's few actions (reprocess, send owed signals, download, review an exception).
 
 Never open by default: :class:`~payhooks.receiver.PayHooks` does not mount it. The merchant
 mounts :class:`Console` under a prefix of their choice with an ``authorize`` hook that their own
-login decides the :class:`ConsoleRole` with; no role, no page.
+login decides the :class:`ConsoleRole` (or a :class:`ConsoleGrant`, naming the person for the
+audit log) with; no role, no page.
 
 Rule: server-rendered pages with no script, every value escaped by Jinja, nothing from another
 host, and the security headers on every answer under the prefix. The pages read the app's
-ledger through :func:`payhooks.receiver.state.receiver_state` and never write.
+ledger through :func:`payhooks.receiver.state.receiver_state`; only an operator's ``POST``,
+CSRF-checked, writes, and always its entry in the append-only audit log.
 """
 
 from __future__ import annotations
 
-from payhooks.receiver.web.console.access import ConsoleRole
+from payhooks.receiver.web.console.access import ConsoleGrant, ConsoleRole
 from payhooks.receiver.web.console.mount import Console
 
-__all__ = ["Console", "ConsoleRole"]
+__all__ = ["Console", "ConsoleGrant", "ConsoleRole"]

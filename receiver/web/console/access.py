@@ -20,10 +20,11 @@ __all__ = [
     "ACCESS_KEY",
     "Authorize",
     "ConsoleAccess",
+    "ConsoleGrant",
     "ConsoleRole",
     "check_authorize",
     "current_access",
-    "role_for",
+    "grant_for",
 ]
 
 #: Where :meth:`~payhooks.receiver.web.console.Console.init_app` keeps the app's
@@ -34,17 +35,57 @@ logger = logging.getLogger("payhooks")
 
 
 class ConsoleRole(StrEnum):
-    """What a person may do in the console. This release only reads, so both roles see every
-    page; actions (reprocess, resend) will need :attr:`OPERATOR`."""
+    """What a person may do in the console: both roles read every page; only
+    :attr:`OPERATOR` acts (reprocess, send signals, downloads, exception reviews)."""
 
     #: Reads every page (finance, support).
     VIEWER = "viewer"
-    #: Reads every page, and will be the role that acts.
+    #: Reads every page, and acts.
     OPERATOR = "operator"
 
 
-#: The merchant's hook: given the request, the role it grants, or None to refuse.
-Authorize: TypeAlias = Callable[[Request], "ConsoleRole | str | None"]
+#: The longest ``who`` a grant may carry (the audit log's limit).
+MAX_WHO_CHARS = 200
+
+
+@dataclass(frozen=True, slots=True)
+class ConsoleGrant:
+    """What the merchant's hook may return instead of a bare role: the role, and who the person
+    is, as the audit log should name them (a name, an email).
+
+    ::
+
+        def console_grant(request):
+            user = session.get("user")
+            return ConsoleGrant("operator", user["email"]) if user else None
+
+    :param role: a :class:`ConsoleRole` or its value.
+    :param who: one line of 1 to 200 characters.
+    :raises ValueError: a role that is not one, or a ``who`` that is empty, too long or holds a
+        control character; raised inside the hook, it refuses the request like any hook error.
+    """
+
+    role: ConsoleRole
+    who: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "role", ConsoleRole(self.role))
+        who = self.who
+        if not isinstance(who, str) or not 1 <= len(who) <= MAX_WHO_CHARS or not who.isprintable():
+            raise ValueError(
+                f"ConsoleGrant: who must be one printable line of 1 to {MAX_WHO_CHARS} "
+                f"characters; got {who!r}"
+            )
+
+    @classmethod
+    def unnamed(cls, role: ConsoleRole) -> ConsoleGrant:
+        """The grant of a hook that returned a bare role: the audit log says ``unnamed
+        operator`` (or ``unnamed viewer``), for it cannot know more."""
+        return cls(role, f"unnamed {role.value}")
+
+
+#: The merchant's hook: given the request, the role (or the grant) it gives, or None to refuse.
+Authorize: TypeAlias = Callable[[Request], "ConsoleGrant | ConsoleRole | str | None"]
 
 
 def check_authorize(authorize: object) -> Authorize:
@@ -57,9 +98,10 @@ def check_authorize(authorize: object) -> Authorize:
     return authorize
 
 
-def role_for(authorize: Authorize, request: Request) -> ConsoleRole | None:
-    """The role ``authorize`` grants for ``request``; None for a refusal, for an answer that is
-    not a role, and for a hook that raised (logged, with its traceback)."""
+def grant_for(authorize: Authorize, request: Request) -> ConsoleGrant | None:
+    """The grant ``authorize`` gives for ``request`` (a bare role as an unnamed one); None for a
+    refusal, for an answer that is neither, and for a hook that raised (logged, with its
+    traceback)."""
     try:
         answer = authorize(request)
     except Exception:
@@ -67,8 +109,10 @@ def role_for(authorize: Authorize, request: Request) -> ConsoleRole | None:
         return None
     if answer is None:
         return None
+    if isinstance(answer, ConsoleGrant):
+        return answer
     try:
-        return ConsoleRole(answer)
+        return ConsoleGrant.unnamed(ConsoleRole(answer))
     except (ValueError, TypeError):
         logger.error(
             "payhooks console: the authorize hook returned %r, not a role; refused", answer

@@ -1,12 +1,18 @@
 """The console's blueprint: its routes, the guard in front of them, and its error pages.
 
-Routes, relative to the console's prefix, all ``GET`` (and ``HEAD``):
+Routes, relative to the console's prefix, ``GET`` (and ``HEAD``) unless marked ``POST``:
 
 - ``/``: to the delivery log.
 - ``/deliveries``: the delivery log (:mod:`.log_views`); ``/deliveries/refused``: the refused
   requests.
 - ``/deliveries/<id>``: one delivery; ``/payments/<identifier>``: one payment's story
   (:mod:`.record_views`).
+- ``/audit``: the audit log (:mod:`.audit_views`); ``/exceptions``: the exceptions queue, and
+  ``POST /exceptions/<identifier>/review`` (:mod:`.exceptions_views`).
+- ``POST /deliveries/<id>/reprocess``, ``POST /deliveries/<id>/send-signals``,
+  ``POST /deliveries/<id>/download/<raw|fixture>`` (:mod:`.action_views`);
+  ``/deliveries/bulk`` and its ``POST`` (:mod:`.bulk_views`). Every ``POST`` is an operator's
+  action: CSRF-checked (:mod:`.csrf`) and audited (:mod:`.acting`).
 - ``/static/console.css`` and ``/static/favicon.svg``: the stylesheet and the icon.
 - anything else under the prefix: the console's 404 page, after the guard.
 
@@ -23,8 +29,14 @@ from flask import Blueprint, Response, g, redirect, request, url_for
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response as BaseResponse
 
-from payhooks.receiver.web.console.access import current_access, role_for
+from payhooks.receiver.web.console.access import current_access, grant_for
+from payhooks.receiver.web.console.acting import MAX_NOTE_CHARS, can_act, take_result
+from payhooks.receiver.web.console.action_views import download, reprocess, send_signals
 from payhooks.receiver.web.console.answers import error_page
+from payhooks.receiver.web.console.audit_views import audit
+from payhooks.receiver.web.console.bulk_views import bulk_confirm, bulk_run
+from payhooks.receiver.web.console.csrf import ActionRefused, actions_available, csrf_token
+from payhooks.receiver.web.console.exceptions_views import exceptions, review
 from payhooks.receiver.web.console.log_views import deliveries, refused
 from payhooks.receiver.web.console.query import BadQuery
 from payhooks.receiver.web.console.record_views import delivery, payment
@@ -51,17 +63,32 @@ def _guard() -> Response | None:
     """Ask the merchant's hook; without a role, the 403 page and nothing else."""
     if request.endpoint == f"{blueprint.name}.static":
         return None
-    role = role_for(current_access().authorize, request)
-    if role is None:
+    grant = grant_for(current_access().authorize, request)
+    if grant is None:
         return error_page(403, "console_forbidden", "You are not allowed to see this console.")
-    g.payhooks_console_role = role
+    g.payhooks_console_grant = grant
+    g.payhooks_console_role = grant.role
     return None
 
 
 @blueprint.context_processor
 def _role() -> dict[str, object]:
-    """The role the hook granted, for the header; None on a refusal's page."""
-    return {"role": g.get("payhooks_console_role")}
+    """The role the hook granted, for the header (None on a refusal's page), and what the
+    action forms need: whether this person may act, whether the app can (a ``SECRET_KEY``),
+    the CSRF token, the note's length; the last action's result line, shown once."""
+    return {
+        "result": take_result(),
+        "role": g.get("payhooks_console_role"),
+        "can_act": can_act(),
+        "actions_available": actions_available(),
+        "csrf_token": csrf_token,
+        "max_note": MAX_NOTE_CHARS,
+    }
+
+
+@blueprint.errorhandler(ActionRefused)
+def _action_refused(err: ActionRefused) -> Response:
+    return error_page(err.status, err.code, err.message)
 
 
 @blueprint.errorhandler(BadQuery)
@@ -95,6 +122,26 @@ blueprint.add_url_rule("/", "home", _home, methods=["GET"])
 blueprint.add_url_rule("/deliveries", "deliveries", deliveries, methods=["GET"])
 blueprint.add_url_rule("/deliveries/refused", "refused", refused, methods=["GET"])
 blueprint.add_url_rule("/deliveries/<int:delivery_id>", "delivery", delivery, methods=["GET"])
+blueprint.add_url_rule("/deliveries/bulk", "bulk", bulk_confirm, methods=["GET"])
+blueprint.add_url_rule("/deliveries/bulk", "bulk_run", bulk_run, methods=["POST"])
+blueprint.add_url_rule(
+    "/deliveries/<int:delivery_id>/reprocess", "reprocess", reprocess, methods=["POST"]
+)
+blueprint.add_url_rule(
+    "/deliveries/<int:delivery_id>/send-signals", "send_signals", send_signals, methods=["POST"]
+)
+blueprint.add_url_rule(
+    "/deliveries/<int:delivery_id>/download/<form>", "download", download, methods=["POST"]
+)
+blueprint.add_url_rule("/audit", "audit", audit, methods=["GET"])
+blueprint.add_url_rule("/exceptions", "exceptions", exceptions, methods=["GET"])
+blueprint.add_url_rule(
+    f"/exceptions/<{IDENTIFIER_CONVERTER}:external_identifier>/review",
+    "review",
+    review,
+    methods=["POST"],
+    merge_slashes=False,
+)
 blueprint.add_url_rule(
     f"/payments/<{IDENTIFIER_CONVERTER}:external_identifier>",
     "payment",

@@ -14,6 +14,7 @@ from flask.testing import FlaskClient
 from payhooks.receiver import Console
 from payhooks.storage import Ledger
 from tests.support.app import AppFactory, BodyFactory, SignFunction
+from tests.support.console_actions import Stuck, grant_hook
 
 #: The header the test hook reads the role from.
 ROLE_HEADER = "X-Test-Console-Role"
@@ -77,3 +78,39 @@ def deliver(
         return newest.id
 
     return send
+
+
+@pytest.fixture
+def acting_app(make_app: AppFactory) -> Flask:
+    """The receiver and a console whose hook names the person
+    (:mod:`tests.support.console_actions`)."""
+    app = make_app()
+    Console(app, authorize=grant_hook, url_prefix="/console")
+    return app
+
+
+@pytest.fixture
+def client(acting_app: Flask) -> FlaskClient:
+    """A client of :func:`acting_app`."""
+    return acting_app.test_client()
+
+
+@pytest.fixture
+def stuck(ledger: Ledger, make_body: BodyFactory) -> Stuck:
+    """``stuck(body=None)``: a delivery of ``order-1`` (registered for 25.00 CNY) that a bug
+    left without its outcome, as ``payhooks reprocess`` finds it; its id."""
+    counter = iter(range(1, 1000))
+
+    def store(body: bytes | None = None) -> int:
+        number = next(counter)
+        if number == 1:
+            ledger.expect_transaction("order-1", 2500, "CNY")
+        stored = ledger.receiver.record_delivery(
+            dedupe_key=f"k-{number}",
+            body=body or make_body(transaction_id=f"ll-{number}"),
+            headers={},
+        )
+        ledger.receiver.mark_delivery(stored.id, "processing_error", error="a bug, since fixed")
+        return stored.id
+
+    return store

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from flask import Flask, Request
 
-from payhooks.receiver import Console, ConsoleRole
+from payhooks.receiver import Console, ConsoleGrant, ConsoleRole
 from tests.receiver.console.conftest import Deliver
 from tests.support.app import AppFactory
 
@@ -33,6 +33,9 @@ REFUSING_HOOKS: dict[str, Callable[[Request], Any]] = {
     "returns an unknown role": lambda request: "admin",
     "returns a non-string": lambda request: ["operator"],
     "returns True": lambda request: True,
+    "grants an unknown role": lambda request: ConsoleGrant("admin", "ana"),  # type: ignore[arg-type]
+    "grants nobody": lambda request: ConsoleGrant(ConsoleRole.OPERATOR, ""),
+    "grants a name of two lines": lambda request: ConsoleGrant("operator", "ana\nroot"),  # type: ignore[arg-type]
 }
 
 
@@ -120,3 +123,20 @@ def test_a_hook_that_raises_is_logged_with_its_traceback(
     (record,) = [each for each in caplog.records if "authorize hook raised" in each.message]
     assert record.exc_info is not None
     assert str(record.exc_info[1]) == "the session store is down"
+
+
+@pytest.mark.parametrize(
+    ("role", "who"),
+    [("operator", "ana@example.com"), (ConsoleRole.VIEWER, "Vic Vega")],
+)
+def test_a_grant_keeps_its_role_as_a_role_and_its_name(role: Any, who: str) -> None:
+    grant = ConsoleGrant(role, who)
+
+    assert grant.role is ConsoleRole(role)
+    assert grant.who == who
+
+
+@pytest.mark.parametrize("who", ["", "x" * 201, "ana\x1b[2J", "ana\u202e"])
+def test_a_grant_refuses_a_name_the_audit_log_could_not_show_honestly(who: str) -> None:
+    with pytest.raises(ValueError, match="who"):
+        ConsoleGrant(ConsoleRole.OPERATOR, who)

@@ -1,0 +1,154 @@
+"""One delivery's actions, from its page: reprocess it, send its owed signals, download it.
+
+Each is what the command line does for it: reprocessing is ``payhooks reprocess``'s
+:func:`~payhooks.receiver.pipeline.process_stored_delivery` then
+:func:`~payhooks.receiver.pipeline.send_claimed`; sending is ``payhooks signals --send``'s
+claim, with the lease, then the same sending (at least once, never twice at the same time); a
+download is the body ``payhooks deliveries export`` writes, byte for byte.
+"""
+
+from __future__ import annotations
+
+from contextlib import suppress
+from typing import Final
+
+from flask import Response, url_for
+from werkzeug.wrappers import Response as BaseResponse
+
+from payhooks.receiver.pipeline import process_stored_delivery, send_claimed
+from payhooks.receiver.state import receiver_state
+from payhooks.receiver.web.console.acting import Acting, begin_action, done, merchant_app
+from payhooks.receiver.web.console.answers import error_page
+from payhooks.receiver.web.console.query import MAX_ID
+from payhooks.storage import (
+    FINISHED_DELIVERY_STATUSES,
+    Delivery,
+    StorageError,
+    StorageUnavailableError,
+)
+
+__all__ = [
+    "DOWNLOADS",
+    "download",
+    "reprocess",
+    "reprocess_one",
+    "send_owed",
+    "send_signals",
+]
+
+#: The download forms: the action's name in the audit log, the file's name.
+DOWNLOADS: Final = {
+    "raw": ("download_raw", "delivery-{id}.body"),
+    "fixture": ("download_fixture", "delivery-{id}.json"),
+}
+
+
+def _target(delivery_id: int) -> str:
+    return f"delivery {delivery_id}"
+
+
+def _stored(acting: Acting, delivery_id: int) -> Delivery | None:
+    """The delivery, or None (and the action audited as ``not_found``)."""
+    found = None
+    if 1 <= delivery_id <= MAX_ID:
+        found = acting.ledger.receiver.delivery(delivery_id)
+    if found is None:
+        acting.record("not_found")
+    return found
+
+
+def _not_found() -> Response:
+    return error_page(404, "console_not_found", "There is no delivery with this id.")
+
+
+def reprocess_one(acting: Acting, delivery: Delivery) -> str:
+    """Reprocess ``delivery`` with its audit entry in the same transaction, then send the
+    signals it claimed; its status now.
+
+    :raises StorageUnavailableError: the ledger cannot be written; nothing changed, and the
+        failure is audited in a commit of its own when the ledger takes it.
+    """
+    state = receiver_state()
+    ledger = acting.ledger
+    try:
+        with ledger.transaction():
+            result = process_stored_delivery(
+                ledger,
+                delivery,
+                time_zone=state.time_zone,
+                status_map=state.status_map,
+                lease=state.signal_lease,
+            )
+            acting.record(result.status.value)
+    except StorageUnavailableError:
+        with suppress(StorageError):  # the ledger may take this entry; the 503 page follows
+            acting.record("failed: storage_unavailable")
+        raise
+    send_claimed(merchant_app(), ledger, result.claimed, result.stored_outcomes)
+    return result.status.value
+
+
+def send_owed(acting: Acting, delivery_id: int) -> tuple[int, int, int]:
+    """Claim and send ``delivery_id``'s owed signals nobody holds: (sent, whose receivers
+    raised, held by another sender)."""
+    ledger = acting.ledger
+    owed = ledger.signals.owed(delivery_id)
+    outcome_ids = {signal.outcome_id for signal in owed}
+    claimed = []
+    if outcome_ids:
+        claimed = ledger.signals.claim(outcome_ids, lease=receiver_state().signal_lease)
+    errors = send_claimed(merchant_app(), ledger, claimed)
+    return len(claimed), len(errors), len(owed) - len(claimed)
+
+
+def reprocess(delivery_id: int) -> BaseResponse:
+    """``POST /deliveries/<id>/reprocess``: parse the stored body again and record its
+    outcome, as ``payhooks reprocess`` does."""
+    acting = begin_action("reprocess", _target(delivery_id))
+    delivery = _stored(acting, delivery_id)
+    if delivery is None:
+        return _not_found()
+    status = reprocess_one(acting, delivery)
+    finished = "" if status in FINISHED_DELIVERY_STATUSES else "; it still has no outcome"
+    return done(
+        f"Delivery #{delivery_id} reprocessed: {status}{finished}.",
+        url_for(".delivery", delivery_id=delivery_id),
+    )
+
+
+def send_signals(delivery_id: int) -> BaseResponse:
+    """``POST /deliveries/<id>/send-signals``: run the app's receivers for the signals its
+    outcome still owes, as ``payhooks signals --send`` does.
+
+    The receivers are the merchant's code and run outside any transaction, so the entry is
+    written after them, with their result.
+    """
+    acting = begin_action("send_signals", _target(delivery_id))
+    if _stored(acting, delivery_id) is None:
+        return _not_found()
+    sent, failed, held = send_owed(acting, delivery_id)
+    result = f"sent {sent}, {failed} failed, {held} held by another sender"
+    acting.record(result, {"sent": sent, "failed": failed, "held": held})
+    if not sent and not held:
+        message = f"Delivery #{delivery_id} owes no signal."
+    else:
+        message = f"Delivery #{delivery_id}: {result}."
+    return done(message, url_for(".delivery", delivery_id=delivery_id))
+
+
+def download(delivery_id: int, form: str) -> Response:
+    """``POST /deliveries/<id>/download/<form>``: the stored body byte for byte, as an
+    attachment: ``raw``, or ``fixture`` (named as ``payhooks deliveries export`` names it, the
+    file ``payhooks replay`` sends). Operator-only and audited: a body is a customer's
+    payment."""
+    if form not in DOWNLOADS:
+        return error_page(404, "console_not_found", "There is no such download.")
+    action, name = DOWNLOADS[form]
+    acting = begin_action(action, _target(delivery_id))
+    delivery = _stored(acting, delivery_id)
+    if delivery is None:
+        return _not_found()
+    acting.record(f"{len(delivery.body)} bytes")
+    answer = Response(delivery.body, mimetype="application/octet-stream")
+    answer.headers["Content-Disposition"] = f'attachment; filename="{name.format(id=delivery_id)}"'
+    return answer

@@ -1,0 +1,118 @@
+"""Reprocess, or send the owed signals of, every delivery the log's current filter shows.
+
+Two steps, so nobody re-drives a thousand payments by one click: ``GET /deliveries/bulk``
+shows how many deliveries the filter matches now, and a form (operators only) when they are
+at most :data:`BULK_CAP`; its ``POST`` counts again, refuses above the cap, and does the
+action one delivery at a time, each with its own audit entry (a reprocess's in the same
+transaction as its change), then one entry for the whole with its filter and counts.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from flask import render_template, request, url_for
+from werkzeug.datastructures import MultiDict
+from werkzeug.wrappers import Response as BaseResponse
+
+from payhooks.receiver.state import receiver_state
+from payhooks.receiver.web.console.access import current_access
+from payhooks.receiver.web.console.acting import Acting, begin_action, can_act, done
+from payhooks.receiver.web.console.action_views import reprocess_one, send_owed
+from payhooks.receiver.web.console.csrf import ActionRefused
+from payhooks.receiver.web.console.query import BadQuery, LogQuery, parse_log_query
+from payhooks.storage import FINISHED_DELIVERY_STATUSES
+
+__all__ = ["BULK_ACTIONS", "BULK_CAP", "bulk_confirm", "bulk_run"]
+
+#: The most deliveries one bulk action takes.
+BULK_CAP: Final = 500
+#: The bulk actions: the URL's value, the label, the audit log's action name.
+BULK_ACTIONS: Final = {
+    "reprocess": ("Reprocess", "bulk_reprocess"),
+    "send-signals": ("Send the owed signals of", "bulk_send_signals"),
+}
+
+
+def _action(args: MultiDict[str, str]) -> str:
+    action = args.get("action", "")
+    if action not in BULK_ACTIONS:
+        raise BadQuery(f"action must be one of: {', '.join(BULK_ACTIONS)}.")
+    return action
+
+
+def _matching(query: LogQuery) -> tuple[int, list[int]]:
+    """How many deliveries the filter matches now, and (at most the cap) their ids in
+    arrival order."""
+    records = receiver_state().ledger.receiver
+    wanted = query.delivery_filter(current_access().clock())
+    count = records.count_deliveries(wanted)
+    if count > BULK_CAP:
+        return count, []
+    page = records.delivery_log(wanted, limit=BULK_CAP)
+    return count, sorted(row.id for row in page.rows)
+
+
+def bulk_confirm() -> str:
+    """``GET /deliveries/bulk?action=...&<the log's filter>``: the count first, and the form
+    when the cap allows it."""
+    action = _action(request.args)
+    query = parse_log_query(request.args)
+    count, _ = _matching(query)
+    return render_template(
+        "payhooks_console/bulk.html",
+        action=action,
+        label=BULK_ACTIONS[action][0],
+        query=query,
+        count=count,
+        cap=BULK_CAP,
+        can_act=can_act(),
+        now=current_access().clock(),
+    )
+
+
+def _run(acting: Acting, action: str, ids: list[int]) -> tuple[int, int]:
+    """Do ``action`` to each delivery: (succeeded, failed)."""
+    succeeded = failed = 0
+    for delivery_id in ids:
+        one = Acting(acting.grant, action.replace("-", "_"), f"delivery {delivery_id}", acting.note)
+        if action == "reprocess":
+            delivery = acting.ledger.receiver.delivery(delivery_id)
+            ok = delivery is not None and reprocess_one(one, delivery) in FINISHED_DELIVERY_STATUSES
+        else:
+            sent, errors, held = send_owed(one, delivery_id)
+            one.record(f"sent {sent}, {errors} failed, {held} held by another sender")
+            ok = not errors
+        succeeded, failed = succeeded + ok, failed + (not ok)
+    return succeeded, failed
+
+
+def bulk_run() -> BaseResponse:
+    """``POST /deliveries/bulk``: the action on every delivery the filter matches now."""
+    form = request.form
+    named = BULK_ACTIONS.get(form.get("action", ""), ("", "bulk"))[1]
+    acting = begin_action(named, "the delivery log's filter")  # who may act, first
+    try:
+        action = _action(form)
+        query = parse_log_query(form)
+    except BadQuery as err:
+        acting.record("refused: console_bad_form")
+        raise ActionRefused(400, "console_bad_form", err.message) from err
+    count, ids = _matching(query)
+    detail = {"filter": query.args(before=None), "count": count}
+    back = url_for(".deliveries", **query.args(before=None))
+    if count > BULK_CAP:
+        acting.record("refused: over the cap", detail)
+        raise ActionRefused(
+            400,
+            "console_bulk_over_cap",
+            f"The filter matches {count} deliveries, more than the {BULK_CAP} one action "
+            "takes; narrow it first.",
+        )
+    succeeded, failed = _run(acting, action, ids)
+    acting.record(
+        f"{succeeded} succeeded, {failed} failed",
+        detail | {"succeeded": succeeded, "failed": failed},
+    )
+    label = BULK_ACTIONS[action][0]
+    return done(f"{label} {count} deliveries: {succeeded} succeeded, {failed} failed.", back)

@@ -1,0 +1,267 @@
+"""The console's actions through the test client, on each engine: who may act, the CSRF
+check, what each action changes and the audit entry it leaves."""
+
+from __future__ import annotations
+
+from datetime import UTC
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from payhooks.receiver import Console, signals
+from payhooks.receiver.pipeline import process_stored_delivery
+from payhooks.storage import DeliveryStatus, Ledger, Outcome
+from tests.support.app import AppFactory, BodyFactory
+from tests.support.console_actions import OPERATOR, ROLE, VIEWER, WHO, Stuck, grant_hook
+from tests.support.console_actions import token as page_token
+
+
+def token(client: FlaskClient, delivery_id: int, headers: dict[str, str] = OPERATOR) -> str:
+    return page_token(client, f"/console/deliveries/{delivery_id}", headers)
+
+
+def _status(ledger: Ledger, delivery_id: int) -> DeliveryStatus:
+    found = ledger.receiver.delivery(delivery_id)
+    assert found is not None
+    return found.status
+
+
+def test_an_operator_reprocesses_a_delivery_and_the_audit_log_names_them(
+    client: FlaskClient, ledger: Ledger, stuck: Stuck
+) -> None:
+    delivery_id = stuck()
+    form = {"csrf_token": token(client, delivery_id), "note": "the map is fixed"}
+
+    answer = client.post(
+        f"/console/deliveries/{delivery_id}/reprocess", data=form, headers=OPERATOR
+    )
+
+    assert answer.status_code == 303
+    assert answer.headers["Location"] == f"/console/deliveries/{delivery_id}"
+    assert _status(ledger, delivery_id) is DeliveryStatus.PROCESSED
+    (entry,) = ledger.console.audit_log().rows
+    assert (entry.who, entry.role, entry.action, entry.target, entry.note, entry.result) == (
+        "ana@example.com",
+        "operator",
+        "reprocess",
+        f"delivery {delivery_id}",
+        "the map is fixed",
+        "processed",
+    )
+    page = client.get(answer.headers["Location"], headers=OPERATOR).get_data(as_text=True)
+    assert f"Delivery #{delivery_id} reprocessed: processed." in page
+
+
+Form = dict[str, str]
+
+
+def _refused_form(client: FlaskClient, delivery_id: int, case: str) -> tuple[Form, Form]:
+    if case == "no token":
+        token(client, delivery_id)
+        return OPERATOR, {}
+    if case == "wrong token":
+        real = token(client, delivery_id)
+        return OPERATOR, {"csrf_token": real[:-1] + ("A" if real[-1] != "A" else "B")}
+    if case == "another site":
+        return OPERATOR | {"Sec-Fetch-Site": "cross-site"}, {
+            "csrf_token": token(client, delivery_id)
+        }
+    if case == "another origin":
+        return OPERATOR | {"Origin": "https://evil.example"}, {
+            "csrf_token": token(client, delivery_id)
+        }
+    return VIEWER, {"csrf_token": token(client, delivery_id, OPERATOR)}
+
+
+@pytest.mark.parametrize(
+    ("case", "status", "code"),
+    [
+        ("no token", 400, "console_csrf_failed"),
+        ("wrong token", 400, "console_csrf_failed"),
+        ("another site", 400, "console_csrf_failed"),
+        ("another origin", 400, "console_csrf_failed"),
+        ("viewer", 403, "console_forbidden_action"),
+    ],
+)
+@pytest.mark.parametrize("action", ["reprocess", "send-signals", "download/raw"])
+def test_a_refused_action_changes_nothing_and_is_audited(
+    client: FlaskClient,
+    ledger: Ledger,
+    case: str,
+    status: int,
+    code: str,
+    action: str,
+    stuck: Stuck,
+) -> None:
+    delivery_id = stuck()
+    headers, form = _refused_form(client, delivery_id, case)
+
+    answer = client.post(f"/console/deliveries/{delivery_id}/{action}", data=form, headers=headers)
+
+    assert answer.status_code == status
+    assert f'data-error="{code}"' in answer.get_data(as_text=True)
+    assert answer.headers["Content-Security-Policy"].startswith("default-src 'none'")
+    assert _status(ledger, delivery_id) is DeliveryStatus.PROCESSING_ERROR
+    (entry,) = ledger.console.audit_log().rows
+    assert entry.result == f"refused: {code}"
+    assert entry.who == headers[WHO]
+
+
+def test_nobody_logged_in_cannot_post_and_leaves_no_entry(
+    client: FlaskClient, ledger: Ledger, stuck: Stuck
+) -> None:
+    delivery_id = stuck()
+
+    answer = client.post(f"/console/deliveries/{delivery_id}/reprocess")
+
+    assert answer.status_code == 403
+    assert 'data-error="console_forbidden"' in answer.get_data(as_text=True)
+    assert ledger.console.audit_log().rows == ()
+
+
+def test_a_viewer_sees_no_action_form(client: FlaskClient, ledger: Ledger, stuck: Stuck) -> None:
+    delivery_id = stuck()
+
+    page = client.get(f"/console/deliveries/{delivery_id}", headers=VIEWER).get_data(as_text=True)
+
+    assert "<form" not in page.split("<h2>Headers</h2>")[0].split("</h1>")[1]
+    assert 'method="post"' not in page
+    assert "Reprocess these" not in client.get("/console/deliveries", headers=VIEWER).text
+
+
+def test_without_a_secret_key_pages_read_and_actions_are_refused(
+    make_app: AppFactory, ledger: Ledger, stuck: Stuck
+) -> None:
+    app = make_app(SECRET_KEY=None)
+    Console(app, authorize=grant_hook)
+    client = app.test_client()
+    delivery_id = stuck()
+
+    page = client.get(f"/console/deliveries/{delivery_id}", headers=OPERATOR)
+    answer = client.post(f"/console/deliveries/{delivery_id}/reprocess", headers=OPERATOR)
+
+    assert page.status_code == 200
+    assert 'data-error="console_actions_unavailable"' in page.text
+    assert answer.status_code == 503
+    assert 'data-error="console_actions_unavailable"' in answer.text
+    assert _status(ledger, delivery_id) is DeliveryStatus.PROCESSING_ERROR
+
+
+def test_a_bare_role_is_audited_as_an_unnamed_operator(
+    client: FlaskClient, ledger: Ledger, stuck: Stuck
+) -> None:
+    delivery_id = stuck()
+    bare = {ROLE: "operator"}
+
+    client.post(
+        f"/console/deliveries/{delivery_id}/reprocess",
+        data={"csrf_token": token(client, delivery_id, bare)},
+        headers=bare,
+    )
+
+    assert ledger.console.audit_log().rows[0].who == "unnamed operator"
+
+
+def test_sending_owed_signals_runs_the_apps_receivers_once(
+    acting_app: Flask, client: FlaskClient, ledger: Ledger, stuck: Stuck
+) -> None:
+    delivery_id = stuck()
+    stored = ledger.receiver.delivery(delivery_id)
+    assert stored is not None
+    process_stored_delivery(ledger, stored, time_zone=UTC, status_map=None, lease=None)
+    heard: list[str] = []
+
+    def on_paid(sender: Flask, *, outcome: Outcome, **extra: object) -> None:
+        heard.append(outcome.external_identifier)
+
+    with signals.payment_succeeded.connected_to(on_paid, sender=acting_app):
+        for _ in range(2):
+            answer = client.post(
+                f"/console/deliveries/{delivery_id}/send-signals",
+                data={"csrf_token": token(client, delivery_id)},
+                headers=OPERATOR,
+            )
+            assert answer.status_code == 303
+
+    assert heard == ["order-1"]
+    assert ledger.signals.owed(delivery_id) == []
+    second, first = ledger.console.audit_log().rows
+    assert first.result.startswith("sent 2, 0 failed")
+    assert second.result.startswith("sent 0, 0 failed")
+
+
+@pytest.mark.parametrize(
+    ("form", "filename"),
+    [("raw", "delivery-{id}.body"), ("fixture", "delivery-{id}.json")],
+)
+def test_a_download_is_the_stored_body_byte_for_byte(
+    client: FlaskClient,
+    ledger: Ledger,
+    form: str,
+    filename: str,
+    stuck: Stuck,
+    make_body: BodyFactory,
+) -> None:
+    body = make_body() + b"\n\xff trailing bytes kept"
+    delivery_id = stuck(body)
+
+    answer = client.post(
+        f"/console/deliveries/{delivery_id}/download/{form}",
+        data={"csrf_token": token(client, delivery_id)},
+        headers=OPERATOR,
+    )
+
+    assert answer.status_code == 200
+    assert answer.data == body
+    assert answer.mimetype == "application/octet-stream"
+    expected = filename.format(id=delivery_id)
+    assert answer.headers["Content-Disposition"] == f'attachment; filename="{expected}"'
+    assert ledger.console.audit_log().rows[0].action == f"download_{form}"
+
+
+def test_an_unknown_delivery_is_a_404_and_audited(
+    client: FlaskClient, ledger: Ledger, stuck: Stuck
+) -> None:
+    delivery_id = stuck()
+
+    answer = client.post(
+        "/console/deliveries/999/reprocess",
+        data={"csrf_token": token(client, delivery_id)},
+        headers=OPERATOR,
+    )
+
+    assert answer.status_code == 404
+    assert ledger.console.audit_log().rows[0].result == "not_found"
+
+
+def test_the_audit_page_lists_entries_for_a_viewer(client: FlaskClient, ledger: Ledger) -> None:
+    ledger.console.audit(
+        who="<b>ana</b>", role="operator", action="reprocess", result="processed", note="\u202ex"
+    )
+
+    page = client.get("/console/audit", headers=VIEWER)
+
+    assert page.status_code == 200
+    assert "&lt;b&gt;ana&lt;/b&gt;" in page.text
+    assert "\\u202ex" in page.text
+
+
+@pytest.mark.parametrize(
+    "browser_says",
+    [{}, {"Origin": "null", "Sec-Fetch-Site": "same-origin"}, {"Origin": "http://localhost"}],
+    ids=["nothing", "a no-referrer page's null origin", "this host"],
+)
+def test_a_form_from_the_console_itself_passes(
+    client: FlaskClient, ledger: Ledger, stuck: Stuck, browser_says: dict[str, str]
+) -> None:
+    delivery_id = stuck()
+
+    answer = client.post(
+        f"/console/deliveries/{delivery_id}/reprocess",
+        data={"csrf_token": token(client, delivery_id)},
+        headers=OPERATOR | browser_says,
+    )
+
+    assert answer.status_code == 303
+    assert _status(ledger, delivery_id) is DeliveryStatus.PROCESSED

@@ -1,0 +1,159 @@
+"""The console's actions in a real browser: Debian's Chromium submits the real forms.
+
+What the test client cannot show: that the form works without script under the console's
+policy (``form-action 'self'``), that the session cookie carries the CSRF token from the page
+to its POST, that the 303 lands back on the page with the result line, and that a form on
+another site is refused even though the browser sends the person's credentials with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from flask import Flask
+
+from payhooks.receiver import Console
+from payhooks.storage import DeliveryStatus, Ledger
+from tests.support.app import AppFactory, BodyFactory
+from tests.support.browser import BROWSER_TIMEOUT_MS, SCREENS, chromium
+from tests.support.console_actions import OPERATOR, VIEWER, grant_hook
+from tests.support.factories import make_outcome, record
+from tests.support.live_server import LiveServer
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, BrowserContext
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Debian's Chromium, headless, for the module."""
+    yield from chromium()
+
+
+@pytest.fixture
+def contexts(browser: Browser) -> Iterator[Callable[[dict[str, str]], BrowserContext]]:
+    """``open(headers)``: a fresh browser context sending a person's role headers."""
+    opened: list[BrowserContext] = []
+
+    def open_context(headers: dict[str, str]) -> BrowserContext:
+        context = browser.new_context(extra_http_headers=headers)
+        context.set_default_timeout(BROWSER_TIMEOUT_MS)
+        opened.append(context)
+        return context
+
+    yield open_context
+    for context in opened:
+        context.close()
+
+
+@pytest.fixture
+def stuck_server(
+    make_app: AppFactory,
+    make_body: BodyFactory,
+    serve: Callable[[Flask], LiveServer],
+    database: Path | str,
+) -> tuple[LiveServer, int]:
+    """The receiver and a console on loopback, and a delivery a bug left without its outcome."""
+    app = make_app()
+    Console(app, authorize=grant_hook)
+    with Ledger(database) as ledger:
+        ledger.expect_transaction("order-1", 2500, "CNY")
+        stored = ledger.receiver.record_delivery(dedupe_key="k-1", body=make_body(), headers={})
+        ledger.receiver.mark_delivery(stored.id, "processing_error", error="a bug, since fixed")
+    return serve(app), stored.id
+
+
+def test_an_operator_reprocesses_from_the_page_and_the_audit_page_lists_it(
+    contexts: Callable[[dict[str, str]], BrowserContext],
+    stuck_server: tuple[LiveServer, int],
+    database: Path | str,
+) -> None:
+    server, delivery_id = stuck_server
+    page = contexts(OPERATOR).new_page()
+    errors: list[str] = []
+    page.on("console", lambda message: errors.append(message.text))
+
+    page.goto(f"{server.url}/console/deliveries/{delivery_id}")
+    page.fill("#note-reprocess", "the status map is fixed")
+    page.click("text=Reprocess this delivery")
+    page.wait_for_load_state()
+
+    assert page.url == f"{server.url}/console/deliveries/{delivery_id}"
+    assert page.locator(".flash").inner_text() == (
+        f"Delivery #{delivery_id} reprocessed: processed."
+    )
+    assert page.locator("script").count() == 0
+    page.click("text=Audit log")
+    row = page.locator('tr[data-action="reprocess"]')
+    assert row.locator('td[data-label="Who"]').inner_text() == "ana@example.com (operator)"
+    assert row.locator('td[data-label="Note"]').inner_text() == "the status map is fixed"
+    assert errors == []
+    with Ledger(database) as ledger:
+        stored = ledger.receiver.delivery(delivery_id)
+        assert stored is not None
+        assert stored.status is DeliveryStatus.PROCESSED
+
+
+def test_a_viewer_sees_no_action_and_a_form_from_another_site_is_refused(
+    contexts: Callable[[dict[str, str]], BrowserContext],
+    stuck_server: tuple[LiveServer, int],
+    database: Path | str,
+) -> None:
+    server, delivery_id = stuck_server
+    viewer = contexts(VIEWER).new_page()
+    viewer.goto(f"{server.url}/console/deliveries/{delivery_id}")
+    operator = contexts(OPERATOR).new_page()
+    operator.goto(f"{server.url}/console/deliveries/{delivery_id}")  # the session exists
+    target = f"{server.url}/console/deliveries/{delivery_id}/reprocess"
+
+    # Another site's page, in the operator's browser, posting to the console.
+    operator.set_content(
+        f'<form method="post" action="{target}"><input name="note" value="forged">'
+        '<button type="submit">Win a prize</button></form>'
+    )
+    operator.click("text=Win a prize")
+    operator.wait_for_load_state()
+
+    assert viewer.locator('form[method="post"]').count() == 0
+    assert viewer.locator("text=Reprocess this delivery").count() == 0
+    assert operator.locator("[data-error]").get_attribute("data-error") == "console_csrf_failed"
+    with Ledger(database) as ledger:
+        stored = ledger.receiver.delivery(delivery_id)
+        assert stored is not None
+        assert stored.status is DeliveryStatus.PROCESSING_ERROR
+        assert ledger.console.audit_log().rows[0].result == "refused: console_csrf_failed"
+
+
+def test_the_action_pages_fit_a_phone_and_run_nothing(
+    browser: Browser, stuck_server: tuple[LiveServer, int], database: Path | str
+) -> None:
+    """With a row in each table: an exception (a payment nobody registered) and an entry."""
+    server, delivery_id = stuck_server
+    with Ledger(database) as ledger:
+        record(ledger, make_outcome(external_identifier="stranger-" + "x" * 50))
+        ledger.console.audit(
+            who="ana@example.com",
+            role="operator",
+            action="reprocess",
+            result="processed",
+            note="a long note " * 20,
+        )
+    context = browser.new_context(**SCREENS["phone"], extra_http_headers=OPERATOR)
+    context.set_default_timeout(BROWSER_TIMEOUT_MS)
+    try:
+        page = context.new_page()
+        for path in (
+            f"/console/deliveries/{delivery_id}",
+            "/console/deliveries/bulk?action=reprocess&window=all",
+            "/console/exceptions",
+            "/console/audit",
+        ):
+            page.goto(f"{server.url}{path}")
+            fits = page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+            assert fits, f"{path} is wider than a phone's screen"
+            assert page.locator("script").count() == 0
+    finally:
+        context.close()
