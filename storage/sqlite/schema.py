@@ -162,6 +162,11 @@ TABLES = (
         updated_at TEXT NOT NULL
     ) WITHOUT ROWID""",
     "CREATE INDEX payment_states_order ON payment_states ((kind IS NULL), external_identifier)",
+    # The mismatched payments alone (the health figures count them, and those changed lately).
+    """
+    CREATE INDEX payment_states_mismatches ON payment_states (state, updated_at)
+    WHERE state IN ('amount_mismatch', 'currency_mismatch', 'duplicate_payment', 'unexpected',
+        'unknown_status')""",
     """
     CREATE TABLE rejected_deliveries (
         id INTEGER PRIMARY KEY,

@@ -14,6 +14,7 @@ from pathlib import Path
 from payhooks.storage import Ledger
 
 PUBLIC = (
+    "ACCEPTED_DELIVERY_STATUSES",
     "ConflictError",
     "CopyReport",
     "CreationAttempt",
@@ -28,7 +29,9 @@ PUBLIC = (
     "DeliveryStatus",
     "DriftKind",
     "DriftRow",
+    "ErrorCause",
     "EventKind",
+    "FAILED_DELIVERY_STATUSES",
     "FINISHED_DELIVERY_STATUSES",
     "Flow",
     "Ledger",
@@ -67,6 +70,8 @@ PUBLIC = (
     "SyncStatus",
     "UnknownCurrencyError",
     "UnknownDeliveryError",
+    "Vitals",
+    "WindowCounts",
     "copy_ledger",
     "from_minor_units",
     "is_postgres_url",
@@ -102,6 +107,7 @@ LEDGER_FACE = (
     "summary",
     "synchronous",
     "transaction",
+    "vitals",
 )
 
 
