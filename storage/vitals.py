@@ -115,6 +115,8 @@ class Vitals:
     oldest_unsent_at: datetime | None
     #: The newest sync run (started, finished, status...), None before the first.
     last_sync: SyncRun | None
+    #: When the newest complete sync run finished; None when none has completed.
+    last_complete_sync_at: datetime | None
     #: The ``sync_drift`` view's rows of each kind, as of now (kinds with none left out).
     drift: dict[DriftKind, int] = field(default_factory=dict)
     #: Payments in each of :data:`~payhooks.storage.MISMATCH_STATES` (every one, zeros too).
@@ -201,6 +203,9 @@ def read_vitals(conn: Connection, now: datetime, mismatch_window: timedelta = DA
     unsent, oldest = conn.execute(
         "SELECT count(*), min(owed_at) FROM owed_signals WHERE sent_at IS NULL"
     ).fetchone()
+    (complete,) = conn.execute(
+        "SELECT max(finished_at) FROM sync_runs WHERE status = 'complete'"
+    ).fetchone()
     drift = {
         DriftKind(kind): count
         for kind, count in conn.execute("SELECT kind, count(*) FROM sync_drift GROUP BY kind")
@@ -226,6 +231,7 @@ def read_vitals(conn: Connection, now: datetime, mismatch_window: timedelta = DA
         unsent_signals=unsent,
         oldest_unsent_at=_time(oldest),
         last_sync=sync_run_from_row(service_transactions.latest_run(conn)),
+        last_complete_sync_at=_time(complete),
         drift=drift,
         mismatches=mismatches,
         recent_mismatches=recent,

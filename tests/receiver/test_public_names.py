@@ -8,6 +8,9 @@ import importlib
 import pytest
 
 PUBLIC = (
+    "CheckLimits",
+    "CheckReport",
+    "CheckResult",
     "Console",
     "ConsoleRole",
     "PayHooks",
@@ -26,6 +29,7 @@ PUBLIC = (
     "payment_succeeded",
     "receiver_state",
     "return_url",
+    "run_checks",
     "signals",
 )
 

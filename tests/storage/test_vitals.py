@@ -47,7 +47,8 @@ def test_an_empty_ledger_has_no_figures(ledger: Ledger) -> None:
     assert vitals.last_hour == vitals.last_day == WindowCounts(0, 0, 0)
     assert vitals.last_hour.failure_percent is None
     assert (vitals.errors, vitals.unsent_signals, vitals.oldest_unsent_at) == ((), 0, None)
-    assert (vitals.last_sync, vitals.drift, vitals.drift_total) == (None, {}, 0)
+    assert (vitals.last_sync, vitals.last_complete_sync_at) == (None, None)
+    assert (vitals.drift, vitals.drift_total) == ({}, 0)
     assert vitals.mismatches == dict.fromkeys(MISMATCH_STATES, 0)
     assert (vitals.mismatch_total, vitals.recent_mismatches) == (0, 0)
 
@@ -172,8 +173,16 @@ def test_the_last_sync_and_its_drift_by_kind(ledger: Ledger, clock: FixedClock) 
     assert vitals.last_sync.status is SyncStatus.COMPLETE
     assert vitals.last_sync.started_at == T0 - timedelta(minutes=15)
     assert vitals.last_sync.finished_at == T0 - timedelta(minutes=14)
+    assert vitals.last_complete_sync_at == T0 - timedelta(minutes=14)
     assert vitals.drift == {DriftKind.MISSED_NOTIFICATION: 2, DriftKind.UNEXPECTED: 1}
     assert vitals.drift_total == 3
+
+    at(clock, T0 + timedelta(minutes=1))
+    again = ledger.service.begin_sync(max_age=timedelta(days=30))
+    still = ledger.vitals()
+    assert still.last_sync is not None
+    assert (still.last_sync.id, still.last_sync.status) == (again.id, SyncStatus.RUNNING)
+    assert still.last_complete_sync_at == T0 - timedelta(minutes=14)
 
 
 def test_mismatches_by_state_and_those_changed_within_the_window(

@@ -31,6 +31,7 @@ def deliveries() -> str:
         statuses=list(DeliveryStatus),
         windows=WINDOWS,
         now=now,
+        vitals=receiver_state().ledger.vitals(now),
     )
 
 
