@@ -26,13 +26,6 @@ __all__ = ["check"]
 _DEFAULTS = CheckLimits()
 
 
-class CheckFailed(click.ClickException):
-    """Exit 1 with the report already printed: nothing more to say on standard error."""
-
-    def show(self, file: Any = None) -> None:
-        return None
-
-
 @click.command()
 @click.option(
     "--max-silence",
@@ -123,7 +116,8 @@ def check(
     if current_app and "payhooks" in current_app.extensions:
         send_failed(current_app._get_current_object(), report)  # type: ignore[attr-defined]
     if not report.ok:
-        raise CheckFailed(f"{len(report.failed)} check(s) failed.")
+        names = ", ".join(result.name for result in report.failed)
+        raise click.ClickException(f"{len(report.failed)} check(s) failed: {names}.")
 
 
 def _print(report: CheckReport, output: str) -> None:

@@ -294,6 +294,7 @@ def test_flask_payhooks_check_sends_check_failed_for_each_failing_check(
         result = app.test_cli_runner().invoke(args=["payhooks", "check"])
 
     assert result.exit_code == 1, result.output
+    assert "Error: 2 check(s) failed: silence, signals." in result.output
     assert [each["check"].name for each in received] == ["silence", "signals"]
     assert all(each["sender"] is app for each in received)
     assert all(isinstance(each["check"], CheckResult) for each in received)
