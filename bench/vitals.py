@@ -1,13 +1,14 @@
 """Benchmark: ``Ledger.vitals`` on a large SQLite ledger: its cost must follow the last day's
 traffic, not the ledger's size.
 
-Builds (or reuses, with ``--database``) the reconciliation benchmark's ledger of N payments,
-deliveries and outcomes (:func:`bench.reconcile.build`, ``--synced``), then spreads the
-deliveries' ``received_at`` evenly over ``--days`` days ending now, marks every
-``--failed-every``-th one failed, and leaves one outcome's signals owed: a ledger that has run
-for a while. Then it reads the vitals ``--rounds`` times and prints each read's wall time and
-their median, with the figures read (so a reader can see the windows held what they should).
-Figures, never pass or fail. Run::
+Builds a ledger straight in SQL (:func:`build`): N deliveries of a 400-byte body spread evenly
+over ``--days`` days ending now, one in ``--failed-every`` marked ``invalid_payload``; N
+payments' reconciliation rows, one in 100 ``amount_mismatch`` and one in 200 ``unexpected``;
+one complete sync that listed N transactions, one in 1000 with drift. (Not the reconciliation
+benchmark's builder: that one computes every row by the ledger's rules, for minutes; these
+figures only need the tables' sizes and mix.) Then it reads the vitals ``--rounds`` times and
+prints each read's wall time, their median and the figures read. Figures, never pass or fail.
+Run::
 
     python -m bench.vitals --n 1000000 --database /tmp/vitals.db
 """
@@ -18,42 +19,72 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from bench.reconcile import build
 from payhooks.storage import Ledger
 
-#: The partial index the vitals read the mismatches through (created here when a ledger was
-#: built before it was part of the schema).
-MISMATCH_INDEX_SQL = (
-    "CREATE INDEX IF NOT EXISTS payment_states_mismatches ON payment_states (state, updated_at) "
-    "WHERE state IN ('amount_mismatch', 'currency_mismatch', 'duplicate_payment', 'unexpected',"
-    "\n        'unknown_status')"
-)
+_BODY = b"{" + b" " * 398 + b"}"
 
 
-def spread(path: Path, days: int, failed_every: int) -> int:
-    """Give the deliveries times ``days`` apart end to end, in id order, ending now; mark every
-    ``failed_every``-th one ``invalid_payload``. How many deliveries."""
+def _deliveries(n: int, days: int, failed_every: int) -> Iterator[tuple[object, ...]]:
+    end = datetime.now(UTC)
+    step = timedelta(days=days) / n
+    for i in range(1, n + 1):
+        at = (end - step * (n - i)).isoformat()
+        failed = i % failed_every == 0
+        status, error = ("invalid_payload", "bench") if failed else ("processed", None)
+        yield (i, f"msg_{i:09d}", at, "{}", _BODY, "0" * 64, status, error, at)
+
+
+def _states(n: int, at: str) -> Iterator[tuple[object, ...]]:
+    for i in range(n):
+        state = "amount_mismatch" if i % 100 == 0 else "paid"
+        kind: str | None = "transaction"
+        if i % 200 == 1:
+            state, kind = "unexpected", None
+        yield (f"order-{i:09d}", kind, state, "CNY", at, "[]", at)
+
+
+def _listed(n: int, at: str) -> Iterator[tuple[object, ...]]:
+    for i in range(n):
+        drift = "missed_notification" if i % 1000 == 0 else None
+        yield (f"tx-{i:09d}", f"order-{i:09d}", "PAID", "succeeded", 3, at, at, 1, drift)
+
+
+def build(path: Path, n: int, days: int, failed_every: int) -> None:
+    """The ledger described above, in one transaction."""
+    at = datetime.now(UTC).isoformat()
     with Ledger(path) as ledger:
         conn = ledger.database.conn
-        (count,) = conn.execute("SELECT count(*) FROM deliveries").fetchone()
-        end = datetime.now(UTC)
-        step = timedelta(days=days) / max(count, 1)
+        conn.execute("PRAGMA synchronous = OFF")
         conn.execute("BEGIN IMMEDIATE")
         conn.executemany(
-            "UPDATE deliveries SET received_at = ? WHERE id = ?",
-            (((end - step * (count - n)).isoformat(), n) for n in range(1, count + 1)),
+            "INSERT INTO deliveries (id, dedupe_key, received_at, headers, body, body_sha256, "
+            "status, error, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            _deliveries(n, days, failed_every),
+        )
+        conn.executemany(
+            "INSERT INTO payment_states (external_identifier, kind, state, currency, "
+            "refunded_amount_minor, charged_back_amount_minor, opened_at, periods_paid, "
+            "transaction_ids, unknown_outcomes, refused_deliveries, conflicting_deliveries, "
+            "updated_at) VALUES (?, ?, ?, ?, 0, 0, ?, 1, ?, 0, 0, 0, ?)",
+            _states(n, at),
         )
         conn.execute(
-            "UPDATE deliveries SET status = 'invalid_payload', error = 'bench' WHERE id % ? = 0",
-            (failed_every,),
+            "INSERT INTO sync_runs (id, started_at, expected_before, status, updated_at, "
+            "finished_at) VALUES (1, ?, ?, 'complete', ?, ?)",
+            (at, at, at, at),
         )
-        conn.execute(MISMATCH_INDEX_SQL)
+        conn.executemany(
+            "INSERT INTO service_transactions (transaction_id, external_identifier, status, "
+            "state, state_rank, first_seen_at, last_seen_at, sync_run, drift) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            _listed(n, at),
+        )
         conn.execute("COMMIT")
         conn.execute("ANALYZE")
-    return int(count)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -66,16 +97,15 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if not args.database.exists():
         started = time.perf_counter()
-        build(args.database, args.n, synced=True)
+        build(args.database, args.n, args.days, args.failed_every)
         print(f"built {args.n:,} in {time.perf_counter() - started:.1f} s", file=sys.stderr)
-    deliveries = spread(args.database, args.days, args.failed_every)
     with Ledger(args.database) as ledger:
         times = []
         for _ in range(args.rounds):
             started = time.perf_counter()
             vitals = ledger.vitals()
             times.append(time.perf_counter() - started)
-    print(f"{deliveries:,} deliveries over {args.days} days; one in {args.failed_every} failed")
+    print(f"{args.n:,} deliveries over {args.days} days; one in {args.failed_every} failed")
     print(f"last hour: {vitals.last_hour}; last day: {vitals.last_day}")
     print(f"mismatches: {vitals.mismatch_total}; drift rows: {vitals.drift_total}")
     print("reads (ms): " + ", ".join(f"{t * 1000:.1f}" for t in times))

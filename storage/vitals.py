@@ -10,7 +10,9 @@ search over ids (:func:`first_id_since`, a few primary-key lookups), and the win
 read only ids from there up. The failing statuses are counted through the partial index
 ``deliveries_status`` (which leaves ``processed`` out). Refused requests are kept bounded
 (``max_rejected``), so their table is read by time. The mismatch counts read the partial index
-``payment_states_mismatches``, which holds the mismatched rows alone.
+``payment_states_mismatches``, which holds the mismatched rows alone, and the ``sync_drift``
+view's rows are found through ``service_transactions_drift`` and ``payment_states_drift``,
+which hold only the rows with drift.
 """
 
 from __future__ import annotations
@@ -144,7 +146,9 @@ def first_id_since(conn: Connection, table: str, since: str) -> int | None:
     lookups, gaps in the ids and all. Rows stored out of time order (a delivery stored with
     an explicit, earlier ``received_at``) may be counted in the wrong window near its edge.
     """
-    low, high = conn.execute(f"SELECT min(id), max(id) FROM {table}").fetchone()  # noqa: S608
+    # Apart: SQLite answers min() or max() alone from the primary key, but scans for both.
+    (low,) = conn.execute(f"SELECT min(id) FROM {table}").fetchone()  # noqa: S608
+    (high,) = conn.execute(f"SELECT max(id) FROM {table}").fetchone()  # noqa: S608
     found: int | None = None
     step = f"SELECT id, received_at FROM {table} WHERE id >= ? ORDER BY id LIMIT 1"  # noqa: S608
     while low is not None and low <= high:
