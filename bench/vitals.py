@@ -8,9 +8,10 @@ one complete sync that listed N transactions, one in 1000 with drift. (Not the r
 benchmark's builder: that one computes every row by the ledger's rules, for minutes; these
 figures only need the tables' sizes and mix.) Then it reads the vitals ``--rounds`` times and
 prints each read's wall time, their median and the figures read. Figures, never pass or fail.
-Run::
+With ``--start-postgres`` (or ``--postgres URL``) the same ledger is then copied into
+PostgreSQL (``payhooks copy-ledger``) and the reads timed there too. Run::
 
-    python -m bench.vitals --n 1000000 --database /tmp/vitals.db
+    python -m bench.vitals --n 1000000 --database /tmp/vitals.db [--start-postgres]
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from payhooks.storage import Ledger
+from bench.postgres import add_arguments, postgres_database, settings
+from payhooks.storage import Ledger, copy_ledger
 
 _BODY = b"{" + b" " * 398 + b"}"
 
@@ -94,22 +96,34 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--days", type=int, default=30, help="the deliveries' time span")
     parser.add_argument("--failed-every", type=int, default=50, help="one failed in so many")
     parser.add_argument("--rounds", type=int, default=7, help="reads timed")
+    add_arguments(parser, "time the reads")
     args = parser.parse_args(argv)
     if not args.database.exists():
         started = time.perf_counter()
         build(args.database, args.n, args.days, args.failed_every)
         print(f"built {args.n:,} in {time.perf_counter() - started:.1f} s", file=sys.stderr)
-    with Ledger(args.database) as ledger:
+    report(args.database, "SQLite", args.rounds)
+    with postgres_database(args) as url:
+        if url is not None:
+            started = time.perf_counter()
+            copy_ledger(args.database, url)
+            print(f"copied in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+            report(url, settings(url), args.rounds)
+
+
+def report(target: Path | str, where: str, rounds: int) -> None:
+    """Time ``rounds`` reads of the vitals on ``target``; print them and the figures."""
+    with Ledger(target) as ledger:
         times = []
-        for _ in range(args.rounds):
+        for _ in range(rounds):
             started = time.perf_counter()
             vitals = ledger.vitals()
             times.append(time.perf_counter() - started)
-    print(f"{args.n:,} deliveries over {args.days} days; one in {args.failed_every} failed")
-    print(f"last hour: {vitals.last_hour}; last day: {vitals.last_day}")
-    print(f"mismatches: {vitals.mismatch_total}; drift rows: {vitals.drift_total}")
-    print("reads (ms): " + ", ".join(f"{t * 1000:.1f}" for t in times))
-    print(f"median: {statistics.median(times) * 1000:.1f} ms")
+    print(f"{where}:")
+    print(f"  last hour: {vitals.last_hour}; last day: {vitals.last_day}")
+    print(f"  mismatches: {vitals.mismatch_total}; drift rows: {vitals.drift_total}")
+    print("  reads (ms): " + ", ".join(f"{t * 1000:.1f}" for t in times))
+    print(f"  median: {statistics.median(times) * 1000:.1f} ms")
 
 
 if __name__ == "__main__":
