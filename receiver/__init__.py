@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from payhooks.receiver import signals
+    from payhooks.receiver.checks import CheckLimits, CheckReport, CheckResult, run_checks
     from payhooks.receiver.config import config_from_env
     from payhooks.receiver.extension import PayHooks
     from payhooks.receiver.payloads import PayloadError, load_status_map, parse_notification
@@ -38,6 +39,9 @@ if TYPE_CHECKING:
 
 #: Where each public name lives.
 _HOMES = {
+    "CheckLimits": "payhooks.receiver.checks",
+    "CheckReport": "payhooks.receiver.checks",
+    "CheckResult": "payhooks.receiver.checks",
     "Console": "payhooks.receiver.web.console",
     "ConsoleGrant": "payhooks.receiver.web.console",
     "ConsoleRole": "payhooks.receiver.web.console",
@@ -57,10 +61,14 @@ _HOMES = {
     "payment_mismatch": "payhooks.receiver.signals",
     "payment_succeeded": "payhooks.receiver.signals",
     "receiver_state": "payhooks.receiver.state",
+    "run_checks": "payhooks.receiver.checks",
     "return_url": "payhooks.receiver.web",
 }
 
 __all__ = [
+    "CheckLimits",
+    "CheckReport",
+    "CheckResult",
     "Console",
     "ConsoleGrant",
     "ConsoleRole",
@@ -81,6 +89,7 @@ __all__ = [
     "payment_succeeded",
     "receiver_state",
     "return_url",
+    "run_checks",
     "signals",
 ]
 

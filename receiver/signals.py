@@ -33,6 +33,7 @@ from __future__ import annotations
 from blinker import Namespace
 
 __all__ = [
+    "check_failed",
     "notification_received",
     "payment_failed",
     "payment_mismatch",
@@ -67,3 +68,10 @@ payment_mismatch = _signals.signal("payment-mismatch")
 #: :class:`payhooks.storage.DriftKind` (stream them with ``Ledger.service.sync_drift()``).
 #: Sent once per sync that finds drift, again by the next sync while the drift lasts.
 sync_drift = _signals.signal("sync-drift")
+
+#: Sent by ``flask payhooks check`` and by :func:`payhooks.receiver.run_checks` (in the
+#: merchant's app, never by the plain ``payhooks check``) once for each check that fails: the
+#: signal for alerting in the app. Not about one outcome, so its keyword arguments are its
+#: own: ``check``, the failing :class:`payhooks.receiver.CheckResult` (its ``name`` is stable),
+#: and ``vitals``, the :class:`payhooks.storage.Vitals` it was decided on.
+check_failed = _signals.signal("check-failed")

@@ -84,9 +84,18 @@ from payhooks.storage.sync_rows import (
     SyncStatus,
 )
 from payhooks.storage.targets import is_postgres_url, redacted
+from payhooks.storage.vitals import (
+    ACCEPTED_DELIVERY_STATUSES,
+    FAILED_DELIVERY_STATUSES,
+    ErrorCause,
+    Vitals,
+    WindowCounts,
+)
 
 __all__ = [
+    "ACCEPTED_DELIVERY_STATUSES",
     "DEFAULT_STATUS_MAP",
+    "FAILED_DELIVERY_STATUSES",
     "FINISHED_DELIVERY_STATUSES",
     "MAX_AMOUNT_MINOR",
     "MINOR_UNIT_EXPONENTS",
@@ -109,6 +118,7 @@ __all__ = [
     "DeliveryStatus",
     "DriftKind",
     "DriftRow",
+    "ErrorCause",
     "EventKind",
     "ExceptionReview",
     "Flow",
@@ -144,6 +154,8 @@ __all__ = [
     "SyncStatus",
     "UnknownCurrencyError",
     "UnknownDeliveryError",
+    "Vitals",
+    "WindowCounts",
     "copy_ledger",
     "from_minor_units",
     "is_postgres_url",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlite_utils import Database
@@ -20,6 +20,7 @@ import payhooks.storage.payment_states as payment_states
 import payhooks.storage.payments as payments
 import payhooks.storage.reconciliation as reconciliation
 import payhooks.storage.story as story
+import payhooks.storage.vitals as vitals
 from payhooks.storage.checks import (
     SYNCHRONOUS_MODES,
     check_amount,
@@ -38,6 +39,7 @@ from payhooks.storage.service_records import ServiceRecords
 from payhooks.storage.signal_book import SignalBook
 from payhooks.storage.story_rows import PaymentStory
 from payhooks.storage.times import Clock, system_clock, to_text
+from payhooks.storage.vitals import Vitals
 
 __all__ = ["DEFAULT_MAX_REJECTED", "DEFAULT_MAX_RETURNS", "SYNCHRONOUS_MODES", "Ledger"]
 
@@ -299,3 +301,25 @@ class Ledger:
         """Counts and Decimal totals per currency and state, grouped in SQL."""
         with self._read() as conn:
             return reconciliation.summary(conn)
+
+    # -- health ----------------------------------------------------------------------------
+
+    def vitals(
+        self, now: datetime | None = None, *, mismatch_window: timedelta = vitals.DAY
+    ) -> Vitals:
+        """The ledger's vital figures at ``now`` (default: the ledger's clock): the last
+        delivery and the last accepted one, deliveries, failures and refused requests over the
+        last hour and 24 hours, the day's errors by cause, the signals owed and unsent, the
+        last sync and the drift, the mismatches (and those changed within ``mismatch_window``).
+
+        A read only, in one connection; its cost follows the last day's traffic, not the
+        ledger's size (:mod:`payhooks.storage.vitals`).
+
+        :raises ValueError: ``now`` is naive, or ``mismatch_window`` is not positive.
+        """
+        moment = self._clock() if now is None else now
+        to_text(moment, argument="now")
+        if mismatch_window <= timedelta(0):
+            raise ValueError(f"mismatch_window must be positive; got {mismatch_window}")
+        with self._read() as conn:
+            return vitals.read_vitals(conn, moment, mismatch_window)

@@ -32,7 +32,7 @@ from payhooks.storage.sync_rows import (
 )
 from payhooks.storage.times import Clock, from_text, to_text
 
-__all__ = ["ServiceRecords"]
+__all__ = ["ServiceRecords", "sync_run_from_row"]
 
 
 _MAX_STATUS_LENGTH = 200
@@ -55,7 +55,9 @@ _SELECT_FAILURE = (
 )
 
 
-def _run(row: tuple[Any, ...] | None) -> SyncRun | None:
+def sync_run_from_row(row: tuple[Any, ...] | None) -> SyncRun | None:
+    """A row of ``service_transactions.latest_run`` as a :class:`SyncRun` (None for none):
+    shared with :mod:`payhooks.storage.vitals`, which reads the last run in its own query."""
     if row is None:
         return None
     ident, started, before, status, cursor, pages, items, error, updated, finished = row
@@ -269,7 +271,7 @@ class ServiceRecords:
             raise ValueError("max_age must be a timedelta of zero or more")
         now = self._clock()
         with self._write() as conn:
-            last = _run(service_transactions.latest_run(conn))
+            last = sync_run_from_row(service_transactions.latest_run(conn))
             if resume and last is not None and last.status is not SyncStatus.COMPLETE:
                 conn.execute(
                     "UPDATE sync_runs SET status = 'running', error = NULL, finished_at = NULL "
@@ -285,7 +287,7 @@ class ServiceRecords:
                 run_id = service_transactions.begin_run(
                     conn, to_text(now), to_text(now - max_age, argument="max_age")
                 )
-            found = _run(service_transactions.latest_run(conn))
+            found = sync_run_from_row(service_transactions.latest_run(conn))
         assert found is not None
         assert found.id == run_id
         return found
@@ -332,14 +334,14 @@ class ServiceRecords:
             )
             if error is None:
                 payment_states.refresh_missing(conn, now=at, lock=self._engine.lock_payment)
-            found = _run(service_transactions.latest_run(conn))
+            found = sync_run_from_row(service_transactions.latest_run(conn))
         assert found is not None
         return found
 
     def last_sync(self) -> SyncRun | None:
         """The newest sync run, or None before the first."""
         with self._read() as conn:
-            return _run(service_transactions.latest_run(conn))
+            return sync_run_from_row(service_transactions.latest_run(conn))
 
     def sync_drift(self) -> Iterator[DriftRow]:
         """Stream the ``sync_drift`` view: every disagreement between the service's list and

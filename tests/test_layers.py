@@ -58,6 +58,7 @@ LAYERS: dict[str, int] = {
     "payhooks.receiver.settings": 3,
     "payhooks.receiver.pipeline": 4,
     "payhooks.receiver.state": 5,
+    "payhooks.receiver.checks": 5,
     "payhooks.receiver.web": 6,
     "payhooks.receiver.cli": 6,
     "payhooks.receiver.extension": 7,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import click
 
+from payhooks.receiver.cli.check_command import check
 from payhooks.receiver.cli.database_commands import copy_ledger, migrate_command
 from payhooks.receiver.cli.deliveries_command import deliveries
 from payhooks.receiver.cli.delivery_commands import reprocess, signals
@@ -39,6 +40,7 @@ IN_APP_COMMANDS: tuple[click.Command, ...] = (
     reprocess,
     signals,
     deliveries,
+    check,
     migrate_command,
     copy_ledger,
 )

@@ -163,6 +163,13 @@ TABLES = (
         updated_at TEXT NOT NULL
     ) WITHOUT ROWID""",
     "CREATE INDEX payment_states_order ON payment_states ((kind IS NULL), external_identifier)",
+    # The mismatched payments alone (the health figures count them, and those changed lately).
+    """
+    CREATE INDEX payment_states_mismatches ON payment_states (state, updated_at)
+    WHERE state IN ('amount_mismatch', 'currency_mismatch', 'duplicate_payment', 'unexpected',
+        'unknown_status')""",
+    # The rows with drift alone: the sync_drift view finds them without reading every payment.
+    "CREATE INDEX payment_states_drift ON payment_states (drift) WHERE drift IS NOT NULL",
     """
     CREATE TABLE rejected_deliveries (
         id INTEGER PRIMARY KEY,
@@ -217,6 +224,9 @@ TABLES = (
         ledger_state TEXT
     )""",
     "CREATE INDEX service_transactions_identifier ON service_transactions (external_identifier)",
+    """
+    CREATE INDEX service_transactions_drift ON service_transactions (drift)
+    WHERE drift IS NOT NULL""",
     """
     CREATE TABLE sync_unstorable_items (
         id INTEGER PRIMARY KEY,

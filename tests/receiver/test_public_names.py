@@ -8,6 +8,9 @@ import importlib
 import pytest
 
 PUBLIC = (
+    "CheckLimits",
+    "CheckReport",
+    "CheckResult",
     "Console",
     "ConsoleGrant",
     "ConsoleRole",
@@ -28,6 +31,7 @@ PUBLIC = (
     "payment_succeeded",
     "receiver_state",
     "return_url",
+    "run_checks",
     "signals",
 )
 

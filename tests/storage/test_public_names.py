@@ -14,6 +14,7 @@ from pathlib import Path
 from payhooks.storage import Ledger
 
 PUBLIC = (
+    "ACCEPTED_DELIVERY_STATUSES",
     "AuditEntry",
     "ConflictError",
     "CopyReport",
@@ -30,8 +31,10 @@ PUBLIC = (
     "DeliveryStatus",
     "DriftKind",
     "DriftRow",
+    "ErrorCause",
     "EventKind",
     "ExceptionReview",
+    "FAILED_DELIVERY_STATUSES",
     "FINISHED_DELIVERY_STATUSES",
     "Flow",
     "Ledger",
@@ -72,6 +75,8 @@ PUBLIC = (
     "SyncStatus",
     "UnknownCurrencyError",
     "UnknownDeliveryError",
+    "Vitals",
+    "WindowCounts",
     "copy_ledger",
     "from_minor_units",
     "is_postgres_url",
@@ -109,6 +114,7 @@ LEDGER_FACE = (
     "summary",
     "synchronous",
     "transaction",
+    "vitals",
 )
 
 

@@ -2,6 +2,8 @@
 
 Each page reads one page of rows and the count for the same filter; the "Older" link carries
 the cursor (``before``), so rows that arrive meanwhile never shift a page.
+The delivery log (the console's home) also reads the ledger's vitals once, at the console's
+clock, for the health strip on top (``_health.html``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ def deliveries() -> str:
         errors=list(DeliveryErrorCode),
         windows=WINDOWS,
         now=now,
+        vitals=receiver_state().ledger.vitals(now),
     )
 
 

@@ -1,0 +1,248 @@
+"""The ledger's vital figures: is it receiving, is it failing, is anything owed or adrift.
+
+One read (:func:`read_vitals`, ``Ledger.vitals``) for the console's health strip, ``payhooks
+check`` and the metrics: a few small queries in one connection, each bounded so that the cost
+follows the last day's traffic, never the size of the ledger.
+
+``deliveries`` has no index on ``received_at`` (the receiver pays for each index on its hot
+table), but its ids increase with time: the first delivery of a window is found by a binary
+search over ids (:func:`window_ids`, a few primary-key lookups), and the window's counts
+read only ids from there up. The failing statuses are counted through the partial index
+``deliveries_status`` (which leaves ``processed`` out). Refused requests are kept bounded
+(``max_rejected``), so their table is read by time. The mismatch counts read the partial index
+``payment_states_mismatches``, which holds the mismatched rows alone, and the ``sync_drift``
+view's rows are found through ``service_transactions_drift`` and ``payment_states_drift``,
+which hold only the rows with drift.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any, Final
+
+import payhooks.storage.service_transactions as service_transactions
+from payhooks.storage.records import MISMATCH_STATES, ReconciliationState
+from payhooks.storage.rows import DeliveryStatus
+from payhooks.storage.service_records import sync_run_from_row
+from payhooks.storage.sql import Connection
+from payhooks.storage.sync_rows import DriftKind, SyncRun
+from payhooks.storage.times import from_text, to_text
+
+__all__ = [
+    "ACCEPTED_DELIVERY_STATUSES",
+    "FAILED_DELIVERY_STATUSES",
+    "ErrorCause",
+    "Vitals",
+    "WindowCounts",
+    "read_vitals",
+    "window_ids",
+]
+
+#: A delivery stored with one of these failed: its body was no notification, it said something
+#: else than the outcome already stored, or processing failed on our side. (``received``, not
+#: processed yet, is neither failed nor accepted.)
+FAILED_DELIVERY_STATUSES: Final = frozenset(
+    {
+        DeliveryStatus.MALFORMED_JSON,
+        DeliveryStatus.INVALID_PAYLOAD,
+        DeliveryStatus.PROCESSING_ERROR,
+        DeliveryStatus.CONFLICTING_OUTCOME,
+    }
+)
+
+#: A delivery stored with one of these was accepted: its outcome is in the ledger.
+ACCEPTED_DELIVERY_STATUSES: Final = frozenset({DeliveryStatus.PROCESSED, DeliveryStatus.DUPLICATE})
+
+#: The two windows the figures are counted over.
+HOUR: Final = timedelta(hours=1)
+DAY: Final = timedelta(hours=24)
+
+_FAILED = ", ".join(f"'{status.value}'" for status in sorted(FAILED_DELIVERY_STATUSES))
+_ACCEPTED = ", ".join(f"'{status.value}'" for status in sorted(ACCEPTED_DELIVERY_STATUSES))
+_MISMATCHES = ", ".join(f"'{state.value}'" for state in sorted(MISMATCH_STATES))
+
+
+@dataclass(frozen=True, slots=True)
+class WindowCounts:
+    """What arrived in one window: deliveries stored, those that failed, requests refused."""
+
+    #: Deliveries stored (each once, however many attempts it took).
+    deliveries: int
+    #: Of those, the ones stored with a status of :data:`FAILED_DELIVERY_STATUSES`.
+    failures: int
+    #: Requests refused before they were stored (a signature that did not hold), counted apart:
+    #: they are not deliveries, and anyone can send them.
+    refused: int
+
+    @property
+    def failure_percent(self) -> Decimal | None:
+        """Failures as a percentage of deliveries, to one decimal; None when none arrived."""
+        if self.deliveries == 0:
+            return None
+        return (Decimal(self.failures * 100) / self.deliveries).quantize(Decimal("0.1"))
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorCause:
+    """One cause of errors in the last 24 hours and how many it caused."""
+
+    #: ``"delivery"`` (a delivery stored with a failing status) or ``"refused"`` (a refused
+    #: request).
+    origin: str
+    #: The failing status (``invalid_payload``...) or the refusal's code
+    #: (``invalid_signature``...).
+    code: str
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Vitals:
+    """The ledger's vital figures at :attr:`now` (``Ledger.vitals``)."""
+
+    #: The time the figures are counted back from.
+    now: datetime
+    #: The newest stored delivery's ``received_at``, whatever became of it; None: never.
+    last_delivery_at: datetime | None
+    #: The newest accepted delivery's (:data:`ACCEPTED_DELIVERY_STATUSES`); None: never.
+    last_accepted_at: datetime | None
+    #: Since ``now`` less one hour, and less 24 hours.
+    last_hour: WindowCounts
+    last_day: WindowCounts
+    #: The last 24 hours' errors by cause, the most frequent first.
+    errors: tuple[ErrorCause, ...]
+    #: Signals owed to the merchant's code and not sent, and when the oldest became owed.
+    unsent_signals: int
+    oldest_unsent_at: datetime | None
+    #: The newest sync run (started, finished, status...), None before the first.
+    last_sync: SyncRun | None
+    #: When the newest complete sync run finished; None when none has completed.
+    last_complete_sync_at: datetime | None
+    #: The ``sync_drift`` view's rows of each kind, as of now (kinds with none left out).
+    drift: dict[DriftKind, int] = field(default_factory=dict)
+    #: Payments in each of :data:`~payhooks.storage.MISMATCH_STATES` (every one, zeros too).
+    mismatches: dict[ReconciliationState, int] = field(default_factory=dict)
+    #: Of those, the ones whose reconciliation row changed within the mismatch window.
+    recent_mismatches: int = 0
+    #: The mismatch window ``recent_mismatches`` counts over.
+    mismatch_window: timedelta = DAY
+
+    @property
+    def mismatch_total(self) -> int:
+        """Payments in any mismatch state."""
+        return sum(self.mismatches.values())
+
+    @property
+    def drift_total(self) -> int:
+        """Rows of the ``sync_drift`` view."""
+        return sum(self.drift.values())
+
+
+def window_ids(conn: Connection, table: str, since: str) -> tuple[int, int] | None:
+    """The ids of the first row of ``table`` received at or after ``since`` and of the last
+    row, or None when no row is that recent.
+
+    Ids increase with time, so a binary search over them finds it in a few primary-key
+    lookups, gaps in the ids and all. Rows stored out of time order (a delivery stored with
+    an explicit, earlier ``received_at``) may be counted in the wrong window near its edge.
+    """
+    # Apart: SQLite answers min() or max() alone from the primary key, but scans for both.
+    (low,) = conn.execute(f"SELECT min(id) FROM {table}").fetchone()  # noqa: S608
+    (high,) = conn.execute(f"SELECT max(id) FROM {table}").fetchone()  # noqa: S608
+    last = high
+    found: int | None = None
+    step = f"SELECT id, received_at FROM {table} WHERE id >= ? ORDER BY id LIMIT 1"  # noqa: S608
+    while low is not None and low <= high:
+        middle = (low + high) // 2
+        row = conn.execute(step, (middle,)).fetchone()
+        if row is None or row[0] > high:
+            high = middle - 1
+        elif row[1] >= since:
+            found, high = row[0], middle - 1
+        else:
+            low = row[0] + 1
+    return None if found is None else (found, last)
+
+
+def _window(conn: Connection, since: str) -> tuple[WindowCounts, list[ErrorCause]]:
+    """One window's counts and its errors by cause."""
+    bounds = window_ids(conn, "deliveries", since)
+    deliveries = 0
+    failed: list[tuple[str, int]] = []
+    if bounds is not None:
+        # Bounded on both sides: PostgreSQL's generic plan for a prepared ``id >= $1`` guesses
+        # a third of the table and scans it all; a range guesses a sliver and reads the index.
+        deliveries = conn.execute(
+            "SELECT count(*) FROM deliveries WHERE id >= ? AND id <= ?", bounds
+        ).fetchone()[0]
+        failed = conn.execute(
+            "SELECT status, count(*) FROM deliveries "  # noqa: S608 - constants only
+            f"WHERE status IN ({_FAILED}) AND status <> 'processed' AND id >= ? AND id <= ? "
+            "GROUP BY status",
+            bounds,
+        ).fetchall()
+    refused = conn.execute(
+        "SELECT reason, count(*) FROM rejected_deliveries WHERE received_at >= ? GROUP BY reason",
+        (since,),
+    ).fetchall()
+    causes = [ErrorCause("delivery", code, count) for code, count in failed]
+    causes += [ErrorCause("refused", code, count) for code, count in refused]
+    counts = WindowCounts(
+        deliveries=deliveries,
+        failures=sum(count for _, count in failed),
+        refused=sum(count for _, count in refused),
+    )
+    return counts, causes
+
+
+def _time(value: Any) -> datetime | None:
+    return None if value is None else from_text(value)
+
+
+def read_vitals(conn: Connection, now: datetime, mismatch_window: timedelta = DAY) -> Vitals:
+    """The figures at ``now``, read in ``conn`` (one read; each query bounded, see above)."""
+    last_hour, _ = _window(conn, to_text(now - HOUR, argument="now"))
+    last_day, causes = _window(conn, to_text(now - DAY, argument="now"))
+    last = conn.execute("SELECT received_at FROM deliveries ORDER BY id DESC LIMIT 1").fetchone()
+    accepted = conn.execute(
+        f"SELECT received_at FROM deliveries WHERE status IN ({_ACCEPTED}) "  # noqa: S608
+        "ORDER BY id DESC LIMIT 1"
+    ).fetchone()
+    unsent, oldest = conn.execute(
+        "SELECT count(*), min(owed_at) FROM owed_signals WHERE sent_at IS NULL"
+    ).fetchone()
+    (complete,) = conn.execute(
+        "SELECT max(finished_at) FROM sync_runs WHERE status = 'complete'"
+    ).fetchone()
+    drift = {
+        DriftKind(kind): count
+        for kind, count in conn.execute("SELECT kind, count(*) FROM sync_drift GROUP BY kind")
+    }
+    mismatches = dict.fromkeys(sorted(MISMATCH_STATES), 0)
+    recent = 0
+    changed_since = to_text(now - mismatch_window, argument="now")
+    for state, count, changed in conn.execute(
+        "SELECT state, count(*), "  # noqa: S608 - constants only
+        "sum(CASE WHEN updated_at >= ? THEN 1 ELSE 0 END) "
+        f"FROM payment_states WHERE state IN ({_MISMATCHES}) GROUP BY state",
+        (changed_since,),
+    ):
+        mismatches[ReconciliationState(state)] = count
+        recent += changed
+    return Vitals(
+        now=now,
+        last_delivery_at=None if last is None else from_text(last[0]),
+        last_accepted_at=None if accepted is None else from_text(accepted[0]),
+        last_hour=last_hour,
+        last_day=last_day,
+        errors=tuple(sorted(causes, key=lambda cause: (-cause.count, cause.origin, cause.code))),
+        unsent_signals=unsent,
+        oldest_unsent_at=_time(oldest),
+        last_sync=sync_run_from_row(service_transactions.latest_run(conn)),
+        last_complete_sync_at=_time(complete),
+        drift=drift,
+        mismatches=mismatches,
+        recent_mismatches=recent,
+        mismatch_window=mismatch_window,
+    )
