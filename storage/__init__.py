@@ -25,10 +25,17 @@ from payhooks.storage.errors import (
     ConflictError,
     NotALedgerError,
     PostgresExtraMissingError,
+    SchemaBehindError,
     SchemaVersionError,
     StorageError,
     StorageUnavailableError,
     UnknownDeliveryError,
+)
+from payhooks.storage.health import (
+    DEFAULT_HEALTH_LOCK_TIMEOUT_MS,
+    DEFAULT_MIN_FREE_BYTES,
+    HEALTH_CODES,
+    LedgerHealth,
 )
 from payhooks.storage.ledger import (
     SYNCHRONOUS_MODES,
@@ -82,8 +89,11 @@ from payhooks.storage.sync_rows import (
 from payhooks.storage.targets import is_postgres_url, redacted
 
 __all__ = [
+    "DEFAULT_HEALTH_LOCK_TIMEOUT_MS",
+    "DEFAULT_MIN_FREE_BYTES",
     "DEFAULT_STATUS_MAP",
     "FINISHED_DELIVERY_STATUSES",
+    "HEALTH_CODES",
     "MAX_AMOUNT_MINOR",
     "MINOR_UNIT_EXPONENTS",
     "MISMATCH_STATES",
@@ -106,6 +116,7 @@ __all__ = [
     "EventKind",
     "Flow",
     "Ledger",
+    "LedgerHealth",
     "ListedTransaction",
     "LogPage",
     "LoggedDelivery",
@@ -124,6 +135,7 @@ __all__ = [
     "RejectedDelivery",
     "ReturnEvent",
     "ReturnKind",
+    "SchemaBehindError",
     "SchemaVersionError",
     "SignalEvent",
     "StorageError",
