@@ -19,7 +19,13 @@ from flask import Flask, current_app
 from payhooks.receiver.ledgers import LedgerPool
 from payhooks.receiver.pipeline import Sweeper
 from payhooks.receiver.settings import load_settings
-from payhooks.storage import Ledger, PaymentState, is_postgres_url
+from payhooks.storage import (
+    DEFAULT_HEALTH_LOCK_TIMEOUT_MS,
+    DEFAULT_MIN_FREE_BYTES,
+    Ledger,
+    PaymentState,
+    is_postgres_url,
+)
 from payhooks.verify import Verifier
 
 __all__ = ["STATE_KEY", "ReceiverState", "build_state", "receiver_state"]
@@ -46,6 +52,10 @@ class ReceiverState:
     return_redirect: str | None = None
     #: ``PAYHOOKS_SHOP_URL``, checked: where the customer's pages link back to, or None.
     shop_url: str | None = None
+    #: ``PAYHOOKS_HEALTH_MIN_FREE_BYTES`` and ``PAYHOOKS_HEALTH_LOCK_TIMEOUT_MS``: the ``/health``
+    #: route's thresholds.
+    health_min_free_bytes: int = DEFAULT_MIN_FREE_BYTES
+    health_lock_timeout_ms: int = DEFAULT_HEALTH_LOCK_TIMEOUT_MS
 
     @property
     def ledger(self) -> Ledger:
@@ -102,4 +112,6 @@ def build_state(config: Mapping[str, Any], *, serving: bool = True) -> ReceiverS
         max_body_bytes=settings.max_body_bytes,
         return_redirect=settings.return_redirect,
         shop_url=settings.shop_url,
+        health_min_free_bytes=settings.health_min_free_bytes,
+        health_lock_timeout_ms=settings.health_lock_timeout_ms,
     )
