@@ -228,7 +228,7 @@ def test_a_role_that_may_only_select_is_ledger_read_only(
     import psycopg
 
     with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")  # type: ignore[arg-type]
+        conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")
     reader_url = postgres_url.replace("postgresql://payhooks@", f"postgresql://{role}@")
 
     assert _code(app_on(PAYHOOKS_DATABASE=reader_url)) == "ledger_read_only"

@@ -6,7 +6,8 @@ login decides the :class:`ConsoleRole` with; no role, no page.
 
 Rule: server-rendered pages with no script, every value escaped by Jinja, nothing from another
 host, and the security headers on every answer under the prefix. The pages read the app's
-ledger through :func:`payhooks.receiver.state.receiver_state` and never write.
+ledger (the receiver's, or one named to the console) through
+:func:`~payhooks.receiver.web.console.access.console_ledger`, and never write.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Response, render_template
 
-from payhooks.receiver.state import receiver_state
+from payhooks.receiver.web.console.access import console_ledger
 from payhooks.receiver.web.console.answers import error_page
 from payhooks.receiver.web.console.filters import pretty_body
 from payhooks.receiver.web.console.query import MAX_ID
@@ -16,7 +16,7 @@ def delivery(delivery_id: int) -> Response | str:
     """``GET /deliveries/<id>``: one delivery, or the 404 page."""
     details = None
     if 1 <= delivery_id <= MAX_ID:  # a larger id cannot exist, and PostgreSQL refuses it
-        details = receiver_state().ledger.receiver.delivery_details(delivery_id)
+        details = console_ledger().receiver.delivery_details(delivery_id)
     if details is None:
         return error_page(404, "console_not_found", "There is no delivery with this id.")
     body, is_json = pretty_body(details.body)
@@ -33,7 +33,7 @@ def payment(external_identifier: str) -> Response | str:
     page when the ledger knows nothing of it."""
     story = None
     if "\x00" not in external_identifier:  # PostgreSQL text holds no NUL: nothing names it
-        story = receiver_state().ledger.story(external_identifier)
+        story = console_ledger().story(external_identifier)
     if story is None:
         return error_page(404, "console_not_found", "The ledger knows no payment by this id.")
     return render_template("payhooks_console/payment.html", story=story)
