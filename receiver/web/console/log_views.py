@@ -10,7 +10,7 @@ from flask import render_template, request
 
 from payhooks.receiver.web.console.access import console_ledger, current_access
 from payhooks.receiver.web.console.query import WINDOWS, parse_log_query
-from payhooks.storage import DeliveryStatus
+from payhooks.storage import DeliveryErrorCode, DeliveryStatus
 
 __all__ = ["deliveries", "refused"]
 
@@ -28,6 +28,7 @@ def deliveries() -> str:
         page=page,
         count=records.count_deliveries(wanted),
         statuses=list(DeliveryStatus),
+        errors=list(DeliveryErrorCode),
         windows=WINDOWS,
         now=now,
     )
