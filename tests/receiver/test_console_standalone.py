@@ -109,6 +109,9 @@ def test_the_printed_link_logs_in_once_and_shows_the_delivery_log(
             log = browser.get(f"{console.base}/deliveries")
             assert log.status_code == 200
             assert delivered in log.text
+            one = browser.get(f"{console.base}/deliveries/1")  # no keys here: not checked
+            assert one.status_code == 200
+            assert delivered in one.text
 
         with httpx.Client() as second:
             again = second.get(console.link)
