@@ -17,6 +17,9 @@ docs/configuration.md):
   to disk before the answer, so an acknowledged delivery survives a power loss; ``NORMAL`` (opt-in)
   is much cheaper per commit but survives only a crash of the process, not of the machine: the
   last acknowledged deliveries can vanish, and the service will not send them again.
+- ``PAYHOOKS_HEALTH_MIN_FREE_BYTES`` (64 MiB) and ``PAYHOOKS_HEALTH_LOCK_TIMEOUT_MS`` (100):
+  the ``/health`` route reports a SQLite ledger full below that much free space in its folder,
+  and locked when the write lock is not free within that time (on PostgreSQL: a connection).
 - ``PAYHOOKS_SIGNALS_LEASE_SECONDS`` (300): how long a sender's claim on owed signals holds
   off other senders; a process that dies holding it leaves the signals to the next sender once
   it passes. Longer than any receiver takes.
@@ -46,7 +49,11 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from payhooks.storage import DEFAULT_STATUS_MAP
+from payhooks.storage import (
+    DEFAULT_HEALTH_LOCK_TIMEOUT_MS,
+    DEFAULT_MIN_FREE_BYTES,
+    DEFAULT_STATUS_MAP,
+)
 
 __all__ = [
     "CONFIG_DEFAULTS",
@@ -73,6 +80,8 @@ CONFIG_DEFAULTS: Mapping[str, Any] = {
     "PAYHOOKS_URL_PREFIX": "/payhooks",
     "PAYHOOKS_BUSY_TIMEOUT_MS": 5000,
     "PAYHOOKS_SQLITE_SYNCHRONOUS": "FULL",
+    "PAYHOOKS_HEALTH_MIN_FREE_BYTES": DEFAULT_MIN_FREE_BYTES,
+    "PAYHOOKS_HEALTH_LOCK_TIMEOUT_MS": DEFAULT_HEALTH_LOCK_TIMEOUT_MS,
     "PAYHOOKS_SIGNALS_LEASE_SECONDS": 300,
     "PAYHOOKS_RETURN_MAX_AGE": 7 * 24 * 3600,
     "PAYHOOKS_RETURN_REDIRECT": None,
@@ -184,6 +193,8 @@ ENV_PARSERS: Mapping[str, Callable[[str], Any]] = {
     "PAYHOOKS_URL_PREFIX": str,
     "PAYHOOKS_BUSY_TIMEOUT_MS": int,
     "PAYHOOKS_SQLITE_SYNCHRONOUS": str,
+    "PAYHOOKS_HEALTH_MIN_FREE_BYTES": int,
+    "PAYHOOKS_HEALTH_LOCK_TIMEOUT_MS": int,
     "PAYHOOKS_SIGNALS_LEASE_SECONDS": int,
     "PAYHOOKS_RETURN_MAX_AGE": int,
     "PAYHOOKS_RETURN_REDIRECT": _optional_text,

@@ -1,7 +1,8 @@
 """The ``payhooks`` console script: the in-app commands, the demo's and the sandbox's, in one group.
 
 It sits above everything it assembles: the in-app group (:mod:`payhooks.receiver.cli`), the
-demo (:mod:`payhooks.receiver.demo`, which mounts the extension) and the service's sandbox
+demo (:mod:`payhooks.receiver.demo`, which mounts the extension), the standalone console
+(:mod:`payhooks.receiver.standalone`) and the service's sandbox
 (:mod:`payhooks.service.sandbox`). ``flask payhooks`` in a
 merchant's app has only the in-app commands.
 
@@ -14,6 +15,7 @@ import click
 
 from payhooks.receiver.cli import IN_APP_COMMANDS, EscapingGroup
 from payhooks.receiver.demo import demo_command, serve_command
+from payhooks.receiver.standalone import console_command
 from payhooks.service import sandbox_command
 
 __all__ = ["main", "payhooks"]
@@ -30,7 +32,7 @@ def payhooks() -> None:
     """
 
 
-for _command in (serve_command, demo_command, sandbox_command, *IN_APP_COMMANDS):
+for _command in (serve_command, demo_command, console_command, sandbox_command, *IN_APP_COMMANDS):
     payhooks.add_command(_command)
 
 

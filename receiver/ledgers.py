@@ -71,15 +71,23 @@ class LedgerPool:
     :param busy_timeout_ms: how long a write waits on a lock before the ledger gives up with
         :class:`payhooks.storage.StorageUnavailableError`.
     :param synchronous: each ledger's ``synchronous`` option (``"FULL"`` or ``"NORMAL"``).
+    :param read_only: open each ledger read-only (:class:`~payhooks.storage.Ledger`'s
+        ``read_only``): for people who only read, as the standalone console's viewers.
     """
 
     def __init__(
-        self, path: str | Path, *, busy_timeout_ms: int, synchronous: str = "FULL"
+        self,
+        path: str | Path,
+        *,
+        busy_timeout_ms: int,
+        synchronous: str = "FULL",
+        read_only: bool = False,
     ) -> None:
         #: The database file (or URL) this pool opens.
         self.path: str | Path = path if is_postgres_url(path) else Path(path)
         self.busy_timeout_ms = busy_timeout_ms
         self.synchronous = synchronous
+        self.read_only = read_only
         self._local = threading.local()
         # Holders inherited across a fork are kept referenced, never closed or collected:
         # closing a connection the parent still uses could checkpoint or remove its WAL files.
@@ -98,6 +106,7 @@ class LedgerPool:
                 busy_timeout_ms=self.busy_timeout_ms,
                 synchronous=self.synchronous,
                 check_same_thread=False,
+                read_only=self.read_only,
             )
         )
         self._local.holder = holder

@@ -21,7 +21,13 @@ from typing import Any
 from payhooks.receiver.config import CONFIG_DEFAULTS, KEY_CONFIG, config_keys
 from payhooks.receiver.payloads import load_status_map, load_time_zone
 from payhooks.receiver.redirects import check_redirect_template, check_shop_url
-from payhooks.storage import DEFAULT_STATUS_MAP, SYNCHRONOUS_MODES, PaymentState
+from payhooks.storage import (
+    DEFAULT_HEALTH_LOCK_TIMEOUT_MS,
+    DEFAULT_MIN_FREE_BYTES,
+    DEFAULT_STATUS_MAP,
+    SYNCHRONOUS_MODES,
+    PaymentState,
+)
 from payhooks.verify import SCHEMES, Verifier, get_verifier
 
 __all__ = ["ReceiverSettings", "load_settings"]
@@ -73,6 +79,10 @@ class ReceiverSettings:
     signals_lease_seconds: int = 300
     #: ``PAYHOOKS_DELIVERY_LOG``: one JSON line per delivery on ``payhooks.deliveries``.
     delivery_log: bool = False
+    #: ``PAYHOOKS_HEALTH_MIN_FREE_BYTES``: below this, ``/health`` reports the disk full.
+    health_min_free_bytes: int = DEFAULT_MIN_FREE_BYTES
+    #: ``PAYHOOKS_HEALTH_LOCK_TIMEOUT_MS``: how long ``/health`` waits for the write lock.
+    health_lock_timeout_ms: int = DEFAULT_HEALTH_LOCK_TIMEOUT_MS
     #: The verifier built from the keys while checking them (None when there were none).
     verifier: Verifier | None = field(default=None, compare=False, repr=False)
 
@@ -178,6 +188,8 @@ def load_settings(config: Mapping[str, Any], *, require_keys: bool = True) -> Re
         sync_max_age=_positive_int(merged, "PAYHOOKS_SYNC_MAX_AGE"),
         signals_lease_seconds=_lease(merged),
         delivery_log=_flag(merged, "PAYHOOKS_DELIVERY_LOG"),
+        health_min_free_bytes=_non_negative_int(merged, "PAYHOOKS_HEALTH_MIN_FREE_BYTES"),
+        health_lock_timeout_ms=_health_lock_timeout(merged),
         verifier=verifier,
     )
 
@@ -260,4 +272,20 @@ def _positive_int(config: Mapping[str, Any], key: str) -> int:
     value = config[key]
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"{key} must be a positive integer, got {value!r}")
+    return value
+
+
+def _non_negative_int(config: Mapping[str, Any], key: str) -> int:
+    value = config[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{key} must be a whole number of 0 or more, got {value!r}")
+    return value
+
+
+def _health_lock_timeout(config: Mapping[str, Any]) -> int:
+    """From 1 ms to 5 s: the lock probe holds up the receiver's writes for as long as it waits,
+    and a load balancer's check gives up after a few seconds anyway."""
+    value = _positive_int(config, "PAYHOOKS_HEALTH_LOCK_TIMEOUT_MS")
+    if value > 5000:
+        raise ValueError(f"PAYHOOKS_HEALTH_LOCK_TIMEOUT_MS must be at most 5000, got {value!r}")
     return value

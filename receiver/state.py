@@ -21,7 +21,13 @@ from payhooks.receiver.pipeline import Sweeper
 from payhooks.receiver.pipeline.delivery_lines import log_delivery
 from payhooks.receiver.pipeline.delivery_reports import DeliveryObserver
 from payhooks.receiver.settings import load_settings
-from payhooks.storage import Ledger, PaymentState, is_postgres_url
+from payhooks.storage import (
+    DEFAULT_HEALTH_LOCK_TIMEOUT_MS,
+    DEFAULT_MIN_FREE_BYTES,
+    Ledger,
+    PaymentState,
+    is_postgres_url,
+)
 from payhooks.verify import Verifier
 
 __all__ = ["STATE_KEY", "ReceiverState", "build_state", "receiver_state"]
@@ -52,6 +58,10 @@ class ReceiverState:
     #: DeliveryReport` once its answer is built: the JSON log line (``PAYHOOKS_DELIVERY_LOG``)
     #: and whatever mounts itself later (:class:`~payhooks.receiver.web.metrics.Metrics`).
     observers: list[DeliveryObserver] = field(default_factory=list)
+    #: ``PAYHOOKS_HEALTH_MIN_FREE_BYTES`` and ``PAYHOOKS_HEALTH_LOCK_TIMEOUT_MS``: the ``/health``
+    #: route's thresholds.
+    health_min_free_bytes: int = DEFAULT_MIN_FREE_BYTES
+    health_lock_timeout_ms: int = DEFAULT_HEALTH_LOCK_TIMEOUT_MS
 
     @property
     def ledger(self) -> Ledger:
@@ -109,4 +119,6 @@ def build_state(config: Mapping[str, Any], *, serving: bool = True) -> ReceiverS
         return_redirect=settings.return_redirect,
         shop_url=settings.shop_url,
         observers=[log_delivery] if settings.delivery_log else [],
+        health_min_free_bytes=settings.health_min_free_bytes,
+        health_lock_timeout_ms=settings.health_lock_timeout_ms,
     )

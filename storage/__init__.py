@@ -26,12 +26,19 @@ from payhooks.storage.errors import (
     ConflictError,
     NotALedgerError,
     PostgresExtraMissingError,
+    SchemaBehindError,
     SchemaVersionError,
     StorageError,
     StorageUnavailableError,
     UnknownDeliveryError,
 )
 from payhooks.storage.exception_reviews import ExceptionReview, ReviewStatus
+from payhooks.storage.health import (
+    DEFAULT_HEALTH_LOCK_TIMEOUT_MS,
+    DEFAULT_MIN_FREE_BYTES,
+    HEALTH_CODES,
+    LedgerHealth,
+)
 from payhooks.storage.ledger import (
     SYNCHRONOUS_MODES,
     Ledger,
@@ -94,9 +101,12 @@ from payhooks.storage.vitals import (
 
 __all__ = [
     "ACCEPTED_DELIVERY_STATUSES",
+    "DEFAULT_HEALTH_LOCK_TIMEOUT_MS",
+    "DEFAULT_MIN_FREE_BYTES",
     "DEFAULT_STATUS_MAP",
     "FAILED_DELIVERY_STATUSES",
     "FINISHED_DELIVERY_STATUSES",
+    "HEALTH_CODES",
     "MAX_AMOUNT_MINOR",
     "MINOR_UNIT_EXPONENTS",
     "MISMATCH_STATES",
@@ -124,6 +134,7 @@ __all__ = [
     "Flow",
     "Ledger",
     "LedgerFigures",
+    "LedgerHealth",
     "ListedTransaction",
     "LogPage",
     "LoggedDelivery",
@@ -143,6 +154,7 @@ __all__ = [
     "ReturnEvent",
     "ReturnKind",
     "ReviewStatus",
+    "SchemaBehindError",
     "SchemaVersionError",
     "SignalEvent",
     "StorageError",

@@ -17,6 +17,7 @@ from typing import Any, Protocol, TypeVar
 from sqlite_utils import Database
 
 from payhooks.storage.errors import PostgresExtraMissingError
+from payhooks.storage.health import LedgerHealth
 from payhooks.storage.sql import Connection
 from payhooks.storage.sqlite.engine import SQLiteEngine
 from payhooks.storage.targets import is_postgres_url
@@ -48,6 +49,8 @@ class Engine(Protocol):
 
     def lock_payment(self, conn: Connection, external_identifier: str) -> None: ...
 
+    def health(self, *, min_free_bytes: int, lock_timeout_ms: int) -> LedgerHealth: ...
+
     def close(self) -> None: ...
 
 
@@ -68,6 +71,7 @@ def open_engine(
     write_lock: bool,
     check_same_thread: bool,
     create: bool = True,
+    read_only: bool = False,
 ) -> Engine:
     """Open ``target`` with its engine; the SQLite-only options are ignored on PostgreSQL
     (which is never created on open)."""
@@ -75,7 +79,12 @@ def open_engine(
         require_postgres()
         from payhooks.storage.postgresql.engine import PostgresEngine
 
-        return PostgresEngine(str(target), busy_timeout_ms=busy_timeout_ms, synchronous=synchronous)
+        return PostgresEngine(
+            str(target),
+            busy_timeout_ms=busy_timeout_ms,
+            synchronous=synchronous,
+            read_only=read_only,
+        )
     return SQLiteEngine(
         target,
         busy_timeout_ms=busy_timeout_ms,
@@ -83,4 +92,5 @@ def open_engine(
         write_lock=write_lock,
         check_same_thread=check_same_thread,
         create=create,
+        read_only=read_only,
     )

@@ -16,6 +16,7 @@ __all__ = [
     "ConflictError",
     "NotALedgerError",
     "PostgresExtraMissingError",
+    "SchemaBehindError",
     "SchemaVersionError",
     "StorageError",
     "StorageUnavailableError",
@@ -50,6 +51,14 @@ class StorageUnavailableError(StorageError):
     """
 
     code = "storage_unavailable"
+
+
+class SchemaBehindError(StorageUnavailableError):
+    """The database's schema is older than this payhooks, and it is not migrated on this open
+    (PostgreSQL, which ``payhooks migrate`` moves forward as a deploy step, or a ledger opened
+    read-only); nothing was changed in it."""
+
+    code = "schema_behind"
 
 
 class ConflictError(StorageError):

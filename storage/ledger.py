@@ -31,6 +31,11 @@ from payhooks.storage.checks import (
 from payhooks.storage.console_book import ConsoleBook
 from payhooks.storage.engines import Engine, open_engine
 from payhooks.storage.errors import ConflictError
+from payhooks.storage.health import (
+    DEFAULT_HEALTH_LOCK_TIMEOUT_MS,
+    DEFAULT_MIN_FREE_BYTES,
+    LedgerHealth,
+)
 from payhooks.storage.limits import DEFAULT_MAX_REJECTED, DEFAULT_MAX_RETURNS
 from payhooks.storage.receiver_records import ReceiverRecords
 from payhooks.storage.records import ReconciliationState
@@ -75,6 +80,11 @@ class Ledger:
     :param check_same_thread: ``sqlite3``'s guard; False lets another thread close the file.
     :param create: False to open only an existing SQLite ledger: any other file is refused with
         :class:`~payhooks.storage.NotALedgerError`, untouched.
+    :param read_only: open so that nothing can be written, for people who only read (a
+        file made read-only, a PostgreSQL role with only ``SELECT``): SQLite's ``mode=ro`` and
+        ``query_only``, never migrated; PostgreSQL's ``default_transaction_read_only``. A schema
+        behind is :class:`~payhooks.storage.SchemaBehindError`; a write raises
+        :class:`~payhooks.storage.StorageUnavailableError`.
 
     Opening migrates a SQLite file forward when it is behind; a PostgreSQL database behind is
     refused with :class:`~payhooks.storage.StorageUnavailableError` until ``payhooks migrate``.
@@ -94,6 +104,7 @@ class Ledger:
         write_lock: bool = True,
         check_same_thread: bool = True,
         create: bool = True,
+        read_only: bool = False,
     ) -> None:
         sync_mode = check_options(busy_timeout_ms, max_rejected, max_returns, synchronous)
         #: ``"FULL"`` or ``"NORMAL"``: how durable each write is when it returns.
@@ -106,6 +117,7 @@ class Ledger:
             write_lock=write_lock,
             check_same_thread=check_same_thread,
             create=create,
+            read_only=read_only,
         )
         #: How many schema migrations the database has (:data:`~payhooks.storage.SCHEMA_VERSION`).
         self.schema_version: int = self._engine.schema_version
@@ -141,6 +153,23 @@ class Ledger:
         """Close the connection if the ledger opened it (never a PostgreSQL pool, which is the
         process's). Safe to call twice."""
         self._engine.close()
+
+    def health(
+        self,
+        *,
+        min_free_bytes: int = DEFAULT_MIN_FREE_BYTES,
+        lock_timeout_ms: int = DEFAULT_HEALTH_LOCK_TIMEOUT_MS,
+    ) -> LedgerHealth:
+        """Whether the ledger answers, can be written now and has this code's schema, found
+        without writing anything (:mod:`payhooks.storage.health`).
+
+        :param min_free_bytes: SQLite: less free space than this in the file's folder is
+            ``ledger_disk_full``.
+        :param lock_timeout_ms: SQLite: how long to wait for the write lock, taken and let go
+            at once; PostgreSQL: for a connection.
+        :raises StorageError: the database failed in a way the check does not name.
+        """
+        return self._engine.health(min_free_bytes=min_free_bytes, lock_timeout_ms=lock_timeout_ms)
 
     def __enter__(self) -> Ledger:
         return self

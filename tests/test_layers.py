@@ -63,6 +63,7 @@ LAYERS: dict[str, int] = {
     "payhooks.receiver.cli": 6,
     "payhooks.receiver.extension": 7,
     "payhooks.receiver.demo": 8,
+    "payhooks.receiver.standalone": 8,
     "payhooks.receiver.console": 9,
     "payhooks.receiver.__main__": 10,
     # The package's __init__ imports nothing at load time (PEP 562); it may name any layer.

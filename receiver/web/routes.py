@@ -6,6 +6,8 @@ Routes, relative to ``PAYHOOKS_URL_PREFIX``:
 - ``GET /return/<external_identifier>``: the customer's return
 (:mod:`payhooks.receiver.web.returns`).
 - ``GET /cancel/<external_identifier>``: the wallet's cancel URL.
+- ``GET /health``: whether the ledger could store a notification now
+  (:mod:`payhooks.receiver.web.health`).
 
 Every error under the prefix follows the JSON error contract (or, for a browser, payhooks' own
 error page), never Flask's HTML pages:
@@ -38,6 +40,7 @@ from werkzeug.routing import BaseConverter, PathConverter, Rule
 
 from payhooks.receiver.state import receiver_state
 from payhooks.receiver.web.errors import error_response, http_error_response
+from payhooks.receiver.web.health import health_answer
 from payhooks.receiver.web.notifications import receive_notification
 from payhooks.receiver.web.returns import customer_return
 from payhooks.storage import StorageError, StorageUnavailableError
@@ -131,11 +134,21 @@ def cancel_page(external_identifier: str) -> Response:
     return customer_return(external_identifier, "cancel")
 
 
+@blueprint.get("/health", provide_automatic_options=False)
+def health() -> Response:
+    """For load balancers: 200, or 503 with the reason's code."""
+    return health_answer()
+
+
 def notifications_wrong_method() -> Response:
     return _only("POST")
 
 
 def return_wrong_method(external_identifier: str) -> Response:
+    return _only("GET", "HEAD")
+
+
+def health_wrong_method() -> Response:
     return _only("GET", "HEAD")
 
 
@@ -161,6 +174,7 @@ def _answer_everything_else(state: BlueprintSetupState) -> None:
     own method wins and every other method reaches the companion."""
     state.app.url_map.converters[REST_CONVERTER] = _AnyRestConverter
     _add_any_method_rule(state, "/notifications", notifications_wrong_method)
+    _add_any_method_rule(state, "/health", health_wrong_method)
     for route in ("return", "cancel"):
         _add_any_method_rule(
             state, f"/{route}/<payhooks_identifier:external_identifier>", return_wrong_method

@@ -22,10 +22,12 @@ from typing import Any, TypeVar
 
 from psycopg_pool import ConnectionPool
 
-from payhooks.storage.errors import StorageUnavailableError
+from payhooks.storage.errors import SchemaBehindError
+from payhooks.storage.health import LedgerHealth
 from payhooks.storage.postgresql.connection import PostgresConnection
 from payhooks.storage.postgresql.dialect import to_postgres
 from payhooks.storage.postgresql.errors import translate_errors
+from payhooks.storage.postgresql.health import check_health
 from payhooks.storage.postgresql.pools import pool_for
 from payhooks.storage.postgresql.schema import SCHEMA_VERSION, schema_version
 from payhooks.storage.postgresql.writer import Writer
@@ -50,20 +52,24 @@ class PostgresEngine:
     :param busy_timeout_ms: how long a read or write waits for a connection, and a write for a
         row lock.
     :param synchronous: ``"FULL"`` or ``"NORMAL"``, already checked by the ledger.
+    :param read_only: every transaction read-only (``default_transaction_read_only``), for a
+        role that may only ``SELECT``; a pool of its own.
     """
 
-    __slots__ = ("_busy_timeout_ms", "_url", "name", "schema_version", "writer")
+    __slots__ = ("_busy_timeout_ms", "_read_only", "_url", "name", "schema_version", "writer")
 
-    def __init__(self, url: str, *, busy_timeout_ms: int, synchronous: str) -> None:
+    def __init__(
+        self, url: str, *, busy_timeout_ms: int, synchronous: str, read_only: bool = False
+    ) -> None:
         #: The URL without its password: for ``repr``.
         self.name = redacted(url)
-        self._url, self._busy_timeout_ms = url, busy_timeout_ms
+        self._url, self._busy_timeout_ms, self._read_only = url, busy_timeout_ms, read_only
         #: Makes every write: :meth:`Writer.write`.
         self.writer = Writer(self._pool, synchronous=synchronous)
         with self.read() as conn:
             version = schema_version(conn.conn)
         if version < SCHEMA_VERSION:
-            raise StorageUnavailableError(
+            raise SchemaBehindError(
                 f"The ledger at {self.name} has schema version {version}, and this payhooks "
                 f"needs {SCHEMA_VERSION}: run `payhooks migrate --database URL` first."
             )
@@ -83,7 +89,7 @@ class PostgresEngine:
     def _pool(self) -> ConnectionPool[Any]:
         """The calling process's pool (:func:`~.pools.pool_for`: a dictionary lookup by process
         id, so a ledger carried across ``fork()`` opens the child's own)."""
-        return pool_for(self._url, busy_timeout_ms=self._busy_timeout_ms)
+        return pool_for(self._url, busy_timeout_ms=self._busy_timeout_ms, read_only=self._read_only)
 
     @property
     def database(self) -> Any:
@@ -136,6 +142,13 @@ class PostgresEngine:
                 cursor.execute(to_postgres(sql), params)
                 for values in cursor:
                     yield convert(values)
+
+    def health(self, *, min_free_bytes: int, lock_timeout_ms: int) -> LedgerHealth:
+        """:func:`~payhooks.storage.postgresql.health.check_health`, on a connection had within
+        ``lock_timeout_ms`` (the server's disk is its own business: ``min_free_bytes`` is not
+        used)."""
+        with translate_errors(), self._pool().connection(timeout=lock_timeout_ms / 1000) as conn:
+            return check_health(conn)
 
     def close(self) -> None:
         """Nothing of its own to close: the pool is the process's (:mod:`.pools`)."""

@@ -33,7 +33,7 @@ __all__ = ["POOL_MAX_SIZE", "pool_for"]
 POOL_MAX_SIZE: Final = 10
 
 _lock = threading.Lock()
-_pools: dict[tuple[int, str, int], ConnectionPool[Any]] = {}
+_pools: dict[tuple[int, str, int, bool], ConnectionPool[Any]] = {}
 # Pools inherited across a fork: referenced forever, never closed in the child.
 _inherited: list[ConnectionPool[Any]] = []
 
@@ -48,8 +48,11 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def pool_for(url: str, *, busy_timeout_ms: int) -> ConnectionPool[Any]:
+def pool_for(url: str, *, busy_timeout_ms: int, read_only: bool = False) -> ConnectionPool[Any]:
     """This process's pool for ``url``, opened on first use.
+
+    With ``read_only``, its connections start every transaction read-only
+    (``default_transaction_read_only``): the server refuses any write, whatever the role may do.
 
     Connections are in autocommit (the writer opens each transaction itself), with
     ``lock_timeout`` set to the busy timeout: a write waiting on another's row lock gives up
@@ -59,11 +62,14 @@ def pool_for(url: str, *, busy_timeout_ms: int) -> ConnectionPool[Any]:
     host, password or database) raises its cause now, rather than a checkout timeout after
     the pool's retries.
     """
-    key = (os.getpid(), url, busy_timeout_ms)
+    key = (os.getpid(), url, busy_timeout_ms, read_only)
     with _lock:
         pool = _pools.get(key)
         if pool is None:
-            kwargs = {"autocommit": True, "options": f"-c lock_timeout={int(busy_timeout_ms)}"}
+            options = f"-c lock_timeout={int(busy_timeout_ms)}"
+            if read_only:
+                options += " -c default_transaction_read_only=on"
+            kwargs = {"autocommit": True, "options": options}
             timeout_s = max(2, math.ceil(busy_timeout_ms / 1000))  # libpq's least is 2
             try:
                 psycopg.connect(url, connect_timeout=timeout_s, **kwargs).close()  # type: ignore[arg-type]

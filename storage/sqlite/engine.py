@@ -20,13 +20,16 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from sqlite_utils import Database
 
-from payhooks.storage.errors import NotALedgerError
+from payhooks.storage.errors import NotALedgerError, SchemaBehindError
+from payhooks.storage.health import LedgerHealth
 from payhooks.storage.sql import Connection, Cursor
 from payhooks.storage.sqlite.errors import from_sqlite_error, translate_errors
-from payhooks.storage.sqlite.schema import migrate, schema_version
+from payhooks.storage.sqlite.health import check_health
+from payhooks.storage.sqlite.schema import SCHEMA_VERSION, migrate, schema_version
 from payhooks.storage.sqlite.wal_sync import WalSync
 from payhooks.storage.sqlite.write_lock import WriteLock
 from payhooks.storage.sqlite.writer import Writer
@@ -112,6 +115,42 @@ def _check_ledger(db: Database, name: str) -> None:
         )
 
 
+def _connect_read_only(path: str, check_same_thread: bool) -> sqlite3.Connection:
+    """Open ``path`` so that SQLite writes nothing to it (``mode=ro``).
+
+    A WAL file opened read-only still needs its ``-shm`` index, which SQLite creates beside
+    it; when this process can write neither the file nor its folder and no ``-wal`` is there
+    (a copy made read-only, a backup on a read-only mount), nothing can be changing the
+    file, so it is opened ``immutable`` instead, which needs no index and takes no lock.
+    """
+    absolute = os.path.abspath(path)
+    folder = os.path.dirname(absolute)
+    frozen = (
+        not os.access(absolute, os.W_OK)
+        and not os.access(folder, os.W_OK)
+        and not os.path.exists(absolute + "-wal")
+    )
+    uri = f"file:{quote(absolute)}?mode=ro" + ("&immutable=1" if frozen else "")
+    return sqlite3.connect(uri, uri=True, check_same_thread=check_same_thread)
+
+
+def _check_read_only(db: Database, name: str) -> int:
+    """The version of a file opened read-only, which is never migrated.
+
+    :raises NotALedgerError: no payhooks schema at all.
+    :raises SchemaBehindError: a schema older than this code's.
+    """
+    _check_ledger(db, name)
+    version = schema_version(db)
+    if version < SCHEMA_VERSION:
+        raise SchemaBehindError(
+            f"The ledger {name} has schema version {version} and this payhooks needs "
+            f"{SCHEMA_VERSION}; opened read-only, it is not migrated: run `payhooks migrate` "
+            "with a role that may write it."
+        )
+    return version
+
+
 class SQLiteEngine:
     """One SQLite connection, set up and migrated for the ledger.
 
@@ -126,14 +165,18 @@ class SQLiteEngine:
     :param create: False to open only an existing ledger: a file without the payhooks schema
         (another application's database) is refused with :class:`NotALedgerError` before
         anything is changed in it (no table, no WAL).
+    :param read_only: open the file so that nothing is written to it (no WAL switch, no
+        migration, ``query_only``); a schema behind is :class:`SchemaBehindError`.
 
     A connection this engine opened is closed again when setting it up or migrating fails.
     """
 
     __slots__ = (
+        "_busy_timeout_ms",
         "_closed",
         "_conn",
         "database",
+        "file",
         "name",
         "owns_database",
         "schema_version",
@@ -149,30 +192,42 @@ class SQLiteEngine:
         write_lock: bool,
         check_same_thread: bool = True,
         create: bool = True,
+        read_only: bool = False,
     ) -> None:
         owns = not isinstance(path_or_database, Database)
         #: The path opened, or ``"<database>"`` for a caller's database: for ``repr``.
         self.name = "<database>"
+        file: str | None = None
+        wal_sync: WalSync | None = None
+        sync_commits = False
         with translate_errors():
             if isinstance(path_or_database, Database):
                 db = path_or_database
             else:
                 self.name = os.fspath(path_or_database)
-                conn = sqlite3.connect(self.name, check_same_thread=check_same_thread)
+                if read_only:
+                    conn = _connect_read_only(self.name, check_same_thread)
+                else:
+                    conn = sqlite3.connect(self.name, check_same_thread=check_same_thread)
                 db = Database(conn, execute_plugins=False)
             try:
-                if not create:
+                if read_only:
+                    db.conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+                    db.conn.execute("PRAGMA query_only = ON")
+                    version = _check_read_only(db, self.name)
+                elif not create:
                     _check_ledger(db, self.name)
-                configure(db, busy_timeout_ms=busy_timeout_ms)
-                file = _database_file(db)
-                # A caller's database may commit its own transactions, which nothing would sync
-                # (nor watch). The log is watched in either mode, synced by us under FULL.
-                wal_sync = _wal_sync(db, file) if owns else None
-                sync_commits = wal_sync is not None and synchronous == "FULL"
-                if not db.conn.in_transaction:  # SQLite refuses the change inside one
-                    pragma = "NORMAL" if sync_commits else synchronous
-                    db.conn.execute(f"PRAGMA synchronous = {pragma}")
-                version = migrate(db)
+                if not read_only:
+                    configure(db, busy_timeout_ms=busy_timeout_ms)
+                    file = _database_file(db)
+                    # A caller's database may commit its own transactions, which nothing would
+                    # sync (nor watch). The log is watched in either mode, synced by us under FULL.
+                    wal_sync = _wal_sync(db, file) if owns else None
+                    sync_commits = wal_sync is not None and synchronous == "FULL"
+                    if not db.conn.in_transaction:  # SQLite refuses the change inside one
+                        pragma = "NORMAL" if sync_commits else synchronous
+                        db.conn.execute(f"PRAGMA synchronous = {pragma}")
+                    version = migrate(db)
             except BaseException:
                 if owns:
                     db.close()
@@ -184,6 +239,9 @@ class SQLiteEngine:
         self.owns_database = owns
         #: How many schema migrations the file has (the code's ``SCHEMA_VERSION`` once open).
         self.schema_version = version
+        #: The main file's path (None in memory, and for a file opened read-only).
+        self.file = file
+        self._busy_timeout_ms = busy_timeout_ms
         #: Makes every write: :meth:`Writer.write`.
         self.writer = Writer(
             db,
@@ -234,6 +292,17 @@ class SQLiteEngine:
         finally:
             with suppress(sqlite3.Error):
                 cursor.close()
+
+    def health(self, *, min_free_bytes: int, lock_timeout_ms: int) -> LedgerHealth:
+        """:func:`~payhooks.storage.sqlite.health.check_health` on this connection."""
+        with self.read() as conn:
+            return check_health(
+                conn,
+                self.file,
+                busy_timeout_ms=self._busy_timeout_ms,
+                min_free_bytes=min_free_bytes,
+                lock_timeout_ms=lock_timeout_ms,
+            )
 
     def close(self) -> None:
         """Close the writer's descriptors and, when it was opened here, the connection, even

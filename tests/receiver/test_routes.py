@@ -139,13 +139,13 @@ def test_a_head_under_the_prefix_is_a_404_without_a_body(ask: Ask) -> None:
 def test_the_merchants_own_pages_keep_their_own_answers(make_app: AppFactory) -> None:
     app = make_app()
 
-    @app.get("/payhooks/health")
-    def health() -> str:
+    @app.get("/payhooks/ping")
+    def ping() -> str:
         return "ok"
 
     client = app.test_client()
 
-    assert client.get("/payhooks/health").get_data(as_text=True) == "ok"
+    assert client.get("/payhooks/ping").get_data(as_text=True) == "ok"
     outside = client.get("/not-ours")
     assert outside.status_code == 404
     assert outside.mimetype == "text/html"

@@ -108,12 +108,20 @@ class PostgresServer:
             "initdb", "-D", str(self.data), "-U", "payhooks", "--auth=trust",
             "-E", "UTF8", "--no-sync",
         )  # fmt: skip
+        self.started = True  # pg_ctl may have started it even when it reports a failure
+        self.start_again()
+
+    def start_again(self) -> None:
+        """Start the server initdb made (after :meth:`halt`), on the same port."""
         options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 "
         if not self.durable:
             options += "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
         options += "-c max_connections=300"
-        self.started = True  # pg_ctl may have started it even when it reports a failure
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "start")
+
+    def halt(self) -> None:
+        """Stop the server, keeping its data, to see what a client does without it."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
 
     def url(self, database: str) -> str:
         return f"postgresql://payhooks@127.0.0.1:{self.port}/{database}"

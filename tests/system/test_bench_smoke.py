@@ -273,6 +273,14 @@ def test_the_sync_bench_finds_every_transaction_a_missed_notification(tmp_path: 
     assert "'missed_notification'>: 300}" in output
 
 
+def test_the_health_bench_times_the_route_the_trivial_route_and_the_check() -> None:
+    output = _run("-m", "bench.health", "--count", "20", timeout=120)
+
+    times = re.findall(r"median\s+[\d.]+ us\s+p99\s+[\d.]+ us\s+\(20 calls\)", output)
+    assert len(times) == 3, output
+    assert "GET /payhooks/health" in output
+
+
 def test_the_write_pages_bench_counts_every_commit_by_btree() -> None:
     output = _run("-m", "bench.write_pages", "--count", "5", timeout=120)
 

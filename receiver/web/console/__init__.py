@@ -8,7 +8,8 @@ audit log) with; no role, no page.
 
 Rule: server-rendered pages with no script, every value escaped by Jinja, nothing from another
 host, and the security headers on every answer under the prefix. The pages read the app's
-ledger through :func:`payhooks.receiver.state.receiver_state`; only an operator's ``POST``,
+ledger (the receiver's, or one named to the console) through
+:func:`~payhooks.receiver.web.console.access.console_ledger`; only an operator's ``POST``,
 CSRF-checked, writes, and always its entry in the append-only audit log.
 """
 

@@ -16,6 +16,9 @@ from typing import TypeAlias
 
 from flask import Request, current_app
 
+from payhooks.receiver.ledgers import LedgerPool
+from payhooks.storage import Ledger
+
 __all__ = [
     "ACCESS_KEY",
     "Authorize",
@@ -23,6 +26,7 @@ __all__ = [
     "ConsoleGrant",
     "ConsoleRole",
     "check_authorize",
+    "console_ledger",
     "current_access",
     "grant_for",
 ]
@@ -122,12 +126,14 @@ def grant_for(authorize: Authorize, request: Request) -> ConsoleGrant | None:
 
 @dataclass(frozen=True, slots=True)
 class ConsoleAccess:
-    """What one app's console needs at request time: its hook, its prefix, its clock."""
+    """What one app's console needs at request time: its hook, its prefix, its clock, and the
+    ledgers its pages read (the receiver's, or the console's own)."""
 
     authorize: Authorize
     #: Without a trailing slash (``/console``).
     url_prefix: str
     clock: Callable[[], datetime]
+    ledgers: LedgerPool
 
     def covers(self, path: str) -> bool:
         """Whether ``path`` is under the console's prefix."""
@@ -138,3 +144,8 @@ def current_access() -> ConsoleAccess:
     """The current app's :class:`ConsoleAccess`."""
     access: ConsoleAccess = current_app.extensions[ACCESS_KEY]
     return access
+
+
+def console_ledger() -> Ledger:
+    """The calling thread's ledger that the current app's console pages read."""
+    return current_access().ledgers.get()

@@ -14,8 +14,8 @@ from typing import Any, Final
 from flask import current_app, g, redirect, request, session
 from werkzeug.wrappers import Response as BaseResponse
 
-from payhooks.receiver.state import receiver_state
-from payhooks.receiver.web.console.access import ConsoleGrant, ConsoleRole
+from payhooks.receiver.state import STATE_KEY
+from payhooks.receiver.web.console.access import ConsoleGrant, ConsoleRole, console_ledger
 from payhooks.receiver.web.console.csrf import ActionRefused, check_action_request
 from payhooks.storage import Ledger
 
@@ -25,6 +25,7 @@ __all__ = [
     "Acting",
     "begin_action",
     "can_act",
+    "can_redrive",
     "current_grant",
     "done",
     "merchant_app",
@@ -50,6 +51,13 @@ def can_act() -> bool:
     return grant is not None and grant.role is ConsoleRole.OPERATOR
 
 
+def can_redrive() -> bool:
+    """Whether this console runs in the merchant's app, beside the receiver: reprocessing
+    needs its parsing settings and sending signals its receivers. A console on a ledger of its
+    own (``payhooks console``, ``Console(database=...)``) reads, reviews and downloads only."""
+    return STATE_KEY in current_app.extensions
+
+
 def merchant_app() -> object:
     """The app whose signal receivers an action's signals go to."""
     app: object = current_app._get_current_object()  # type: ignore[attr-defined]
@@ -64,7 +72,7 @@ class Acting:
 
     @property
     def ledger(self) -> Ledger:
-        return receiver_state().ledger
+        return console_ledger()
 
     def record(
         self, result: str, detail: Mapping[str, Any] | None = None, *, action: str | None = None
@@ -94,11 +102,14 @@ def _note() -> str | None:
     return text
 
 
-def begin_action(action: str, target: str | None) -> Acting:
+def begin_action(action: str, target: str | None, *, redrives: bool = False) -> Acting:
     """Let this action start, or refuse it (and audit the refusal).
 
+    :param redrives: the action reprocesses or sends signals, which only the merchant's app
+        can (:func:`can_redrive`).
     :raises ActionRefused: 403 ``console_forbidden_action`` for a viewer; what
-        :func:`~.csrf.check_action_request` raises; 400 ``console_bad_form`` for a bad note.
+        :func:`~.csrf.check_action_request` raises; 400 ``console_bad_form`` for a bad note;
+        409 ``console_needs_receiver`` for a re-drive in a console without the receiver.
     """
     grant = current_grant()
     try:
@@ -109,6 +120,13 @@ def begin_action(action: str, target: str | None) -> Acting:
                 "Only an operator may act in the console; a viewer reads every page.",
             )
         check_action_request()
+        if redrives and not can_redrive():
+            raise ActionRefused(
+                409,
+                "console_needs_receiver",
+                "Reprocessing and sending signals run in the merchant's app, beside the "
+                "receiver; this console reads a ledger of its own.",
+            )
         note = _note()
     except ActionRefused as refused:
         Acting(grant, action, target, None).record(f"refused: {refused.code}")

@@ -104,7 +104,7 @@ def send_owed(acting: Acting, delivery_id: int) -> tuple[int, int, int]:
 def reprocess(delivery_id: int) -> BaseResponse:
     """``POST /deliveries/<id>/reprocess``: parse the stored body again and record its
     outcome, as ``payhooks reprocess`` does."""
-    acting = begin_action("reprocess", _target(delivery_id))
+    acting = begin_action("reprocess", _target(delivery_id), redrives=True)
     delivery = _stored(acting, delivery_id)
     if delivery is None:
         return _not_found()
@@ -123,7 +123,7 @@ def send_signals(delivery_id: int) -> BaseResponse:
     The receivers are the merchant's code and run outside any transaction, so the entry is
     written after them, with their result.
     """
-    acting = begin_action("send_signals", _target(delivery_id))
+    acting = begin_action("send_signals", _target(delivery_id), redrives=True)
     if _stored(acting, delivery_id) is None:
         return _not_found()
     sent, failed, held = send_owed(acting, delivery_id)

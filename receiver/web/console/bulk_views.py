@@ -15,8 +15,7 @@ from flask import render_template, request, url_for
 from werkzeug.datastructures import MultiDict
 from werkzeug.wrappers import Response as BaseResponse
 
-from payhooks.receiver.state import receiver_state
-from payhooks.receiver.web.console.access import current_access
+from payhooks.receiver.web.console.access import console_ledger, current_access
 from payhooks.receiver.web.console.acting import Acting, begin_action, can_act, done
 from payhooks.receiver.web.console.action_views import reprocess_one, send_owed
 from payhooks.receiver.web.console.csrf import ActionRefused
@@ -44,7 +43,7 @@ def _action(args: MultiDict[str, str]) -> str:
 def _matching(query: LogQuery) -> tuple[int, list[int]]:
     """How many deliveries the filter matches now, and (at most the cap) their ids in
     arrival order."""
-    records = receiver_state().ledger.receiver
+    records = console_ledger().receiver
     wanted = query.delivery_filter(current_access().clock())
     count = records.count_deliveries(wanted)
     if count > BULK_CAP:
@@ -91,7 +90,7 @@ def bulk_run() -> BaseResponse:
     """``POST /deliveries/bulk``: the action on every delivery the filter matches now."""
     form = request.form
     named = BULK_ACTIONS.get(form.get("action", ""), ("", "bulk"))[1]
-    acting = begin_action(named, "the delivery log's filter")  # who may act, first
+    acting = begin_action(named, "the delivery log's filter", redrives=True)  # who, first
     try:
         action = _action(form)
         query = parse_log_query(form)

@@ -20,8 +20,7 @@ from typing import Final
 from flask import render_template, request, url_for
 from werkzeug.wrappers import Response as BaseResponse
 
-from payhooks.receiver.state import receiver_state
-from payhooks.receiver.web.console.access import current_access
+from payhooks.receiver.web.console.access import console_ledger, current_access
 from payhooks.receiver.web.console.acting import begin_action, can_act, done
 from payhooks.receiver.web.console.answers import error_page
 from payhooks.receiver.web.console.csrf import ActionRefused
@@ -91,7 +90,7 @@ def _groups(rows: list[ReconciliationRow], now: datetime) -> list[Group]:
 
 def exceptions() -> str:
     """``GET /exceptions``: the queue."""
-    ledger = receiver_state().ledger
+    ledger = console_ledger()
     now = current_access().clock()
     rows = list(ledger.reconcile(state=MISMATCH_STATES))
     reviews = ledger.console.reviews()

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from flask import render_template, request
 
-from payhooks.receiver.state import receiver_state
-from payhooks.receiver.web.console.access import current_access
+from payhooks.receiver.web.console.access import console_ledger, current_access
 from payhooks.receiver.web.console.query import WINDOWS, parse_log_query
 from payhooks.storage import DeliveryErrorCode, DeliveryStatus
 
@@ -23,7 +22,7 @@ def deliveries() -> str:
     query = parse_log_query(request.args)
     now = current_access().clock()
     wanted = query.delivery_filter(now)
-    records = receiver_state().ledger.receiver
+    records = console_ledger().receiver
     page = records.delivery_log(wanted, before_id=query.before, limit=query.limit)
     return render_template(
         "payhooks_console/deliveries.html",
@@ -34,7 +33,7 @@ def deliveries() -> str:
         errors=list(DeliveryErrorCode),
         windows=WINDOWS,
         now=now,
-        vitals=receiver_state().ledger.vitals(now),
+        vitals=console_ledger().vitals(now),
     )
 
 
@@ -44,7 +43,7 @@ def refused() -> str:
     query = parse_log_query(request.args, deliveries=False)
     now = current_access().clock()
     since = query.since(now)
-    records = receiver_state().ledger.receiver
+    records = console_ledger().receiver
     page = records.rejected_log(since=since, before_id=query.before, limit=query.limit)
     return render_template(
         "payhooks_console/refused.html",

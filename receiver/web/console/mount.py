@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from urllib.parse import quote
 
 from flask import Flask, Response, request
 
-from payhooks.receiver.state import STATE_KEY
+from payhooks.receiver.ledgers import LedgerPool
+from payhooks.receiver.state import STATE_KEY, receiver_state
 from payhooks.receiver.web import ExternalIdentifierConverter
 from payhooks.receiver.web.console.access import (
     ACCESS_KEY,
@@ -20,6 +23,7 @@ from payhooks.receiver.web.console.access import (
 from payhooks.receiver.web.console.answers import secure
 from payhooks.receiver.web.console.filters import register_filters
 from payhooks.receiver.web.console.pages import IDENTIFIER_CONVERTER, blueprint
+from payhooks.storage import is_postgres_url
 
 __all__ = ["Console"]
 
@@ -47,7 +51,8 @@ class Console:
 
         Console(app, authorize=console_role, url_prefix="/console")
 
-    Mount :class:`~payhooks.receiver.PayHooks` on the app first: the pages read its ledger.
+    Mount :class:`~payhooks.receiver.PayHooks` on the app first: the pages read its ledger;
+    or name the ledger with ``database``, and the app needs no receiver (``payhooks console``).
 
     :param authorize: called with the request on every console request; returns the
         :class:`~payhooks.receiver.web.console.ConsoleRole` (or its value, ``"viewer"`` or
@@ -56,6 +61,11 @@ class Console:
     :param url_prefix: where the pages go: a path of its own, neither the receiver's
         ``PAYHOOKS_URL_PREFIX`` nor above or under it.
     :param clock: now, as an aware time: where the log's time presets count back from.
+    :param database: the ledger the pages read, a SQLite file or a ``postgresql://`` URL,
+        instead of the receiver's; each thread opens its own, on first use.
+    :param read_only: with ``database``, open it read-only (a file made read-only, a role
+        with only ``SELECT``; :class:`~payhooks.storage.Ledger`'s ``read_only``).
+    :param busy_timeout_ms: with ``database``, how long a read waits for a connection.
     :raises ValueError: naming ``authorize`` (missing or not callable) or ``url_prefix``.
     """
 
@@ -66,6 +76,9 @@ class Console:
         authorize: Authorize | None = None,
         url_prefix: str = "/console",
         clock: Callable[[], datetime] = _utc_now,
+        database: str | os.PathLike[str] | None = None,
+        read_only: bool = False,
+        busy_timeout_ms: int = 5000,
     ) -> None:
         self.authorize: Authorize = check_authorize(authorize)
         if not isinstance(url_prefix, str) or not url_prefix.startswith("/") or url_prefix == "/":
@@ -74,15 +87,20 @@ class Console:
             )
         self.url_prefix = url_prefix.rstrip("/")
         self.clock = clock
+        self._ledgers: LedgerPool | None = None
+        if database is not None:
+            target = str(database) if is_postgres_url(database) else Path(database)
+            self._ledgers = LedgerPool(target, busy_timeout_ms=busy_timeout_ms, read_only=read_only)
         if app is not None:
             self.init_app(app)
 
     def init_app(self, app: Flask) -> None:
         """Mount the pages on ``app``, and the security headers on everything under the prefix.
 
-        :raises RuntimeError: PayHooks is not initialised on ``app``, or a console already is.
+        :raises RuntimeError: PayHooks is not initialised on ``app`` (and no ``database`` was
+            named), or a console already is.
         """
-        if STATE_KEY not in app.extensions:
+        if self._ledgers is None and STATE_KEY not in app.extensions:
             raise RuntimeError(
                 f"Console: PayHooks is not initialised on app {app.name!r}; mount PayHooks "
                 "first, the console reads its ledger"
@@ -95,7 +113,10 @@ class Console:
                 f"Console: url_prefix {self.url_prefix!r} overlaps the receiver's "
                 f"PAYHOOKS_URL_PREFIX {receiver!r}; give the console a path of its own"
             )
-        app.extensions[ACCESS_KEY] = ConsoleAccess(self.authorize, self.url_prefix, self.clock)
+        ledgers = self._ledgers if self._ledgers is not None else receiver_state(app).ledgers
+        app.extensions[ACCESS_KEY] = ConsoleAccess(
+            self.authorize, self.url_prefix, self.clock, ledgers
+        )
         app.url_map.converters[IDENTIFIER_CONVERTER] = _IdentifierConverter
         register_filters(app)
         app.register_blueprint(blueprint, url_prefix=self.url_prefix)

@@ -30,7 +30,12 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response as BaseResponse
 
 from payhooks.receiver.web.console.access import current_access, grant_for
-from payhooks.receiver.web.console.acting import MAX_NOTE_CHARS, can_act, take_result
+from payhooks.receiver.web.console.acting import (
+    MAX_NOTE_CHARS,
+    can_act,
+    can_redrive,
+    take_result,
+)
 from payhooks.receiver.web.console.action_views import download, reprocess, send_signals
 from payhooks.receiver.web.console.answers import error_page
 from payhooks.receiver.web.console.audit_views import audit
@@ -80,6 +85,7 @@ def _role() -> dict[str, object]:
         "result": take_result(),
         "role": g.get("payhooks_console_role"),
         "can_act": can_act(),
+        "can_redrive": can_act() and can_redrive(),
         "actions_available": actions_available(),
         "csrf_token": csrf_token,
         "max_note": MAX_NOTE_CHARS,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Response, current_app, render_template
 
-from payhooks.receiver.state import receiver_state
+from payhooks.receiver.web.console.access import console_ledger
 from payhooks.receiver.web.console.answers import error_page
 from payhooks.receiver.web.console.evidence import app_settings, signature_evidence
 from payhooks.receiver.web.console.filters import pretty_body
@@ -17,7 +17,7 @@ def delivery(delivery_id: int) -> Response | str:
     """``GET /deliveries/<id>``: one delivery, or the 404 page."""
     details = None
     if 1 <= delivery_id <= MAX_ID:  # a larger id cannot exist, and PostgreSQL refuses it
-        details = receiver_state().ledger.receiver.delivery_details(delivery_id)
+        details = console_ledger().receiver.delivery_details(delivery_id)
     if details is None:
         return error_page(404, "console_not_found", "There is no delivery with this id.")
     body, is_json = pretty_body(details.body)
@@ -37,7 +37,7 @@ def payment(external_identifier: str) -> Response | str:
     page when the ledger knows nothing of it."""
     story = None
     if "\x00" not in external_identifier:  # PostgreSQL text holds no NUL: nothing names it
-        story = receiver_state().ledger.story(external_identifier)
+        story = console_ledger().story(external_identifier)
     if story is None:
         return error_page(404, "console_not_found", "The ledger knows no payment by this id.")
     return render_template("payhooks_console/payment.html", story=story)

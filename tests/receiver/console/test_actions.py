@@ -4,6 +4,7 @@ check, what each action changes and the audit entry it leaves."""
 from __future__ import annotations
 
 from datetime import UTC
+from pathlib import Path
 
 import pytest
 from flask import Flask
@@ -265,3 +266,34 @@ def test_a_form_from_the_console_itself_passes(
 
     assert answer.status_code == 303
     assert _status(ledger, delivery_id) is DeliveryStatus.PROCESSED
+
+
+@pytest.mark.parametrize("action", ["reprocess", "send-signals"])
+def test_a_console_on_a_ledger_of_its_own_offers_no_redrive_and_refuses_one(
+    tmp_path: Path, database: Path | str, ledger: Ledger, stuck: Stuck, action: str
+) -> None:
+    """Reprocessing needs the receiver's settings and resending the merchant's receivers: a
+    console mounted on the ledger alone (as ``payhooks console`` mounts it) offers neither,
+    and a forged form is refused, audited, and changes nothing."""
+    delivery_id = stuck()
+    app = Flask("standalone", instance_path=str(tmp_path))
+    app.config["SECRET_KEY"] = "test"
+    Console(app, authorize=grant_hook, url_prefix="/console", database=database)
+    client = app.test_client()
+    page = client.get(f"/console/deliveries/{delivery_id}", headers=OPERATOR).get_data(
+        as_text=True
+    )
+    assert "Reprocess this delivery" not in page
+    assert "Download the raw body" in page
+
+    answer = client.post(
+        f"/console/deliveries/{delivery_id}/{action}",
+        data={"csrf_token": token(client, delivery_id)},
+        headers=OPERATOR,
+    )
+
+    assert answer.status_code == 409
+    assert 'data-error="console_needs_receiver"' in answer.get_data(as_text=True)
+    assert _status(ledger, delivery_id) is DeliveryStatus.PROCESSING_ERROR
+    (entry,) = ledger.console.audit_log().rows
+    assert entry.result == "refused: console_needs_receiver"

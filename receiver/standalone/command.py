@@ -1,0 +1,134 @@
+"""``payhooks console``: serve the console on 127.0.0.1 and print its one-time login link.
+
+Loopback only, and no ``--host``: the link's token and then the session cookie travel in plain
+HTTP, which on loopback no other machine sees or reaches. To read a ledger from elsewhere,
+mount :class:`~payhooks.receiver.Console` in the merchant's app behind HTTPS and their login,
+or forward the port over SSH.
+
+Werkzeug's threaded server (what ``payhooks serve`` runs): one person's pages need no more, it
+ships with Flask, and it stops on Ctrl-C, which ends the command with exit code 0.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import unicodedata
+from pathlib import Path
+from typing import Final
+
+import click
+from werkzeug.serving import WSGIRequestHandler, make_server
+
+from payhooks.receiver.cli.common import (
+    BadUsage,
+    database_option,
+    resolve_database,
+    settings,
+    shown,
+)
+from payhooks.receiver.standalone.app import CONSOLE_PREFIX, create_console_app
+from payhooks.receiver.standalone.login_token import TOKEN_LIFETIME
+from payhooks.receiver.web.console import ConsoleRole
+from payhooks.storage import Ledger, NotALedgerError, StorageError, is_postgres_url
+
+__all__ = ["HOST", "MAX_WHO_LENGTH", "console_command"]
+
+#: The only address the console listens on.
+HOST: Final = "127.0.0.1"
+#: The longest name ``--who`` takes.
+MAX_WHO_LENGTH: Final = 64
+
+
+class _SilentHandler(WSGIRequestHandler):
+    """No access log: its lines would carry the login link's token."""
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        return
+
+
+def _who(value: str | None) -> str:
+    name = value if value is not None else getpass.getuser()
+    if not 1 <= len(name) <= MAX_WHO_LENGTH or any(
+        unicodedata.category(char)[0] in "CZ" and char != " " for char in name
+    ):
+        raise BadUsage(
+            f"--who must be a name of 1 to {MAX_WHO_LENGTH} characters, without control "
+            "characters or line breaks."
+        )
+    return name
+
+
+def _check_ledger(target: Path | str, *, read_only: bool, busy_timeout_ms: int) -> None:
+    """Open the ledger once, as each thread will, so that a ledger that cannot be served
+    fails now, in one sentence, rather than on every page."""
+    if isinstance(target, Path) and not target.is_file():
+        raise BadUsage(f"There is no ledger at {target}: pass --database.")
+    try:
+        Ledger(target, busy_timeout_ms=busy_timeout_ms, create=False, read_only=read_only).close()
+    except NotALedgerError as err:
+        raise click.ClickException(err.message) from err
+    except StorageError as err:
+        raise click.ClickException(
+            f"Cannot open the ledger at {shown(target)}: {err.message}"
+        ) from err
+
+
+@click.command("console")
+@database_option
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    show_default=True,
+    help="The port to listen on, on 127.0.0.1; 0 takes any free one.",
+)
+@click.option(
+    "--role",
+    type=click.Choice([role.value for role in ConsoleRole]),
+    default=ConsoleRole.VIEWER.value,
+    show_default=True,
+    help="What the person logging in may do. A viewer's ledger is opened read-only.",
+)
+@click.option("--who", default=None, help="Your name, for the record. Default: your user name.")
+def console_command(database: Path | str | None, port: int, role: str, who: str | None) -> None:
+    """Serve the console on 127.0.0.1 for one person, and print the link to open.
+
+    The link carries a login token that works once, within 10 minutes; the browser then keeps
+    a session until the command stops (Ctrl-C). With --role viewer (the default) the ledger is
+    opened read-only, so a read-only file or a PostgreSQL role with only SELECT is enough.
+    """
+    target = resolve_database(database)
+    if isinstance(target, Path):
+        target = target.absolute()
+    granted = ConsoleRole(role)
+    name = _who(who)
+    read_only = granted is ConsoleRole.VIEWER
+    busy_timeout_ms = settings().busy_timeout_ms
+    _check_ledger(target, read_only=read_only, busy_timeout_ms=busy_timeout_ms)
+    app, token = create_console_app(
+        target if is_postgres_url(target) else os.fspath(target),
+        role=granted,
+        who=name,
+        read_only=read_only,
+        busy_timeout_ms=busy_timeout_ms,
+    )
+    try:
+        server = make_server(HOST, port, app, threaded=True, request_handler=_SilentHandler)
+    except OSError as err:
+        raise click.ClickException(
+            f"Cannot listen on {HOST} port {port}: {err.strerror or err}."
+        ) from err
+    real_port = server.socket.getsockname()[1]
+    minutes = int(TOKEN_LIFETIME.total_seconds() // 60)
+    mode = "read-only" if read_only else "read-write"
+    try:  # from here on, Ctrl-C is how the command is meant to end
+        click.echo(f"payhooks console on {shown(target)} ({mode}), as {granted.value} for {name}")
+        click.echo(f"Open this link within {minutes} minutes; it works once:")
+        click.echo(f"  http://{HOST}:{real_port}{CONSOLE_PREFIX}/login?token={token.value}")
+        click.echo("Press Ctrl-C to stop.")
+        server.serve_forever(poll_interval=0.2)
+    except KeyboardInterrupt:
+        click.echo("Stopped.")
+    finally:
+        server.server_close()

@@ -1,0 +1,79 @@
+"""The standalone console's app: the login route, the session it sets, the pages it opens."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from flask import Flask
+
+from payhooks.receiver.standalone import LoginToken, create_console_app
+from payhooks.receiver.standalone.app import ROLE_KEY, WHO_KEY
+from payhooks.receiver.web.console import ConsoleRole
+from payhooks.receiver.web.console.access import current_access
+from payhooks.storage import Ledger
+from tests.support.factories import FixedClock
+
+
+@pytest.fixture
+def clock() -> FixedClock:
+    return FixedClock()
+
+
+@pytest.fixture
+def console(database: Path | str, clock: FixedClock) -> Iterator[tuple[Flask, LoginToken]]:
+    with Ledger(database) as ledger:
+        ledger.expect_transaction("order-9", 2500, "CNY")
+    app, token = create_console_app(
+        database, role=ConsoleRole.OPERATOR, who="Ana", read_only=True, clock=clock
+    )
+    yield app, token
+    with app.app_context():
+        current_access().ledgers.close()
+
+
+def test_the_login_sets_the_role_and_the_name_and_drops_the_token_from_the_address(
+    console: tuple[Flask, LoginToken],
+) -> None:
+    app, token = console
+    client = app.test_client()
+
+    login = client.get(f"/console/login?token={token.value}")
+
+    assert login.status_code == 303
+    assert login.headers["Location"] == "/console/deliveries"
+    assert token.value not in login.headers["Location"]
+    with client.session_transaction("/console/deliveries") as session:
+        assert (session[ROLE_KEY], session[WHO_KEY]) == ("operator", "Ana")
+    page = client.get("/console/payments/order-9")
+    assert page.status_code == 200
+    assert "order-9" in page.text
+
+
+@pytest.mark.sqlite_only
+def test_a_link_opened_after_ten_minutes_is_refused(
+    console: tuple[Flask, LoginToken], clock: FixedClock
+) -> None:
+    app, token = console
+    clock.advance(timedelta(minutes=10).total_seconds())
+
+    answer = app.test_client().get(f"/console/login?token={token.value}")
+
+    assert answer.status_code == 403
+    assert 'data-error="console_forbidden"' in answer.text
+
+
+@pytest.mark.sqlite_only
+def test_each_run_signs_its_sessions_with_a_key_of_its_own(database: Path) -> None:
+    Ledger(database).close()
+    keys = {
+        create_console_app(database, role=ConsoleRole.VIEWER, who="x", read_only=True)[0].config[
+            "SECRET_KEY"
+        ]
+        for _ in range(3)
+    }
+
+    assert len(keys) == 3
+    assert all(len(key) >= 32 for key in keys)

@@ -1,0 +1,296 @@
+"""``payhooks console``: a real process on loopback, its printed link, and the pages behind it.
+
+Each test runs the command as a person does, in a subprocess, reads the link it prints, and
+talks to it over HTTP with httpx.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from flask.testing import FlaskClient
+
+from payhooks.storage import Ledger
+from tests.support.app import BodyFactory, SignFunction
+from tests.support.postgres import PostgresServer
+
+pytestmark = pytest.mark.system
+
+_LINK = re.compile(r"(http://127\.0\.0\.1:(\d+)/console)/login\?token=([A-Za-z0-9_-]+)")
+
+
+@dataclass
+class Running:
+    process: subprocess.Popen[str]
+    #: ``http://127.0.0.1:PORT/console``
+    base: str
+    port: int
+    link: str
+    printed: str
+
+
+@contextlib.contextmanager
+def _console(*args: str, run_as: list[str] | None = None) -> Iterator[Running]:
+    """``payhooks console ARGS`` until the block ends; its link read from what it prints.
+
+    :param run_as: a command that runs the rest as another user (``setpriv ...``).
+    """
+    process = subprocess.Popen(
+        [*(run_as or []), sys.executable, "-m", "payhooks.receiver", "console", *args],
+        env={"PATH": "/usr/bin:/bin"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        printed = ""
+        assert process.stdout is not None
+        for line in process.stdout:
+            printed += line
+            found = _LINK.search(line)
+            if found:
+                yield Running(process, found[1], int(found[2]), found[0], printed)
+                return
+        raise AssertionError(f"no link printed: {printed}{process.stderr.read()}")  # type: ignore[union-attr]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=30)
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "payhooks.receiver", "console", *args],
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture
+def delivered(client: FlaskClient, sign: SignFunction, make_body: BodyFactory) -> str:
+    """A notification for ``order-1`` received and stored in the test's ledger."""
+    body = make_body(external_identifier="order-1")
+    assert client.post("/payhooks/notifications", data=body, headers=sign(body)).status_code == 200
+    return "order-1"
+
+
+def _forbidden(answer: httpx.Response) -> bool:
+    return answer.status_code == 403 and 'data-error="console_forbidden"' in answer.text
+
+
+def test_the_printed_link_logs_in_once_and_shows_the_delivery_log(
+    database: Path | str, delivered: str
+) -> None:
+    with _console("--database", str(database)) as console:
+        with httpx.Client() as browser:
+            login = browser.get(console.link)
+            assert login.status_code == 303
+            assert login.headers["location"] == "/console/deliveries"
+            cookie = login.headers["set-cookie"]
+            assert "HttpOnly" in cookie
+            assert "SameSite=Strict" in cookie
+            log = browser.get(f"{console.base}/deliveries")
+            assert log.status_code == 200
+            assert delivered in log.text
+            one = browser.get(f"{console.base}/deliveries/1")  # no keys here: not checked
+            assert one.status_code == 200
+            assert delivered in one.text
+
+        with httpx.Client() as second:
+            again = second.get(console.link)
+            assert _forbidden(again)
+            assert delivered not in again.text
+            assert _forbidden(second.get(f"{console.base}/deliveries"))
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/deliveries",
+        "/deliveries/1",
+        "/payments/order-1",
+        "/login",
+        "/login?token=",
+        "/login?token=not-the-token",
+    ],
+)
+def test_without_the_token_every_page_is_403_with_no_ledger_data(
+    database: Path, delivered: str, path: str
+) -> None:
+    with _console("--database", str(database)) as console, httpx.Client() as browser:
+        answer = browser.get(console.base + path)
+
+        assert _forbidden(answer)
+        assert delivered not in answer.text
+        assert "set-cookie" not in answer.headers
+        assert answer.headers["Content-Security-Policy"].startswith("default-src 'none'")
+
+
+def _listening_addresses(port: int) -> set[str]:
+    """The local addresses of sockets listening on ``port``, from the kernel's tables."""
+    found: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(FileNotFoundError), open(table) as lines:
+            next(lines)
+            for line in lines:
+                local, state = line.split()[1], line.split()[3]
+                address, _, hex_port = local.partition(":")
+                if int(hex_port, 16) == port and state == "0A":  # TCP_LISTEN
+                    found.add(address)
+    return found
+
+
+@pytest.mark.sqlite_only
+def test_it_listens_on_127_0_0_1_only_on_the_port_it_prints(database: Path, delivered: str) -> None:
+    with _console("--database", str(database), "--port", "0") as console:
+        assert console.port != 0
+        assert _listening_addresses(console.port) == {"0100007F"}  # 127.0.0.1, nothing else
+
+
+@pytest.mark.sqlite_only
+def test_ctrl_c_stops_it_with_exit_code_0(database: Path, delivered: str) -> None:
+    with _console("--database", str(database)) as console:
+        console.process.send_signal(signal.SIGINT)
+        out, err = console.process.communicate(timeout=60)
+
+        assert console.process.returncode == 0
+        assert "Traceback" not in err + out
+
+
+#: Run as the unprivileged ``nobody`` (65534), with no supplementary groups.
+_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.sqlite_only
+def test_a_viewer_reads_a_ledger_file_its_user_may_not_write(
+    database: Path, delivered: str
+) -> None:
+    """As an unprivileged user (root ignores permissions), on a read-only file in a folder it
+    may not write: nothing is written, not even SQLite's ``-shm``."""
+    if os.geteuid() != 0:
+        pytest.skip("switching to another user needs root")
+    folder = Path(tempfile.mkdtemp(prefix="payhooks-read-only-"))
+    try:
+        folder.chmod(0o755)
+        copy = folder / "payhooks.db"
+        with sqlite3.connect(database) as source, sqlite3.connect(copy) as target:
+            source.backup(target)
+        source.close()
+        target.close()
+        copy.chmod(0o444)
+        before = _digest(copy)
+
+        with (
+            _console("--database", str(copy), run_as=_NOBODY) as console,
+            httpx.Client() as browser,
+        ):
+            assert "read-only" in console.printed
+            assert browser.get(console.link).status_code == 303
+            log = browser.get(f"{console.base}/deliveries")
+            assert log.status_code == 200
+            assert delivered in log.text
+
+        assert _digest(copy) == before
+        assert sorted(path.name for path in folder.iterdir()) == ["payhooks.db"]
+    finally:
+        shutil.rmtree(folder)
+
+
+@pytest.mark.postgresql
+def test_a_viewer_reads_through_a_postgresql_role_with_only_select(
+    postgres_url: str,
+    postgres_server: tuple[PostgresServer, str],
+    sign: SignFunction,
+    make_body: BodyFactory,
+) -> None:
+    import psycopg
+
+    with Ledger(postgres_url) as ledger:
+        ledger.expect_transaction("order-7", 2500, "CNY")
+    server, _ = postgres_server
+    name = postgres_url.rsplit("/", 1)[1]
+    role = f"finance_{name}"
+    server.execute(f"CREATE ROLE {role} LOGIN")
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")
+    reader = postgres_url.replace("postgresql://payhooks@", f"postgresql://{role}@")
+
+    with _console("--database", reader) as console, httpx.Client() as browser:
+        assert browser.get(console.link).status_code == 303
+        page = browser.get(f"{console.base}/payments/order-7")
+        assert page.status_code == 200
+        assert "order-7" in page.text
+
+    # The same role may not write: it really is a reader.
+    with psycopg.connect(reader, autocommit=True) as conn, pytest.raises(psycopg.Error):
+        conn.execute("DELETE FROM payments")
+
+
+@pytest.mark.postgresql
+def test_a_postgresql_ledger_not_migrated_is_exit_1_in_one_sentence(
+    postgres_server: tuple[PostgresServer, str],
+) -> None:
+    server, _ = postgres_server
+    url = server.create_database()
+    try:
+        done = _run("--database", url)
+    finally:
+        server.drop_database(url)
+
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert "schema version 0" in done.stderr
+    assert "migrate" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("make", "code", "says"),
+    [
+        ("missing", 2, "There is no ledger at"),
+        ("other_application", 1, "is not a payhooks ledger"),
+    ],
+)
+def test_a_file_that_is_not_a_ledger_is_refused_in_one_sentence(
+    tmp_path: Path, make: str, code: int, says: str
+) -> None:
+    target = tmp_path / "other.db"
+    if make == "other_application":
+        with sqlite3.connect(target) as conn:
+            conn.execute("CREATE TABLE notes (text TEXT)")
+        conn.close()
+
+    done = _run("--database", str(target))
+
+    assert done.returncode == code
+    assert says in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("who", ["", "x" * 65, "Ana\nroot", "\u202eAna"])
+def test_who_must_be_a_plain_name(tmp_path: Path, who: str) -> None:
+    done = _run("--database", str(tmp_path / "payhooks.db"), "--who", who)
+
+    assert done.returncode == 2
+    assert "--who must be a name" in done.stderr
