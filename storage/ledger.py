@@ -29,6 +29,7 @@ from payhooks.storage.checks import (
 )
 from payhooks.storage.engines import Engine, open_engine
 from payhooks.storage.errors import ConflictError
+from payhooks.storage.finance import FinanceBook
 from payhooks.storage.limits import DEFAULT_MAX_REJECTED, DEFAULT_MAX_RETURNS
 from payhooks.storage.receiver_records import ReceiverRecords
 from payhooks.storage.records import ReconciliationState
@@ -117,6 +118,8 @@ class Ledger:
         self.receiver = ReceiverRecords(
             self._engine, self._write, self._clock, self._refresh, max_rejected, max_returns
         )
+        #: Finance's aggregations: a period's tiles, chart buckets, filtered rows and totals.
+        self.finance = FinanceBook(self._engine)
 
     # -- lifecycle -------------------------------------------------------------------------
 
