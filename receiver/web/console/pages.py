@@ -7,6 +7,8 @@ Routes, relative to the console's prefix, all ``GET`` (and ``HEAD``):
   requests.
 - ``/deliveries/<id>``: one delivery; ``/payments/<identifier>``: one payment's story
   (:mod:`.record_views`).
+- ``/reconciliation``: the finance page; ``/reconciliation.csv``: its rows as CSV
+  (:mod:`.finance_views`).
 - ``/static/console.css`` and ``/static/favicon.svg``: the stylesheet and the icon.
 - anything else under the prefix: the console's 404 page, after the guard.
 
@@ -25,6 +27,7 @@ from werkzeug.wrappers import Response as BaseResponse
 
 from payhooks.receiver.web.console.access import current_access, role_for
 from payhooks.receiver.web.console.answers import error_page
+from payhooks.receiver.web.console.finance_views import reconciliation, reconciliation_csv
 from payhooks.receiver.web.console.log_views import deliveries, refused
 from payhooks.receiver.web.console.query import BadQuery
 from payhooks.receiver.web.console.record_views import delivery, payment
@@ -101,5 +104,9 @@ blueprint.add_url_rule(
     payment,
     methods=["GET"],
     merge_slashes=False,
+)
+blueprint.add_url_rule("/reconciliation", "reconciliation", reconciliation, methods=["GET"])
+blueprint.add_url_rule(
+    "/reconciliation.csv", "reconciliation_csv", reconciliation_csv, methods=["GET"]
 )
 blueprint.add_url_rule("/<path:rest>", "not_found", _not_found, methods=["GET"])
