@@ -169,7 +169,7 @@ class FinanceBook:
         _check_period(since, until)
         size = size or bucket_size_for(since, until)
         width = _PREFIX[size]
-        params = (width, to_text(since), to_text(until), width)
+        params = (width, to_text(since), to_text(until))
         with self._read() as conn:
             expected = list(conn.execute(finance_sql.EXPECTED_BUCKETS_SQL, params))
             received = list(conn.execute(finance_sql.RECEIVED_BUCKETS_SQL, params))
