@@ -14,6 +14,8 @@ from pathlib import Path
 from payhooks.storage import Ledger
 
 PUBLIC = (
+    "BucketSize",
+    "ChartBucket",
     "ConflictError",
     "CopyReport",
     "CreationAttempt",
@@ -30,6 +32,10 @@ PUBLIC = (
     "DriftRow",
     "EventKind",
     "FINISHED_DELIVERY_STATUSES",
+    "Figure",
+    "FilteredTotal",
+    "FinanceFilter",
+    "FinancePage",
     "Flow",
     "Ledger",
     "ListedTransaction",
@@ -45,6 +51,7 @@ PUBLIC = (
     "PaymentKind",
     "PaymentState",
     "PaymentStory",
+    "PeriodFigures",
     "PostgresExtraMissingError",
     "ReconciliationRow",
     "ReconciliationState",
@@ -65,8 +72,10 @@ PUBLIC = (
     "SyncRun",
     "SyncSightingEvent",
     "SyncStatus",
+    "UNEXPECTED_KIND",
     "UnknownCurrencyError",
     "UnknownDeliveryError",
+    "bucket_size_for",
     "copy_ledger",
     "from_minor_units",
     "is_postgres_url",
@@ -84,13 +93,14 @@ def test_the_storage_package_exports_exactly_its_public_names() -> None:
         assert getattr(package, name) is not None
 
 
-#: ``Ledger``'s public attributes: merchants' and finance's, and the three composed parts.
+#: ``Ledger``'s public attributes: merchants' and finance's, and the four composed parts.
 LEDGER_FACE = (
     "close",
     "database",
     "engine",
     "expect_subscription",
     "expect_transaction",
+    "finance",
     "receiver",
     "reconcile",
     "row",
