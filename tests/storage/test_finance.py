@@ -4,6 +4,7 @@ and their stream."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -70,7 +71,7 @@ def day(ledger: Ledger, clock: FixedClock) -> Ledger:
     return ledger
 
 
-def shown(found: dict[str, Figure]) -> dict[str, tuple[int, str]]:
+def shown(found: Mapping[str, Figure]) -> dict[str, tuple[int, str]]:
     return {currency: (f.count, str(f.amount)) for currency, f in found.items()}
 
 

@@ -8,8 +8,8 @@ chart is accessible as markup: ``role="img"`` with a title and a description, a 
 bar, and the same series as an HTML table (``view=table``). Only presentation attributes, never
 a ``style`` attribute: the policy is ``style-src 'self'``.
 
-Coordinates are computed in Decimal and rounded to a tenth of a pixel: the amounts they come
-from are money, and never go through a float.
+Coordinates are whole tenths of a pixel computed in integers: the amounts they come from are
+money, and never go through a float.
 """
 
 from __future__ import annotations
@@ -33,9 +33,6 @@ _LEFT: Final = 80
 _RIGHT: Final = 8
 _TOP: Final = 16
 _BOTTOM: Final = 28
-_PLOT_WIDTH: Final = Decimal(_WIDTH - _LEFT - _RIGHT)
-_PLOT_HEIGHT: Final = Decimal(_HEIGHT - _TOP - _BOTTOM)
-_TENTH: Final = Decimal("0.1")
 _EXPECTED_FILL: Final = "#afb8c1"
 _RECEIVED_FILL: Final = "#0969da"
 _STEP: Final = {BucketSize.HOUR: timedelta(hours=1), BucketSize.DAY: timedelta(days=1)}
@@ -123,19 +120,31 @@ def chart_series(
     return series
 
 
-def _number(value: Decimal) -> str:
-    return str(value.quantize(_TENTH))
+def _tenths(value: int) -> str:
+    """Tenths of a pixel as SVG writes them (``1234`` is ``123.4``)."""
+    return f"{value // 10}.{value % 10}"
+
+
+def _units(amount: Decimal) -> int:
+    """An amount as a whole number of ten-thousandths: exact for every currency's decimals,
+    so bar heights are integer arithmetic."""
+    return int(amount.scaleb(4))
 
 
 def draw_chart(series: Series, size: BucketSize, index: int) -> Markup:
-    """``series`` as one SVG element, ``index`` making its ids unique on the page."""
+    """``series`` as one SVG element, ``index`` making its ids unique on the page.
+
+    Pixel positions are integers in tenths of a pixel: a bar's height is its amount over the
+    peak, both whole numbers of the same unit, times the plot's height.
+    """
     currency = escape(visible(series.currency))
     points = series.points
     peak = max((max(p.expected, p.received) for p in points), default=Decimal(0))
-    scale = _PLOT_HEIGHT / peak if peak > 0 else Decimal(0)
-    slot = _PLOT_WIDTH / max(len(points), 1)
-    bar = slot * Decimal("0.4")
-    base = Decimal(_TOP) + _PLOT_HEIGHT
+    peak_units = _units(peak)
+    plot_height = (_HEIGHT - _TOP - _BOTTOM) * 10
+    slot = (_WIDTH - _LEFT - _RIGHT) * 10 // max(len(points), 1)
+    bar = slot * 4 // 10
+    base = _TOP + (_HEIGHT - _TOP - _BOTTOM)
     title_id, desc_id = f"chart-{index}-title", f"chart-{index}-desc"
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" viewBox="0 0 {_WIDTH} {_HEIGHT}"'
@@ -151,33 +160,34 @@ def draw_chart(series: Series, size: BucketSize, index: int) -> Markup:
         f'<text x="{_LEFT - 6}" y="{base}" text-anchor="end" font-size="11"'
         f' fill="#57606a">0</text>',
     ]
+    width = _tenths(bar)
     for number, point in enumerate(points):
-        left = Decimal(_LEFT) + slot * number + slot * Decimal("0.1")
+        left = _LEFT * 10 + slot * number + slot // 10
         label = escape(bucket_label(point.start, size))
         so_far = " (so far)" if point.so_far else ""
         for offset, amount, fill, name in (
-            (Decimal(0), point.expected, _EXPECTED_FILL, "expected"),
+            (0, point.expected, _EXPECTED_FILL, "expected"),
             (bar, point.received, _RECEIVED_FILL, "received"),
         ):
-            height = amount * scale
+            height = _units(amount) * plot_height // peak_units if peak_units else 0
             extra = ""
             if point.so_far:
                 extra = f' fill-opacity="0.45" stroke="{fill}" stroke-dasharray="3 2"'
             parts.append(
-                f'<rect x="{_number(left + offset)}" y="{_number(base - height)}"'
-                f' width="{_number(bar)}" height="{_number(height)}" fill="{fill}"{extra}>'
+                f'<rect x="{_tenths(left + offset)}" y="{_tenths(base * 10 - height)}"'
+                f' width="{width}" height="{_tenths(height)}" fill="{fill}"{extra}>'
                 f"<title>{label}{so_far}: {name} {amount} {currency}</title></rect>"
             )
         if point.so_far:
             parts.append(
-                f'<text x="{_number(left + bar)}" y="{_TOP - 4}" text-anchor="middle"'
+                f'<text x="{_tenths(left + bar)}" y="{_TOP - 4}" text-anchor="middle"'
                 ' font-size="11" fill="#57606a">so far</text>'
             )
     for number in sorted({0, len(points) - 1} - {-1}):
         anchor = "start" if number == 0 else "end"
-        x = Decimal(_LEFT) if number == 0 else Decimal(_WIDTH - _RIGHT)
+        x = _LEFT if number == 0 else _WIDTH - _RIGHT
         parts.append(
-            f'<text x="{_number(x)}" y="{_HEIGHT - 8}" text-anchor="{anchor}" font-size="11"'
+            f'<text x="{x}" y="{_HEIGHT - 8}" text-anchor="{anchor}" font-size="11"'
             f' fill="#57606a">{escape(bucket_label(points[number].start, size))}</text>'
         )
     parts.append("</svg>")
