@@ -49,7 +49,7 @@ _DAYS_UP_TO = timedelta(days=62)
 _PREFIX = {BucketSize.HOUR: 13, BucketSize.DAY: 10, BucketSize.WEEK: 10}
 _KINDS = frozenset({*(kind.value for kind in PaymentKind), UNEXPECTED_KIND})
 _R = ReconciliationState
-_REFUNDED = frozenset({_R.REFUNDED, _R.PARTIALLY_REFUNDED, _R.REFUND_PENDING})
+_REFUNDED = frozenset({_R.REFUNDED, _R.PARTIALLY_REFUNDED})
 
 
 def bucket_size_for(since: datetime, until: datetime) -> BucketSize:

@@ -70,7 +70,8 @@ class PeriodFigures:
     mismatches: Mapping[str, Figure]
     #: ``pending`` rows: their count and expected amount.
     pending: Mapping[str, Figure]
-    #: Rows refunded in part or whole: their count, and the amount refunded.
+    #: Rows refunded in part or whole: their count, and the amount refunded in full (a partial
+    #: refund's notification does not say how much).
     refunded: Mapping[str, Figure]
     #: Rows charged back: their count, and the amount charged back.
     charged_back: Mapping[str, Figure]
