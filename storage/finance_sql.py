@@ -37,6 +37,9 @@ __all__ = [
 
 _COLUMNS: Final = ", ".join(f"r.{column}" for column in RECONCILIATION_COLUMNS)
 _SUCCEEDED: Final = "o.state = 'succeeded'"
+# Spelled as ``payment_states_order``'s first column, compared with TRUE, so that both engines
+# read the unexpected rows through that index rather than scanning the table.
+_UNEXPECTED: Final = "(r.kind IS NULL) = TRUE"
 
 #: Succeeded transactions paid in ``[?, ?)``, per currency: count, minor units.
 RECEIVED_SQL: Final = f"""
@@ -149,7 +152,7 @@ def _parts(wanted: FinanceFilter, after: str | None) -> tuple[list[str], list[An
     if wanted.registered_since is None and wanted.registered_until is None:
         conditions = _row_conditions(wanted, after, params)
         if kind == UNEXPECTED_KIND:
-            conditions.insert(0, "r.kind IS NULL")
+            conditions.insert(0, _UNEXPECTED)
         where = " WHERE " + " AND ".join(conditions) if conditions else ""
         return [f"SELECT {_COLUMNS} FROM reconciliation AS r{where}"], params  # noqa: S608
     parts: list[str] = []
@@ -162,7 +165,7 @@ def _parts(wanted: FinanceFilter, after: str | None) -> tuple[list[str], list[An
             "ON r.external_identifier = p.external_identifier WHERE " + " AND ".join(conditions)
         )
     if kind is None or kind == UNEXPECTED_KIND:
-        conditions = ["r.kind IS NULL", *_range("r.opened_at", since, until, params)]
+        conditions = [_UNEXPECTED, *_range("r.opened_at", since, until, params)]
         conditions += _row_conditions(wanted, after, params)
         parts.append(
             f"SELECT {_COLUMNS} FROM reconciliation AS r WHERE "  # noqa: S608

@@ -20,7 +20,7 @@ from payhooks.storage import (
     bucket_size_for,
 )
 from payhooks.storage.finance_rows import Figure
-from payhooks.storage.finance_sql import next_prefix
+from payhooks.storage.finance_sql import RECEIVED_SQL, filtered_rows, next_prefix
 from tests.support.factories import T0, FixedClock, make_outcome, record
 
 R = ReconciliationState
@@ -285,3 +285,29 @@ def test_next_prefix_is_the_least_text_above_every_text_with_the_prefix(
     prefix: str, above: str | None
 ) -> None:
     assert next_prefix(prefix) == above
+
+
+@pytest.mark.sqlite_only  # SQLite's query plans
+@pytest.mark.parametrize(
+    "wanted",
+    [OPENED, FinanceFilter(kind="unexpected"), FinanceFilter(paid_since=SINCE, paid_until=UNTIL)],
+)
+def test_a_period_s_rows_are_read_through_indexes_never_a_scan(
+    ledger: Ledger, wanted: FinanceFilter
+) -> None:
+    sql, params = filtered_rows(wanted, limit=51)
+    steps = [row[3] for row in ledger.database.execute("EXPLAIN QUERY PLAN " + sql, params)]
+
+    assert not [step for step in steps if step.startswith("SCAN")], steps
+
+
+@pytest.mark.sqlite_only  # SQLite's query plans
+def test_money_paid_in_a_period_is_summed_from_the_index_alone(ledger: Ledger) -> None:
+    steps = [
+        row[3]
+        for row in ledger.database.execute(
+            "EXPLAIN QUERY PLAN " + RECEIVED_SQL, ("2026-11-21", "2026-11-22")
+        )
+    ]
+
+    assert steps[0].startswith("SEARCH o USING COVERING INDEX outcomes_paid"), steps
