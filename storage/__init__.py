@@ -46,6 +46,7 @@ from payhooks.storage.ledger import (
     Ledger,
 )
 from payhooks.storage.limits import MAX_AMOUNT_MINOR
+from payhooks.storage.log_search import DeliveryErrorCode
 from payhooks.storage.migrations import CopyReport, copy_ledger, migrate
 from payhooks.storage.records import (
     DEFAULT_STATUS_MAP,
@@ -112,6 +113,7 @@ __all__ = [
     "CreationState",
     "Delivery",
     "DeliveryDetails",
+    "DeliveryErrorCode",
     "DeliveryEvent",
     "DeliveryFilter",
     "DeliveryStatus",

@@ -18,6 +18,7 @@ from typing import Any, Final, Generic, TypeVar
 
 from payhooks.storage.checks import enum_member
 from payhooks.storage.currencies import from_minor_units
+from payhooks.storage.log_search import DeliveryErrorCode, error_clause, text_clause
 from payhooks.storage.rows import DeliveryStatus
 from payhooks.storage.sql import Connection
 from payhooks.storage.times import from_text, to_text
@@ -62,13 +63,21 @@ class DeliveryFilter:
     :param until: only those received before this aware time.
     :param external_identifier: only those about this payment (its outcome's, or the one a
         refused body names).
-    :raises ValueError: an unknown status, or a naive time.
+    :param payment_status: only those whose outcome has this status code (``PS``...).
+    :param error: only those with this :class:`DeliveryErrorCode`.
+    :param text: the free-text search: a payment identifier starting with it, or this
+        delivery key (see :func:`~payhooks.storage.log_search.text_clause`).
+    :raises ValueError: an unknown status or error code, a naive time, or an empty or NUL
+        text.
     """
 
     statuses: frozenset[DeliveryStatus] = frozenset()
     since: datetime | None = None
     until: datetime | None = None
     external_identifier: str | None = None
+    payment_status: str | None = None
+    error: DeliveryErrorCode | None = None
+    text: str | None = None
 
     def __init__(
         self,
@@ -76,13 +85,25 @@ class DeliveryFilter:
         since: datetime | None = None,
         until: datetime | None = None,
         external_identifier: str | None = None,
+        *,
+        payment_status: str | None = None,
+        error: DeliveryErrorCode | str | None = None,
+        text: str | None = None,
     ) -> None:
         wanted = frozenset(enum_member(DeliveryStatus, s, "statuses") for s in statuses)
         check_times(since, until)
+        for value, argument in ((payment_status, "payment_status"), (text, "text")):
+            if value is not None and (not isinstance(value, str) or not value or "\x00" in value):
+                raise ValueError(f"{argument} must be non-empty text without NUL; got {value!r}")
         object.__setattr__(self, "statuses", wanted)
         object.__setattr__(self, "since", since)
         object.__setattr__(self, "until", until)
         object.__setattr__(self, "external_identifier", external_identifier)
+        object.__setattr__(self, "payment_status", payment_status)
+        object.__setattr__(
+            self, "error", None if error is None else enum_member(DeliveryErrorCode, error, "error")
+        )
+        object.__setattr__(self, "text", text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +193,16 @@ def _where(wanted: DeliveryFilter | None, before_id: int | None = None) -> tuple
         if wanted.external_identifier is not None:
             clauses.append("d.external_identifier = ?")
             params.append(wanted.external_identifier)
+        if wanted.payment_status is not None:
+            clauses.append(
+                "EXISTS (SELECT 1 FROM outcomes c WHERE c.id = d.outcome_id"
+                " AND c.payment_status = ?)"
+            )
+            params.append(wanted.payment_status)
+        if wanted.error is not None:
+            error_clause(wanted.error, clauses, params)
+        if wanted.text is not None:
+            text_clause(wanted.text, clauses, params)
     if before_id is not None:
         clauses.append("d.id < ?")
         params.append(before_id)

@@ -11,6 +11,7 @@ from payhooks.verify.errors import (
     SignatureError,
     TimestampOutOfToleranceError,
 )
+from payhooks.verify.fingerprints import key_fingerprint
 from payhooks.verify.java_double import java_double_to_string
 from payhooks.verify.registry import (
     DEFAULT_SCHEME,
@@ -44,6 +45,7 @@ __all__ = [
     "get_signer",
     "get_verifier",
     "java_double_to_string",
+    "key_fingerprint",
     "sorted_fields_string",
     "zone_from_header",
     "zone_from_text",

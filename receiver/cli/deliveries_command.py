@@ -28,7 +28,13 @@ from payhooks.receiver.cli.delivery_views import (
 )
 from payhooks.receiver.cli.escaping import terminal_json, terminal_text
 from payhooks.receiver.cli.option_values import moment_callback
-from payhooks.storage import DeliveryDetails, DeliveryFilter, DeliveryStatus, Ledger
+from payhooks.storage import (
+    DeliveryDetails,
+    DeliveryErrorCode,
+    DeliveryFilter,
+    DeliveryStatus,
+    Ledger,
+)
 
 __all__ = ["deliveries"]
 
@@ -53,6 +59,22 @@ def deliveries() -> None:
     "--until", callback=moment_callback, metavar="TIME", help="Only those received before."
 )
 @click.option("--identifier", metavar="ID", help="Only deliveries about this payment.")
+@click.option(
+    "--code",
+    metavar="CODE",
+    help="Only deliveries whose outcome has this status code (PS, PF...).",
+)
+@click.option(
+    "--error",
+    type=click.Choice([code.value for code in DeliveryErrorCode]),
+    help="Only deliveries with this error: a stored error status, or a signal receiver's.",
+)
+@click.option(
+    "--search",
+    metavar="TEXT",
+    help="Only deliveries about a payment whose identifier starts with TEXT, or with the "
+    "delivery key (webhook-id) TEXT.",
+)
 @click.option(
     "--refused",
     is_flag=True,
@@ -87,6 +109,9 @@ def list_command(
     since: datetime | None,
     until: datetime | None,
     identifier: str | None,
+    code: str | None,
+    error: str | None,
+    search: str | None,
     refused: bool,
     limit: int,
     before_id: int | None,
@@ -104,16 +129,22 @@ def list_command(
             "rows received from --since up to, not including, --until.",
             param_hint="'--until'",
         )
-    if refused and (statuses or identifier is not None):
+    narrowed = (identifier, code, error, search)
+    if refused and (statuses or any(value is not None for value in narrowed)):
         raise click.UsageError(
             "--refused lists requests that were never stored as deliveries: they have no "
-            "--status or --identifier."
+            "--status, --identifier, --code, --error or --search."
         )
+    for value, option in ((code, "--code"), (search, "--search")):
+        if value is not None and (not value or "\x00" in value):
+            raise click.BadParameter("it must be text, not empty, without NUL.", param_hint=option)
     with ledger_for(database) as ledger:
         if refused:
             _list_refused(ledger, since, until, before_id, limit, output_format)
             return
-        wanted = DeliveryFilter(statuses, since, until, identifier)
+        wanted = DeliveryFilter(
+            statuses, since, until, identifier, payment_status=code, error=error, text=search
+        )
         page = ledger.receiver.delivery_log(wanted, before_id=before_id, limit=limit)
         count = ledger.receiver.count_deliveries(wanted)
         if output_format == "json":

@@ -24,7 +24,13 @@ from payhooks.receiver.cli.common import (
     signer_for,
     verifier_for,
 )
-from payhooks.verify import DEFAULT_SCHEME, SCHEMES, SignatureError, generate_keypair
+from payhooks.verify import (
+    DEFAULT_SCHEME,
+    SCHEMES,
+    SignatureError,
+    generate_keypair,
+    key_fingerprint,
+)
 
 __all__ = ["DEFAULT_SIGNING_KEY_FILE", "keygen", "sign", "verify_command"]
 
@@ -132,6 +138,13 @@ def verify_command(
 DEFAULT_SIGNING_KEY_FILE = "payhooks-signing-key.env"
 
 
+def _fingerprint_line(scheme: str, verifying_key: str) -> str:
+    """A comment naming the new key as the console's signature evidence names it."""
+    return (
+        f"# Its fingerprint (how the console names it): {key_fingerprint(scheme, verifying_key)}\n"
+    )
+
+
 @click.command()
 @click.option(
     "--scheme",
@@ -181,6 +194,7 @@ def keygen(scheme: str, signing_key_file: Path | None, output: Path | None) -> N
             f"{_setting('PAYHOOKS_SIGNATURE_SCHEME', scheme)}"
             "# The shared secret: the receiver verifies with it and the sender signs with it.\n"
             "# While rotating, list the new and the old one inside the quotes.\n"
+            f"{_fingerprint_line(scheme, pair.verifying_key)}"
             f"{_setting('PAYHOOKS_SECRETS', pair.signing_key)}",
         )
         return
@@ -191,6 +205,7 @@ def keygen(scheme: str, signing_key_file: Path | None, output: Path | None) -> N
         f"{_setting('PAYHOOKS_SIGNATURE_SCHEME', scheme)}"
         "# The receiver's verifying key (while rotating, list the new and the old one inside\n"
         "# the quotes).\n"
+        f"{_fingerprint_line(scheme, pair.verifying_key)}"
         f"{_setting('PAYHOOKS_PUBLIC_KEYS', pair.verifying_key)}"
     )
     # The output file is claimed first, so that a refused one leaves no new signing key; the

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from payhooks.receiver.cli.signing_commands import DEFAULT_SIGNING_KEY_FILE
-from payhooks.verify import SCHEMES, generate_keypair, get_signer, get_verifier
+from payhooks.verify import SCHEMES, generate_keypair, get_signer, get_verifier, key_fingerprint
 from tests.support.app import TEST_SECRET
 from tests.support.cli import clean_env, notification, run
 from tests.support.notifications import NOTIFICATION
@@ -60,6 +60,8 @@ def test_keygen_prints_keys_under_the_settings_that_take_them(scheme: str, clean
         signing, verifying = sender["PAYHOOKS_SIGNING_KEY"], settings["PAYHOOKS_PUBLIC_KEYS"]
     headers = get_signer(scheme, signing).sign(NOTIFICATION)
     assert get_verifier(scheme, verifying).is_valid(headers, NOTIFICATION)
+    fingerprint = key_fingerprint(scheme, verifying)
+    assert f"# Its fingerprint (how the console names it): {fingerprint}\n" in result.stdout
 
 
 @pytest.mark.parametrize("scheme", PUBLIC_KEY_SCHEMES)

@@ -25,6 +25,7 @@ PUBLIC = (
     "DEFAULT_STATUS_MAP",
     "Delivery",
     "DeliveryDetails",
+    "DeliveryErrorCode",
     "DeliveryEvent",
     "DeliveryFilter",
     "DeliveryStatus",

@@ -11,7 +11,7 @@ from flask import render_template, request
 from payhooks.receiver.state import receiver_state
 from payhooks.receiver.web.console.access import current_access
 from payhooks.receiver.web.console.query import WINDOWS, parse_log_query
-from payhooks.storage import DeliveryStatus
+from payhooks.storage import DeliveryErrorCode, DeliveryStatus
 
 __all__ = ["deliveries", "refused"]
 
@@ -29,6 +29,7 @@ def deliveries() -> str:
         page=page,
         count=records.count_deliveries(wanted),
         statuses=list(DeliveryStatus),
+        errors=list(DeliveryErrorCode),
         windows=WINDOWS,
         now=now,
     )

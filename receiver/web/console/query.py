@@ -1,7 +1,9 @@
 """The delivery log's filters as the URL carries them, so that a view can be shared.
 
-``status`` (repeated), ``identifier``, ``window`` (``1h``, ``24h``, ``7d``, ``all``), ``before``
-(the cursor: rows with a smaller id) and ``limit``. Every value is checked here; a bad one is a
+``status`` (repeated), ``identifier``, ``code`` (the outcome's status code), ``error`` (a
+:class:`~payhooks.storage.DeliveryErrorCode`), ``q`` (the free-text search: an identifier prefix
+or a delivery key), ``window`` (``1h``, ``24h``, ``7d``, ``all``), ``before`` (the cursor: rows
+with a smaller id) and ``limit``. Every value is checked here; a bad one is a
 :class:`BadQuery` (a 400 page), never a value handed on to the database to fail there.
 """
 
@@ -15,14 +17,16 @@ from typing import Any, Final
 
 from werkzeug.datastructures import MultiDict
 
-from payhooks.storage import DeliveryFilter, DeliveryStatus
+from payhooks.storage import DeliveryErrorCode, DeliveryFilter, DeliveryStatus
 
 __all__ = [
     "DEFAULT_LIMIT",
     "DEFAULT_WINDOW",
+    "MAX_CODE_LENGTH",
     "MAX_ID",
     "MAX_IDENTIFIER_LENGTH",
     "MAX_LIMIT",
+    "MAX_SEARCH_LENGTH",
     "WINDOWS",
     "BadQuery",
     "LogQuery",
@@ -41,6 +45,10 @@ DEFAULT_LIMIT: Final = 50
 MAX_LIMIT: Final = 200
 #: The service's longest ``external_identifier``.
 MAX_IDENTIFIER_LENGTH: Final = 64
+#: The longest status code a notification carries.
+MAX_CODE_LENGTH: Final = 64
+#: The longest search text: a delivery key (the service's ``webhook-id``) is at most this.
+MAX_SEARCH_LENGTH: Final = 255
 #: The largest id either engine stores (PostgreSQL's ``bigint``).
 MAX_ID: Final = 2**63 - 1
 
@@ -61,6 +69,9 @@ class LogQuery:
 
     statuses: tuple[DeliveryStatus, ...] = ()
     identifier: str | None = None
+    code: str | None = None
+    error: DeliveryErrorCode | None = None
+    q: str | None = None
     window: str = DEFAULT_WINDOW
     before: int | None = None
     limit: int = DEFAULT_LIMIT
@@ -72,7 +83,12 @@ class LogQuery:
 
     def delivery_filter(self, now: datetime) -> DeliveryFilter:
         return DeliveryFilter(
-            statuses=self.statuses, since=self.since(now), external_identifier=self.identifier
+            statuses=self.statuses,
+            since=self.since(now),
+            external_identifier=self.identifier,
+            payment_status=self.code,
+            error=self.error,
+            text=self.q,
         )
 
     def args(self, **changes: Any) -> dict[str, Any]:
@@ -83,6 +99,9 @@ class LogQuery:
             found["status"] = [status.value for status in query.statuses]
         if query.identifier is not None:
             found["identifier"] = query.identifier
+        for name in ("code", "error", "q"):
+            if getattr(query, name) is not None:
+                found[name] = str(getattr(query, name))
         if query.window != DEFAULT_WINDOW:
             found["window"] = query.window
         if query.before is not None:
@@ -112,15 +131,23 @@ def _statuses(args: MultiDict[str, str]) -> tuple[DeliveryStatus, ...]:
     return tuple(sorted(chosen, key=list(DeliveryStatus).index))
 
 
-def _identifier(args: MultiDict[str, str]) -> str | None:
-    text = args.get("identifier")
+def _text(args: MultiDict[str, str], name: str, longest: int) -> str | None:
+    text = args.get(name)
     if text is None or text == "":
         return None
-    if len(text) > MAX_IDENTIFIER_LENGTH or "\x00" in text:
-        raise BadQuery(
-            f"identifier must be at most {MAX_IDENTIFIER_LENGTH} characters, without NUL."
-        )
+    if len(text) > longest or "\x00" in text:
+        raise BadQuery(f"{name} must be at most {longest} characters, without NUL.")
     return text
+
+
+def _error(args: MultiDict[str, str]) -> DeliveryErrorCode | None:
+    text = args.get("error")
+    if text is None or text == "":
+        return None
+    known = {code.value: code for code in DeliveryErrorCode}
+    if text not in known:
+        raise BadQuery(f"error must be one of: {', '.join(known)}.")
+    return known[text]
 
 
 def parse_log_query(args: MultiDict[str, str], *, deliveries: bool = True) -> LogQuery:
@@ -135,7 +162,10 @@ def parse_log_query(args: MultiDict[str, str], *, deliveries: bool = True) -> Lo
     limit = _number(args, "limit", 1, MAX_LIMIT)
     return LogQuery(
         statuses=_statuses(args) if deliveries else (),
-        identifier=_identifier(args) if deliveries else None,
+        identifier=_text(args, "identifier", MAX_IDENTIFIER_LENGTH) if deliveries else None,
+        code=_text(args, "code", MAX_CODE_LENGTH) if deliveries else None,
+        error=_error(args) if deliveries else None,
+        q=_text(args, "q", MAX_SEARCH_LENGTH) if deliveries else None,
         window=window,
         before=_number(args, "before", 1, MAX_ID),
         limit=DEFAULT_LIMIT if limit is None else limit,

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from flask import Response, render_template
+from flask import Response, current_app, render_template
 
 from payhooks.receiver.state import receiver_state
 from payhooks.receiver.web.console.answers import error_page
+from payhooks.receiver.web.console.evidence import app_settings, signature_evidence
 from payhooks.receiver.web.console.filters import pretty_body
 from payhooks.receiver.web.console.query import MAX_ID
 
@@ -25,6 +26,9 @@ def delivery(delivery_id: int) -> Response | str:
         delivery=details,
         body=body,
         body_is_json=is_json,
+        evidence=signature_evidence(
+            app_settings(current_app.config), details.headers, details.body, details.received_at
+        ),
     )
 
 

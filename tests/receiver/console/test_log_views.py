@@ -84,6 +84,16 @@ def _shown(client: FlaskClient, url: str) -> tuple[list[int], int, str | None]:
         ("?identifier=&window=", ["invalid", "duplicate", "malformed", "other", "paid"]),
         ("?identifier=nobody", []),
         ("?window=all&status=duplicate", ["duplicate"]),
+        ("?code=PS", ["duplicate", "other", "paid"]),
+        ("?code=PF", []),
+        ("?error=malformed_json", ["malformed"]),
+        ("?error=invalid_payload&status=invalid_payload", ["invalid"]),
+        ("?error=signal_error", []),
+        ("?q=order-", ["invalid", "duplicate", "other", "paid"]),
+        ("?q=order-2", ["duplicate", "other"]),
+        ("?q=rder", []),
+        ("?q=order-2&code=PS&status=duplicate", ["duplicate"]),
+        ("?code=&error=&q=", ["invalid", "duplicate", "malformed", "other", "paid"]),
     ],
 )
 def test_filters_in_the_url_select_the_rows_newest_first_and_count_them(
@@ -210,6 +220,11 @@ def test_a_bad_query_value_is_a_400_page_naming_it(
         ("status=processed&status=PROCESSED", "status"),
         ("identifier=" + "x" * 65, "identifier"),
         ("identifier=order%00-1", "identifier"),
+        ("code=" + "x" * 65, "code"),
+        ("code=P%00S", "code"),
+        ("error=payment_failed", "error"),
+        ("q=" + "x" * 256, "q"),
+        ("q=order%00", "q"),
     ],
 )
 def test_a_bad_delivery_filter_is_a_400_page_naming_it(
@@ -228,3 +243,16 @@ def test_an_identifier_of_64_characters_is_a_filter(console: FlaskClient, delive
     ids, count, _ = _shown(console, f"{LOG}?identifier={longest}")
 
     assert (ids, count) == ([delivery_id], 1)
+
+
+@pytest.mark.parametrize("name", ["identifier", "q", "code"])
+def test_a_filter_text_with_a_bidi_override_is_shown_escaped_never_raw_in_its_box(
+    console: FlaskClient, stored: Stored, name: str
+) -> None:
+    answer = console.get(LOG, query_string={name: "order-\u202e1"}, headers=VIEWER)
+
+    assert answer.status_code == 200
+    text = answer.get_data(as_text=True)
+    assert "\u202e" not in text
+    assert "<code>order-\\u202e1</code> (it holds control characters" in text
+    assert f'name="{name}" maxlength' in text

@@ -1,0 +1,87 @@
+"""The console's pages as the browser tests visit them, and a ledger worth looking at.
+
+:data:`CONSOLE_PAGES` is the one list the accessibility test and the screenshots walk: a new
+page is one line here. :func:`fill_console_ledger` fills the app's ledger through the real
+receiver (signed notifications, a forged one refused), so every page has rows to show.
+"""
+
+from __future__ import annotations
+
+import base64
+from datetime import UTC, datetime
+from typing import Final
+
+from flask.testing import FlaskClient
+
+from tests.support.app import BodyFactory, SignFunction
+
+__all__ = ["CONSOLE_PAGES", "NOTIFY", "ROLE_HEADER", "fill_console_ledger", "page_path"]
+
+NOTIFY: Final = "/payhooks/notifications"
+#: The header the tests' authorize hook reads the role from.
+ROLE_HEADER: Final = "X-Test-Console-Role"
+
+#: Each page's name and its path under the console's prefix; ``{delivery}`` is a processed
+#: delivery's id. A page added to the console is one line here.
+CONSOLE_PAGES: Final[dict[str, str]] = {
+    "deliveries": "/deliveries",
+    "refused": "/deliveries/refused",
+    "delivery": "/deliveries/{delivery}",
+    "payment": "/payments/order-1001",
+    "not-found": "/no-such-page",
+}
+
+
+def page_path(name: str, prefix: str, delivery_id: int) -> str:
+    """The path of page ``name`` under ``prefix``."""
+    return prefix + CONSOLE_PAGES[name].format(delivery=delivery_id)
+
+
+def fill_console_ledger(client: FlaskClient, make_body: BodyFactory, sign: SignFunction) -> int:
+    """Deliver a day's mix through the receiver (payments, a failure, a repeat, a body that is
+    not JSON, one that is not a notification, a forged request) and return the id of the
+    first processed delivery."""
+    sent: list[tuple[bytes, int]] = [
+        (make_body(external_identifier="order-1001", transaction_id="ll-9001"), 200),
+        (
+            make_body(
+                "card", external_identifier="order-1002", transaction_id="ll-9002", amount="120.50"
+            ),
+            200,
+        ),
+        (
+            make_body(external_identifier="order-1003", transaction_id="ll-9003", status="PF"),
+            200,
+        ),
+        (make_body(external_identifier="order-1001", transaction_id="ll-9001"), 200),
+        (b'{"merchant_transaction_id": "order-1004", ', 400),
+        (b'{"merchant_transaction_id": "order-1005"}', 422),
+        (
+            make_body(
+                "orchestrator",
+                external_identifier="order-1006",
+                transaction_id="ll-9006",
+                amount="8.00",
+                currency="EUR",
+            ),
+            200,
+        ),
+    ]
+    first: int | None = None
+    for body, status in sent:
+        answer = client.post(NOTIFY, data=body, headers=sign(body))
+        assert answer.status_code == status, answer.get_data(as_text=True)
+        if first is None:
+            first = answer.get_json()["delivery_id"]
+    forged = client.post(
+        NOTIFY,
+        data=b'{"forged": true}',
+        headers={
+            "webhook-id": "msg_forged",
+            "webhook-timestamp": str(int(datetime.now(UTC).timestamp())),
+            "webhook-signature": "v1," + base64.b64encode(b"\0" * 32).decode(),
+        },
+    )
+    assert forged.status_code == 401
+    assert first is not None
+    return first
