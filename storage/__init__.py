@@ -33,6 +33,17 @@ from payhooks.storage.errors import (
     UnknownDeliveryError,
 )
 from payhooks.storage.exception_reviews import ExceptionReview, ReviewStatus
+from payhooks.storage.finance import bucket_size_for
+from payhooks.storage.finance_rows import (
+    UNEXPECTED_KIND,
+    BucketSize,
+    ChartBucket,
+    Figure,
+    FilteredTotal,
+    FinanceFilter,
+    FinancePage,
+    PeriodFigures,
+)
 from payhooks.storage.health import (
     DEFAULT_HEALTH_LOCK_TIMEOUT_MS,
     DEFAULT_MIN_FREE_BYTES,
@@ -113,7 +124,10 @@ __all__ = [
     "SCHEMA_VERSION",
     "STATE_RANK",
     "SYNCHRONOUS_MODES",
+    "UNEXPECTED_KIND",
     "AuditEntry",
+    "BucketSize",
+    "ChartBucket",
     "ConflictError",
     "CopyReport",
     "CreationAttempt",
@@ -131,6 +145,10 @@ __all__ = [
     "ErrorCause",
     "EventKind",
     "ExceptionReview",
+    "Figure",
+    "FilteredTotal",
+    "FinanceFilter",
+    "FinancePage",
     "Flow",
     "Ledger",
     "LedgerFigures",
@@ -145,6 +163,7 @@ __all__ = [
     "PaymentKind",
     "PaymentState",
     "PaymentStory",
+    "PeriodFigures",
     "PostgresExtraMissingError",
     "ReconciliationRow",
     "ReconciliationState",
@@ -168,6 +187,7 @@ __all__ = [
     "UnknownDeliveryError",
     "Vitals",
     "WindowCounts",
+    "bucket_size_for",
     "copy_ledger",
     "from_minor_units",
     "is_postgres_url",

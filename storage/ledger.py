@@ -31,6 +31,7 @@ from payhooks.storage.checks import (
 from payhooks.storage.console_book import ConsoleBook
 from payhooks.storage.engines import Engine, open_engine
 from payhooks.storage.errors import ConflictError
+from payhooks.storage.finance import FinanceBook
 from payhooks.storage.health import (
     DEFAULT_HEALTH_LOCK_TIMEOUT_MS,
     DEFAULT_MIN_FREE_BYTES,
@@ -134,6 +135,8 @@ class Ledger:
         )
         #: The console's own: the append-only audit log, the exceptions' reviews.
         self.console = ConsoleBook(self._read, self._write, self._clock)
+        #: Finance's aggregations: a period's tiles, chart buckets, filtered rows and totals.
+        self.finance = FinanceBook(self._engine)
 
     # -- lifecycle -------------------------------------------------------------------------
 

@@ -54,6 +54,7 @@ LAYERS: dict[str, int] = {
     "payhooks.receiver.ledgers": 2,
     "payhooks.receiver.testing": 2,
     "payhooks.receiver.visible_text": 2,
+    "payhooks.receiver.report_csv": 2,
     "payhooks.receiver.durations": 2,
     "payhooks.receiver.settings": 3,
     "payhooks.receiver.pipeline": 4,

@@ -2,11 +2,12 @@
 
 Every format carries the same fields (:data:`REPORT_FIELDS`), amounts as exact decimal strings
 in major units (``"25.00"``), never floats. Identifiers come from webhook bodies, so each format
-writes text its own safe way (:mod:`payhooks.receiver.cli.escaping`): CSV cells a spreadsheet
-would run as formulas are neutralised, control characters in the table are shown as escapes,
-JSON Lines stays exact. Rows are written one at a time as the ledger streams
-them, so a report over a million payments never holds more than one row (the table keeps its
-first few rows to size its columns).
+writes text its own safe way: CSV cells a spreadsheet would run as formulas are neutralised
+(:mod:`payhooks.receiver.report_csv`, which the console's CSV export shares), control
+characters in the table are shown as escapes (:mod:`payhooks.receiver.cli.escaping`), JSON
+Lines stays exact. Rows are written one at a time as the ledger streams them, so a report over
+a million payments never holds more than one row (the table keeps its first few rows to size
+its columns).
 """
 
 from __future__ import annotations
@@ -17,7 +18,14 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Final, Literal, TextIO
 
-from payhooks.receiver.cli.escaping import csv_field, terminal_json, terminal_text
+from payhooks.receiver.cli.escaping import terminal_json, terminal_text
+from payhooks.receiver.report_csv import (
+    NUMERIC_FIELDS,
+    REPORT_FIELDS,
+    csv_header,
+    record_line,
+    report_record,
+)
 from payhooks.storage import MISMATCH_STATES, ReconciliationRow, from_minor_units
 
 __all__ = [
@@ -33,31 +41,6 @@ __all__ = [
 
 ReportFormat = Literal["table", "csv", "json"]
 
-#: The fields of every report row, in column order.
-REPORT_FIELDS: Final = (
-    "external_identifier",
-    "kind",
-    "state",
-    "currency",
-    "expected_amount",
-    "received_currency",
-    "received_amount",
-    "periods_paid",
-    "transaction_ids",
-    "lifecycle_state",
-    "unknown_outcomes",
-    "last_outcome_at",
-    "opened_at",
-    "drift",
-    "refunded_amount",
-    "charged_back_amount",
-    "net_amount",
-    "refused_deliveries",
-    "conflicting_deliveries",
-    "latest_problem",
-    "home_received_amount",
-)
-
 # The table's columns: a header, the report field, and whether numbers align right.
 _TABLE_COLUMNS: Final = (
     ("EXTERNAL ID", "external_identifier", False),
@@ -72,23 +55,6 @@ _TABLE_COLUMNS: Final = (
     ("REFUSED", "refused_deliveries", True),
 )
 
-#: The fields that hold numbers the report computed: never neutralised in CSV, for a negative
-#: amount (``-5.00``) is a number a spreadsheet should add up, not a formula.
-NUMERIC_FIELDS: Final = frozenset(
-    {
-        "expected_amount",
-        "received_amount",
-        "periods_paid",
-        "unknown_outcomes",
-        "refunded_amount",
-        "charged_back_amount",
-        "net_amount",
-        "refused_deliveries",
-        "conflicting_deliveries",
-        "home_received_amount",
-    }
-)
-
 #: How many rows the table reads ahead to size its columns.
 _TABLE_SAMPLE: Final = 200
 
@@ -97,47 +63,6 @@ def needs_attention(row: ReconciliationRow) -> bool:
     """Whether ``row`` is in one of :data:`payhooks.storage.MISMATCH_STATES`, or the service's
     list disagrees with it (``drift``): what ``reconcile --fail-on-mismatch`` fails on."""
     return row.state in MISMATCH_STATES or row.drift is not None
-
-
-def _minor(amount: int | None, currency: str | None) -> str | None:
-    if amount is None or currency is None:
-        return None
-    return str(from_minor_units(amount, currency))
-
-
-def _text(value: Decimal | None) -> str | None:
-    return None if value is None else str(value)
-
-
-def report_record(row: ReconciliationRow) -> dict[str, Any]:
-    """``row`` as the JSON-ready mapping every format is written from.
-
-    ``received_amount`` is in ``received_currency``, which differs from ``currency`` only for
-    a ``currency_mismatch``. Missing values are None (empty in CSV and the table).
-    """
-    return {
-        "external_identifier": row.external_identifier,
-        "kind": None if row.kind is None else str(row.kind),
-        "state": str(row.state),
-        "currency": row.currency,
-        "expected_amount": _text(row.expected_amount),
-        "received_currency": row.received_currency,
-        "received_amount": _text(row.received_amount),
-        "periods_paid": row.periods_paid,
-        "transaction_ids": list(row.transaction_ids),
-        "lifecycle_state": None if row.lifecycle_state is None else str(row.lifecycle_state),
-        "unknown_outcomes": row.unknown_outcomes,
-        "last_outcome_at": None if row.last_outcome_at is None else row.last_outcome_at.isoformat(),
-        "opened_at": row.opened_at.isoformat(),
-        "drift": None if row.drift is None else str(row.drift),
-        "refunded_amount": _minor(row.refunded_amount_minor, row.received_currency),
-        "charged_back_amount": _minor(row.charged_back_amount_minor, row.received_currency),
-        "net_amount": _minor(row.net_amount_minor, row.received_currency),
-        "refused_deliveries": row.refused_deliveries,
-        "conflicting_deliveries": row.conflicting_deliveries,
-        "latest_problem": row.latest_problem,
-        "home_received_amount": _minor(row.home_received_amount_minor, row.currency),
-    }
 
 
 def _cell(value: Any) -> str:
@@ -231,14 +156,10 @@ def _write_json_lines(records: Iterable[Mapping[str, Any]], out: TextIO) -> int:
 
 
 def _write_csv(records: Iterable[Mapping[str, Any]], out: TextIO) -> int:
-    out.write(",".join(csv_field(name, text=True) for name in REPORT_FIELDS) + "\n")
+    out.write(csv_header())
     written = 0
     for record in records:
-        fields = (
-            csv_field(_cell(record[name]), text=name not in NUMERIC_FIELDS)
-            for name in REPORT_FIELDS
-        )
-        out.write(",".join(fields) + "\n")
+        out.write(record_line(record))
         written += 1
     return written
 

@@ -13,6 +13,8 @@ Routes, relative to the console's prefix, ``GET`` (and ``HEAD``) unless marked `
   ``POST /deliveries/<id>/download/<raw|fixture>`` (:mod:`.action_views`);
   ``/deliveries/bulk`` and its ``POST`` (:mod:`.bulk_views`). Every ``POST`` is an operator's
   action: CSRF-checked (:mod:`.csrf`) and audited (:mod:`.acting`).
+- ``/reconciliation``: the finance page; ``/reconciliation.csv``: its rows as CSV
+  (:mod:`.finance_views`).
 - ``/static/console.css`` and ``/static/favicon.svg``: the stylesheet and the icon.
 - anything else under the prefix: the console's 404 page, after the guard.
 
@@ -42,6 +44,7 @@ from payhooks.receiver.web.console.audit_views import audit
 from payhooks.receiver.web.console.bulk_views import bulk_confirm, bulk_run
 from payhooks.receiver.web.console.csrf import ActionRefused, actions_available, csrf_token
 from payhooks.receiver.web.console.exceptions_views import exceptions, review
+from payhooks.receiver.web.console.finance_views import reconciliation, reconciliation_csv
 from payhooks.receiver.web.console.log_views import deliveries, refused
 from payhooks.receiver.web.console.query import BadQuery
 from payhooks.receiver.web.console.record_views import delivery, payment
@@ -154,5 +157,9 @@ blueprint.add_url_rule(
     payment,
     methods=["GET"],
     merge_slashes=False,
+)
+blueprint.add_url_rule("/reconciliation", "reconciliation", reconciliation, methods=["GET"])
+blueprint.add_url_rule(
+    "/reconciliation.csv", "reconciliation_csv", reconciliation_csv, methods=["GET"]
 )
 blueprint.add_url_rule("/<path:rest>", "not_found", _not_found, methods=["GET"])

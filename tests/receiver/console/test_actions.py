@@ -280,9 +280,7 @@ def test_a_console_on_a_ledger_of_its_own_offers_no_redrive_and_refuses_one(
     app.config["SECRET_KEY"] = "test"
     Console(app, authorize=grant_hook, url_prefix="/console", database=database)
     client = app.test_client()
-    page = client.get(f"/console/deliveries/{delivery_id}", headers=OPERATOR).get_data(
-        as_text=True
-    )
+    page = client.get(f"/console/deliveries/{delivery_id}", headers=OPERATOR).get_data(as_text=True)
     assert "Reprocess this delivery" not in page
     assert "Download the raw body" in page
 

@@ -1,0 +1,138 @@
+"""The finance page: a period's tiles against the previous period, the chart, the rows; and
+the CSV of exactly the rows the page's filters select.
+
+Every figure is per currency. The reads are :attr:`payhooks.storage.Ledger.finance`'s, each one
+grouped in SQL over an index-backed range; the page reads one page of rows (by cursor) and the
+totals of the whole filtered set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Final
+
+from flask import Response, render_template, request, stream_with_context
+
+from payhooks.receiver.report_csv import csv_header, csv_line
+from payhooks.receiver.web.console.access import console_ledger, current_access
+from payhooks.receiver.web.console.chart import bucket_label, chart_series, draw_chart
+from payhooks.receiver.web.console.finance_query import KINDS, PERIODS, parse_finance_query
+from payhooks.storage import (
+    MISMATCH_STATES,
+    Figure,
+    PeriodFigures,
+    ReconciliationState,
+    bucket_size_for,
+)
+
+__all__ = ["TILES", "TileLine", "compare", "reconciliation", "reconciliation_csv"]
+
+#: The tiles, in order: the name of a :class:`~payhooks.storage.PeriodFigures` field, its
+#: heading, and what its amount is.
+TILES: Final = (
+    ("expected", "Expected", "registered in the period"),
+    ("received", "Received", "paid in the period"),
+    ("paid", "Paid", "paid in the period, matching what was expected"),
+    ("mismatches", "Mismatches", "opened in the period, the money they received"),
+    ("pending", "Pending", "registered in the period, expected"),
+    ("refunded", "Refunded", "opened in the period, the amount refunded"),
+    ("charged_back", "Charged back", "opened in the period, the amount charged back"),
+    ("drift", "Drift", "opened in the period, the service's list disagrees"),
+)
+_ZERO = Figure(0, 0, Decimal(0))
+
+
+@dataclass(frozen=True, slots=True)
+class TileLine:
+    """One currency's line of a tile: now, and the change against the previous period."""
+
+    currency: str
+    count: int
+    amount: Decimal
+    count_change: int
+    amount_change: Decimal
+
+
+def compare(now: Mapping[str, Figure], before: Mapping[str, Figure]) -> list[TileLine]:
+    """One line per currency of either period, by currency."""
+    lines = []
+    for currency in sorted(set(now) | set(before)):
+        current, previous = now.get(currency, _ZERO), before.get(currency, _ZERO)
+        lines.append(
+            TileLine(
+                currency,
+                current.count,
+                current.amount,
+                current.count - previous.count,
+                current.amount - previous.amount,
+            )
+        )
+    return lines
+
+
+def _tiles(now: PeriodFigures, before: PeriodFigures) -> list[tuple[str, str, list[TileLine]]]:
+    return [
+        (heading, meaning, compare(getattr(now, name), getattr(before, name)))
+        for name, heading, meaning in TILES
+    ]
+
+
+def reconciliation() -> str:
+    """``GET /reconciliation``: the finance page."""
+    now = current_access().clock()
+    query = parse_finance_query(request.args, now)
+    finance = console_ledger().finance
+    current = finance.figures(query.since, query.until)
+    previous = finance.figures(*query.previous)
+    size = bucket_size_for(query.since, query.until)
+    series = chart_series(
+        finance.buckets(query.since, query.until, size), query.since, query.until, size, now
+    )
+    wanted = query.finance_filter()
+    return render_template(
+        "payhooks_console/finance.html",
+        query=query,
+        now=now,
+        tiles=_tiles(current, previous),
+        previous=query.previous,
+        size=size,
+        series=series,
+        charts=[draw_chart(one, size, index) for index, one in enumerate(series)],
+        bucket_label=bucket_label,
+        page=finance.page(wanted, after=query.after, limit=query.limit),
+        totals=finance.totals(wanted),
+        periods=PERIODS,
+        kinds=KINDS,
+        states=list(ReconciliationState),
+        mismatch_states=MISMATCH_STATES,
+        age=_age,
+    )
+
+
+def reconciliation_csv() -> Response:
+    """``GET /reconciliation.csv``: exactly the rows the same URL's filters select on the page
+    (every page of them), as ``payhooks reconcile --format csv`` writes them, streamed."""
+    query = parse_finance_query(request.args, current_access().clock())
+    rows = console_ledger().finance.rows(query.finance_filter())
+
+    def lines() -> Iterator[str]:
+        yield csv_header()
+        for row in rows:
+            yield csv_line(row)
+
+    response = Response(stream_with_context(lines()), mimetype="text/csv")
+    response.headers["Content-Disposition"] = 'attachment; filename="reconciliation.csv"'
+    return response
+
+
+def _age(opened_at: datetime, now: datetime) -> str:
+    """How long ago a row was opened: ``3d 4h``, ``5h 12m``, ``40m``."""
+    seconds = max(int((now - opened_at).total_seconds()), 0)
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    if days:
+        return f"{days}d {hours}h"
+    return f"{hours}h {rest // 60}m" if hours else f"{rest // 60}m"

@@ -1,0 +1,250 @@
+"""Finance's questions of the ledger, grouped in SQL: ``Ledger.finance``.
+
+A period's tiles, a chart's buckets, a filtered set of rows in pages, its totals and its CSV
+stream. The SQL is :mod:`payhooks.storage.finance_sql`; here its few grouped rows are folded
+into figures per currency (never added across currencies) and checked arguments are turned
+into its parameters.
+
+Two clocks select: money *paid* in a period (``received``, ``paid``, the chart's received
+bars) by the ``paid_at`` of succeeded outcomes, which is what "what was paid yesterday" means;
+everything about payments as rows (expected, pending, mismatches, refunds, drift) by when the
+row was *opened*: a payment's registration, an unexpected payment's first ``paid_at``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import payhooks.storage.finance_sql as finance_sql
+from payhooks.storage.currencies import from_minor_units
+from payhooks.storage.engines import Engine
+from payhooks.storage.finance_rows import (
+    UNEXPECTED_KIND,
+    BucketSize,
+    ChartBucket,
+    Figure,
+    FilteredTotal,
+    FinanceFilter,
+    FinancePage,
+    PeriodFigures,
+    figure,
+)
+from payhooks.storage.reconciliation import to_row
+from payhooks.storage.records import MISMATCH_STATES, ReconciliationState
+from payhooks.storage.rows import PaymentKind, ReconciliationRow
+from payhooks.storage.times import to_text
+
+__all__ = ["MAX_PAGE", "FinanceBook", "bucket_size_for"]
+
+#: The most rows one page holds.
+MAX_PAGE = 500
+#: Up to this long a period is charted by the hour; up to :data:`_DAYS_UP_TO` by the day.
+_HOURS_UP_TO = timedelta(days=1)
+_DAYS_UP_TO = timedelta(days=62)
+# How many characters of a stored time name its hour, its day.
+_PREFIX = {BucketSize.HOUR: 13, BucketSize.DAY: 10, BucketSize.WEEK: 10}
+_KINDS = frozenset({*(kind.value for kind in PaymentKind), UNEXPECTED_KIND})
+_R = ReconciliationState
+_REFUNDED = frozenset({_R.REFUNDED, _R.PARTIALLY_REFUNDED})
+
+
+def bucket_size_for(since: datetime, until: datetime) -> BucketSize:
+    """By the hour for a day or less, by the day up to about two months, by the week beyond."""
+    span = until - since
+    if span <= _HOURS_UP_TO:
+        return BucketSize.HOUR
+    return BucketSize.DAY if span <= _DAYS_UP_TO else BucketSize.WEEK
+
+
+def _check_period(since: datetime, until: datetime) -> None:
+    to_text(since, argument="since")
+    to_text(until, argument="until")
+    if until <= since:
+        raise ValueError("until must be after since")
+
+
+def check_filter(wanted: FinanceFilter) -> None:
+    """:raises ValueError: naming the field that cannot be used."""
+    if wanted.kind is not None and wanted.kind not in _KINDS:
+        raise ValueError(f"kind must be one of {', '.join(sorted(_KINDS))}")
+    if (wanted.amount_min_minor, wanted.amount_max_minor) != (None, None) and not wanted.currency:
+        raise ValueError("an amount range needs a currency: amounts are never compared across")
+    prefix = wanted.identifier_prefix
+    if prefix is not None and (len(prefix) > 64 or "\x00" in prefix):
+        raise ValueError("identifier_prefix must be at most 64 characters, without NUL")
+    for name in ("registered_since", "registered_until", "paid_since", "paid_until"):
+        moment = getattr(wanted, name)
+        if moment is not None:
+            to_text(moment, argument=name)
+
+
+class _Money:
+    """Counts and minor units per currency, folded from grouped rows."""
+
+    def __init__(self) -> None:
+        self.counts: defaultdict[str, int] = defaultdict(int)
+        self.amounts: defaultdict[str, int] = defaultdict(int)
+
+    def add(self, currency: str, count: int, amount: int) -> None:
+        self.counts[currency] += count
+        self.amounts[currency] += amount
+
+    def figures(self) -> dict[str, Figure]:
+        keys = sorted(set(self.counts) | set(self.amounts))
+        return {c: figure(self.counts[c], self.amounts[c], c) for c in keys}
+
+
+def _received_in(currency: str, received_currency: str | None) -> str:
+    return currency if received_currency is None else received_currency
+
+
+class FinanceBook:
+    """Finance's aggregations: :meth:`figures`, :meth:`buckets`, :meth:`page`,
+    :meth:`totals`, :meth:`rows`. Reads only.
+
+    :param engine: the ledger's engine (its reads and its streams).
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self._read: Callable[[], AbstractContextManager[Any]] = engine.read
+        self._engine = engine
+
+    def figures(self, since: datetime, until: datetime) -> PeriodFigures:
+        """The tiles of ``[since, until)`` (:class:`~payhooks.storage.PeriodFigures` says
+        which time selects each).
+
+        :raises ValueError: a naive time, or ``until`` not after ``since``.
+        """
+        _check_period(since, until)
+        span = (to_text(since), to_text(until))
+        sql, params = finance_sql.opened_groups(since, until)
+        with self._read() as conn:
+            received = list(conn.execute(finance_sql.RECEIVED_SQL, span))
+            paid = list(conn.execute(finance_sql.PAID_SQL, span))
+            groups = list(conn.execute(sql, params))
+        tiles = {name: _Money() for name in ("expected", "mismatches", "pending", "refunded")}
+        tiles |= {"charged_back": _Money(), "drift": _Money()}
+        for (currency, got_in, state, drifts, registered, count, expected, received_minor,
+             home, refunded, charged_back) in groups:  # fmt: skip
+            state = _R(state)
+            money_in = _received_in(currency, got_in)
+            if registered:
+                tiles["expected"].add(currency, count, expected)
+            if state in MISMATCH_STATES:
+                tiles["mismatches"].add(currency, count, 0)
+                tiles["mismatches"].add(money_in, 0, received_minor)
+                if money_in != currency:
+                    tiles["mismatches"].add(currency, 0, home)
+            if state is _R.PENDING:
+                tiles["pending"].add(currency, count, expected)
+            if state in _REFUNDED or refunded:
+                tiles["refunded"].add(currency, count if state in _REFUNDED else 0, 0)
+                tiles["refunded"].add(money_in, 0, refunded)
+            if state is _R.CHARGED_BACK or charged_back:
+                tiles["charged_back"].add(currency, count if state is _R.CHARGED_BACK else 0, 0)
+                tiles["charged_back"].add(money_in, 0, charged_back)
+            if drifts:
+                tiles["drift"].add(currency, count, expected)
+        return PeriodFigures(
+            since=since,
+            until=until,
+            received={c: figure(n, a, c) for c, n, a in sorted(received)},
+            paid={c: figure(n, a, c) for c, n, a in sorted(paid)},
+            **{name: money.figures() for name, money in tiles.items()},
+        )
+
+    def buckets(
+        self, since: datetime, until: datetime, size: BucketSize | None = None
+    ) -> list[ChartBucket]:
+        """Expected (by registration) and received (by paid time) totals of ``[since, until)``
+        per bucket and currency, oldest first; a bucket without either is left out. A week
+        starts on Monday (UTC), the first one at ``since``.
+
+        :param size: the buckets' width; by default :func:`bucket_size_for` the period.
+        """
+        _check_period(since, until)
+        size = size or bucket_size_for(since, until)
+        width = _PREFIX[size]
+        params = (width, to_text(since), to_text(until))
+        with self._read() as conn:
+            expected = list(conn.execute(finance_sql.EXPECTED_BUCKETS_SQL, params))
+            received = list(conn.execute(finance_sql.RECEIVED_BUCKETS_SQL, params))
+        cells: dict[tuple[datetime, str], list[int]] = {}
+        for offset, found in ((0, expected), (2, received)):
+            for prefix, currency, count, amount in found:
+                start = _bucket_start(prefix, size, since)
+                cell = cells.setdefault((start, currency), [0, 0, 0, 0])
+                cell[offset] += count
+                cell[offset + 1] += amount
+        return [
+            ChartBucket(start, currency, figure(e_n, e_a, currency), figure(r_n, r_a, currency))
+            for (start, currency), (e_n, e_a, r_n, r_a) in sorted(cells.items())
+        ]
+
+    def page(
+        self, wanted: FinanceFilter, *, after: str | None = None, limit: int = 50
+    ) -> FinancePage:
+        """Up to ``limit`` filtered rows by identifier, those after ``after`` (the cursor the
+        previous page gave): rows that arrive meanwhile never shift a page.
+
+        :raises ValueError: a filter field that cannot be used, a ``limit`` outside 1 to
+            :data:`MAX_PAGE`.
+        """
+        check_filter(wanted)
+        if not 1 <= limit <= MAX_PAGE:
+            raise ValueError(f"limit must be from 1 to {MAX_PAGE}")
+        sql, params = finance_sql.filtered_rows(wanted, after=after, limit=limit + 1)
+        with self._read() as conn:
+            rows = [to_row(values) for values in conn.execute(sql, params)]
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return FinancePage(rows, rows[-1].external_identifier if more else None)
+
+    def totals(self, wanted: FinanceFilter) -> list[FilteredTotal]:
+        """Per currency, over the whole filtered set (not one page): rows, expected and
+        received; money that arrived in another currency counts in that currency."""
+        check_filter(wanted)
+        sql, params = finance_sql.filtered_groups(wanted)
+        with self._read() as conn:
+            groups = list(conn.execute(sql, params))
+        return _totals(groups)
+
+    def rows(self, wanted: FinanceFilter) -> Iterator[ReconciliationRow]:
+        """Every filtered row by identifier, streamed from a cursor (memory stays flat)."""
+        check_filter(wanted)
+        sql, params = finance_sql.filtered_rows(wanted)
+        return self._engine.stream(lambda conn: conn.execute(sql, params), to_row)
+
+
+def _totals(groups: Iterable[tuple[Any, ...]]) -> list[FilteredTotal]:
+    count: defaultdict[str, int] = defaultdict(int)
+    expected: defaultdict[str, int] = defaultdict(int)
+    received: defaultdict[str, int] = defaultdict(int)
+    for currency, got_in, _state, _drift, _kind, n, e, r, home, _refunded, _back in groups:
+        count[currency] += n
+        expected[currency] += e
+        received[_received_in(currency, got_in)] += r
+        if got_in is not None and got_in != currency:
+            received[currency] += home
+    return [
+        FilteredTotal(
+            c, count[c], from_minor_units(expected[c], c), from_minor_units(received[c], c)
+        )
+        for c in sorted(set(count) | set(received))
+    ]
+
+
+def _bucket_start(prefix: str, size: BucketSize, since: datetime) -> datetime:
+    """Where the bucket a stored time's prefix (``2026-11-21T12`` or ``2026-11-21``) falls in
+    starts."""
+    if size is BucketSize.HOUR:
+        return datetime.fromisoformat(prefix + ":00:00+00:00")
+    day = datetime.fromisoformat(prefix).replace(tzinfo=UTC)
+    if size is BucketSize.DAY:
+        return day
+    monday = day - timedelta(days=day.weekday())
+    return max(monday, since.astimezone(UTC))

@@ -1,0 +1,206 @@
+"""The finance page and its CSV through the test client, on both engines: the period and the
+filters come from the URL, the rows and totals follow them, the CSV is exactly the filtered
+rows in the command line's bytes, and a bad value is a 400 page naming it."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from html import unescape
+
+import pytest
+from flask.testing import FlaskClient
+
+from payhooks.receiver.cli.reports import write_report
+from payhooks.storage import Ledger
+from tests.receiver.console.conftest import ROLE_HEADER, VIEWER, Deliver
+
+PAGE = "/console/reconciliation"
+CSV = "/console/reconciliation.csv"
+#: Markup and a bidi override, arriving as an identifier nobody registered.
+HOSTILE = '"><script>alert(1)</script>\u202ex'
+#: A spreadsheet formula, arriving the same way.
+FORMULA = '=HYPERLINK("http://x")'
+
+
+def paid_time(days_ago: int) -> str:
+    """A ``payment_time`` ``days_ago`` days back, well inside the default seven days."""
+    return (datetime.now(UTC) - timedelta(days=days_ago)).strftime("%Y%m%d%H%M%S")
+
+
+@pytest.fixture
+def shop(ledger: Ledger, deliver: Deliver) -> Ledger:
+    """Registered today: a paid order, an underpaid one, a pending one in EUR; and two
+    payments nobody expected, with a hostile and a formula identifier."""
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    ledger.expect_transaction("order-2", 1000, "CNY")
+    ledger.expect_transaction("order-3", 700, "EUR")
+    when = paid_time(1)
+    deliver(external_identifier="order-1", transaction_id="ll-1", payment_time=when)
+    deliver(external_identifier="order-2", transaction_id="ll-2", amount="9.00", payment_time=when)
+    deliver(external_identifier=HOSTILE, transaction_id="ll-h", payment_time=when)
+    deliver(external_identifier=FORMULA, transaction_id="ll-f", payment_time=when)
+    return ledger
+
+
+def identifiers(html: str) -> list[str]:
+    """The rows' identifiers, in the page's order (the override shown as its escape, read
+    back)."""
+    found = re.findall(r'<tr data-identifier="([^"]*)"', html)
+    return [unescape(text).replace("\\u202e", "\u202e") for text in found]
+
+
+@pytest.mark.parametrize("role", ["viewer", "operator"])
+def test_both_roles_read_the_page_with_its_tiles_chart_rows_and_totals(
+    console: FlaskClient, shop: Ledger, role: str
+) -> None:
+    page = console.get(PAGE, headers={ROLE_HEADER: role})
+    html = page.get_data(as_text=True)
+
+    assert page.status_code == 200
+    assert '<a href="/console/reconciliation">Reconciliation</a>' in html
+    assert html.count('class="tile"') == 8
+    assert 'role="img"' in html
+    assert identifiers(html) == sorted(["order-1", "order-2", "order-3", HOSTILE, FORMULA])
+    assert re.search(r'data-total="CNY">.*?<td data-label="Rows">4</td>', html, re.S)
+
+
+def test_nobody_without_a_role_sees_it(console: FlaskClient, shop: Ledger) -> None:
+    for path in (PAGE, CSV):
+        answer = console.get(path)
+        assert answer.status_code == 403
+        assert "order-1" not in answer.get_data(as_text=True)
+
+
+@pytest.mark.parametrize(
+    ("query", "shown"),
+    [
+        ("state=amount_mismatch", ["order-2"]),
+        ("state=paid&state=pending", ["order-1", "order-3"]),
+        ("preset=needs_person", sorted(["order-2", HOSTILE, FORMULA])),
+        ("currency=EUR", ["order-3"]),
+        ("kind=unexpected", sorted([HOSTILE, FORMULA])),
+        ("kind=transaction&q=order-", ["order-1", "order-2", "order-3"]),
+        ("q=order-2", ["order-2"]),
+        ("currency=CNY&amount_min=10.00&amount_max=24.99", ["order-2"]),
+        ("currency=CNY&amount_min=10.01", ["order-1", HOSTILE, FORMULA]),
+        ("period=today&state=failed", []),
+    ],
+)
+def test_filters_in_the_url_select_the_rows_and_the_csv(
+    console: FlaskClient, shop: Ledger, query: str, shown: list[str]
+) -> None:
+    page = console.get(f"{PAGE}?{query}", headers=VIEWER)
+    exported = console.get(f"{CSV}?{query}", headers=VIEWER)
+
+    assert page.status_code == 200
+    assert identifiers(page.get_data(as_text=True)) == sorted(shown)
+    rows = list(csv.DictReader(io.StringIO(exported.get_data(as_text=True))))
+    assert [row["external_identifier"].removeprefix("'") for row in rows] == sorted(shown)
+
+
+def test_the_csv_is_the_command_line_s_bytes_for_the_same_rows(
+    console: FlaskClient, shop: Ledger
+) -> None:
+    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    since, until = today - timedelta(days=6), today + timedelta(days=1)
+    expected = io.StringIO()
+    rows = sorted(shop.reconcile(since=since, until=until), key=lambda r: r.external_identifier)
+    write_report(rows, expected, "csv")
+
+    exported = console.get(CSV, headers=VIEWER)
+
+    assert exported.status_code == 200
+    assert exported.mimetype == "text/csv"
+    assert exported.headers["Content-Disposition"] == 'attachment; filename="reconciliation.csv"'
+    assert exported.get_data(as_text=True) == expected.getvalue()
+    assert len(rows) == 5
+
+
+def test_the_csv_neutralises_formulas_from_webhook_bodies(
+    console: FlaskClient, shop: Ledger
+) -> None:
+    text = console.get(f"{CSV}?kind=unexpected", headers=VIEWER).get_data(as_text=True)
+
+    cells = [row[0] for row in csv.reader(io.StringIO(text))][1:]
+    assert "'" + FORMULA in cells
+    assert FORMULA not in cells
+
+
+def test_hostile_identifiers_are_inert_and_visible_on_the_page(
+    console: FlaskClient, shop: Ledger
+) -> None:
+    html = console.get(PAGE, headers=VIEWER).get_data(as_text=True)
+
+    assert "<script>alert(1)" not in html
+    assert "\u202e" not in html
+    assert "&#34;&gt;&lt;script&gt;alert(1)&lt;/script&gt;\\u202ex" in html
+    assert "/console/payments/%22%3E%3Cscript%3Ealert%281%29%3C%2Fscript%3E%E2%80%AEx" in html
+
+
+def test_the_chart_is_svg_without_style_and_its_table_shows_the_same_series(
+    console: FlaskClient, shop: Ledger
+) -> None:
+    chart = console.get(PAGE, headers=VIEWER).get_data(as_text=True)
+    table = console.get(f"{PAGE}?view=table", headers=VIEWER).get_data(as_text=True)
+
+    assert chart.count("<svg") == 2  # CNY and EUR, never one scale for both
+    assert "style=" not in chart
+    assert "<style" not in chart
+    assert 'href="/console/reconciliation?view=table"' in chart
+    assert "<svg" not in table
+    assert 'class="series"' in table
+    assert "received 84.00 CNY in all" in chart
+    received = re.findall(r'<td data-label="Received">([0-9.]+)</td>', table)
+    assert sum(map(Decimal, received)) == Decimal("84.00")
+
+
+def test_pages_go_by_cursor_and_the_totals_cover_every_page(
+    console: FlaskClient, shop: Ledger
+) -> None:
+    first = console.get(f"{PAGE}?limit=2", headers=VIEWER).get_data(as_text=True)
+    next_link = unescape(re.search(r'rel="next" href="([^"]*)"', first).group(1))  # type: ignore[union-attr]
+    second = console.get(next_link, headers=VIEWER).get_data(as_text=True)
+
+    assert len(identifiers(first)) == 2
+    assert identifiers(second)[0] > identifiers(first)[-1]
+    assert re.search(r'data-total="CNY">.*?<td data-label="Rows">4</td>', second, re.S)
+
+
+@pytest.mark.parametrize(
+    ("query", "named"),
+    [
+        ("period=1y", "period"),
+        ("from=2026-02-30&until=2026-03-02", "from"),
+        ("from=2026-11-01", "from and until"),
+        ("from=2026-11-02&until=2026-11-01", "until"),
+        ("period=7d&from=2026-11-01&until=2026-11-02", "period"),
+        ("state=lost", "state"),
+        ("preset=urgent", "preset"),
+        ("currency=eur", "currency"),
+        ("currency=ABC", "currency"),
+        ("kind=refund", "kind"),
+        ("amount_min=5", "amount_min"),
+        ("currency=JPY&amount_max=5.5", "amount_max"),
+        ("currency=EUR&amount_min=1e3", "amount_min"),
+        ("paid_from=yesterday", "paid_from"),
+        ("q=" + "a" * 65, "q"),
+        ("after=a%00", "after"),
+        ("limit=0", "limit"),
+        ("limit=%C2%B2", "limit"),
+        ("view=pie", "view"),
+    ],
+)
+def test_a_bad_value_is_a_400_page_naming_it(
+    console: FlaskClient, ledger: Ledger, query: str, named: str
+) -> None:
+    for path in (PAGE, CSV):
+        answer = console.get(f"{path}?{query}", headers=VIEWER)
+        html = answer.get_data(as_text=True)
+        assert answer.status_code == 400
+        assert 'data-error="console_bad_query"' in html
+        assert named in html
+        assert "Traceback" not in html

@@ -1,0 +1,112 @@
+"""The finance page in a real browser (Debian's Chromium): opened with its filters in the URL,
+a row clicked through to its payment and on to the delivery showing the raw signed body, with
+no console error, no CSP violation and nothing loaded from elsewhere.
+
+The browser is launched as in :mod:`tests.system.test_console_browser`: skipped where it is
+missing, failed under ``CI=true``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+import pytest
+from flask import Flask
+
+from payhooks.receiver import Console
+from tests.support.app import AppFactory, BodyFactory, SignFunction
+from tests.support.browser import BROWSER_TIMEOUT_MS, chromium
+from tests.support.live_server import LiveServer
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, ConsoleMessage
+
+ROLE_HEADER = "X-Test-Console-Role"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    yield from chromium()
+
+
+@pytest.fixture
+def finance_server(
+    make_app: AppFactory,
+    make_body: BodyFactory,
+    sign: SignFunction,
+    serve: Callable[[Flask], LiveServer],
+) -> LiveServer:
+    """The receiver and a console on loopback: two registered orders, one underpaid, both paid
+    yesterday through real signed notifications."""
+    app = make_app()
+    Console(app, authorize=lambda request: request.headers.get(ROLE_HEADER))
+    client = app.test_client()
+    with app.app_context():
+        from payhooks.receiver import receiver_state
+
+        ledger = receiver_state().ledger
+        ledger.expect_transaction("order-1", 2500, "CNY")
+        ledger.expect_transaction("order-2", 1000, "CNY")
+    when = (datetime.now(UTC) - timedelta(days=1)).strftime("%Y%m%d%H%M%S")
+    for identifier, transaction, amount in (
+        ("order-1", "ll-1", "25.00"),
+        ("order-2", "ll-2", "9.00"),
+    ):
+        body = make_body(
+            external_identifier=identifier,
+            transaction_id=transaction,
+            amount=amount,
+            payment_time=when,
+        )
+        answer = client.post("/payhooks/notifications", data=body, headers=sign(body))
+        assert answer.status_code == 200, answer.get_data(as_text=True)
+    return serve(app)
+
+
+def test_finance_clicks_from_a_filtered_row_to_its_payment_to_the_signed_body(
+    browser: Browser, finance_server: LiveServer
+) -> None:
+    context = browser.new_context(extra_http_headers={ROLE_HEADER: "viewer"})
+    context.set_default_timeout(BROWSER_TIMEOUT_MS)
+    messages: list[str] = []
+    errors: list[str] = []
+    requested: list[str] = []
+
+    def console_message(message: ConsoleMessage) -> None:
+        if message.type in ("error", "warning") or "Content Security Policy" in message.text:
+            messages.append(f"{message.type}: {message.text}")
+
+    try:
+        page = context.new_page()
+        page.on("console", console_message)
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.on("request", lambda sent: requested.append(sent.url))
+
+        page.goto(f"{finance_server.url}/console/reconciliation?period=7d&state=amount_mismatch")
+        assert page.locator("h1").inner_text() == "Reconciliation"
+        assert page.locator("tr[data-identifier]").all_inner_texts()[0].startswith("order-2")
+        assert page.locator("tr[data-identifier]").count() == 1
+        assert page.locator('svg[role="img"]').count() == 1
+        assert page.locator('input[name="state"][value="amount_mismatch"]').is_checked()
+        sheets = page.evaluate("Array.from(document.styleSheets, sheet => sheet.href)")
+        assert sheets == [f"{finance_server.url}/console/static/console.css"]
+
+        page.click("tr[data-identifier] a.identifier")
+        page.wait_for_url("**/console/payments/order-2")
+        assert page.locator("h1 code").inner_text() == "order-2"
+
+        page.click('tr[data-event="delivery"] a[href^="/console/deliveries/"]')
+        page.wait_for_url("**/console/deliveries/*")
+        body = page.locator("pre.body").inner_text()
+        assert json.loads(body)["merchant_transaction_id"] == "order-2"
+        assert '"payment_amount": "9.00"' in body
+
+        assert page.locator("script").count() == 0
+        assert errors == []
+        assert messages == []
+        assert [url for url in requested if not url.startswith(finance_server.url + "/")] == []
+    finally:
+        context.close()
