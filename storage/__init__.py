@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from payhooks.storage.archives import ArchivedRow, ArchiveError, read_archive
 from payhooks.storage.currencies import (
     MINOR_UNIT_EXPONENTS,
     UnknownCurrencyError,
@@ -45,6 +46,7 @@ from payhooks.storage.records import (
     PaymentState,
     ReconciliationState,
 )
+from payhooks.storage.retention import PruneReport
 from payhooks.storage.rows import (
     FINISHED_DELIVERY_STATUSES,
     Delivery,
@@ -56,7 +58,7 @@ from payhooks.storage.rows import (
     ReturnKind,
     SummaryRow,
 )
-from payhooks.storage.sqlite import SCHEMA_VERSION
+from payhooks.storage.sqlite import SCHEMA_VERSION, backup_ledger
 from payhooks.storage.story_rows import (
     CreationAttemptEvent,
     DeliveryEvent,
@@ -90,6 +92,8 @@ __all__ = [
     "SCHEMA_VERSION",
     "STATE_RANK",
     "SYNCHRONOUS_MODES",
+    "ArchiveError",
+    "ArchivedRow",
     "ConflictError",
     "CopyReport",
     "CreationAttempt",
@@ -117,6 +121,7 @@ __all__ = [
     "PaymentState",
     "PaymentStory",
     "PostgresExtraMissingError",
+    "PruneReport",
     "ReconciliationRow",
     "ReconciliationState",
     "RecordedOutcome",
@@ -135,11 +140,13 @@ __all__ = [
     "SyncStatus",
     "UnknownCurrencyError",
     "UnknownDeliveryError",
+    "backup_ledger",
     "copy_ledger",
     "from_minor_units",
     "is_postgres_url",
     "migrate",
     "minor_unit_exponent",
+    "read_archive",
     "redacted",
     "to_minor_units",
 ]

@@ -14,6 +14,8 @@ from pathlib import Path
 from payhooks.storage import Ledger
 
 PUBLIC = (
+    "ArchiveError",
+    "ArchivedRow",
     "ConflictError",
     "CopyReport",
     "CreationAttempt",
@@ -46,6 +48,7 @@ PUBLIC = (
     "PaymentState",
     "PaymentStory",
     "PostgresExtraMissingError",
+    "PruneReport",
     "ReconciliationRow",
     "ReconciliationState",
     "RecordedOutcome",
@@ -67,11 +70,13 @@ PUBLIC = (
     "SyncStatus",
     "UnknownCurrencyError",
     "UnknownDeliveryError",
+    "backup_ledger",
     "copy_ledger",
     "from_minor_units",
     "is_postgres_url",
     "migrate",
     "minor_unit_exponent",
+    "read_archive",
     "redacted",
     "to_minor_units",
 )
@@ -91,8 +96,10 @@ LEDGER_FACE = (
     "engine",
     "expect_subscription",
     "expect_transaction",
+    "prune",
     "receiver",
     "reconcile",
+    "restore_pruned",
     "row",
     "schema_version",
     "service",
