@@ -25,6 +25,7 @@ from payhooks.receiver.cli.common import (
 )
 from payhooks.receiver.cli.escaping import terminal_text
 from payhooks.receiver.cli.option_values import DURATION
+from payhooks.receiver.durations import format_duration
 from payhooks.storage import NotALedgerError, PruneReport, backup_ledger
 
 __all__ = ["backup", "prune", "restore_pruned"]
@@ -42,14 +43,15 @@ def _archive_folder(archive: Path | None, target: Path | str) -> Path:
 def _report_lines(report: PruneReport, older_than: timedelta) -> list[str]:
     what = (
         f"{report.archived_deliveries} deliveries' bodies and {report.rejected} refused "
-        f"requests ({report.body_bytes} bytes of bodies) received more than {older_than} ago"
+        f"requests ({report.body_bytes} bytes of bodies) received more than "
+        f"{format_duration(older_than)} ago"
     )
     if report.dry_run:
         return [f"Would archive and drop {what}; nothing was changed (--dry-run)."]
     if report.archive is None:
         return [
             f"Nothing to prune: no finished delivery or refused request received more than "
-            f"{older_than} ago."
+            f"{format_duration(older_than)} ago."
         ]
     lines = [
         f"Archived {what} into {terminal_text(str(report.archive))} "
