@@ -6,10 +6,13 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
+from flask.testing import FlaskClient
 
 from payhooks.storage import Ledger
+from tests.support.app import SignFunction
 from tests.support.cli import clean_env, notification, record_notification, run
 from tests.support.factories import T0, FixedClock
 
@@ -163,3 +166,41 @@ def test_backup_points_postgresql_at_pg_dump(postgres_url: str, tmp_path: Path) 
     assert result.exit_code == 2
     assert "pg_dump" in result.stderr
     assert "password" not in result.stderr
+
+
+def test_reprocess_leaves_a_pruned_delivery_alone(
+    database: Path | str, tmp_path: Path, old_ids: dict[str, int], db_rows: Any
+) -> None:
+    code, output = _prune(database, tmp_path)
+    assert code == 0, output
+    before = db_rows("SELECT * FROM deliveries ORDER BY id")
+
+    args = ["reprocess", "--status", "processed", "--no-signals", "--database", str(database)]
+    result = run(args)
+
+    assert result.exit_code == 0, result.output + result.stderr
+    assert "Reprocessed 2 delivery(ies): 2 pruned." in result.output
+    assert db_rows("SELECT * FROM deliveries ORDER BY id") == before
+
+
+def test_a_pruned_notification_sent_again_is_answered_duplicate(
+    database: Path | str,
+    tmp_path: Path,
+    old_ids: dict[str, int],
+    client: FlaskClient,
+    sign: SignFunction,
+) -> None:
+    code, output = _prune(database, tmp_path)
+    assert code == 0, output
+    body = notification("order-1", "ll-order-1")
+
+    answer = client.post(
+        "/payhooks/notifications", data=body, headers=sign(body, msg_id="key-order-1")
+    )
+
+    assert answer.status_code == 200, answer.get_data(as_text=True)
+    assert answer.get_json()["status"] == "duplicate"
+    with Ledger(database) as ledger:
+        delivery = ledger.receiver.delivery(old_ids["key-order-1"])
+    assert delivery is not None
+    assert (delivery.attempts, delivery.body, delivery.pruned_at is not None) == (2, b"", True)
