@@ -12,8 +12,10 @@ age is deleted (its row holds nothing else).
 The work goes in batches, each one short read or one short write transaction, so a receiver
 writing at the same time waits at most one batch (SQLite has one writer). The archive is
 written whole first; rows are emptied only when it and its checksum are on disk, and a row
-that stopped being finished in between (a signal owed anew) is left as it is. The SQL is plain
-and runs on both engines.
+that stopped being finished in between (a signal owed anew) is left as it is: the check and
+the emptying are one statement. (On PostgreSQL, at READ COMMITTED, a signal owed by a
+transaction committing at that very instant can slip past the check; that costs nothing, for
+sending a signal reads the outcome, never the body.) The SQL is plain and runs on both engines.
 """
 
 from __future__ import annotations
