@@ -16,9 +16,9 @@ Each round sends ``--requests`` notifications twice, in the rotated order of
 :mod:`bench.rounds`: once alone and once with that round's prune started as the clients start.
 Printed per round: both p99 latencies, how long the prune took against the clients' run (the
 overlap: a prune that ends early leaves the rest of the run unloaded), the prune's peak
-resident memory (``ru_maxrss`` from ``wait4``); then the median of the per-round p99 ratios
-with their spread. At the end every notification answered 200 must have its delivery row,
-and the bench fails otherwise.
+resident memory (``VmHWM`` from ``/proc``, read every 50 ms until it ends); then the median of
+the per-round p99 ratios with their spread. At the end every notification answered 200 must
+have its delivery row, and the bench fails otherwise.
 
     python -m bench.prune --deliveries 1000000 --rounds 3
 
@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import resource
 import sqlite3
 import subprocess
 import sys
@@ -95,6 +94,18 @@ def p99(latencies: list[float]) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
 
 
+def _high_water_kib(pid: int) -> int:
+    """The process's peak resident memory so far (``VmHWM``), in KiB; 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 def prune_beside(
     database: Path, archives: Path, days: int, batch: int, send: object
 ) -> tuple[ClientResult, float, float, int]:
@@ -121,11 +132,20 @@ def prune_beside(
         env={k: v for k, v in os.environ.items() if not k.startswith("PAYHOOKS_")},
     )
     ended: list[float] = []
-    waited: list[tuple[int, int, resource.struct_rusage]] = []
+    waited: list[int] = []
+    peak = [0]
 
     def wait() -> None:
-        waited.append(os.wait4(prune.pid, 0))
+        # VmHWM, the peak since exec, read until the process ends (ru_maxrss from wait4 would
+        # count the bench's own memory, which the child had between fork and exec).
+        while True:
+            pid, status, _ = os.wait4(prune.pid, os.WNOHANG)
+            if pid:
+                break
+            peak[0] = max(peak[0], _high_water_kib(prune.pid))
+            time.sleep(0.05)
         ended.append(time.monotonic())
+        waited.append(status)
 
     waiter = threading.Thread(target=wait, name="prune-waiter")
     waiter.start()
@@ -133,13 +153,12 @@ def prune_beside(
     clients_took = time.monotonic() - began
     waiter.join()
     prune_took = ended[0] - began
-    _, status, usage = waited[0]
-    prune.returncode = os.waitstatus_to_exitcode(status)
+    prune.returncode = os.waitstatus_to_exitcode(waited[0])
     out, err = prune.communicate()
     if prune.returncode != 0:
         raise SystemExit(f"payhooks prune failed: {err.decode()}")
     print(f"    prune: {out.decode().splitlines()[-1]}")
-    return result, prune_took, clients_took, usage.ru_maxrss
+    return result, prune_took, clients_took, peak[0]
 
 
 def main() -> None:
