@@ -96,7 +96,7 @@ def _snapshot(db_rows: Rows) -> list[dict[str, Any]]:
         *db_rows("SELECT * FROM outcomes ORDER BY id"),
         *db_rows("SELECT * FROM owed_signals ORDER BY id"),
         *db_rows("SELECT * FROM payment_states ORDER BY external_identifier"),
-        *db_rows("SELECT id, status, outcome_id, body_sha256, attempts FROM deliveries"),
+        *db_rows("SELECT id, status, outcome_id, body_sha256 FROM deliveries ORDER BY id"),
     ]
 
 
