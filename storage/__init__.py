@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from payhooks.storage.archives import ArchivedRow, ArchiveError, read_archive
 from payhooks.storage.audit import AuditEntry
 from payhooks.storage.currencies import (
     MINOR_UNIT_EXPONENTS,
@@ -67,6 +68,7 @@ from payhooks.storage.records import (
     PaymentState,
     ReconciliationState,
 )
+from payhooks.storage.retention import PruneReport
 from payhooks.storage.rows import (
     FINISHED_DELIVERY_STATUSES,
     Delivery,
@@ -78,7 +80,7 @@ from payhooks.storage.rows import (
     ReturnKind,
     SummaryRow,
 )
-from payhooks.storage.sqlite import SCHEMA_VERSION
+from payhooks.storage.sqlite import SCHEMA_VERSION, backup_ledger
 from payhooks.storage.story_rows import (
     CreationAttemptEvent,
     DeliveryEvent,
@@ -125,6 +127,8 @@ __all__ = [
     "STATE_RANK",
     "SYNCHRONOUS_MODES",
     "UNEXPECTED_KIND",
+    "ArchiveError",
+    "ArchivedRow",
     "AuditEntry",
     "BucketSize",
     "ChartBucket",
@@ -165,6 +169,7 @@ __all__ = [
     "PaymentStory",
     "PeriodFigures",
     "PostgresExtraMissingError",
+    "PruneReport",
     "ReconciliationRow",
     "ReconciliationState",
     "RecordedOutcome",
@@ -187,12 +192,14 @@ __all__ = [
     "UnknownDeliveryError",
     "Vitals",
     "WindowCounts",
+    "backup_ledger",
     "bucket_size_for",
     "copy_ledger",
     "from_minor_units",
     "is_postgres_url",
     "migrate",
     "minor_unit_exponent",
+    "read_archive",
     "read_ledger_figures",
     "redacted",
     "to_minor_units",

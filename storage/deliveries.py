@@ -56,7 +56,7 @@ _NOTE_SIGNAL_ERROR = (
 
 _COLUMNS = (
     "id, dedupe_key, reused_key_of, received_at, headers, body, body_sha256, status, error, "
-    "attempts, outcome_id, signal_error, updated_at"
+    "attempts, outcome_id, signal_error, updated_at, pruned_at"
 )
 
 # A dedupe_key repeated with the same bytes stores nothing new: it counts an attempt and
@@ -102,6 +102,7 @@ def to_delivery(values: tuple[Any, ...], *, is_new: bool = False) -> Delivery:
         outcome_id,
         signal_error,
         updated_at,
+        pruned_at,
     ) = values
     return Delivery(
         id=delivery_id,
@@ -118,6 +119,7 @@ def to_delivery(values: tuple[Any, ...], *, is_new: bool = False) -> Delivery:
         signal_error=signal_error,
         updated_at=from_text(updated_at),
         is_new=is_new,
+        pruned_at=None if pruned_at is None else from_text(pruned_at),
     )
 
 

@@ -135,6 +135,10 @@ class DeliveryDetails(LoggedDelivery):
 
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     body: bytes = field(default=b"", repr=False)
+    #: When ``payhooks prune`` archived and emptied the body and headers; None while kept.
+    pruned_at: datetime | None = None
+    #: The archive's file name they went into (``read_archive`` gives them back).
+    pruned_into: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,13 +269,20 @@ def count_deliveries(conn: Connection, wanted: DeliveryFilter | None) -> int:
 
 def select_details(conn: Connection, delivery_id: int) -> DeliveryDetails | None:
     """One delivery whole, or None."""
-    sql = f"SELECT {_ENTRY_COLUMNS}, d.headers, d.body {_FROM} WHERE d.id = ?"
+    sql = (
+        f"SELECT {_ENTRY_COLUMNS}, d.headers, d.body, d.pruned_at, d.pruned_into "
+        f"{_FROM} WHERE d.id = ?"
+    )
     values = conn.execute(sql, (delivery_id,)).fetchone()
     if values is None:
         return None
-    *entry, headers, body = tuple(values)
+    *entry, headers, body, pruned_at, pruned_into = tuple(values)
     return DeliveryDetails(
-        **_entry_values(tuple(entry)), headers=json.loads(headers), body=bytes(body)
+        **_entry_values(tuple(entry)),
+        headers=json.loads(headers),
+        body=bytes(body),
+        pruned_at=None if pruned_at is None else from_text(pruned_at),
+        pruned_into=pruned_into,
     )
 
 

@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from sqlite_utils import Database
@@ -19,6 +20,7 @@ from sqlite_utils import Database
 import payhooks.storage.payment_states as payment_states
 import payhooks.storage.payments as payments
 import payhooks.storage.reconciliation as reconciliation
+import payhooks.storage.retention as retention
 import payhooks.storage.story as story
 import payhooks.storage.vitals as vitals
 from payhooks.storage.checks import (
@@ -40,6 +42,7 @@ from payhooks.storage.health import (
 from payhooks.storage.limits import DEFAULT_MAX_REJECTED, DEFAULT_MAX_RETURNS
 from payhooks.storage.receiver_records import ReceiverRecords
 from payhooks.storage.records import ReconciliationState
+from payhooks.storage.retention import DEFAULT_PRUNE_BATCH, PruneReport
 from payhooks.storage.rows import PaymentKind, ReconciliationRow, SummaryRow
 from payhooks.storage.service_records import ServiceRecords
 from payhooks.storage.signal_book import SignalBook
@@ -355,3 +358,45 @@ class Ledger:
             raise ValueError(f"mismatch_window must be positive; got {mismatch_window}")
         with self._read() as conn:
             return vitals.read_vitals(conn, moment, mismatch_window)
+
+    # -- retention -------------------------------------------------------------------------
+
+    def prune(
+        self,
+        older_than: timedelta,
+        archive_dir: str | os.PathLike[str],
+        *,
+        dry_run: bool = False,
+        batch: int = DEFAULT_PRUNE_BATCH,
+    ) -> PruneReport:
+        """Archive into ``archive_dir``, then drop, the bodies and headers of the finished
+        deliveries received more than ``older_than`` ago, and the refused requests as old
+        (:mod:`payhooks.storage.retention`: what *finished* means, what stays). Each batch of
+        ``batch`` rows is one short transaction, so receivers keep writing meanwhile.
+
+        :param dry_run: only count what would be archived; nothing is written.
+        :raises ValueError: ``older_than`` not positive, ``batch`` outside 1 to 10000.
+        :raises ArchiveError: the archive could not be written; nothing was dropped.
+        """
+        if not isinstance(older_than, timedelta) or older_than <= timedelta(0):
+            raise ValueError(f"older_than must be a positive timedelta; got {older_than!r}")
+        if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= 10000:
+            raise ValueError(f"batch must be an int from 1 to 10000; got {batch!r}")
+        return retention.prune(
+            self._read,
+            self._write,
+            now=self._clock(),
+            older_than=older_than,
+            archive_dir=Path(archive_dir),
+            dry_run=dry_run,
+            batch=batch,
+        )
+
+    def restore_pruned(self, archive: str | os.PathLike[str]) -> tuple[int, int]:
+        """Put back the bodies and headers an archive of :meth:`prune` holds, into the
+        deliveries still pruned with the same ``body_sha256``; each body is checked against its
+        SHA-256 first. Returns (deliveries restored, rows in the archive).
+
+        :raises ArchiveError: the archive is missing, damaged or does not match its checksum.
+        """
+        return retention.restore(self._write, Path(archive))

@@ -113,6 +113,8 @@ class Delivery:
     #: True when this call stored it; False when the ``dedupe_key`` was already known (or the
     #: row was read back later).
     is_new: bool = False
+    #: When ``payhooks prune`` archived and emptied its body and headers; None while kept.
+    pruned_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,8 +44,8 @@ _PAYMENT: Final = (
 )
 # Through the index deliveries_identifier (external_identifier, id).
 _DELIVERIES: Final = (
-    "SELECT received_at, id, dedupe_key, status, attempts, error, signal_error, outcome_id "
-    "FROM deliveries WHERE external_identifier = ? ORDER BY id"
+    "SELECT received_at, id, dedupe_key, status, attempts, error, signal_error, outcome_id, "
+    "pruned_into FROM deliveries WHERE external_identifier = ? ORDER BY id"
 )
 _OUTCOMES: Final = (
     "SELECT recorded_at, id, delivery_id, transaction_id, payment_status, state, amount, "
@@ -85,7 +85,7 @@ def _registration(row: tuple[Any, ...]) -> RegistrationEvent:
 
 
 def _delivery(row: tuple[Any, ...]) -> DeliveryEvent:
-    received_at, ident, dedupe_key, status, attempts, error, signal_error, outcome_id = row
+    received_at, ident, dedupe_key, status, attempts, error, signal_error, outcome_id, pruned = row
     return DeliveryEvent(
         at=from_text(received_at),
         delivery_id=ident,
@@ -95,6 +95,7 @@ def _delivery(row: tuple[Any, ...]) -> DeliveryEvent:
         error=error,
         signal_error=signal_error,
         outcome_id=outcome_id,
+        pruned_into=pruned,
     )
 
 

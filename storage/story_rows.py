@@ -112,6 +112,8 @@ class DeliveryEvent:
     signal_error: str | None
     #: The outcome it recorded, duplicated or contradicted.
     outcome_id: int | None
+    #: The archive ``payhooks prune`` moved its body and headers into; None while kept.
+    pruned_into: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -240,6 +240,12 @@ def export(delivery_ids: tuple[int, ...], output: Path, database: Path | None) -
     ids = list(dict.fromkeys(delivery_ids))
     with ledger_for(database) as ledger:
         found = [_details(ledger, delivery_id) for delivery_id in ids]
+    for details in found:
+        if details.pruned_at is not None:
+            raise click.ClickException(
+                f"Delivery {details.id}'s body was pruned into {details.pruned_into}; "
+                "nothing was written (payhooks restore-pruned puts it back)."
+            )
     targets = [(details, output / f"delivery-{details.id}.json") for details in found]
     for _, target in targets:
         if target.exists() or target.is_symlink():

@@ -114,6 +114,8 @@ def details_record(details: DeliveryDetails) -> dict[str, Any]:
         "headers": dict(details.headers),
         "body": text,
         "body_base64": base64.b64encode(details.body).decode("ascii"),
+        "pruned_at": None if details.pruned_at is None else details.pruned_at.isoformat(),
+        "pruned_into": details.pruned_into,
     }
 
 
@@ -143,6 +145,12 @@ def details_lines(details: DeliveryDetails) -> Iterator[str]:
         yield f"  {terminal_text(name)}: {terminal_text(value)}"
     yield ""
     yield "Body:"
+    if details.pruned_at is not None:
+        yield (
+            f"  (pruned {details.pruned_at.isoformat()} into "
+            f"{terminal_text(details.pruned_into or '?')}; payhooks prune's archive holds it)"
+        )
+        return
     yield from body_lines(details.body)
 
 

@@ -20,6 +20,7 @@ from payhooks.receiver.cli.delivery_commands import reprocess, signals
 from payhooks.receiver.cli.escaping import terminal_text
 from payhooks.receiver.cli.ledger_commands import expect, reconcile
 from payhooks.receiver.cli.replay_command import replay
+from payhooks.receiver.cli.retention_commands import backup, prune, restore_pruned
 from payhooks.receiver.cli.show_command import show
 from payhooks.receiver.cli.signing_commands import keygen, sign, verify_command
 from payhooks.receiver.cli.sync_command import sync
@@ -43,6 +44,9 @@ IN_APP_COMMANDS: tuple[click.Command, ...] = (
     check,
     migrate_command,
     copy_ledger,
+    prune,
+    restore_pruned,
+    backup,
 )
 
 

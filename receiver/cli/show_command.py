@@ -174,6 +174,8 @@ def _details(event: StoryEvent) -> list[str]:
                 parts.append(f"error {event.error}")
             if event.signal_error is not None:
                 parts.append(f"signal error {event.signal_error}")
+            if event.pruned_into is not None:
+                parts.append(f"body pruned into {event.pruned_into}")
         case OutcomeEvent():
             parts = [
                 f"#{event.outcome_id} {event.transaction_id} {event.payment_status} "

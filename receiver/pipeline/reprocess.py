@@ -51,7 +51,9 @@ class ReprocessReport:
     @property
     def failing_statuses(self) -> list[str]:
         """The statuses of the deliveries that still have no recorded outcome, sorted."""
-        return sorted(s for s in self.counts if s not in FINISHED_DELIVERY_STATUSES)
+        return sorted(
+            s for s in self.counts if s not in FINISHED_DELIVERY_STATUSES and s != "pruned"
+        )
 
     @property
     def still_failing(self) -> int:
@@ -101,6 +103,9 @@ def reprocess_deliveries(
         delivery = ledger.receiver.delivery(delivery_id)
         if delivery is None:
             report.counts["not_found"] += 1
+            continue
+        if delivery.pruned_at is not None:  # its body is in a prune's archive, not here
+            report.counts["pruned"] += 1
             continue
         result = process_stored_delivery(
             ledger,

@@ -92,7 +92,8 @@ def copy_ledger(
             for table in TABLES:
                 report.counts[table] = (_count_sqlite(source, table), _count_pg(conn, table))
             bad_bodies = conn.execute(
-                "SELECT COUNT(*) FROM deliveries WHERE encode(sha256(body), 'hex') <> body_sha256"
+                "SELECT COUNT(*) FROM deliveries "
+                "WHERE encode(sha256(body), 'hex') <> body_sha256 AND pruned_at IS NULL"
             ).fetchone()
             if bad_bodies and bad_bodies[0]:
                 report.problems.append(f"{bad_bodies[0]} copied bodies do not match their SHA-256.")

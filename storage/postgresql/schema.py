@@ -93,7 +93,9 @@ TABLES: Final = (
         outcome_id BIGINT,
         external_identifier TEXT COLLATE "C",
         signal_error TEXT COLLATE "C",
-        updated_at TEXT COLLATE "C" NOT NULL
+        updated_at TEXT COLLATE "C" NOT NULL,
+        pruned_at TEXT COLLATE "C",
+        pruned_into TEXT COLLATE "C"
     )""",
     "CREATE INDEX deliveries_status ON deliveries (status, id) WHERE status <> 'processed'",
     """

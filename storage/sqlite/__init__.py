@@ -17,6 +17,7 @@ shape: an engine with ``read()``, ``stream()``, ``writer.write()``, ``schema_ver
 
 from __future__ import annotations
 
+from payhooks.storage.sqlite.backup import backup_ledger
 from payhooks.storage.sqlite.engine import SQLiteEngine, configure
 from payhooks.storage.sqlite.errors import from_sqlite_error, translate_errors
 from payhooks.storage.sqlite.schema import MIGRATIONS, SCHEMA_VERSION, migrate, schema_version
@@ -32,6 +33,7 @@ __all__ = [
     "WalSync",
     "WriteLock",
     "Writer",
+    "backup_ledger",
     "configure",
     "from_sqlite_error",
     "migrate",

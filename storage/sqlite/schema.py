@@ -94,7 +94,11 @@ TABLES = (
         -- The payment it is about, when known: its outcome's, or the one a refused body names.
         external_identifier TEXT,
         signal_error TEXT,
-        updated_at TEXT NOT NULL
+        updated_at TEXT NOT NULL,
+        -- payhooks prune: when body and headers were archived and emptied, and the archive's
+        -- file name (body_sha256 stays, to check a body read back from it).
+        pruned_at TEXT,
+        pruned_into TEXT
     )""",
     "CREATE INDEX deliveries_status ON deliveries (status, id) WHERE status <> 'processed'",
     """

@@ -9,7 +9,8 @@ run), and
 ``bench.slowloris`` still starts every setup it compares (the recommended one runs nginx) and
 reports each one, ``bench.write_pages`` still reads the log's frames (its per-b-tree figures
 add up to its total), ``bench.group_commit`` stores every delivery both ways of syncing, and
-every bench refuses zero rounds or requests before it starts.
+``bench.prune`` prunes every old delivery and finds every acknowledged one stored, and every
+bench refuses zero rounds or requests before it starts.
 """
 
 from __future__ import annotations
@@ -307,9 +308,33 @@ def test_the_group_commit_bench_stores_every_delivery_for_both_ways_of_syncing()
     assert re.search(rf"sync after the lock / SQLite's FULL: {RATIO}$", output.strip()), output
 
 
+@pytest.mark.skipif(not HAS_PROC, reason="the gunicorn harness needs /proc")
+def test_the_prune_bench_prunes_every_old_delivery_and_loses_no_acknowledged_one() -> None:
+    # The bench itself exits non-zero when a notification answered 200 has no delivery row.
+    output = _run(
+        "-m",
+        "bench.prune",
+        "--deliveries",
+        "300",
+        "--rounds",
+        "2",
+        "--requests",
+        "20",
+        "--batch-size",
+        "50",
+        timeout=BENCH_LIMIT,
+    )
+
+    assert "old deliveries left unpruned: 0" in output, output
+    assert re.search(rf"p99 while pruning / alone: {RATIO}", output), output
+    assert re.search(r"prune peak RSS: \d+ MiB", output), output
+
+
 @pytest.mark.parametrize(
     ("bench", "argument"),
     [
+        ("bench.prune", "--rounds"),
+        ("bench.prune", "--deliveries"),
         ("bench.receive", "--rounds"),
         ("bench.receive", "--count"),
         ("bench.reconcile", "--rounds"),

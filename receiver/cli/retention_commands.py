@@ -1,0 +1,166 @@
+"""``payhooks prune``, ``restore-pruned`` and ``backup``: keeping the ledger's size and a copy
+of it.
+
+``prune`` archives, then drops, the raw bodies and headers of old finished deliveries and old
+refused requests (:mod:`payhooks.storage.retention` says what stays); ``restore-pruned`` puts an
+archive's bodies back; ``backup`` copies a SQLite ledger while receivers write to it
+(PostgreSQL has its own tools: pg_dump, point-in-time recovery). docs/operations.md is the
+manual.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import click
+
+from payhooks.receiver.cli.common import (
+    BadUsage,
+    database_option,
+    fail_on_storage_errors,
+    ledger_for,
+    resolve_database,
+    shown,
+)
+from payhooks.receiver.cli.escaping import terminal_text
+from payhooks.receiver.cli.option_values import DURATION
+from payhooks.receiver.durations import format_duration
+from payhooks.storage import NotALedgerError, PruneReport, backup_ledger
+
+__all__ = ["backup", "prune", "restore_pruned"]
+
+
+def _archive_folder(archive: Path | None, target: Path | str) -> Path:
+    """``--archive``, else the SQLite ledger's folder; PostgreSQL has no folder to default to."""
+    if archive is not None:
+        return archive
+    if isinstance(target, str):
+        raise BadUsage("A PostgreSQL ledger has no folder: pass --archive DIR for the archive.")
+    return target.resolve().parent
+
+
+def _report_lines(report: PruneReport, older_than: timedelta) -> list[str]:
+    what = (
+        f"{report.archived_deliveries} deliveries' bodies and {report.rejected} refused "
+        f"requests ({report.body_bytes} bytes of bodies) received more than "
+        f"{format_duration(older_than)} ago"
+    )
+    if report.dry_run:
+        return [f"Would archive and drop {what}; nothing was changed (--dry-run)."]
+    if report.archive is None:
+        return [
+            f"Nothing to prune: no finished delivery or refused request received more than "
+            f"{format_duration(older_than)} ago."
+        ]
+    lines = [
+        f"Archived {what} into {terminal_text(str(report.archive))} "
+        f"(sha256sum -c {terminal_text(str(report.archive))}.sha256 checks it).",
+        f"Pruned {report.pruned_deliveries} deliveries' bodies and headers; deleted "
+        f"{report.rejected} refused requests.",
+    ]
+    kept = report.archived_deliveries - report.pruned_deliveries
+    if kept:
+        lines.append(f"{kept} archived deliveries kept their bodies: they owe a signal again.")
+    return lines
+
+
+@click.command("prune")
+@click.option(
+    "--older-than",
+    type=DURATION,
+    required=True,
+    help="Prune what was received longer ago than this: 30s, 15m, 12h, 90d.",
+)
+@click.option(
+    "--archive",
+    type=click.Path(exists=True, file_okay=False, writable=True, path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="The folder to write the archive in. Default: the SQLite ledger's; required on "
+    "PostgreSQL.",
+)
+@click.option("--dry-run", is_flag=True, help="Count what would be pruned; change nothing.")
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1, 10000),
+    default=1000,
+    show_default=True,
+    help="Rows per transaction: a receiver writing meanwhile waits at most one batch.",
+)
+@database_option
+@fail_on_storage_errors
+def prune(
+    older_than: timedelta,
+    archive: Path | None,
+    dry_run: bool,
+    batch_size: int,
+    database: Path | str | None,
+) -> None:
+    """Archive, then drop, the raw bodies and headers of finished deliveries and the refused
+    requests received longer ago than --older-than.
+
+    Finished: processed or duplicate, with every signal its outcome owes sent. Outcomes, the
+    reconciliation, the signals and each payment's story stay; a pruned delivery keeps its
+    body_sha256 and says which archive holds its body. The archive (JSON Lines, gzip, bodies
+    in base64) and its sha256sum file are written whole before anything is dropped. Exit 1
+    when the archive cannot be written (nothing is dropped) or the ledger fails.
+    """
+    target = resolve_database(database)
+    folder = _archive_folder(archive, target)
+    with ledger_for(target) as ledger:
+        report = ledger.prune(older_than, folder, dry_run=dry_run, batch=batch_size)
+    for line in _report_lines(report, older_than):
+        click.echo(line)
+
+
+@click.command("restore-pruned")
+@click.argument(
+    "archive_file",
+    metavar="ARCHIVE",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+)
+@database_option
+@fail_on_storage_errors
+def restore_pruned(archive_file: Path, database: Path | str | None) -> None:
+    """Put the bodies and headers a prune archived back into the deliveries still pruned.
+
+    The archive is checked against its sha256sum file and every body against its SHA-256
+    first; a delivery is restored only where its stored body_sha256 matches. Refused requests
+    are not put back. Exit 1 when the archive does not check out.
+    """
+    with ledger_for(database) as ledger:
+        restored, total = ledger.restore_pruned(archive_file)
+    click.echo(
+        f"Restored {restored} deliveries' bodies from {terminal_text(str(archive_file))} "
+        f"({total} rows in it, every body checked against its SHA-256)."
+    )
+
+
+@click.command("backup")
+@click.argument("dest", type=click.Path(dir_okay=False, path_type=Path))
+@database_option
+@fail_on_storage_errors
+def backup(dest: Path, database: Path | str | None) -> None:
+    """Copy a SQLite ledger to the new file DEST, consistently, while receivers write to it.
+
+    SQLite's backup API copies one committed moment; the copy is checked, synced and renamed
+    into place, so DEST is always a whole ledger. An existing DEST is never overwritten (exit
+    1). A PostgreSQL ledger is refused (exit 2): back it up with pg_dump or point-in-time
+    recovery (docs/operations.md).
+    """
+    target = resolve_database(database)
+    if isinstance(target, str):
+        raise BadUsage(
+            f"payhooks backup copies a SQLite ledger; back up {shown(target)} with pg_dump or "
+            "PostgreSQL's point-in-time recovery (docs/operations.md, Backups)."
+        )
+    if not target.exists():
+        raise BadUsage(f"There is no ledger at {target}: pass --database or set PAYHOOKS_DATABASE.")
+    try:
+        size = backup_ledger(target, dest)
+    except NotALedgerError as err:
+        raise BadUsage(err.message) from err
+    click.echo(
+        f"Backed up {terminal_text(str(target))} to {terminal_text(str(dest))} ({size} bytes)."
+    )

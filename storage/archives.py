@@ -1,0 +1,227 @@
+"""The archive ``payhooks prune`` writes before it drops anything, and reads back.
+
+An archive is JSON Lines in gzip, one record per dropped row: a delivery's id, dedupe key,
+received time, status, payment, outcome, headers and its body as base64 (bodies are bytes and
+need not be UTF-8), with ``body_sha256``; a refused request's id, time, address, reason and the
+start of its body kept. Beside it, ``<archive>.sha256`` holds one line in ``sha256sum``'s
+format, so ``sha256sum -c`` checks the file with no payhooks at hand.
+
+Both files are written under a temporary name in the same folder, synced, then renamed: an
+archive that exists is whole. Nothing is dropped until both are in place, so a failure while
+archiving (a full disk) leaves the ledger as it was.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import gzip
+import hashlib
+import json
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Final
+
+from payhooks.storage.errors import StorageError
+
+__all__ = [
+    "ARCHIVE_SUFFIX",
+    "ArchiveError",
+    "ArchiveWriter",
+    "ArchivedRow",
+    "checksum_path",
+    "read_archive",
+]
+
+#: How an archive's file name ends.
+ARCHIVE_SUFFIX: Final = ".jsonl.gz"
+_CHUNK: Final = 1 << 20
+
+
+class ArchiveError(StorageError):
+    """An archive that cannot be written, or read back as it was written (a checksum or a
+    body's SHA-256 that does not match, a line that is not a record)."""
+
+    code = "archive_error"
+
+
+@dataclass(frozen=True, slots=True)
+class ArchivedRow:
+    """One row as the archive keeps it."""
+
+    #: ``deliveries`` or ``rejected_deliveries``: the table it was dropped from.
+    table: str
+    id: int
+    #: UTC ISO 8601, as the ledger stored it.
+    received_at: str
+    #: The body exactly as stored (a refused request's: its first 4 KiB, as kept).
+    body: bytes = field(repr=False)
+    #: SHA-256 of :attr:`body`, hex (checked on reading).
+    body_sha256: str = field(repr=False)
+    #: The rest of the row's columns, by name (a delivery's ``dedupe_key``, ``status``,
+    #: ``headers``...; a refused request's ``reason``, ``remote_addr``, ``body_size``).
+    columns: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+
+def checksum_path(archive: Path) -> Path:
+    """Where the ``sha256sum`` line of ``archive`` is kept: beside it, ``.sha256`` added."""
+    return archive.with_name(archive.name + ".sha256")
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (where the platform allows opening a folder)."""
+    try:
+        handle = os.open(folder, os.O_RDONLY)
+    except OSError:  # pragma: no cover - Windows cannot open a folder
+        return
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)
+
+
+class _HashingFile:
+    """A file that hashes every byte written to it, so the checksum needs no second read."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self._raw, self.digest = raw, hashlib.sha256()
+
+    def write(self, data: bytes) -> int:
+        self.digest.update(data)
+        return self._raw.write(data)
+
+    def flush(self) -> None:
+        self._raw.flush()
+
+
+class ArchiveWriter:
+    """Writes one archive under a temporary name; :meth:`commit` makes it (and its checksum
+    file) appear whole, :meth:`discard` removes what was written.
+
+    :raises ArchiveError: the archive's name is taken, or the folder cannot be written.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._partial = path.with_name(f".{path.name}.partial")
+        if path.exists() or checksum_path(path).exists():
+            raise ArchiveError(f"The archive {path} exists already; nothing was pruned.")
+        try:
+            self._raw = open(self._partial, "xb")  # noqa: SIM115 - closed by commit or discard
+        except OSError as err:
+            raise ArchiveError(f"Cannot write the archive {path}: {err.strerror}.") from err
+        self._hashing = _HashingFile(self._raw)
+        # mtime=0 and no file name inside: the same rows give the same bytes.
+        self._gzip = gzip.GzipFile(filename="", mode="wb", fileobj=self._hashing, mtime=0)
+        #: How many records were written.
+        self.records = 0
+
+    def write(self, table: str, row_id: int, received_at: str, body: bytes, **columns: Any) -> None:
+        """Add one row's record."""
+        record = {
+            "table": table,
+            "id": row_id,
+            "received_at": received_at,
+            **columns,
+            "body_sha256": hashlib.sha256(body).hexdigest(),
+            "body_base64": base64.b64encode(body).decode("ascii"),
+        }
+        line = json.dumps(record, ensure_ascii=True, separators=(",", ":")) + "\n"
+        try:
+            self._gzip.write(line.encode("ascii"))
+        except OSError as err:
+            raise ArchiveError(f"Cannot write the archive {self.path}: {err.strerror}.") from err
+        self.records += 1
+
+    def commit(self) -> str:
+        """Finish, sync and rename the archive, then write its checksum file the same way;
+        returns the archive's SHA-256 (hex)."""
+        try:
+            self._gzip.close()
+            self._raw.flush()
+            os.fsync(self._raw.fileno())
+            self._raw.close()
+            digest = self._hashing.digest.hexdigest()
+            os.replace(self._partial, self.path)
+            line = f"{digest}  {self.path.name}\n".encode()
+            partial_sum = checksum_path(self._partial)
+            with open(partial_sum, "wb") as handle:
+                handle.write(line)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(partial_sum, checksum_path(self.path))
+            _sync_folder(self.path.parent)
+        except OSError as err:
+            self.discard()
+            raise ArchiveError(f"Cannot write the archive {self.path}: {err.strerror}.") from err
+        return digest
+
+    def discard(self) -> None:
+        """Remove what was written (after a failure): no partial archive is left behind."""
+        for handle in (self._gzip, self._raw):
+            with contextlib.suppress(OSError):
+                handle.close()
+        for leftover in (self._partial, checksum_path(self._partial)):
+            leftover.unlink(missing_ok=True)
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _check_checksum(path: Path) -> None:
+    """:raises ArchiveError: the checksum file is missing, or does not match the archive."""
+    try:
+        line = checksum_path(path).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ArchiveError(f"The archive {path} has no readable checksum file beside it.") from err
+    expected, _, name = line.partition("  ")
+    try:
+        actual = _file_sha256(path)
+    except OSError as err:
+        raise ArchiveError(f"The archive {path} cannot be read: {err.strerror}.") from err
+    if name != path.name or expected != actual:
+        raise ArchiveError(f"The archive {path} does not match its checksum file.")
+
+
+def _row(number: int, line: bytes, path: Path) -> ArchivedRow:
+    try:
+        record = json.loads(line)
+        body = base64.b64decode(record.pop("body_base64"), validate=True)
+        row = ArchivedRow(
+            table=record.pop("table"),
+            id=record.pop("id"),
+            received_at=record.pop("received_at"),
+            body=body,
+            body_sha256=record.pop("body_sha256"),
+            columns=record,
+        )
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        raise ArchiveError(f"Line {number} of the archive {path} is not a record.") from err
+    if hashlib.sha256(body).hexdigest() != row.body_sha256:
+        raise ArchiveError(
+            f"Line {number} of the archive {path}: the body does not match its SHA-256."
+        )
+    return row
+
+
+def read_archive(path: str | os.PathLike[str]) -> Iterator[ArchivedRow]:
+    """The rows of an archive, in the order written, each body checked against its SHA-256
+    (and the whole file against its checksum file first). Streamed: memory stays flat.
+
+    :raises ArchiveError: the file is missing, damaged, or does not match a checksum.
+    """
+    archive = Path(path)
+    _check_checksum(archive)
+    try:
+        with gzip.open(archive, "rb") as lines:
+            for number, line in enumerate(lines, start=1):
+                yield _row(number, line, archive)
+    except (OSError, EOFError) as err:
+        raise ArchiveError(f"The archive {archive} cannot be read: {err}.") from err

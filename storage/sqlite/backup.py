@@ -1,0 +1,80 @@
+"""``payhooks backup``: a consistent copy of a SQLite ledger while it is being written.
+
+SQLite's online backup API (``sqlite3.Connection.backup``) copies the file in one step, inside
+one read transaction: in WAL mode that reader sees one committed moment and blocks no writer,
+so receivers keep answering while the copy is made. (Copying in several steps would restart
+whenever another connection writes, which under steady load may be forever.) The copy is
+written under a temporary name beside the destination, checked (``PRAGMA quick_check``),
+synced and renamed: a file at the destination is always a whole ledger.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+from payhooks.storage.errors import NotALedgerError, StorageError
+
+__all__ = ["backup_ledger"]
+
+
+def _sync(path: Path) -> None:
+    handle = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)
+
+
+def backup_ledger(
+    source: str | os.PathLike[str], dest: str | os.PathLike[str], *, busy_timeout_ms: int = 5000
+) -> int:
+    """Copy the SQLite ledger ``source`` to the new file ``dest``; returns the copy's size in
+    bytes. ``source`` is opened read-only and never changed.
+
+    :raises NotALedgerError: ``source`` is not a payhooks ledger.
+    :raises StorageError: ``dest`` exists already, or the copy cannot be made or checked;
+        nothing is left at ``dest`` then.
+    """
+    source_path, dest_path = Path(source), Path(dest)
+    if dest_path.exists():
+        raise StorageError(f"{dest_path} exists already; the backup never overwrites a file.")
+    if not source_path.is_file():
+        raise NotALedgerError(f"There is no ledger at {source_path}.")
+    partial = dest_path.with_name(f".{dest_path.name}.partial")
+    try:
+        src = sqlite3.connect(
+            f"{source_path.resolve().as_uri()}?mode=ro", uri=True, timeout=busy_timeout_ms / 1000
+        )
+    except sqlite3.Error as err:
+        raise StorageError(f"Cannot open the ledger at {source_path}: {err}.") from err
+    try:
+        try:
+            found = src.execute(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'deliveries'"
+            ).fetchone()[0]
+        except sqlite3.DatabaseError as err:
+            raise NotALedgerError(f"{source_path} is not a payhooks ledger.") from err
+        if not found:
+            raise NotALedgerError(f"{source_path} is not a payhooks ledger.")
+        partial.unlink(missing_ok=True)
+        dst = sqlite3.connect(partial)
+        try:
+            src.backup(dst)  # one step: one consistent moment
+            (check,) = dst.execute("PRAGMA quick_check").fetchone()
+        finally:
+            dst.close()
+        if check != "ok":
+            raise StorageError(f"The copy of {source_path} does not check out: {check}.")
+        _sync(partial)
+        os.replace(partial, dest_path)
+        _sync(dest_path.parent)
+    except sqlite3.Error as err:
+        raise StorageError(f"Cannot back up {source_path}: {err}.") from err
+    except OSError as err:
+        raise StorageError(f"Cannot write {dest_path}: {err.strerror}.") from err
+    finally:
+        src.close()
+        partial.unlink(missing_ok=True)
+    return dest_path.stat().st_size

@@ -1,0 +1,206 @@
+"""``payhooks prune``, ``restore-pruned`` and ``backup``, on each engine: what they print, the
+exit codes, and that ``show`` and ``deliveries show`` say where a pruned body went."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask.testing import FlaskClient
+
+from payhooks.storage import Ledger
+from tests.support.app import SignFunction
+from tests.support.cli import clean_env, notification, record_notification, run
+from tests.support.factories import T0, FixedClock
+
+__all__ = ["clean_env"]
+
+pytestmark = pytest.mark.usefixtures("clean_env")
+
+ARCHIVE = re.compile(r"into (\S+payhooks-prune-\d{8}T\d{6}Z\.jsonl\.gz) ")
+
+
+@pytest.fixture
+def old_ids(database: Path | str) -> dict[str, int]:
+    """Two notifications recorded days ago (T0), their signals sent: both prunable; and a
+    body that is not a notification, which is not."""
+    with Ledger(database, clock=FixedClock(T0)) as ledger:
+        ids = {
+            order: record_notification(ledger, notification(order, f"ll-{order}"), f"key-{order}")
+            for order in ("order-1", "order-2")
+        }
+        stored = ledger.receiver.record_delivery(dedupe_key="bad", body=b"{", headers={})
+        ledger.receiver.mark_delivery(stored.id, "malformed_json", "cut short")
+        claimed = ledger.signals.claim(lease=timedelta(minutes=1))
+        ledger.signals.mark_sent(claimed)
+        found = {row.dedupe_key: row.id for row in ledger.receiver.delivery_log().rows}
+    assert all(recorded.is_new for recorded in ids.values())
+    return found
+
+
+def _prune(database: Path | str, archive: Path, *extra: str) -> tuple[int, str]:
+    args = ["--older-than", "1d", "--archive", str(archive), "--database", str(database)]
+    result = run(["prune", *args, *extra])
+    return result.exit_code, result.output + result.stderr
+
+
+def test_prune_reports_the_archive_and_show_says_where_the_body_went(
+    database: Path | str, tmp_path: Path, old_ids: dict[str, int]
+) -> None:
+    code, output = _prune(database, tmp_path)
+    assert code == 0, output
+    assert "Archived 2 deliveries' bodies and 0 refused requests" in output
+    assert "Pruned 2 deliveries' bodies and headers" in output
+    archive = Path(ARCHIVE.search(output).group(1))  # type: ignore[union-attr]
+    assert archive.parent == tmp_path
+    assert archive.exists()
+
+    shown = run(["deliveries", "show", str(old_ids["key-order-1"]), "--database", str(database)])
+    assert shown.exit_code == 0, shown.output
+    assert f"into {archive.name}; payhooks prune's archive holds it" in shown.output
+    story = run(["show", "order-1", "--database", str(database)])
+    assert story.exit_code == 0, story.output
+    assert f"body pruned into {archive.name}" in story.output
+    kept = run(["deliveries", "show", str(old_ids["bad"]), "--database", str(database)])
+    assert "pruned" not in kept.output
+
+
+def test_a_pruned_body_is_not_exported_and_restore_brings_it_back(
+    database: Path | str, tmp_path: Path, old_ids: dict[str, int]
+) -> None:
+    code, output = _prune(database, tmp_path)
+    assert code == 0, output
+    archive = ARCHIVE.search(output).group(1)  # type: ignore[union-attr]
+    delivery = str(old_ids["key-order-1"])
+    export = ["deliveries", "export", delivery, "--output", str(tmp_path / "out")]
+
+    refused = run([*export, "--database", str(database)])
+    assert refused.exit_code == 1
+    assert "was pruned into" in refused.stderr
+
+    restored = run(["restore-pruned", archive, "--database", str(database)])
+    assert restored.exit_code == 0, restored.output + restored.stderr
+    assert "Restored 2 deliveries' bodies" in restored.output
+    exported = run([*export, "--database", str(database)])
+    assert exported.exit_code == 0, exported.stderr
+    written = (tmp_path / "out" / f"delivery-{delivery}.json").read_bytes()
+    assert written == notification("order-1", "ll-order-1")
+
+
+def test_a_dry_run_changes_nothing(
+    database: Path | str, tmp_path: Path, old_ids: dict[str, int]
+) -> None:
+    code, output = _prune(database, tmp_path, "--dry-run")
+    assert code == 0, output
+    assert "Would archive and drop 2 deliveries' bodies" in output
+    assert not list(tmp_path.glob("payhooks-prune-*"))
+    code, output = _prune(database, tmp_path)
+    assert "Pruned 2 deliveries'" in output
+
+
+@pytest.mark.sqlite_only
+def test_a_sqlite_ledger_archives_beside_itself_by_default(
+    database: Path, old_ids: dict[str, int]
+) -> None:
+    result = run(["prune", "--older-than", "1d", "--database", str(database)])
+    assert result.exit_code == 0, result.output + result.stderr
+    assert len(list(database.parent.glob("payhooks-prune-*.jsonl.gz.sha256"))) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--older-than", "soon"], "DURATION"),
+        (["--older-than", "0s"], ""),
+        ([], "Missing option '--older-than'"),
+        (["--older-than", "1d", "--archive", "no-such-folder"], "does not exist"),
+    ],
+)
+def test_bad_usage_exits_2(database: Path | str, args: list[str], message: str) -> None:
+    result = run(["prune", *args, "--database", str(database)])
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr
+
+
+@pytest.mark.postgresql
+def test_a_postgresql_ledger_needs_an_archive_folder(postgres_url: str) -> None:
+    result = run(["prune", "--older-than", "1d", "--database", postgres_url])
+    assert result.exit_code == 2
+    assert "pass --archive DIR" in result.stderr
+
+
+@pytest.mark.sqlite_only
+def test_backup_copies_a_ledger_that_reconciles_the_same(
+    database: Path, tmp_path: Path, old_ids: dict[str, int]
+) -> None:
+    dest = tmp_path / "copy" / "backup.db"
+    dest.parent.mkdir()
+    result = run(["backup", str(dest), "--database", str(database)])
+    assert result.exit_code == 0, result.output + result.stderr
+    assert f"to {dest}" in result.output
+    with Ledger(database) as source, Ledger(dest, create=False) as copy:
+        assert list(copy.reconcile()) == list(source.reconcile())
+        assert copy.receiver.count_deliveries() == 3
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["backup.db"]
+
+    again = run(["backup", str(dest), "--database", str(database)])
+    assert again.exit_code == 1
+    assert "exists already" in again.stderr
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.parametrize("source", ["missing.db", "not-a-ledger.db"])
+def test_backup_of_no_ledger_is_bad_usage(tmp_path: Path, source: str) -> None:
+    (tmp_path / "not-a-ledger.db").write_bytes(b"just bytes, not SQLite at all" * 10)
+    result = run(["backup", str(tmp_path / "out.db"), "--database", str(tmp_path / source)])
+    assert result.exit_code == 2, result.output
+    assert not (tmp_path / "out.db").exists()
+
+
+@pytest.mark.postgresql
+def test_backup_points_postgresql_at_pg_dump(postgres_url: str, tmp_path: Path) -> None:
+    result = run(["backup", str(tmp_path / "out.db"), "--database", postgres_url])
+    assert result.exit_code == 2
+    assert "pg_dump" in result.stderr
+    assert "password" not in result.stderr
+
+
+def test_reprocess_leaves_a_pruned_delivery_alone(
+    database: Path | str, tmp_path: Path, old_ids: dict[str, int], db_rows: Any
+) -> None:
+    code, output = _prune(database, tmp_path)
+    assert code == 0, output
+    before = db_rows("SELECT * FROM deliveries ORDER BY id")
+
+    args = ["reprocess", "--status", "processed", "--no-signals", "--database", str(database)]
+    result = run(args)
+
+    assert result.exit_code == 0, result.output + result.stderr
+    assert "Reprocessed 2 delivery(ies): 2 pruned." in result.output
+    assert db_rows("SELECT * FROM deliveries ORDER BY id") == before
+
+
+def test_a_pruned_notification_sent_again_is_answered_duplicate(
+    database: Path | str,
+    tmp_path: Path,
+    old_ids: dict[str, int],
+    client: FlaskClient,
+    sign: SignFunction,
+) -> None:
+    code, output = _prune(database, tmp_path)
+    assert code == 0, output
+    body = notification("order-1", "ll-order-1")
+
+    answer = client.post(
+        "/payhooks/notifications", data=body, headers=sign(body, msg_id="key-order-1")
+    )
+
+    assert answer.status_code == 200, answer.get_data(as_text=True)
+    assert answer.get_json()["status"] == "duplicate"
+    with Ledger(database) as ledger:
+        delivery = ledger.receiver.delivery(old_ids["key-order-1"])
+    assert delivery is not None
+    assert (delivery.attempts, delivery.body, delivery.pruned_at is not None) == (2, b"", True)
