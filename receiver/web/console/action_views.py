@@ -148,6 +148,14 @@ def download(delivery_id: int, form: str) -> Response:
     delivery = _stored(acting, delivery_id)
     if delivery is None:
         return _not_found()
+    if delivery.pruned_at is not None:
+        acting.record("refused: console_body_pruned")
+        return error_page(
+            409,
+            "console_body_pruned",
+            "This delivery's body was pruned; payhooks restore-pruned puts it back from its "
+            "archive.",
+        )
     acting.record(f"{len(delivery.body)} bytes")
     answer = Response(delivery.body, mimetype="application/octet-stream")
     answer.headers["Content-Disposition"] = f'attachment; filename="{name.format(id=delivery_id)}"'

@@ -3,7 +3,7 @@ check, what each action changes and the audit entry it leaves."""
 
 from __future__ import annotations
 
-from datetime import UTC
+from datetime import UTC, timedelta
 from pathlib import Path
 
 import pytest
@@ -14,8 +14,10 @@ from payhooks.receiver import Console, signals
 from payhooks.receiver.pipeline import process_stored_delivery
 from payhooks.storage import DeliveryStatus, Ledger, Outcome
 from tests.support.app import AppFactory, BodyFactory
+from tests.support.cli import notification, record_notification
 from tests.support.console_actions import OPERATOR, ROLE, VIEWER, WHO, Stuck, grant_hook
 from tests.support.console_actions import token as page_token
+from tests.support.factories import T0, FixedClock
 
 
 def token(client: FlaskClient, delivery_id: int, headers: dict[str, str] = OPERATOR) -> str:
@@ -295,3 +297,33 @@ def test_a_console_on_a_ledger_of_its_own_offers_no_redrive_and_refuses_one(
     assert _status(ledger, delivery_id) is DeliveryStatus.PROCESSING_ERROR
     (entry,) = ledger.console.audit_log().rows
     assert entry.result == "refused: console_needs_receiver"
+
+
+def test_a_pruned_delivery_says_where_its_body_went_and_is_not_downloaded(
+    tmp_path: Path, database: Path | str, client: FlaskClient
+) -> None:
+    """After ``payhooks prune`` the page names the archive instead of showing an empty body
+    (and no signature evidence for headers that are gone), and a download is refused rather
+    than handing out zero bytes as the delivery."""
+    with Ledger(database, clock=FixedClock(T0)) as old:
+        record_notification(old, notification("order-1", "ll-1"), "key-1")
+        old.signals.mark_sent(old.signals.claim(lease=timedelta(minutes=1)))
+        (row,) = old.receiver.delivery_log().rows
+    with Ledger(database) as ledger:
+        report = ledger.prune(timedelta(days=1), tmp_path)
+        assert report.pruned_deliveries == 1
+        page = client.get(f"/console/deliveries/{row.id}", headers=OPERATOR).get_data(as_text=True)
+        assert "data-pruned" in page
+        assert "payhooks-prune-" in page
+        assert "<h2>Signature</h2>" not in page
+
+        answer = client.post(
+            f"/console/deliveries/{row.id}/download/raw",
+            data={"csrf_token": token(client, row.id)},
+            headers=OPERATOR,
+        )
+
+        assert answer.status_code == 409
+        assert 'data-error="console_body_pruned"' in answer.get_data(as_text=True)
+        (entry,) = ledger.console.audit_log().rows
+        assert entry.result == "refused: console_body_pruned"
