@@ -20,11 +20,14 @@ import sqlite3
 import subprocess
 import sys
 from contextlib import closing
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
+from bench.console_ledger import END as CONSOLE_END
 from bench.reconcile import FLOOR_SQL
+from payhooks.storage.times import to_text
 from payhooks.storage.views import RECONCILIATION_COLUMNS
 from tests.support.gunicorn_server import HAS_PROC
 from tests.support.nginx_server import require_nginx
@@ -150,6 +153,60 @@ def test_the_reconcile_bench_on_postgresql_reports_every_payment(
     *_, summary, report = output.strip().splitlines()
     assert re.search(rf"summary / floor: {RATIO}$", summary), output
     assert re.search(rf"report / floor: +{RATIO}$", report), output
+
+
+#: The pages bench.console measures, in its table's order (issue 29).
+CONSOLE_PAGES = (
+    "log, 24h (default)",
+    "log, status filter, 7d",
+    "log, identifier, all",
+    "log, deep cursor, all",
+    "refused, 24h",
+    "one delivery",
+    "one payment",
+)
+
+
+def test_the_console_bench_times_every_page_against_its_bare_sql_on_a_ledger_it_reuses(
+    tmp_path: Path,
+) -> None:
+    database = tmp_path / "console.db"
+    output = _run(
+        "-m", "bench.console", "--n", "2000", "--rounds", "1", "--database", str(database),
+        timeout=BENCH_LIMIT,
+    )  # fmt: skip
+
+    assert re.search(r"^built the ledger in [\d.]+ s$", output, re.MULTILINE), output
+    for page in CONSOLE_PAGES:
+        assert re.search(
+            rf"^{re.escape(page)} +(?:[\d.]+ms +){{4}}  {RATIO}$", output, re.MULTILINE
+        ), output
+    assert (
+        output.strip().splitlines()[-1].startswith("goals (p95 <= 150 ms and <= 3x the bare SQL): ")
+    ), output
+    # The deliveries span 120 days up to the console's clock, ids in time order, so its
+    # windows hold what they would in production: about N/120 a day.
+    with closing(sqlite3.connect(database)) as conn:
+        windows = [
+            conn.execute(
+                "SELECT count(*) FROM deliveries WHERE received_at >= ?",
+                (to_text(CONSOLE_END - reach),),
+            ).fetchone()[0]
+            for reach in (timedelta(hours=24), timedelta(days=7), timedelta(days=121))
+        ]
+        unordered = conn.execute(
+            "SELECT count(*) FROM deliveries AS a JOIN deliveries AS b ON b.id = a.id + 1 "
+            "WHERE b.received_at < a.received_at"
+        ).fetchone()[0]
+    assert windows == [16, 116, 2000]
+    assert unordered == 0
+    # A second run with the same path measures the same ledger instead of building another.
+    again = _run(
+        "-m", "bench.console", "--n", "2000", "--rounds", "1", "--requests", "1",
+        "--database", str(database), timeout=BENCH_LIMIT,
+    )  # fmt: skip
+    assert f"reused the ledger built before at {database}" in again, again
+    assert "built the ledger" not in again
 
 
 #: bench.receive in a tiny size: 10 + 1 x 20 + 10 = 40 notifications per app (one round: each
@@ -290,6 +347,8 @@ def test_the_group_commit_bench_stores_every_delivery_for_both_ways_of_syncing()
         ("bench.receive", "--rounds"),
         ("bench.receive", "--count"),
         ("bench.reconcile", "--rounds"),
+        ("bench.console", "--rounds"),
+        ("bench.console", "--requests"),
         ("bench.verify", "--rounds"),
         ("bench.hostile", "--count"),
         ("bench.slowloris", "--rounds"),
