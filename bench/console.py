@@ -273,11 +273,13 @@ def clocks(target: Path | str) -> tuple[Callable[[], float], Callable[[], float]
 
 
 def measure(
-    target: Path | str, n: int, rounds: int, requests: int
+    target: Path | str, n: int, rounds: int, requests: int, only: Sequence[str] = ()
 ) -> tuple[dict[str, Timings], str]:
-    """Every page and its bare SQL, request by request, in alternating rounds; and what the
-    times were read from."""
-    measured = pages(n)
+    """Every page (or those whose name holds one of ``only``) and its bare SQL, request by
+    request, in alternating rounds; and what the times were read from."""
+    measured = [page for page in pages(n) if not only or any(text in page.name for text in only)]
+    if not measured:
+        raise SystemExit(f"--page: no page's name holds any of {list(only)}")
     timings = {page.name: Timings([], []) for page in measured}
     start, stop, clock = clocks(target)
     run_bare, close = bare_runner(target)
@@ -358,6 +360,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--database", type=Path, help="the SQLite ledger: reused when built with this --n"
     )
+    parser.add_argument(
+        "--page",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="only the pages whose name holds TEXT (repeat for several)",
+    )
     add_arguments(parser, "measure the console (instead of on SQLite)")
     args = parser.parse_args(argv)
 
@@ -376,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"reused the ledger built before at {target}")
         where = settings(target) if isinstance(target, str) else f"SQLite, {_size_mb(target)}"
         print(f"N = {args.n:,} payments, about as many deliveries over 120 days, on {where}")
-        timings, clock = measure(target, args.n, args.rounds, args.requests)
+        timings, clock = measure(target, args.n, args.rounds, args.requests, args.page)
     print(f"timed by {clock}")
     report(timings, args.rounds, args.requests)
     return 0

@@ -5,7 +5,8 @@ here. What is asserted is what would make a figure meaningless if it broke: each
 the end against the current code (they import the ledger's and the verifier's internals, which
 change), ``bench.receive`` still finds every notification stored in every app it measured (SQLite's
 settings and PostgreSQL, the receiver and its own durable floor, on the suite's server, in one
-run), and
+run, and the receiver on a ledger without an index), ``bench.console`` times every page against
+its bare SQL and reuses its ledger, and
 ``bench.slowloris`` still starts every setup it compares (the recommended one runs nginx) and
 reports each one, ``bench.write_pages`` still reads the log's frames (its per-b-tree figures
 add up to its total), ``bench.group_commit`` stores every delivery both ways of syncing, and
@@ -233,7 +234,10 @@ TINY_RECEIVE = (
 def test_the_receive_bench_finds_every_notification_stored_in_every_app(postgres_url: str) -> None:
     """One run measures every app, SQLite's settings and PostgreSQL side by side, as the bench
     is run by hand (each run starts every app's gunicorn: the costly part of a smoke run)."""
-    output = _run(*TINY_RECEIVE, "--postgres", postgres_url, timeout=BENCH_LIMIT)
+    output = _run(
+        *TINY_RECEIVE, "--postgres", postgres_url, "--without-index", "deliveries_identifier",
+        timeout=BENCH_LIMIT,
+    )  # fmt: skip
 
     share = RATIO.replace("x", "%")
     for floor in ("FULL", "NORMAL", "postgresql"):
@@ -250,6 +254,22 @@ def test_the_receive_bench_finds_every_notification_stored_in_every_app(postgres
             re.MULTILINE,
         ), output
     assert "{200: 20}" in output  # one round of 20 per app
+    # The receiver with FULL once more, on a ledger without the index, in the same round.
+    assert re.search(
+        rf"^  FULL without deliveries_identifier: {share} of the floor's throughput; "
+        r"stored: 40 of 40 deliveries processed, 40 outcomes \(all\)$",
+        output,
+        re.MULTILINE,
+    ), output
+    assert re.search(
+        r"^  receiver, FULL without deliveries_identifier +[\d.]+ WAL pages/delivery", output, re.M
+    ), output
+    assert re.search(
+        r"^  cost of deliveries_identifier to FULL's share: [+-][\d.]+ points "
+        r"\(spread [+-][\d.]+ to [+-][\d.]+ over 1 round\) \(with minus without\)$",
+        output,
+        re.MULTILINE,
+    ), output
     # Last: WAL pages (SQLite) or bytes (PostgreSQL) per delivery and server CPU per request
     # for every app, then the receiver's share of its durable floor per setting.
     per_app, shares = output.split("per app: WAL pages per delivery")[-1].split(
