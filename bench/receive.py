@@ -54,7 +54,8 @@ With ``--without-index NAME``, one more app runs in the same rounds: the receive
 on a ledger of its own from which the index ``NAME`` was dropped after the schema was made
 (same gunicorn, same requests, same counts), so an index's cost to the receiver is measured
 against the same durable floor in the same rounds: both shares are printed, and the index's
-cost as the median of the per-round differences between them, in points of that share.
+cost as the median of the per-round differences between them (without minus with), in points
+of that share.
 
 It prints last, per durability setting and then for PostgreSQL, the receiver's share of its
 durable floor's throughput (the median of the per-round ratios, with their spread; the goals
@@ -437,12 +438,13 @@ def drop_index(database: Path, name: str) -> None:
 
 
 def share_points(rates: dict[str, list[float]], index: str) -> Ratios:
-    """Per round, the ``FULL`` receiver's share of its durable floor minus the share of the
-    one without ``index``, in points (0.03 is 3 points): what keeping the index costs."""
+    """Per round, the share of its durable floor of the ``FULL`` receiver without ``index``
+    minus that of the one with it, in points (0.03 is 3 points): what keeping the index costs
+    (negative when the receiver with it did better that round)."""
     floor = rates["durable-FULL"]
     return Ratios(
         tuple(
-            (full - bare) / durable
+            (bare - full) / durable
             for full, bare, durable in zip(
                 rates["FULL"], rates[f"FULL{WITHOUT}{index}"], floor, strict=True
             )
@@ -692,7 +694,7 @@ def over_gunicorn(args: argparse.Namespace, postgres: str | None) -> None:
         )
         print(
             f"  cost of {args.without_index} to FULL's share: "
-            f"{points_text(share_points(rates, args.without_index))} (with minus without)"
+            f"{points_text(share_points(rates, args.without_index))} (without minus with)"
         )
     for mode in measured:  # PostgreSQL's last: its goal is the figure this run is for
         goal = {"FULL": "  (goal: 50%)", POSTGRES: "  (goal: 35%)"}.get(mode, "")

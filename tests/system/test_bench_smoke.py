@@ -363,7 +363,7 @@ def test_the_receive_bench_measures_an_index_cost_on_a_ledger_without_it() -> No
     ), output
     assert re.search(
         r"^  cost of deliveries_identifier to FULL's share: [+-][\d.]+ points "
-        r"\(spread [+-][\d.]+ to [+-][\d.]+ over 1 round\) \(with minus without\)$",
+        r"\(spread [+-][\d.]+ to [+-][\d.]+ over 1 round\) \(without minus with\)$",
         output,
         re.MULTILINE,
     ), output
