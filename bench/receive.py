@@ -57,6 +57,13 @@ own, in the same rounds: its share of FULL's durable floor, printed under FULL's
 they cost (the goal: at most 3 points of the share). After the rounds it scrapes its metrics
 and counts its log lines, so a run shows the counts were kept. ``--no-metrics`` leaves it out.
 
+With ``--without-index NAME``, one more app runs in the same rounds: the receiver with ``FULL``
+on a ledger of its own from which the index ``NAME`` was dropped after the schema was made
+(same gunicorn, same requests, same counts), so an index's cost to the receiver is measured
+against the same durable floor in the same rounds: both shares are printed, and the index's
+cost as the median of the per-round differences between them (without minus with), in points
+of that share.
+
 It prints last, per durability setting and then for PostgreSQL, the receiver's share of its
 durable floor's throughput (the median of the per-round ratios, with their spread; the goals
 are at least 50% with ``FULL`` on SQLite and 35% on PostgreSQL), after the WAL pages (or
@@ -81,6 +88,7 @@ Run by hand; it prints figures and never fails on them (CI runs it only in a tin
     python -m bench.receive --profile             # also: where the time goes, in process
     python -m bench.receive --postgres postgresql://...  # also: the receiver on PostgreSQL
     python -m bench.receive --start-postgres      # the same, on a throwaway server of its own
+    python -m bench.receive --without-index deliveries_identifier  # also: FULL without it
 
 To see a worker from outside while the bench runs: ``py-spy top --pid <worker pid>`` or
 ``py-spy record -o profile.svg --pid <worker pid>`` (``pip install py-spy``).
@@ -121,7 +129,7 @@ from bench.floor_app import (
 )
 from bench.postgres import add_arguments, postgres_database, settings
 from bench.proc_cpu import TICKS_PER_SECOND, cpu_ticks
-from bench.rounds import alternate, at_least, ratios
+from bench.rounds import Ratios, alternate, at_least, ratios
 from payhooks.receiver import PayHooks, receiver_state
 from payhooks.storage import Ledger, migrate
 from payhooks.verify import generate_keypair, get_signer
@@ -454,6 +462,55 @@ def wal_bytes(url: str, send: Callable[[], object]) -> int:
     return int(found[0])
 
 
+def without_index(suffix: str) -> str | None:
+    """The index an app's name says it runs without (``FULL-without-<index>``), or None."""
+    head, _, index = suffix.partition(WITHOUT)
+    return index if head == "FULL" and index else None
+
+
+#: How an app without an index is named among the settings: ``FULL-without-<index>``.
+WITHOUT = "-without-"
+
+
+def drop_index(database: Path, name: str) -> None:
+    """Drop index ``name`` from the migrated ledger ``database``; exit if it has none so named
+    (a typo must not measure the receiver against itself)."""
+    conn = sqlite3.connect(database, isolation_level=None)
+    try:
+        found = conn.execute(
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = ?", (name,)
+        ).fetchone()[0]
+        if not found:
+            raise SystemExit(f"--without-index: the ledger has no index named {name!r}")
+        conn.execute(f'DROP INDEX "{name}"')
+    finally:
+        conn.close()
+
+
+def share_points(rates: dict[str, list[float]], index: str) -> Ratios:
+    """Per round, the share of its durable floor of the ``FULL`` receiver without ``index``
+    minus that of the one with it, in points (0.03 is 3 points): what keeping the index costs
+    (negative when the receiver with it did better that round)."""
+    floor = rates["durable-FULL"]
+    return Ratios(
+        tuple(
+            (bare - full) / durable
+            for full, bare, durable in zip(
+                rates["FULL"], rates[f"FULL{WITHOUT}{index}"], floor, strict=True
+            )
+        )
+    )
+
+
+def points_text(points: Ratios) -> str:
+    """``+1.2 points (spread -0.5 to +2.0 over 4 rounds)``: a difference of shares."""
+    rounds = len(points.values)
+    return (
+        f"{points.median * 100:+.1f} points (spread {points.low * 100:+.1f} to "
+        f"{points.high * 100:+.1f} over {rounds} round{'s' if rounds != 1 else ''})"
+    )
+
+
 def check_stored(database: Path | str) -> tuple[int, int]:
     """How many deliveries are processed and how many outcomes the file holds, read with a
     fresh connection after the server stopped: what is there is what was committed."""
@@ -504,6 +561,12 @@ def over_gunicorn(args: argparse.Namespace, postgres: str | None) -> None:
                 raise SystemExit("--postgres: give an empty database; this one holds deliveries")
             databases[POSTGRES] = postgres
             print(f"on {settings(postgres)}")
+        if args.without_index:  # FULL again, on a file without that index
+            if "FULL" not in modes:
+                raise SystemExit("--without-index compares with FULL: keep it in --synchronous")
+            databases[f"FULL{WITHOUT}{args.without_index}"] = (
+                directory / f"bench-full-without-{args.without_index}.db"
+            )
         keys = generate_keypair("standard-webhooks")
         files = list(databases.values())
         with_metrics = "FULL" in modes and not args.no_metrics
@@ -515,14 +578,17 @@ def over_gunicorn(args: argparse.Namespace, postgres: str | None) -> None:
         total = args.warmup + args.rounds * args.count + args.wal_count
         for database in files:
             register(database, 0, total)
-        signed: dict[int, list[Job]] = {}
+        for mode, database in databases.items():
+            if (index := without_index(mode)) is not None:
+                assert isinstance(database, Path)
+                drop_index(database, index)
 
         def round_jobs(index: int) -> list[Job]:
-            """Round ``index``'s notifications, signed when the round's first app needs them."""
-            if index not in signed:
-                signed.clear()
-                signed[index] = sign(args.warmup + index * args.count, args.count, keys.signing_key)
-            return signed[index]
+            """Round ``index``'s notifications, signed afresh for each app just before it
+            runs (the same notifications for every app): signed once per round, a round of
+            many apps on a loaded machine outlived the receiver's five-minute tolerance, and
+            the last apps' requests were refused with a 401, fast, which inflated their rate."""
+            return sign(args.warmup + index * args.count, args.count, keys.signing_key)
 
         counted_first = args.warmup + args.rounds * args.count
         config = f"{args.workers} {args.worker_class} workers" + (
@@ -565,6 +631,12 @@ def over_gunicorn(args: argparse.Namespace, postgres: str | None) -> None:
                     wal_of[durable] = wal_of[mode] = database
                     continue
                 assert isinstance(database, Path)
+                if (index := without_index(mode)) is not None:  # FULL's durable floor serves
+                    env["PAYHOOKS_SQLITE_SYNCHRONOUS"] = "FULL"
+                    servers[mode] = start_server(DEMO_APP, env, directory, args)
+                    figures[mode] = Figures(f"receiver, FULL without {index}")
+                    stored_in[mode] = database
+                    continue
                 durable = f"durable-{mode}"
                 prepare_durable_floor(str(database))
                 servers[durable] = start_server(
@@ -626,11 +698,13 @@ def over_gunicorn(args: argparse.Namespace, postgres: str | None) -> None:
             if isinstance(database, Path)
             else postgres_floor_stored(database)
             for mode, database in databases.items()
+            if without_index(mode) is None
         }
 
     floor = figures["floor"]
     print(floor.line())
-    measured = list(databases)  # SQLite's settings, then PostgreSQL's run if any
+    # SQLite's settings, then PostgreSQL's run if any; the app without an index apart.
+    measured = [mode for mode in databases if without_index(mode) is None]
     for mode in measured:
         durable_name = f"durable-{mode}"
         pipeline, durable_floor = figures[mode], figures[durable_name]
@@ -656,6 +730,15 @@ def over_gunicorn(args: argparse.Namespace, postgres: str | None) -> None:
                 f"throughput; stored: {processed} of {total} deliveries processed; counted by "
                 f"its metrics: {counted:.0f}; log lines: {log_lines}"
             )
+    if args.without_index:
+        bare = f"FULL{WITHOUT}{args.without_index}"
+        processed, outcomes = stored[bare]
+        print(figures[bare].line())
+        print(
+            f"  FULL without {args.without_index}: {ratios(rates, bare, 'floor').text('%')} of "
+            f"the floor's throughput; stored: {processed} of {total} deliveries processed, "
+            f"{outcomes} outcomes ({'all' if processed == outcomes == total else 'NOT ALL'})"
+        )
     print(
         f"per app: WAL pages per delivery (SQLite's log frames over {args.wal_count} deliveries "
         f"after the rounds) and server CPU per request (gunicorn's processes, median of rounds):"
@@ -674,6 +757,15 @@ def over_gunicorn(args: argparse.Namespace, postgres: str | None) -> None:
             "whole server's; server CPU is gunicorn's only, not PostgreSQL's backends')"
         )
     print("the receiver's share of its durable floor's throughput (median of per-round ratios):")
+    if args.without_index:  # before the goals' lines, so PostgreSQL's stays last
+        bare = f"FULL{WITHOUT}{args.without_index}"
+        print(
+            f"  FULL without {args.without_index}: {ratios(rates, bare, 'durable-FULL').text('%')}"
+        )
+        print(
+            f"  cost of {args.without_index} to FULL's share: "
+            f"{points_text(share_points(rates, args.without_index))} (without minus with)"
+        )
     for mode in measured:  # PostgreSQL's last: its goal is the figure this run is for
         goal = {"FULL": "  (goal: 50%)", POSTGRES: "  (goal: 35%)"}.get(mode, "")
         print(f"  {mode:<10} {ratios(rates, mode, f'durable-{mode}').text('%')}{goal}")
@@ -760,6 +852,12 @@ def main(argv: list[str] | None = None) -> int:
         type=lambda text: [mode.strip().upper() for mode in text.split(",")],
         default=["FULL", "NORMAL"],
         help="PAYHOOKS_SQLITE_SYNCHRONOUS settings to measure, comma-separated",
+    )
+    parser.add_argument(
+        "--without-index",
+        metavar="NAME",
+        default=None,
+        help="also the receiver with FULL on a ledger without this index, in the same rounds",
     )
     add_arguments(parser, "measure the receiver and its durable floor (migrated first)")
     args = parser.parse_args(argv)

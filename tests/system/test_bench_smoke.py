@@ -5,7 +5,8 @@ here. What is asserted is what would make a figure meaningless if it broke: each
 the end against the current code (they import the ledger's and the verifier's internals, which
 change), ``bench.receive`` still finds every notification stored in every app it measured (SQLite's
 settings and PostgreSQL, the receiver and its own durable floor, on the suite's server, in one
-run), and
+run, and the receiver on a ledger without an index), ``bench.console`` times every page against
+its bare SQL and reuses its ledger, and
 ``bench.slowloris`` still starts every setup it compares (the recommended one runs nginx) and
 reports each one, ``bench.write_pages`` still reads the log's frames (its per-b-tree figures
 add up to its total), ``bench.group_commit`` stores every delivery both ways of syncing, and
@@ -21,11 +22,14 @@ import sqlite3
 import subprocess
 import sys
 from contextlib import closing
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
+from bench.console_ledger import END as CONSOLE_END
 from bench.reconcile import FLOOR_SQL
+from payhooks.storage.times import to_text
 from payhooks.storage.views import RECONCILIATION_COLUMNS
 from tests.support.gunicorn_server import HAS_PROC
 from tests.support.nginx_server import require_nginx
@@ -151,6 +155,60 @@ def test_the_reconcile_bench_on_postgresql_reports_every_payment(
     *_, summary, report = output.strip().splitlines()
     assert re.search(rf"summary / floor: {RATIO}$", summary), output
     assert re.search(rf"report / floor: +{RATIO}$", report), output
+
+
+#: The pages bench.console measures, in its table's order (issue 29).
+CONSOLE_PAGES = (
+    "log, 24h (default)",
+    "log, status filter, 7d",
+    "log, identifier, all",
+    "log, deep cursor, all",
+    "refused, 24h",
+    "one delivery",
+    "one payment",
+)
+
+
+def test_the_console_bench_times_every_page_against_its_bare_sql_on_a_ledger_it_reuses(
+    tmp_path: Path,
+) -> None:
+    database = tmp_path / "console.db"
+    output = _run(
+        "-m", "bench.console", "--n", "2000", "--rounds", "1", "--database", str(database),
+        timeout=BENCH_LIMIT,
+    )  # fmt: skip
+
+    assert re.search(r"^built the ledger in [\d.]+ s$", output, re.MULTILINE), output
+    for page in CONSOLE_PAGES:
+        assert re.search(
+            rf"^{re.escape(page)} +(?:[\d.]+ms +){{4}}  {RATIO}$", output, re.MULTILINE
+        ), output
+    assert (
+        output.strip().splitlines()[-1].startswith("goals (p95 <= 150 ms and <= 3x the bare SQL): ")
+    ), output
+    # The deliveries span 120 days up to the console's clock, ids in time order, so its
+    # windows hold what they would in production: about N/120 a day.
+    with closing(sqlite3.connect(database)) as conn:
+        windows = [
+            conn.execute(
+                "SELECT count(*) FROM deliveries WHERE received_at >= ?",
+                (to_text(CONSOLE_END - reach),),
+            ).fetchone()[0]
+            for reach in (timedelta(hours=24), timedelta(days=7), timedelta(days=121))
+        ]
+        unordered = conn.execute(
+            "SELECT count(*) FROM deliveries AS a JOIN deliveries AS b ON b.id = a.id + 1 "
+            "WHERE b.received_at < a.received_at"
+        ).fetchone()[0]
+    assert windows == [16, 116, 2000]
+    assert unordered == 0
+    # A second run with the same path measures the same ledger instead of building another.
+    again = _run(
+        "-m", "bench.console", "--n", "2000", "--rounds", "1", "--requests", "1",
+        "--database", str(database), timeout=BENCH_LIMIT,
+    )  # fmt: skip
+    assert f"reused the ledger built before at {database}" in again, again
+    assert "built the ledger" not in again
 
 
 #: bench.receive in a tiny size: 10 + 1 x 20 + 10 = 40 notifications per app (one round: each
@@ -330,6 +388,42 @@ def test_the_prune_bench_prunes_every_old_delivery_and_loses_no_acknowledged_one
     assert re.search(r"prune peak RSS: \d+ MiB", output), output
 
 
+@pytest.mark.skipif(not HAS_PROC, reason="bench.receive reads gunicorn's CPU time from /proc")
+def test_the_receive_bench_measures_an_index_cost_on_a_ledger_without_it() -> None:
+    """``--without-index`` (issue 29): FULL once more, on a ledger without the index, in the
+    same rounds against the same durable floor; SQLite's FULL alone, so four apps start."""
+    output = _run(
+        *TINY_RECEIVE, "--synchronous", "FULL", "--without-index", "deliveries_identifier",
+        timeout=BENCH_LIMIT,
+    )  # fmt: skip
+
+    share = RATIO.replace("x", "%")
+    assert re.search(
+        rf"^  FULL without deliveries_identifier: {share} of the floor's throughput; "
+        r"stored: 40 of 40 deliveries processed, 40 outcomes \(all\)$",
+        output,
+        re.MULTILINE,
+    ), output
+    assert re.search(
+        r"^  receiver, FULL without deliveries_identifier +[\d.]+ WAL pages/delivery", output, re.M
+    ), output
+    assert re.search(
+        r"^  cost of deliveries_identifier to FULL's share: [+-][\d.]+ points "
+        r"\(spread [+-][\d.]+ to [+-][\d.]+ over 1 round\) \(without minus with\)$",
+        output,
+        re.MULTILINE,
+    ), output
+    # Fewer WAL pages without the index: it really was dropped from that app's ledger.
+    pages = {
+        app: float(found.group(1))
+        for app in ("receiver, synchronous=FULL", "receiver, FULL without deliveries_identifier")
+        if (found := re.search(rf"^  {app} +([\d.]+) WAL pages/delivery", output, re.M))
+    }
+    assert (
+        pages["receiver, FULL without deliveries_identifier"] < pages["receiver, synchronous=FULL"]
+    ), output
+
+
 @pytest.mark.parametrize(
     ("bench", "argument"),
     [
@@ -338,6 +432,8 @@ def test_the_prune_bench_prunes_every_old_delivery_and_loses_no_acknowledged_one
         ("bench.receive", "--rounds"),
         ("bench.receive", "--count"),
         ("bench.reconcile", "--rounds"),
+        ("bench.console", "--rounds"),
+        ("bench.console", "--requests"),
         ("bench.verify", "--rounds"),
         ("bench.hostile", "--count"),
         ("bench.slowloris", "--rounds"),

@@ -1,0 +1,415 @@
+"""Benchmark: the console's pages on a large ledger, each against the bare SQL it needs.
+
+Issue 29's goals, on a ledger of a million payments and a million deliveries: every console
+page's server time at most 150 ms at the 95th percentile and within 3x of its bare SQL.
+
+The ledger is :mod:`bench.console_ledger`'s (deliveries over 120 days, realistic bodies and
+headers), built once per ``--database`` path and reused by later runs (or, with
+``--postgres URL`` / ``--start-postgres``, in PostgreSQL). The pages are served by a real app:
+``PayHooks`` and ``Console`` (its ``authorize`` hook grants ``viewer``, its clock is the
+ledger's end), called through Flask's test client, so what is timed is the server's work:
+routing, the ledger's queries, building rows, rendering the template.
+
+Each page is one entry of :data:`PAGES`: its URL and the bare SQL it needs (the statements
+that fetch the same rows and counts), run through the same driver (``sqlite3``, or psycopg
+with ``%s`` for ``?``) on a connection of its own, without the app, and fetched whole. Both
+contenders are called request by request, alternating, ``--requests`` times per page and
+round, with the pages' order rotated from round to round (:mod:`bench.rounds`); each round's
+ratio is the median of the page's times over the median of its bare SQL's, and the median of
+those per-round ratios is printed with its spread, beside the page's p50 and p95 over every
+round, and whether each goal is met.
+
+Times are CPU time, not the wall clock: this machine is small and shared, and with other
+work beside it the scheduler's pauses land on whichever request was running, which makes a
+wall-clock p95 a measure of the neighbours. On SQLite everything a page costs runs in this
+process (the app, the driver, SQLite itself), so its CPU time is the server's time; on a
+PostgreSQL server on this machine, the server's processes' CPU time is added (read from
+``/proc``, as ``bench.reconcile`` does; the wall clock for a server elsewhere). The data is
+warm in the caches (one untimed pass first), so the pages are CPU-bound.
+
+Run::
+
+    python -m bench.console --n 2000 --rounds 1          # a smoke run, seconds
+    python -m bench.console --database /tmp/console-1e6.db   # N = 1,000,000, built once
+    python -m bench.console --n 100000 --start-postgres  # on a throwaway PostgreSQL server
+
+Not measured yet: the finance page (``/reconciliation``, its 90-day chart against the bare
+aggregate, and ``/reconciliation.csv`` against ``payhooks reconcile --format csv``), which is
+being built on another branch; its entries belong in :data:`PAGES` once it is merged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from contextlib import closing
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from flask import Flask
+
+from bench.console_ledger import END, build, built_n, identifier
+from bench.postgres import add_arguments, postgres_database, settings
+from bench.reconcile import _ServerClock
+from bench.rounds import Ratios, alternate, at_least
+from payhooks.receiver import Console, PayHooks, receiver_state
+from payhooks.storage.times import to_text
+from payhooks.storage.views import RECONCILIATION_COLUMNS
+from payhooks.verify import generate_keypair
+
+#: The goals of issue 29: a page's p95 server time, and its ratio to its bare SQL.
+P95_GOAL_MS = 150.0
+RATIO_GOAL = 3.0
+
+Statement = tuple[str, tuple[Any, ...]]
+
+_LOG_COLUMNS = (
+    "d.id, d.received_at, d.status, d.attempts, d.error, d.signal_error, "
+    "d.external_identifier, d.outcome_id, o.payment_status, o.amount_minor, o.currency, "
+    "length(d.body), d.dedupe_key"
+)
+_LOG_FROM = "FROM deliveries d LEFT JOIN outcomes o ON o.id = d.outcome_id"
+
+
+@dataclass(frozen=True)
+class Page:
+    """One console page: its URL under the console's prefix and the bare SQL it needs."""
+
+    name: str
+    url: str
+    bare: tuple[Statement, ...]
+
+
+def _log(
+    where: Sequence[str], params: tuple[Any, ...], before: int | None = None
+) -> tuple[Statement, ...]:
+    """The log's page (one more row than it shows: that one says an older page exists),
+    below the cursor ``before`` when given, and the count for the same filter (every page's).
+    """
+    clauses = " WHERE " + " AND ".join(where) if where else ""
+    paged = [*where, "d.id < ?"] if before is not None else list(where)
+    page_params = (*params, before) if before is not None else params
+    page_sql = f"SELECT {_LOG_COLUMNS} {_LOG_FROM} WHERE {' AND '.join(paged)}"
+    return (
+        (f"{page_sql} ORDER BY d.id DESC LIMIT ?", (*page_params, 51)),
+        (f"SELECT count(*) FROM deliveries d{clauses}", params),  # noqa: S608 - constants
+    )
+
+
+def pages(n: int) -> list[Page]:
+    """The pages measured on a ledger of ``n`` payments, with their bare SQL."""
+    day, week = to_text(END - timedelta(hours=24)), to_text(END - timedelta(days=7))
+    # A payment with a delivery, an outcome and a state: bucket 10 of the mix, mid-ledger.
+    middle = n // 2 - (n // 2) % 100 + 10
+    one = identifier(middle)
+    deep = max(2, n // 10)  # the cursor of a page a tenth of the way from the oldest
+    refused_cols = "id, received_at, remote_addr, reason, body_size"
+    return [
+        Page("log, 24h (default)", "/deliveries", _log(["d.received_at >= ?"], (day,))),
+        Page(
+            "log, status filter, 7d",
+            "/deliveries?status=malformed_json&status=invalid_payload&window=7d",
+            _log(
+                ["d.status IN (?, ?)", "d.status <> 'processed'", "d.received_at >= ?"],
+                ("invalid_payload", "malformed_json", week),
+            ),
+        ),
+        Page(
+            "log, identifier, all",
+            f"/deliveries?identifier={one}&window=all",
+            _log(["d.external_identifier = ?"], (one,)),
+        ),
+        Page(
+            "log, deep cursor, all",
+            f"/deliveries?window=all&before={deep}",
+            _log([], (), before=deep),
+        ),
+        Page(
+            "refused, 24h",
+            "/deliveries/refused",
+            (
+                (
+                    f"SELECT {refused_cols} FROM rejected_deliveries "  # noqa: S608 - constants
+                    "WHERE received_at >= ? ORDER BY id DESC LIMIT ?",
+                    (day, 51),
+                ),
+                ("SELECT count(*) FROM rejected_deliveries WHERE received_at >= ?", (day,)),
+            ),
+        ),
+        Page(
+            "one delivery",
+            f"/deliveries/{middle + 1}",
+            (
+                (
+                    f"SELECT {_LOG_COLUMNS}, d.headers, d.body {_LOG_FROM} WHERE d.id = ?",
+                    (middle + 1,),
+                ),
+            ),
+        ),
+        Page("one payment", f"/payments/{one}", _story(one)),
+        # TODO(issue 29, finance-29): the finance page's entries, once it is merged:
+        # "/reconciliation" (its period's rows and totals), its 90-day chart against the bare
+        # daily aggregate (goal 2x), and "/reconciliation.csv" of a million filtered rows
+        # against `payhooks reconcile --format csv` (goal 1.5x, under 100 MB).
+    ]
+
+
+def _story(one: str) -> tuple[Statement, ...]:
+    """What a payment's page reads: every table's rows naming it, and its reconciliation."""
+    key = (one,)
+    return (
+        ("SELECT created_at, kind, amount_minor, currency, plan_amount_minor, description, "
+         "metadata FROM payments WHERE external_identifier = ?", key),
+        ("SELECT id, external_identifier, kind, idempotency_key, state, service_id, "
+         "http_status, error_code, error, started_at, finished_at FROM creation_attempts "
+         "WHERE external_identifier = ? ORDER BY id", key),
+        ("SELECT received_at, id, dedupe_key, status, attempts, error, signal_error, "
+         "outcome_id FROM deliveries WHERE external_identifier = ? ORDER BY id", key),
+        ("SELECT recorded_at, id, delivery_id, transaction_id, payment_status, state, amount, "
+         "currency, amount_minor, paid_at FROM outcomes WHERE external_identifier = ? "
+         "ORDER BY id", key),
+        ("SELECT s.owed_at, s.outcome_id, s.delivery_id, s.signal, s.reconciliation, "
+         "s.sent_at, s.error, s.claimed_until FROM owed_signals AS s JOIN outcomes AS o "
+         "ON o.id = s.outcome_id WHERE o.external_identifier = ? "
+         "ORDER BY s.outcome_id, s.position", key),
+        ("SELECT returned_at, id, kind, result_code FROM returns WHERE external_identifier = ? "
+         "ORDER BY returned_at, id", key),
+        ("SELECT first_seen_at, transaction_id, status, state, currency, amount_minor, "
+         "last_seen_at, drift FROM service_transactions WHERE external_identifier = ? "
+         "ORDER BY transaction_id", key),
+        (f"SELECT {', '.join(RECONCILIATION_COLUMNS)} FROM reconciliation "  # noqa: S608
+         "WHERE external_identifier = ?", key),
+    )  # fmt: skip
+
+
+def console_app(target: Path | str, folder: Path) -> Flask:
+    """The receiver and the console on ``target``; every console request is a viewer's."""
+    app = Flask("bench_console", instance_path=str(folder))
+    app.config.update(
+        PAYHOOKS_DATABASE=str(target),
+        PAYHOOKS_SECRETS=[generate_keypair("standard-webhooks").verifying_key],
+        SECRET_KEY="bench",
+    )
+    PayHooks(app)
+    Console(app, authorize=lambda request: "viewer", url_prefix="/console", clock=lambda: END)
+    return app
+
+
+def bare_runner(
+    target: Path | str,
+) -> tuple[Callable[[Sequence[Statement]], int], Callable[[], None]]:
+    """A function running statements through the engine's driver on a connection of its own
+    (returning the rows fetched), and one closing it."""
+    if isinstance(target, str):
+        import psycopg
+
+        pg = psycopg.connect(target, autocommit=True)
+
+        def run_pg(statements: Sequence[Statement]) -> int:
+            return sum(
+                len(pg.execute(sql.replace("?", "%s"), params).fetchall())  # type: ignore[call-overload,unused-ignore]
+                for sql, params in statements
+            )
+
+        return run_pg, pg.close
+    conn = sqlite3.connect(target)
+
+    def run(statements: Sequence[Statement]) -> int:
+        return sum(len(conn.execute(sql, params).fetchall()) for sql, params in statements)
+
+    return run, conn.close
+
+
+@dataclass
+class Timings:
+    """One page's times (seconds), both contenders, by round."""
+
+    app: list[list[float]]
+    bare: list[list[float]]
+
+    def ratios(self) -> Ratios:
+        return Ratios(
+            tuple(
+                statistics.median(app) / statistics.median(bare)
+                for app, bare in zip(self.app, self.bare, strict=True)
+            )
+        )
+
+
+def percentile(values: Sequence[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * share))]
+
+
+def clocks(target: Path | str) -> tuple[Callable[[], float], Callable[[], float], str]:
+    """A start and a stop clock, and what they read: this process's CPU time, plus that of
+    a PostgreSQL server on this machine. The server's CPU time is read by scanning ``/proc``,
+    so the start clock reads it before this process's, and the stop clock after: the scan's
+    own CPU is never counted."""
+    if isinstance(target, str):
+        import psycopg
+
+        with psycopg.connect(target) as pg:
+            server = _ServerClock.find(pg)
+        if server is None:
+            return time.perf_counter, time.perf_counter, "the wall clock (a remote server)"
+        found = server
+
+        def start() -> float:
+            return found.seconds() + time.process_time()
+
+        def stop() -> float:
+            return time.process_time() + found.seconds()
+
+        return start, stop, "CPU time of this process and the server's"
+    return time.process_time, time.process_time, "CPU time"
+
+
+def measure(
+    target: Path | str, n: int, rounds: int, requests: int, only: Sequence[str] = ()
+) -> tuple[dict[str, Timings], str]:
+    """Every page (or those whose name holds one of ``only``) and its bare SQL, request by
+    request, in alternating rounds; and what the times were read from."""
+    measured = [page for page in pages(n) if not only or any(text in page.name for text in only)]
+    if not measured:
+        raise SystemExit(f"--page: no page's name holds any of {list(only)}")
+    timings = {page.name: Timings([], []) for page in measured}
+    start, stop, clock = clocks(target)
+    run_bare, close = bare_runner(target)
+    with tempfile.TemporaryDirectory() as folder:
+        app = console_app(target, Path(folder))
+        client = app.test_client()
+
+        def serve(page: Page) -> float:
+            started = start()
+            response = client.get("/console" + page.url)
+            response.get_data()
+            took = stop() - started
+            if response.status_code != 200:
+                raise SystemExit(f"{page.url} answered {response.status_code}")
+            return took
+
+        def bare(page: Page) -> float:
+            started = start()
+            run_bare(page.bare)
+            return stop() - started
+
+        for page in measured:  # warm every cache alike, untimed
+            serve(page)
+            bare(page)
+        by_name = {page.name: page for page in measured}
+
+        def one_round(name: str, round_index: int) -> float:
+            page, app_times, bare_times = by_name[name], [], []
+            for request in range(requests):  # interleaved, the first one alternating
+                first, second = (serve, bare) if request % 2 == 0 else (bare, serve)
+                times = {first: first(page), second: second(page)}
+                app_times.append(times[serve])
+                bare_times.append(times[bare])
+            timings[name].app.append(app_times)
+            timings[name].bare.append(bare_times)
+            return statistics.median(app_times)
+
+        try:
+            alternate([page.name for page in measured], rounds, one_round)
+        finally:
+            receiver_state(app).ledgers.close()
+            close()
+    return timings, clock
+
+
+def report(timings: dict[str, Timings], rounds: int, requests: int) -> None:
+    print(
+        f"{'page':<24} {'app p50':>8} {'p95':>8} {'bare p50':>9} {'p95':>8}   app / bare "
+        f"(median of per-round ratios; {rounds} rounds x {requests} requests)"
+    )
+    missed = []
+    for name, timing in timings.items():
+        app = [value * 1000 for values in timing.app for value in values]
+        bare = [value * 1000 for values in timing.bare for value in values]
+        ratio = timing.ratios()
+        goals = []
+        if percentile(app, 0.95) > P95_GOAL_MS:
+            goals.append(f"p95 over {P95_GOAL_MS:.0f} ms")
+        if ratio.median > RATIO_GOAL:
+            goals.append(f"over {RATIO_GOAL:.0f}x")
+        if goals:
+            missed.append(f"{name}: {', '.join(goals)}")
+        print(
+            f"{name:<24} {statistics.median(app):6.1f}ms {percentile(app, 0.95):6.1f}ms "
+            f"{statistics.median(bare):7.1f}ms {percentile(bare, 0.95):6.1f}ms   {ratio.text()}"
+        )
+    goal = f"p95 <= {P95_GOAL_MS:.0f} ms and <= {RATIO_GOAL:.0f}x the bare SQL"
+    print(f"goals ({goal}): " + ("all met" if not missed else "MISSED by " + "; ".join(missed)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--n", type=at_least(100), default=1_000_000, help="payments")
+    parser.add_argument("--rounds", type=at_least(1), default=5, help="alternating rounds")
+    parser.add_argument(
+        "--requests", type=at_least(1), default=20, help="requests per page and round"
+    )
+    parser.add_argument(
+        "--database", type=Path, help="the SQLite ledger: reused when built with this --n"
+    )
+    parser.add_argument(
+        "--page",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="only the pages whose name holds TEXT (repeat for several)",
+    )
+    add_arguments(parser, "measure the console (instead of on SQLite)")
+    args = parser.parse_args(argv)
+
+    with tempfile.TemporaryDirectory() as tmp, postgres_database(args) as postgres:
+        target: Path | str = postgres if postgres is not None else (
+            args.database or Path(tmp) / "console.db"
+        )  # fmt: skip
+        found = _built(target)
+        if found is None:
+            seconds = build(target, args.n)
+            print(f"built the ledger in {seconds:.1f} s")
+        elif found != args.n:
+            print(f"{target} holds a ledger of N = {found:,}, not {args.n:,}", file=sys.stderr)
+            return 2
+        else:
+            print(f"reused the ledger built before at {target}")
+        where = settings(target) if isinstance(target, str) else f"SQLite, {_size_mb(target)}"
+        print(f"N = {args.n:,} payments, about as many deliveries over 120 days, on {where}")
+        timings, clock = measure(target, args.n, args.rounds, args.requests, args.page)
+    print(f"timed by {clock}")
+    report(timings, args.rounds, args.requests)
+    return 0
+
+
+def _built(target: Path | str) -> int | None:
+    """The N of the ledger at ``target``, or None when none is built there yet."""
+    if isinstance(target, str):
+        import psycopg
+
+        with psycopg.connect(target, autocommit=True) as pg:
+            return built_n(pg)
+    if not target.exists():
+        return None
+    with closing(sqlite3.connect(target)) as conn:
+        found = built_n(conn)
+    if found is None:
+        raise SystemExit(f"{target} exists and is not a ledger this bench built")
+    return found
+
+
+def _size_mb(path: Path) -> str:
+    return f"{path.stat().st_size / 2**20:.0f} MB"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
