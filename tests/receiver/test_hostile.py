@@ -93,7 +93,10 @@ def scheme_config(scheme: str, **options: Any) -> dict[str, Any]:
     }
 
 
+@cache
 def signer_for(scheme: str) -> Signer:
+    """One signer per scheme: a signer keeps no state between signatures, and loading an RSA
+    private key checks the key (about 60 ms of CPU), once per example before."""
     return get_signer(scheme, keys_for(scheme).signing_key)
 
 
