@@ -1,6 +1,9 @@
 """``GET {prefix}/health``: 200 when the ledger could store a notification now, 503 with the
 reason's code otherwise, found with real faults (a lock held, an immutable file, a full disk,
-a read-only database, PostgreSQL stopped) and without writing anything itself."""
+a read-only database, PostgreSQL stopped) and without writing anything itself.
+
+Each process answers from its last probe for a second (:mod:`payhooks.receiver.web.health_cache`):
+a test that makes a fault after a healthy answer asks until the answer changes."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import shutil
 import sqlite3
 import subprocess
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +22,7 @@ import pytest
 from flask import Flask
 
 from payhooks.receiver import PayHooks, receiver_state
+from payhooks.receiver.web.health import health_cache
 from payhooks.storage import SCHEMA_VERSION, Ledger, migrate
 from tests.support.app import TEST_SECRET, AppFactory
 from tests.support.live_server import eventually
@@ -34,6 +39,11 @@ def _health(app: Flask) -> tuple[int, dict[str, Any], dict[str, str]]:
 def _code(app: Flask) -> str | None:
     status, document, _ = _health(app)
     return None if status == 200 else document["error"]["code"]
+
+
+def _becomes(app: Flask, code: str | None) -> bool:
+    """Whether the answer turns to ``code`` (None: healthy) once the kept one is stale."""
+    return eventually(lambda: _code(app) == code)
 
 
 @pytest.fixture
@@ -112,22 +122,68 @@ def test_a_hundred_checks_take_no_postgresql_transaction_id(
     assert after == before
 
 
+@pytest.mark.parametrize("threads", [2, 32])
+def test_concurrent_checks_within_a_second_probe_the_ledger_once(
+    make_app: AppFactory, threads: int
+) -> None:
+    app = make_app()
+    start = threading.Barrier(threads)
+    statuses: list[int] = []
+
+    def check() -> None:
+        start.wait()
+        statuses.append(app.test_client().get(_HEALTH).status_code)
+
+    workers = [threading.Thread(target=check) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+
+    assert statuses == [200] * threads
+    assert health_cache(app).probes == 1
+
+
 @pytest.mark.sqlite_only
-def test_a_write_lock_held_by_another_connection_is_ledger_locked_until_it_goes(
+def test_a_write_lock_held_for_less_than_the_busy_timeout_keeps_the_receiver_in_rotation(
     make_app: AppFactory, database: Path
 ) -> None:
-    app = make_app(PAYHOOKS_HEALTH_LOCK_TIMEOUT_MS=50)
+    app = make_app(PAYHOOKS_HEALTH_LOCK_TIMEOUT_MS=20, PAYHOOKS_BUSY_TIMEOUT_MS=60_000)
+    assert _code(app) is None  # the thread's ledger is open before the lock is taken
+    holder = sqlite3.connect(database, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    codes: list[str | None] = []
+
+    def three_probes_under_the_lock() -> bool:
+        codes.append(_code(app))
+        return health_cache(app).probes >= 4
+
+    try:
+        assert eventually(three_probes_under_the_lock)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+    assert set(codes) == {None}
+
+
+@pytest.mark.sqlite_only
+def test_a_write_lock_held_past_the_busy_timeout_is_ledger_locked_until_it_goes(
+    make_app: AppFactory, database: Path
+) -> None:
+    app = make_app(PAYHOOKS_HEALTH_LOCK_TIMEOUT_MS=50, PAYHOOKS_BUSY_TIMEOUT_MS=1)
     assert _code(app) is None
     holder = sqlite3.connect(database, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
 
+    assert _becomes(app, "ledger_locked")
     status, document, headers = _health(app)
     assert (status, document["error"]["code"]) == (503, "ledger_locked")
     assert headers["Retry-After"]
 
     holder.execute("ROLLBACK")
     holder.close()
-    assert _code(app) is None
+    assert _becomes(app, None)
 
 
 @contextlib.contextmanager
@@ -151,9 +207,9 @@ def test_a_file_this_process_may_not_write_is_ledger_read_only(
 
     with _immutable(database):
         assert not os.access(database, os.W_OK)
-        assert _code(app) == "ledger_read_only"
+        assert _becomes(app, "ledger_read_only")
 
-    assert _code(app) is None
+    assert _becomes(app, None)
 
 
 @pytest.mark.sqlite_only
@@ -200,10 +256,10 @@ def test_a_disk_really_filled_is_ledger_disk_full_until_space_is_freed(
             out.write(b"\0" * 65536)
             out.flush()
 
-    assert _code(app) == "ledger_disk_full"
+    assert _becomes(app, "ledger_disk_full")
 
     filler.unlink()
-    assert _code(app) is None
+    assert _becomes(app, None)
 
 
 @pytest.mark.postgresql
@@ -278,6 +334,7 @@ def test_postgresql_stopped_is_ledger_unavailable_and_healthy_again_once_restart
     assert _code(app) is None
 
     server.halt()
+    assert _becomes(app, "ledger_unavailable")
     status, document, _ = _health(app)
     assert (status, document["error"]["code"]) == (503, "ledger_unavailable")
 
@@ -289,15 +346,16 @@ def test_postgresql_stopped_is_ledger_unavailable_and_healthy_again_once_restart
 def test_a_healthy_answer_and_a_refusal_name_no_payment(
     make_app: AppFactory, database: Path
 ) -> None:
-    app = make_app(PAYHOOKS_HEALTH_LOCK_TIMEOUT_MS=20)
+    app = make_app(PAYHOOKS_HEALTH_LOCK_TIMEOUT_MS=20, PAYHOOKS_BUSY_TIMEOUT_MS=1)
     with Ledger(database) as ledger:
         ledger.expect_transaction("order-secretive", 100, "CNY")
+    healthy = app.test_client().get(_HEALTH).text
     holder = sqlite3.connect(database, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
+    assert _becomes(app, "ledger_locked")
     refused = app.test_client().get(_HEALTH).text
     holder.execute("ROLLBACK")
     holder.close()
-    healthy = app.test_client().get(_HEALTH).text
 
     assert "order-secretive" not in refused + healthy
     assert TEST_SECRET not in refused + healthy
