@@ -5,7 +5,9 @@ one read transaction: in WAL mode that reader sees one committed moment and bloc
 so receivers keep answering while the copy is made. (Copying in several steps would restart
 whenever another connection writes, which under steady load may be forever.) The copy is
 written under a temporary name beside the destination, checked (``PRAGMA quick_check``),
-synced and renamed: a file at the destination is always a whole ledger.
+synced and linked into place: a file at the destination is always a whole ledger. The link
+(``os.link``) fails if the destination exists, even one created while the copy was made, so
+the backup never overwrites a file.
 """
 
 from __future__ import annotations
@@ -68,7 +70,12 @@ def backup_ledger(
         if check != "ok":
             raise StorageError(f"The copy of {source_path} does not check out: {check}.")
         _sync(partial)
-        os.replace(partial, dest_path)
+        try:
+            os.link(partial, dest_path)  # unlike a rename, never replaces a file
+        except FileExistsError as err:
+            raise StorageError(
+                f"{dest_path} exists already; the backup never overwrites a file."
+            ) from err
         _sync(dest_path.parent)
     except sqlite3.Error as err:
         raise StorageError(f"Cannot back up {source_path}: {err}.") from err
