@@ -14,7 +14,8 @@ ends in :class:`ArchiveError` with memory flat.
 
 Both files are written under a temporary name in the same folder, synced, then renamed: an
 archive that exists is whole. Nothing is dropped until both are in place, so a failure while
-archiving (a full disk) leaves the ledger as it was.
+archiving (a full disk) leaves the ledger as it was. Both are created readable by their owner
+only (0600), whatever the umask: an archive holds every body it dropped.
 """
 
 from __future__ import annotations
@@ -97,6 +98,11 @@ def _sync_folder(folder: Path) -> None:
         os.close(handle)
 
 
+def _create_private(path: Path) -> int:
+    """Create ``path``, a new file readable and writable by its owner only; its descriptor."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+
+
 class _HashingFile:
     """A file that hashes every byte written to it, so the checksum needs no second read."""
 
@@ -124,7 +130,7 @@ class ArchiveWriter:
         if path.exists() or checksum_path(path).exists():
             raise ArchiveError(f"The archive {path} exists already; nothing was pruned.")
         try:
-            self._raw = open(self._partial, "xb")  # noqa: SIM115 - closed by commit or discard
+            self._raw = os.fdopen(_create_private(self._partial), "wb")
         except OSError as err:
             raise ArchiveError(f"Cannot write the archive {path}: {err.strerror}.") from err
         self._hashing = _HashingFile(self._raw)
@@ -162,7 +168,7 @@ class ArchiveWriter:
             os.replace(self._partial, self.path)
             line = f"{digest}  {self.path.name}\n".encode()
             partial_sum = checksum_path(self._partial)
-            with open(partial_sum, "wb") as handle:
+            with os.fdopen(_create_private(partial_sum), "wb") as handle:
                 handle.write(line)
                 handle.flush()
                 os.fsync(handle.fileno())

@@ -7,7 +7,8 @@ whenever another connection writes, which under steady load may be forever.) The
 written under a temporary name beside the destination, checked (``PRAGMA quick_check``),
 synced and linked into place: a file at the destination is always a whole ledger. The link
 (``os.link``) fails if the destination exists, even one created while the copy was made, so
-the backup never overwrites a file.
+the backup never overwrites a file. The copy is created readable by its owner only (0600):
+it holds every payment, whatever mode the ledger has.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ def backup_ledger(
         if not found:
             raise NotALedgerError(f"{source_path} is not a payhooks ledger.")
         partial.unlink(missing_ok=True)
+        # Created empty, owner-only, before SQLite opens it (which would use the umask).
+        os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         dst = sqlite3.connect(partial)
         try:
             src.backup(dst)  # one step: one consistent moment

@@ -6,7 +6,9 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 import shutil
+import stat
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -408,3 +410,20 @@ def test_headers_a_receiver_stores_are_restored_as_stored(
     details = ledger.receiver.delivery_details(stored.sent)
     assert details is not None
     assert dict(details.headers) == {"webhook-id": "k-sent"}
+
+
+@pytest.mark.sqlite_only
+def test_the_archive_and_its_checksum_are_readable_by_their_owner_only(
+    ledger: Ledger, clock: FixedClock, archives: Path
+) -> None:
+    _fill(ledger, clock)
+    before = os.umask(0o022)  # a umask that leaves new files readable by everyone
+    try:
+        report = ledger.prune(DAY, archives)
+    finally:
+        os.umask(before)
+    assert report.archive is not None
+
+    modes = {path.name: stat.S_IMODE(path.stat().st_mode) for path in archives.iterdir()}
+
+    assert modes == {report.archive.name: 0o600, f"{report.archive.name}.sha256": 0o600}
