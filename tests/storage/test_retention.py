@@ -27,6 +27,7 @@ from payhooks.storage import (
 )
 from payhooks.storage.retention import archive_name
 from tests.support.factories import FixedClock, make_outcome
+from tests.support.retention import forge_archive
 
 DAY = timedelta(days=1)
 #: The headers a receiver on the default scheme stores (its verifier's and STORED_HEADERS).
@@ -337,19 +338,6 @@ def test_bad_arguments_are_refused(
         ledger.prune(older_than, archives, batch=batch)
 
 
-def _forge(archive: Path, change: Callable[[dict[str, Any]], object]) -> None:
-    """Rewrite every delivery's record of ``archive`` with ``change``, and its checksum file to
-    match: what anyone who can write the archive can do."""
-    records = [json.loads(line) for line in gzip.decompress(archive.read_bytes()).splitlines()]
-    for record in records:
-        if record["table"] == "deliveries":
-            change(record)
-    text = "".join(json.dumps(record) + "\n" for record in records)
-    archive.write_bytes(gzip.compress(text.encode("ascii"), mtime=0))
-    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
-    Path(f"{archive}.sha256").write_text(f"{digest}  {archive.name}\n")
-
-
 @pytest.mark.parametrize(
     "change",
     [
@@ -384,7 +372,7 @@ def test_headers_a_receiver_would_not_store_are_refused_and_nothing_restored(
     stored = _fill(ledger, clock)
     report = ledger.prune(DAY, archives)
     assert report.archive is not None
-    _forge(report.archive, change)
+    forge_archive(report.archive, change)
 
     with pytest.raises(ArchiveError, match="headers are not the few short headers") as exc_info:
         ledger.restore_pruned(report.archive, header_names=RECEIVER_HEADERS)
@@ -403,7 +391,8 @@ def test_headers_a_receiver_stores_are_restored_as_stored(
     stored = _fill(ledger, clock)
     report = ledger.prune(DAY, archives)
     assert report.archive is not None
-    _forge(report.archive, lambda record: record.update(headers='{ "webhook-id" : "k-sent" }'))
+    spaced = '{ "webhook-id" : "k-sent" }'
+    forge_archive(report.archive, lambda record: record.update(headers=spaced))
 
     assert ledger.restore_pruned(report.archive, header_names=RECEIVER_HEADERS) == (2, 3)
 
