@@ -30,7 +30,13 @@ from payhooks.storage import (
 )
 from payhooks.verify import SCHEMES, Verifier, get_verifier
 
-__all__ = ["ReceiverSettings", "load_settings"]
+__all__ = ["STORED_HEADERS", "ReceiverSettings", "load_settings"]
+
+#: Headers kept with every delivery besides the ones the scheme reads: enough to reprocess
+#: (``timezone`` dates ``payment_time``) and to tell senders apart, and nothing that could
+#: carry a credential. Here, below the receiver's view and the CLI, because both need it:
+#: the view stores them, ``payhooks restore-pruned`` puts back no other.
+STORED_HEADERS: tuple[str, ...] = ("content-type", "user-agent", "timezone")
 
 # Schemes whose verifier reads a local `timestamp` header in a `time_zone` option.
 _DATES_IN_LOCAL_TIME = frozenset({"sorted-fields-rsa"})

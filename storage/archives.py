@@ -6,9 +6,16 @@ need not be UTF-8), with ``body_sha256``; a refused request's id, time, address,
 start of its body kept. Beside it, ``<archive>.sha256`` holds one line in ``sha256sum``'s
 format, so ``sha256sum -c`` checks the file with no payhooks at hand.
 
+The checksum only catches accidental damage: whoever can write an archive can rewrite its
+checksum too. So reading trusts nothing about the size of what it decompresses: each line is
+read with a cap (the largest body an archive may hold, in base64, and room for the other
+columns), and the whole stream with another, so a crafted file (a gzip bomb, one huge line)
+ends in :class:`ArchiveError` with memory flat.
+
 Both files are written under a temporary name in the same folder, synced, then renamed: an
 archive that exists is whole. Nothing is dropped until both are in place, so a failure while
-archiving (a full disk) leaves the ledger as it was.
+archiving (a full disk) leaves the ledger as it was. Both are created readable by their owner
+only (0600), whatever the umask: an archive holds every body it dropped.
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ from payhooks.storage.errors import StorageError
 
 __all__ = [
     "ARCHIVE_SUFFIX",
+    "MAX_ARCHIVED_BODY_BYTES",
+    "MAX_ARCHIVE_BYTES",
     "ArchiveError",
     "ArchiveWriter",
     "ArchivedRow",
@@ -38,6 +47,13 @@ __all__ = [
 #: How an archive's file name ends.
 ARCHIVE_SUFFIX: Final = ".jsonl.gz"
 _CHUNK: Final = 1 << 20
+#: The largest body :func:`read_archive` accepts by default: 256 times the receiver's default
+#: ``PAYHOOKS_MAX_BODY_BYTES`` (64 KiB).
+MAX_ARCHIVED_BODY_BYTES: Final = 16 << 20
+#: The most :func:`read_archive` decompresses from one archive by default, all lines together.
+MAX_ARCHIVE_BYTES: Final = 64 << 30
+# Room on a line for everything but the body: ids, times, status, the headers' JSON.
+_LINE_ROOM: Final = 1 << 20
 
 
 class ArchiveError(StorageError):
@@ -82,6 +98,11 @@ def _sync_folder(folder: Path) -> None:
         os.close(handle)
 
 
+def _create_private(path: Path) -> int:
+    """Create ``path``, a new file readable and writable by its owner only; its descriptor."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+
+
 class _HashingFile:
     """A file that hashes every byte written to it, so the checksum needs no second read."""
 
@@ -109,7 +130,7 @@ class ArchiveWriter:
         if path.exists() or checksum_path(path).exists():
             raise ArchiveError(f"The archive {path} exists already; nothing was pruned.")
         try:
-            self._raw = open(self._partial, "xb")  # noqa: SIM115 - closed by commit or discard
+            self._raw = os.fdopen(_create_private(self._partial), "wb")
         except OSError as err:
             raise ArchiveError(f"Cannot write the archive {path}: {err.strerror}.") from err
         self._hashing = _HashingFile(self._raw)
@@ -147,7 +168,7 @@ class ArchiveWriter:
             os.replace(self._partial, self.path)
             line = f"{digest}  {self.path.name}\n".encode()
             partial_sum = checksum_path(self._partial)
-            with open(partial_sum, "wb") as handle:
+            with os.fdopen(_create_private(partial_sum), "wb") as handle:
                 handle.write(line)
                 handle.flush()
                 os.fsync(handle.fileno())
@@ -190,10 +211,15 @@ def _check_checksum(path: Path) -> None:
         raise ArchiveError(f"The archive {path} does not match its checksum file.")
 
 
-def _row(number: int, line: bytes, path: Path) -> ArchivedRow:
+def _row(number: int, line: bytes, path: Path, max_body_bytes: int) -> ArchivedRow:
     try:
         record = json.loads(line)
         body = base64.b64decode(record.pop("body_base64"), validate=True)
+        if len(body) > max_body_bytes:
+            raise ArchiveError(
+                f"Line {number} of the archive {path} holds a body larger than "
+                f"{max_body_bytes} bytes."
+            )
         row = ArchivedRow(
             table=record.pop("table"),
             id=record.pop("id"),
@@ -211,17 +237,40 @@ def _row(number: int, line: bytes, path: Path) -> ArchivedRow:
     return row
 
 
-def read_archive(path: str | os.PathLike[str]) -> Iterator[ArchivedRow]:
+def read_archive(
+    path: str | os.PathLike[str],
+    *,
+    max_body_bytes: int = MAX_ARCHIVED_BODY_BYTES,
+    max_total_bytes: int = MAX_ARCHIVE_BYTES,
+) -> Iterator[ArchivedRow]:
     """The rows of an archive, in the order written, each body checked against its SHA-256
-    (and the whole file against its checksum file first). Streamed: memory stays flat.
+    (and the whole file against its checksum file first). Streamed: memory stays flat, even
+    for a crafted file: no line longer than a ``max_body_bytes`` body in base64 (plus room for
+    the other columns) is read whole, nor more than ``max_total_bytes`` decompressed in all.
 
-    :raises ArchiveError: the file is missing, damaged, or does not match a checksum.
+    :raises ArchiveError: the file is missing, damaged, does not match a checksum, or holds a
+        line or a total over its cap.
     """
     archive = Path(path)
     _check_checksum(archive)
+    max_line = 4 * -(-max_body_bytes // 3) + _LINE_ROOM
+    total = 0
     try:
         with gzip.open(archive, "rb") as lines:
-            for number, line in enumerate(lines, start=1):
-                yield _row(number, line, archive)
+            number = 0
+            while line := lines.readline(max_line + 1):
+                number += 1
+                total += len(line)
+                if len(line) > max_line:
+                    raise ArchiveError(
+                        f"Line {number} of the archive {archive} is longer than a record "
+                        f"holding a body of {max_body_bytes} bytes."
+                    )
+                if total > max_total_bytes:
+                    raise ArchiveError(
+                        f"The archive {archive} holds more than {max_total_bytes} bytes "
+                        "decompressed."
+                    )
+                yield _row(number, line, archive, max_body_bytes)
     except (OSError, EOFError) as err:
         raise ArchiveError(f"The archive {archive} cannot be read: {err}.") from err

@@ -9,7 +9,7 @@ lives with that table's functions. Idempotency comes from unique keys, never rea
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -392,11 +392,16 @@ class Ledger:
             batch=batch,
         )
 
-    def restore_pruned(self, archive: str | os.PathLike[str]) -> tuple[int, int]:
+    def restore_pruned(
+        self, archive: str | os.PathLike[str], *, header_names: Collection[str] | None = None
+    ) -> tuple[int, int]:
         """Put back the bodies and headers an archive of :meth:`prune` holds, into the
         deliveries still pruned with the same ``body_sha256``; each body is checked against its
-        SHA-256 first. Returns (deliveries restored, rows in the archive).
+        SHA-256 first, and each delivery's headers against what a receiver stores (a JSON
+        object of a few short strings; names among ``header_names``, when given: the
+        verifier's and ``STORED_HEADERS``). Returns (deliveries restored, rows in the archive).
 
-        :raises ArchiveError: the archive is missing, damaged or does not match its checksum.
+        :raises ArchiveError: the archive is missing, damaged, does not match its checksum, or
+            holds headers a receiver would not have stored.
         """
-        return retention.restore(self._write, Path(archive))
+        return retention.restore(self._write, Path(archive), header_names=header_names)

@@ -20,15 +20,24 @@ sending a signal reads the outcome, never the body.) The SQL is plain and runs o
 
 from __future__ import annotations
 
+import json
+import re
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
-from payhooks.storage.archives import ARCHIVE_SUFFIX, ArchiveWriter, read_archive
+from payhooks.storage.archives import (
+    ARCHIVE_SUFFIX,
+    ArchivedRow,
+    ArchiveError,
+    ArchiveWriter,
+    read_archive,
+)
+from payhooks.storage.encoding import to_json
 from payhooks.storage.sql import Connection
 from payhooks.storage.times import to_text
 
@@ -73,6 +82,11 @@ _RESTORE: Final = (
     "UPDATE deliveries SET body = ?, headers = ?, pruned_at = NULL, pruned_into = NULL "
     "WHERE id = ? AND body_sha256 = ? AND pruned_at IS NOT NULL"
 )
+
+# What the receiver stores: a few headers (the scheme's and STORED_HEADERS), lower-case names.
+_MAX_HEADERS: Final = 16
+_MAX_HEADER_VALUE: Final = 4096
+_HEADER_NAME: Final = re.compile(r"[a-z0-9!#$%&'*+.^_`|~-]{1,64}")
 
 Read = Callable[[], AbstractContextManager[Connection]]
 Write = Callable[[], AbstractContextManager[Connection]]
@@ -226,11 +240,48 @@ def _count(
     return PruneReport(None, counts[0], counts[0], counts[1], body_bytes, dry_run=True)
 
 
-def restore(write: Write, path: Path, batch: int = DEFAULT_PRUNE_BATCH) -> tuple[int, int]:
+def _checked_headers(row: ArchivedRow, path: Path, names: Collection[str] | None) -> str:
+    """A delivery's archived headers, if they are what the receiver stores: a JSON object of
+    at most a few lower-case header names (``names`` only, when given) to short strings.
+    Restored unchecked, anything else would break every later read of the delivery.
+
+    :raises ArchiveError: naming the delivery.
+    """
+    text = row.columns.get("headers")
+    try:
+        headers = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        headers = None
+    if (
+        isinstance(headers, dict)
+        and len(headers) <= _MAX_HEADERS
+        and all(
+            _HEADER_NAME.fullmatch(name)
+            and (names is None or name in names)
+            and isinstance(value, str)
+            and len(value) <= _MAX_HEADER_VALUE
+            for name, value in headers.items()
+        )
+    ):
+        return to_json(headers)
+    raise ArchiveError(
+        f"The archive {path}: delivery {row.id}'s headers are not the few short headers a "
+        "receiver stores."
+    )
+
+
+def restore(
+    write: Write,
+    path: Path,
+    batch: int = DEFAULT_PRUNE_BATCH,
+    *,
+    header_names: Collection[str] | None = None,
+) -> tuple[int, int]:
     """Put the archived bodies and headers back into the deliveries still pruned with the same
     ``body_sha256``, ``batch`` rows per write; every body is checked against its SHA-256 first
-    (:func:`~payhooks.storage.archives.read_archive`). Refused requests are not put back (a
-    bounded trace). Returns (deliveries restored, rows in the archive).
+    (:func:`~payhooks.storage.archives.read_archive`), and every delivery's headers against
+    what a receiver stores (names among ``header_names``, when given). Refused requests are not
+    put back (a bounded trace). Returns (deliveries restored, rows in the archive).
 
     :raises ArchiveError: the archive is damaged; what was restored before the bad line stays.
     """
@@ -246,7 +297,8 @@ def restore(write: Write, path: Path, batch: int = DEFAULT_PRUNE_BATCH) -> tuple
     for row in read_archive(path):
         total += 1
         if row.table == "deliveries":
-            pending.append((row.body, row.columns["headers"], row.id, row.body_sha256))
+            headers = _checked_headers(row, path, header_names)
+            pending.append((row.body, headers, row.id, row.body_sha256))
         if len(pending) >= batch:
             restored += flush()
     if pending:

@@ -21,11 +21,13 @@ from payhooks.receiver.cli.common import (
     fail_on_storage_errors,
     ledger_for,
     resolve_database,
+    settings,
     shown,
 )
 from payhooks.receiver.cli.escaping import terminal_text
 from payhooks.receiver.cli.option_values import DURATION
 from payhooks.receiver.durations import format_duration
+from payhooks.receiver.settings import STORED_HEADERS
 from payhooks.storage import NotALedgerError, PruneReport, backup_ledger
 
 __all__ = ["backup", "prune", "restore_pruned"]
@@ -126,11 +128,14 @@ def restore_pruned(archive_file: Path, database: Path | str | None) -> None:
     """Put the bodies and headers a prune archived back into the deliveries still pruned.
 
     The archive is checked against its sha256sum file and every body against its SHA-256
-    first; a delivery is restored only where its stored body_sha256 matches. Refused requests
-    are not put back. Exit 1 when the archive does not check out.
+    first; a delivery is restored only where its stored body_sha256 matches, and only with
+    the headers a receiver stores (with keys configured: the scheme's and STORED_HEADERS by
+    name). Refused requests are not put back. Exit 1 when the archive does not check out.
     """
+    verifier = settings().verifier
+    names = None if verifier is None else (*verifier.header_names, *STORED_HEADERS)
     with ledger_for(database) as ledger:
-        restored, total = ledger.restore_pruned(archive_file)
+        restored, total = ledger.restore_pruned(archive_file, header_names=names)
     click.echo(
         f"Restored {restored} deliveries' bodies from {terminal_text(str(archive_file))} "
         f"({total} rows in it, every body checked against its SHA-256)."

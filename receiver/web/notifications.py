@@ -48,6 +48,7 @@ from werkzeug.exceptions import BadRequest, HTTPException, RequestEntityTooLarge
 from payhooks.receiver.pipeline.delivery_reports import DeliveryReport, notify_observers
 from payhooks.receiver.pipeline.processing import receive_delivery
 from payhooks.receiver.pipeline.signal_dispatch import send_claimed, sweep_unclaimed
+from payhooks.receiver.settings import STORED_HEADERS
 from payhooks.receiver.state import ReceiverState, receiver_state
 from payhooks.receiver.web.errors import error_response
 from payhooks.storage import (
@@ -62,11 +63,6 @@ from payhooks.verify import SignatureError
 __all__ = ["STORED_HEADERS", "receive_notification"]
 
 logger = logging.getLogger("payhooks")
-
-#: Headers kept with every delivery besides the ones the scheme reads: enough to reprocess
-#: (``timezone`` dates ``payment_time``) and to tell senders apart, and nothing that could
-#: carry a credential.
-STORED_HEADERS: tuple[str, ...] = ("content-type", "user-agent", "timezone")
 
 
 def receive_notification() -> Response:

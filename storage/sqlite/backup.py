@@ -5,7 +5,10 @@ one read transaction: in WAL mode that reader sees one committed moment and bloc
 so receivers keep answering while the copy is made. (Copying in several steps would restart
 whenever another connection writes, which under steady load may be forever.) The copy is
 written under a temporary name beside the destination, checked (``PRAGMA quick_check``),
-synced and renamed: a file at the destination is always a whole ledger.
+synced and linked into place: a file at the destination is always a whole ledger. The link
+(``os.link``) fails if the destination exists, even one created while the copy was made, so
+the backup never overwrites a file. The copy is created readable by its owner only (0600):
+it holds every payment, whatever mode the ledger has.
 """
 
 from __future__ import annotations
@@ -59,6 +62,8 @@ def backup_ledger(
         if not found:
             raise NotALedgerError(f"{source_path} is not a payhooks ledger.")
         partial.unlink(missing_ok=True)
+        # Created empty, owner-only, before SQLite opens it (which would use the umask).
+        os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         dst = sqlite3.connect(partial)
         try:
             src.backup(dst)  # one step: one consistent moment
@@ -68,7 +73,12 @@ def backup_ledger(
         if check != "ok":
             raise StorageError(f"The copy of {source_path} does not check out: {check}.")
         _sync(partial)
-        os.replace(partial, dest_path)
+        try:
+            os.link(partial, dest_path)  # unlike a rename, never replaces a file
+        except FileExistsError as err:
+            raise StorageError(
+                f"{dest_path} exists already; the backup never overwrites a file."
+            ) from err
         _sync(dest_path.parent)
     except sqlite3.Error as err:
         raise StorageError(f"Cannot back up {source_path}: {err}.") from err

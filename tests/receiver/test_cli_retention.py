@@ -3,6 +3,7 @@ exit codes, and that ``show`` and ``deliveries show`` say where a pruned body we
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import timedelta
 from pathlib import Path
@@ -12,9 +13,10 @@ import pytest
 from flask.testing import FlaskClient
 
 from payhooks.storage import Ledger
-from tests.support.app import SignFunction
+from tests.support.app import TEST_SECRET, SignFunction
 from tests.support.cli import clean_env, notification, record_notification, run
 from tests.support.factories import T0, FixedClock
+from tests.support.retention import forge_archive
 
 __all__ = ["clean_env"]
 
@@ -204,3 +206,42 @@ def test_a_pruned_notification_sent_again_is_answered_duplicate(
         delivery = ledger.receiver.delivery(old_ids["key-order-1"])
     assert delivery is not None
     assert (delivery.attempts, delivery.body, delivery.pruned_at is not None) == (2, b"", True)
+
+
+@pytest.mark.parametrize(
+    ("headers", "restored"),
+    [
+        ({"webhook-id": "key-order-1", "content-type": "application/json"}, True),
+        ({"authorization": "Bearer stolen"}, False),
+        ({"x-anything": "v"}, False),
+    ],
+    ids=["the_receivers_headers", "a_credential", "another_header"],
+)
+def test_restore_puts_back_only_the_headers_the_configured_receiver_stores(
+    database: Path | str,
+    tmp_path: Path,
+    old_ids: dict[str, int],
+    headers: dict[str, str],
+    restored: bool,
+) -> None:
+    code, output = _prune(database, tmp_path)
+    assert code == 0, output
+    archive = Path(ARCHIVE.search(output).group(1))  # type: ignore[union-attr]
+    forge_archive(archive, lambda record: record.update(headers=json.dumps(headers)))
+
+    result = run(
+        ["restore-pruned", str(archive), "--database", str(database)],
+        env={"PAYHOOKS_SECRETS": TEST_SECRET},
+    )
+
+    if restored:
+        assert result.exit_code == 0, result.output + result.stderr
+        assert "Restored 2 deliveries' bodies" in result.output
+    else:
+        assert result.exit_code == 1, result.output
+        assert "headers are not the few short headers a receiver stores" in result.stderr
+        assert "stolen" not in result.stderr
+    with Ledger(database) as ledger:
+        details = ledger.receiver.delivery_details(old_ids["key-order-1"])
+    assert details is not None
+    assert dict(details.headers) == (headers if restored else {})

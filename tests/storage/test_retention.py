@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
+import os
 import shutil
+import stat
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,8 +27,18 @@ from payhooks.storage import (
 )
 from payhooks.storage.retention import archive_name
 from tests.support.factories import FixedClock, make_outcome
+from tests.support.retention import forge_archive
 
 DAY = timedelta(days=1)
+#: The headers a receiver on the default scheme stores (its verifier's and STORED_HEADERS).
+RECEIVER_HEADERS = (
+    "webhook-id",
+    "webhook-timestamp",
+    "webhook-signature",
+    "content-type",
+    "user-agent",
+    "timezone",
+)
 Rows = Callable[..., list[dict[str, Any]]]
 
 
@@ -323,3 +336,83 @@ def test_bad_arguments_are_refused(
 ) -> None:
     with pytest.raises(ValueError, match=r"older_than|batch"):
         ledger.prune(older_than, archives, batch=batch)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda record: record.update(headers="not json {"),
+        lambda record: record.pop("headers"),
+        lambda record: record.update(headers=None),
+        lambda record: record.update(headers='["webhook-id"]'),
+        lambda record: record.update(headers='{"webhook-id": 7}'),
+        lambda record: record.update(headers=json.dumps({"webhook-id": "x" * 5000})),
+        lambda record: record.update(headers=json.dumps({"Webhook-ID": "k"})),
+        lambda record: record.update(headers=json.dumps({f"x-{n}": "v" for n in range(17)})),
+        lambda record: record.update(headers=json.dumps({"authorization": "Bearer x"})),
+    ],
+    ids=[
+        "not_json",
+        "missing",
+        "null",
+        "not_an_object",
+        "not_a_string",
+        "too_long",
+        "not_lower_case",
+        "too_many",
+        "not_a_receiver_header",
+    ],
+)
+def test_headers_a_receiver_would_not_store_are_refused_and_nothing_restored(
+    ledger: Ledger,
+    clock: FixedClock,
+    archives: Path,
+    change: Callable[[dict[str, Any]], object],
+) -> None:
+    stored = _fill(ledger, clock)
+    report = ledger.prune(DAY, archives)
+    assert report.archive is not None
+    forge_archive(report.archive, change)
+
+    with pytest.raises(ArchiveError, match="headers are not the few short headers") as exc_info:
+        ledger.restore_pruned(report.archive, header_names=RECEIVER_HEADERS)
+
+    assert exc_info.value.code == "archive_error"
+    for pruned in (stored.sent, stored.duplicate):
+        details = ledger.receiver.delivery_details(pruned)
+        assert details is not None
+        assert (details.body, dict(details.headers)) == (b"", {})
+        assert details.pruned_into == report.archive.name
+
+
+def test_headers_a_receiver_stores_are_restored_as_stored(
+    ledger: Ledger, clock: FixedClock, archives: Path
+) -> None:
+    stored = _fill(ledger, clock)
+    report = ledger.prune(DAY, archives)
+    assert report.archive is not None
+    spaced = '{ "webhook-id" : "k-sent" }'
+    forge_archive(report.archive, lambda record: record.update(headers=spaced))
+
+    assert ledger.restore_pruned(report.archive, header_names=RECEIVER_HEADERS) == (2, 3)
+
+    details = ledger.receiver.delivery_details(stored.sent)
+    assert details is not None
+    assert dict(details.headers) == {"webhook-id": "k-sent"}
+
+
+@pytest.mark.sqlite_only
+def test_the_archive_and_its_checksum_are_readable_by_their_owner_only(
+    ledger: Ledger, clock: FixedClock, archives: Path
+) -> None:
+    _fill(ledger, clock)
+    before = os.umask(0o022)  # a umask that leaves new files readable by everyone
+    try:
+        report = ledger.prune(DAY, archives)
+    finally:
+        os.umask(before)
+    assert report.archive is not None
+
+    modes = {path.name: stat.S_IMODE(path.stat().st_mode) for path in archives.iterdir()}
+
+    assert modes == {report.archive.name: 0o600, f"{report.archive.name}.sha256": 0o600}

@@ -1,4 +1,5 @@
-"""Old deliveries for ``payhooks prune`` to prune: for the load tests and ``bench/prune.py``.
+"""Old deliveries for ``payhooks prune`` to prune: for the load tests and ``bench/prune.py``;
+and archives rewritten as an attacker who can write them would.
 
 Recorded through the ledger as the receiver records them (a delivery, its outcome, the
 payment's row and owed signals), dated days back with a fixed clock, then every signal owed
@@ -8,15 +9,19 @@ large ledger fills in reasonable time.
 
 from __future__ import annotations
 
+import gzip
+import hashlib
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from payhooks.storage import Ledger
 from tests.support.cli import notification
 from tests.support.factories import FixedClock, make_outcome
 
-__all__ = ["fill_old_deliveries", "old_body"]
+__all__ = ["fill_old_deliveries", "forge_archive", "old_body"]
 
 
 def old_body(number: int, size: int) -> bytes:
@@ -57,3 +62,16 @@ def fill_old_deliveries(
             if progress is not None:
                 progress(len(ids))
     return ids
+
+
+def forge_archive(archive: Path, change: Callable[[dict[str, Any]], object]) -> None:
+    """Rewrite every delivery's record of ``archive`` with ``change``, and its checksum file to
+    match: what anyone who can write the archive can do."""
+    records = [json.loads(line) for line in gzip.decompress(archive.read_bytes()).splitlines()]
+    for record in records:
+        if record["table"] == "deliveries":
+            change(record)
+    text = "".join(json.dumps(record) + "\n" for record in records)
+    archive.write_bytes(gzip.compress(text.encode("ascii"), mtime=0))
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+    Path(f"{archive}.sha256").write_text(f"{digest}  {archive.name}\n")
