@@ -24,6 +24,7 @@ __all__ = [
     "AuditEntry",
     "append",
     "check_entry",
+    "select_for_target",
     "select_page",
 ]
 
@@ -129,3 +130,20 @@ def select_page(conn: Connection, before_id: int | None, limit: int) -> LogPage[
     ]
     more = len(rows) > limit
     return LogPage(rows=tuple(rows[:limit]), next_before_id=rows[limit - 1].id if more else None)
+
+
+def select_for_target(conn: Connection, target: str, limit: int) -> tuple[AuditEntry, ...]:
+    """The newest ``limit`` entries whose target is ``target``, newest first, read from the
+    index ``audit_log_target`` (a payment's page reads its own, not the whole log).
+
+    :raises ValueError: a ``limit`` out of range.
+    """
+    check_page(None, limit)
+    return tuple(
+        _entry(tuple(values))
+        for values in conn.execute(
+            f"SELECT {_COLUMNS} FROM audit_log WHERE target = ? "  # noqa: S608
+            "ORDER BY id DESC LIMIT ?",
+            (target, limit),
+        ).fetchall()
+    )

@@ -78,6 +78,15 @@ class ConsoleBook:
         with self._read() as conn:
             return audit_log.select_page(conn, before_id, limit)
 
+    def audit_for(self, target: str, *, limit: int = 100) -> tuple[AuditEntry, ...]:
+        """The newest ``limit`` audit entries whose target is ``target`` (a payment's
+        identifier, ``delivery 12``), newest first: what people did to one record.
+
+        :raises ValueError: ``limit`` outside 1 to 1000.
+        """
+        with self._read() as conn:
+            return audit_log.select_for_target(conn, target, limit)
+
     def review(
         self,
         external_identifier: str,
@@ -117,3 +126,9 @@ class ConsoleBook:
         """Every payment's review, by identifier."""
         with self._read() as conn:
             return exception_reviews.select_all(conn)
+
+    def review_of(self, external_identifier: str) -> ExceptionReview | None:
+        """The payment's review as it was set (:meth:`ExceptionReview.status_for` says whether
+        it still holds), or None when nobody reviewed it."""
+        with self._read() as conn:
+            return exception_reviews.select_one(conn, external_identifier)

@@ -17,7 +17,7 @@ from typing import Any
 from payhooks.storage.sql import Connection
 from payhooks.storage.times import from_text
 
-__all__ = ["ExceptionReview", "ReviewStatus", "select_all", "upsert"]
+__all__ = ["ExceptionReview", "ReviewStatus", "select_all", "select_one", "upsert"]
 
 
 class ReviewStatus(StrEnum):
@@ -81,3 +81,13 @@ def select_all(conn: Connection) -> dict[str, ExceptionReview]:
         "FROM exception_reviews"
     ).fetchall()
     return {row[0]: _review(tuple(row)) for row in rows}
+
+
+def select_one(conn: Connection, external_identifier: str) -> ExceptionReview | None:
+    """The payment's review, or None when nobody reviewed it."""
+    row = conn.execute(
+        "SELECT external_identifier, status, reviewed_state, note, who, reviewed_at "
+        "FROM exception_reviews WHERE external_identifier = ?",
+        (external_identifier,),
+    ).fetchone()
+    return None if row is None else _review(tuple(row))

@@ -252,6 +252,8 @@ TABLES: Final = (
         detail TEXT COLLATE "C" NOT NULL,
         result TEXT COLLATE "C" NOT NULL
     )""",
+    # A record's own entries, for its page (a payment's notes).
+    "CREATE INDEX audit_log_target ON audit_log (target, id)",
     # Append-only: payhooks only inserts and reads; this refuses everything else.
     """
     CREATE FUNCTION audit_log_append_only() RETURNS trigger LANGUAGE plpgsql AS $$

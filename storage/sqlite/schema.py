@@ -261,6 +261,8 @@ TABLES = (
         detail TEXT NOT NULL,
         result TEXT NOT NULL
     )""",
+    # A record's own entries, for its page (a payment's notes).
+    "CREATE INDEX audit_log_target ON audit_log (target, id)",
     # Append-only: payhooks only inserts and reads; these refuse everything else.
     """
     CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log

@@ -189,3 +189,35 @@ def test_a_review_holds_only_while_the_state_it_was_made_in_does(
 ) -> None:
     review = ExceptionReview("o", ReviewStatus.RESOLVED, reviewed_state, None, "bo", clock())
     assert review.status_for(state_now) is shown
+
+
+def test_a_targets_entries_read_back_newest_first_and_only_its_own(
+    ledger: Ledger, clock: FixedClock
+) -> None:
+    mine = []
+    for target in ("order-1", "order-10", "delivery 1", "order-1", None, "order-1"):
+        clock.advance(1)
+        entry_id = _entry(ledger, target=target)
+        if target == "order-1":
+            mine.append(entry_id)
+
+    assert [entry.id for entry in ledger.console.audit_for("order-1")] == mine[::-1]
+    assert [entry.id for entry in ledger.console.audit_for("order-1", limit=2)] == mine[:0:-1]
+    assert ledger.console.audit_for("order-2") == ()
+
+
+@pytest.mark.parametrize("limit", [0, 1001])
+def test_a_targets_entries_refuse_a_limit_out_of_range(ledger: Ledger, limit: int) -> None:
+    with pytest.raises(ValueError, match="limit"):
+        ledger.console.audit_for("order-1", limit=limit)
+
+
+def test_one_payments_review_reads_back_or_none(ledger: Ledger, clock: FixedClock) -> None:
+    ledger.console.review(
+        "order-1", "resolved", reviewed_state="unexpected", who="bo", role="operator", note="ok"
+    )
+
+    assert ledger.console.review_of("order-1") == ExceptionReview(
+        "order-1", ReviewStatus.RESOLVED, "unexpected", "ok", "bo", clock()
+    )
+    assert ledger.console.review_of("order-10") is None

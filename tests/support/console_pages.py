@@ -2,12 +2,15 @@
 
 :data:`CONSOLE_PAGES` is the one list the accessibility test and the screenshots walk: a new
 page is one line here. :func:`fill_console_ledger` fills the app's ledger through the real
-receiver (signed notifications, a forged one refused), so every page has rows to show.
+receiver (signed notifications, a forged one refused) and an operator's review of one
+exception, so every page has rows to show. The console must be mounted at :data:`PREFIX`
+with a hook that returns the role :data:`ROLE_HEADER` names.
 """
 
 from __future__ import annotations
 
 import base64
+import re
 from datetime import UTC, datetime
 from typing import Final
 
@@ -15,19 +18,29 @@ from flask.testing import FlaskClient
 
 from tests.support.app import BodyFactory, SignFunction
 
-__all__ = ["CONSOLE_PAGES", "NOTIFY", "ROLE_HEADER", "fill_console_ledger", "page_path"]
+__all__ = ["CONSOLE_PAGES", "NOTIFY", "PREFIX", "ROLE_HEADER", "fill_console_ledger", "page_path"]
 
 NOTIFY: Final = "/payhooks/notifications"
+#: Where the browser tests mount the console.
+PREFIX: Final = "/console"
 #: The header the tests' authorize hook reads the role from.
 ROLE_HEADER: Final = "X-Test-Console-Role"
 
 #: Each page's name and its path under the console's prefix; ``{delivery}`` is a processed
-#: delivery's id. A page added to the console is one line here.
+#: delivery's id. A page added to the console is one line here. ``bulk`` is a bulk action's
+#: confirmation for the two deliveries that failed.
 CONSOLE_PAGES: Final[dict[str, str]] = {
     "deliveries": "/deliveries",
     "refused": "/deliveries/refused",
     "delivery": "/deliveries/{delivery}",
     "payment": "/payments/order-1001",
+    "bulk": (
+        "/deliveries/bulk?action=reprocess&window=all&status=malformed_json&status=invalid_payload"
+    ),
+    "reconciliation": "/reconciliation",
+    "reconciliation-table": "/reconciliation?view=table",
+    "exceptions": "/exceptions",
+    "audit": "/audit",
     "not-found": "/no-such-page",
 }
 
@@ -83,5 +96,23 @@ def fill_console_ledger(client: FlaskClient, make_body: BodyFactory, sign: SignF
         },
     )
     assert forged.status_code == 401
+    _review(
+        client, "order-1001", "acknowledged", "Asked the shop why order-1001 was not registered."
+    )
     assert first is not None
     return first
+
+
+def _review(client: FlaskClient, identifier: str, status: str, note: str) -> None:
+    """Set an exception's status as an operator does from the queue (so the payment's page
+    and the audit log have notes to show)."""
+    operator = {ROLE_HEADER: "operator"}
+    queue = client.get(f"{PREFIX}/exceptions", headers=operator).get_data(as_text=True)
+    found = re.search(r'name="csrf_token" value="([^"]*)"', queue)
+    assert found is not None, "the exceptions queue shows an operator no form"
+    answer = client.post(
+        f"{PREFIX}/exceptions/{identifier}/review",
+        data={"csrf_token": found.group(1), "status": status, "note": note},
+        headers=operator,
+    )
+    assert answer.status_code == 303, answer.get_data(as_text=True)

@@ -21,6 +21,7 @@ from tests.support.app import AppFactory, BodyFactory, SignFunction
 from tests.support.browser import BROWSER_TIMEOUT_MS, SCREENS, chromium
 from tests.support.console_pages import (
     CONSOLE_PAGES,
+    PREFIX,
     ROLE_HEADER,
     fill_console_ledger,
     page_path,
@@ -59,7 +60,7 @@ class Served:
         self.delivery_id = delivery_id
 
     def page(self, name: str) -> str:
-        return self.url + page_path(name, "/console", self.delivery_id)
+        return self.url + page_path(name, PREFIX, self.delivery_id)
 
 
 @pytest.fixture
@@ -70,15 +71,17 @@ def served(
     serve: Callable[[Flask], LiveServer],
 ) -> Served:
     app = make_app()
-    Console(app, authorize=lambda request: request.headers.get(ROLE_HEADER))
+    Console(app, authorize=lambda request: request.headers.get(ROLE_HEADER), url_prefix=PREFIX)
     delivery_id = fill_console_ledger(app.test_client(), make_body, sign)
     return Served(serve(app).url, delivery_id)
 
 
 @contextmanager
-def _page(browser: Browser, screen: str, *, bypass_csp: bool = False) -> Iterator[Page]:
+def _page(
+    browser: Browser, screen: str, *, bypass_csp: bool = False, role: str = "viewer"
+) -> Iterator[Page]:
     context = browser.new_context(
-        **SCREENS[screen], extra_http_headers={ROLE_HEADER: "viewer"}, bypass_csp=bypass_csp
+        **SCREENS[screen], extra_http_headers={ROLE_HEADER: role}, bypass_csp=bypass_csp
     )
     context.set_default_timeout(BROWSER_TIMEOUT_MS)
     try:
@@ -90,8 +93,8 @@ def _page(browser: Browser, screen: str, *, bypass_csp: bool = False) -> Iterato
 @pytest.fixture(params=sorted(SCREENS))
 def axe_page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Page]:
     """A page whose context lets an injected script run despite the console's policy: for
-    axe only, in this test only."""
-    with _page(browser, request.param, bypass_csp=True) as page:
+    axe only, in this test only. An operator's, so the action forms are checked too."""
+    with _page(browser, request.param, bypass_csp=True, role="operator") as page:
         yield page
 
 

@@ -1,6 +1,9 @@
-"""One record whole: a delivery (headers, body, what came of it) and a payment's story."""
+"""One record whole: a delivery (headers, body, what came of it) and a payment's story, with
+the notes people left on it (its exception review and the audit entries that name it)."""
 
 from __future__ import annotations
+
+from typing import Final
 
 from flask import Response, current_app, render_template
 
@@ -10,7 +13,10 @@ from payhooks.receiver.web.console.evidence import app_settings, signature_evide
 from payhooks.receiver.web.console.filters import pretty_body
 from payhooks.receiver.web.console.query import MAX_ID
 
-__all__ = ["delivery", "payment"]
+__all__ = ["NOTES_SHOWN", "delivery", "payment"]
+
+#: The most audit entries a payment's page lists, newest first (the audit log keeps them all).
+NOTES_SHOWN: Final = 100
 
 
 def delivery(delivery_id: int) -> Response | str:
@@ -36,8 +42,16 @@ def payment(external_identifier: str) -> Response | str:
     """``GET /payments/<identifier>``: the payment's reconciliation and its story, or the 404
     page when the ledger knows nothing of it."""
     story = None
+    ledger = console_ledger()
     if "\x00" not in external_identifier:  # PostgreSQL text holds no NUL: nothing names it
-        story = console_ledger().story(external_identifier)
+        story = ledger.story(external_identifier)
     if story is None:
         return error_page(404, "console_not_found", "The ledger knows no payment by this id.")
-    return render_template("payhooks_console/payment.html", story=story)
+    review = ledger.console.review_of(external_identifier)
+    return render_template(
+        "payhooks_console/payment.html",
+        story=story,
+        review=review,
+        review_status=review and review.status_for(story.row.state.value if story.row else ""),
+        notes=ledger.console.audit_for(external_identifier, limit=NOTES_SHOWN),
+    )
