@@ -24,7 +24,7 @@ from typing import Any, Final
 
 import payhooks.storage.service_transactions as service_transactions
 from payhooks.storage.records import MISMATCH_STATES, ReconciliationState
-from payhooks.storage.rows import DeliveryStatus
+from payhooks.storage.rows import FINISHED_DELIVERY_STATUSES, DeliveryStatus
 from payhooks.storage.service_records import sync_run_from_row
 from payhooks.storage.sql import Connection
 from payhooks.storage.sync_rows import DriftKind, SyncRun
@@ -61,6 +61,8 @@ DAY: Final = timedelta(hours=24)
 
 _FAILED = ", ".join(f"'{status.value}'" for status in sorted(FAILED_DELIVERY_STATUSES))
 _ACCEPTED = ", ".join(f"'{status.value}'" for status in sorted(ACCEPTED_DELIVERY_STATUSES))
+_ACCEPTED_VALUES = frozenset(status.value for status in ACCEPTED_DELIVERY_STATUSES)
+_FINISHED = ", ".join(f"'{status.value}'" for status in sorted(FINISHED_DELIVERY_STATUSES))
 _MISMATCHES = ", ".join(f"'{state.value}'" for state in sorted(MISMATCH_STATES))
 
 
@@ -107,6 +109,11 @@ class Vitals:
     last_delivery_at: datetime | None
     #: The newest accepted delivery's (:data:`ACCEPTED_DELIVERY_STATUSES`); None: never.
     last_accepted_at: datetime | None
+    #: The newest finished delivery's (:data:`~payhooks.storage.FINISHED_DELIVERY_STATUSES`:
+    #: accepted, or a conflicting outcome; each answered 200, so the service stopped sending
+    #: it); None: never. The metrics' last accepted delivery: proof the service still reaches
+    #: us, whatever the delivery said.
+    last_finished_at: datetime | None
     #: Since ``now`` less one hour, and less 24 hours.
     last_hour: WindowCounts
     last_day: WindowCounts
@@ -200,15 +207,34 @@ def _time(value: Any) -> datetime | None:
     return None if value is None else from_text(value)
 
 
+def _last_finished_and_accepted(conn: Connection) -> tuple[str | None, str | None]:
+    """When the newest finished delivery and the newest accepted one arrived (as stored).
+
+    Accepted statuses are finished ones, so the newest finished delivery is nearly always the
+    newest accepted one too: the second query runs only when it was a conflicting outcome.
+    Each walks back from the newest id and stops at the first match.
+    """
+    finished = conn.execute(
+        f"SELECT received_at, status FROM deliveries WHERE status IN ({_FINISHED}) "  # noqa: S608
+        "ORDER BY id DESC LIMIT 1"
+    ).fetchone()
+    if finished is None:
+        return None, None
+    if finished[1] in _ACCEPTED_VALUES:
+        return finished[0], finished[0]
+    accepted = conn.execute(
+        f"SELECT received_at FROM deliveries WHERE status IN ({_ACCEPTED}) "  # noqa: S608
+        "ORDER BY id DESC LIMIT 1"
+    ).fetchone()
+    return finished[0], None if accepted is None else accepted[0]
+
+
 def read_vitals(conn: Connection, now: datetime, mismatch_window: timedelta = DAY) -> Vitals:
     """The figures at ``now``, read in ``conn`` (one read; each query bounded, see above)."""
     last_hour, _ = _window(conn, to_text(now - HOUR, argument="now"))
     last_day, causes = _window(conn, to_text(now - DAY, argument="now"))
     last = conn.execute("SELECT received_at FROM deliveries ORDER BY id DESC LIMIT 1").fetchone()
-    accepted = conn.execute(
-        f"SELECT received_at FROM deliveries WHERE status IN ({_ACCEPTED}) "  # noqa: S608
-        "ORDER BY id DESC LIMIT 1"
-    ).fetchone()
+    finished, accepted = _last_finished_and_accepted(conn)
     unsent, oldest = conn.execute(
         "SELECT count(*), min(owed_at) FROM owed_signals WHERE sent_at IS NULL"
     ).fetchone()
@@ -233,7 +259,8 @@ def read_vitals(conn: Connection, now: datetime, mismatch_window: timedelta = DA
     return Vitals(
         now=now,
         last_delivery_at=None if last is None else from_text(last[0]),
-        last_accepted_at=None if accepted is None else from_text(accepted[0]),
+        last_accepted_at=_time(accepted),
+        last_finished_at=_time(finished),
         last_hour=last_hour,
         last_day=last_day,
         errors=tuple(sorted(causes, key=lambda cause: (-cause.count, cause.origin, cause.code))),
