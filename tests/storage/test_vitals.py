@@ -173,6 +173,37 @@ def test_a_window_counts_exactly_the_deliveries_received_in_it(
     assert ledger.vitals(now).last_hour.deliveries == expected
 
 
+def minutely(ledger: Ledger, stored: int) -> None:
+    """One delivery a minute, the last at ``T0``."""
+    for n in range(stored):
+        ledger.receiver.record_delivery(
+            dedupe_key=f"k{n}",
+            body=b"{}",
+            headers={},
+            received_at=T0 - timedelta(minutes=stored - 1 - n),
+        )
+
+
+@pytest.mark.parametrize("back_minutes", [0, 16, 17, 59, 60])
+def test_a_window_is_found_over_several_rounds_of_probes(ledger: Ledger, back_minutes: int) -> None:
+    """300 ids: more than one round of probes before the window's first is pinned."""
+    minutely(ledger, 300)
+    now = T0 + timedelta(minutes=60 - back_minutes)
+    assert ledger.vitals(now).last_hour.deliveries == back_minutes + 1
+
+
+@pytest.mark.sqlite_only  # gaps made by deleting rows behind the ledger's back
+@pytest.mark.parametrize("back_minutes", [0, 1, 2, 3, 30, 59, 60])
+def test_a_window_is_found_across_gaps_in_the_ids(ledger: Ledger, back_minutes: int) -> None:
+    minutely(ledger, 120)  # ids 1..120, the minute of id n is T0 - (120 - n) minutes
+    ledger.database.conn.execute("DELETE FROM deliveries WHERE id % 3 <> 0")
+    ledger.database.conn.commit()
+    now = T0 + timedelta(minutes=60 - back_minutes)
+    since_id = 120 - back_minutes
+    expected = sum(1 for n in range(since_id, 121) if n % 3 == 0)
+    assert ledger.vitals(now).last_hour.deliveries == expected
+
+
 def test_signals_owed_and_unsent_are_counted_with_the_oldest(
     ledger: Ledger, clock: FixedClock
 ) -> None:
