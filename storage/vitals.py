@@ -5,8 +5,8 @@ check`` and the metrics: a few small queries in one connection, each bounded so 
 follows the last day's traffic, never the size of the ledger.
 
 ``deliveries`` has no index on ``received_at`` (the receiver pays for each index on its hot
-table), but its ids increase with time: the first delivery of a window is found by a binary
-search over ids (:func:`window_ids`, a few primary-key lookups), and the window's counts
+table), but its ids increase with time: the first delivery of a window is found by a search
+over ids (:func:`window_ids`, a few round trips of primary-key lookups), and the window's counts
 read only ids from there up. The failing statuses are counted through the partial index
 ``deliveries_status`` (which leaves ``processed`` out). Refused requests are kept bounded
 (``max_rejected``), so their table is read by time. The mismatch counts read the partial index
