@@ -55,7 +55,6 @@ from payhooks.storage.ledger import (
     SYNCHRONOUS_MODES,
     Ledger,
 )
-from payhooks.storage.ledger_figures import LedgerFigures, read_ledger_figures
 from payhooks.storage.limits import MAX_AMOUNT_MINOR
 from payhooks.storage.log_search import DeliveryErrorCode
 from payhooks.storage.migrations import CopyReport, copy_ledger, migrate
@@ -155,7 +154,6 @@ __all__ = [
     "FinancePage",
     "Flow",
     "Ledger",
-    "LedgerFigures",
     "LedgerHealth",
     "ListedTransaction",
     "LogPage",
@@ -200,7 +198,6 @@ __all__ = [
     "migrate",
     "minor_unit_exponent",
     "read_archive",
-    "read_ledger_figures",
     "redacted",
     "to_minor_units",
 ]

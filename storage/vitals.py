@@ -5,8 +5,8 @@ check`` and the metrics: a few small queries in one connection, each bounded so 
 follows the last day's traffic, never the size of the ledger.
 
 ``deliveries`` has no index on ``received_at`` (the receiver pays for each index on its hot
-table), but its ids increase with time: the first delivery of a window is found by a binary
-search over ids (:func:`window_ids`, a few primary-key lookups), and the window's counts
+table), but its ids increase with time: the first delivery of a window is found by a search
+over ids (:func:`window_ids`, a few round trips of primary-key lookups), and the window's counts
 read only ids from there up. The failing statuses are counted through the partial index
 ``deliveries_status`` (which leaves ``processed`` out). Refused requests are kept bounded
 (``max_rejected``), so their table is read by time. The mismatch counts read the partial index
@@ -24,7 +24,7 @@ from typing import Any, Final
 
 import payhooks.storage.service_transactions as service_transactions
 from payhooks.storage.records import MISMATCH_STATES, ReconciliationState
-from payhooks.storage.rows import DeliveryStatus
+from payhooks.storage.rows import FINISHED_DELIVERY_STATUSES, DeliveryStatus
 from payhooks.storage.service_records import sync_run_from_row
 from payhooks.storage.sql import Connection
 from payhooks.storage.sync_rows import DriftKind, SyncRun
@@ -61,6 +61,8 @@ DAY: Final = timedelta(hours=24)
 
 _FAILED = ", ".join(f"'{status.value}'" for status in sorted(FAILED_DELIVERY_STATUSES))
 _ACCEPTED = ", ".join(f"'{status.value}'" for status in sorted(ACCEPTED_DELIVERY_STATUSES))
+_ACCEPTED_VALUES = frozenset(status.value for status in ACCEPTED_DELIVERY_STATUSES)
+_FINISHED = ", ".join(f"'{status.value}'" for status in sorted(FINISHED_DELIVERY_STATUSES))
 _MISMATCHES = ", ".join(f"'{state.value}'" for state in sorted(MISMATCH_STATES))
 
 
@@ -107,6 +109,11 @@ class Vitals:
     last_delivery_at: datetime | None
     #: The newest accepted delivery's (:data:`ACCEPTED_DELIVERY_STATUSES`); None: never.
     last_accepted_at: datetime | None
+    #: The newest finished delivery's (:data:`~payhooks.storage.FINISHED_DELIVERY_STATUSES`:
+    #: accepted, or a conflicting outcome; each answered 200, so the service stopped sending
+    #: it); None: never. The metrics' last accepted delivery: proof the service still reaches
+    #: us, whatever the delivery said.
+    last_finished_at: datetime | None
     #: Since ``now`` less one hour, and less 24 hours.
     last_hour: WindowCounts
     last_day: WindowCounts
@@ -139,12 +146,19 @@ class Vitals:
         return sum(self.drift.values())
 
 
+#: Ids probed per round trip of :func:`window_ids`: each round narrows the range 17-fold, so a
+#: million ids take five or six round trips (on PostgreSQL a round trip costs more than the
+#: sixteen primary-key lookups it carries).
+PROBES: Final = 16
+
+
 def window_ids(conn: Connection, table: str, since: str) -> tuple[int, int] | None:
     """The ids of the first row of ``table`` received at or after ``since`` and of the last
     row, or None when no row is that recent.
 
-    Ids increase with time, so a binary search over them finds it in a few primary-key
-    lookups, gaps in the ids and all. Rows stored out of time order (a delivery stored with
+    Ids increase with time, so a search over them finds it in a few primary-key lookups, gaps
+    in the ids and all: each round trip asks for the first row at or after :data:`PROBES` ids
+    spread over the range still open. Rows stored out of time order (a delivery stored with
     an explicit, earlier ``received_at``) may be counted in the wrong window near its edge.
     """
     # Apart: SQLite answers min() or max() alone from the primary key, but scans for both.
@@ -152,15 +166,27 @@ def window_ids(conn: Connection, table: str, since: str) -> tuple[int, int] | No
     (high,) = conn.execute(f"SELECT max(id) FROM {table}").fetchone()  # noqa: S608
     last = high
     found: int | None = None
-    step = f"SELECT id, received_at FROM {table} WHERE id >= ? ORDER BY id LIMIT 1"  # noqa: S608
     while low is not None and low <= high:
-        middle = (low + high) // 2
-        row = conn.execute(step, (middle,)).fetchone()
-        if row is None or row[0] > high:
-            high = middle - 1
-        elif row[1] >= since:
-            found, high = row[0], middle - 1
-        else:
+        span = high - low + 1
+        marks = sorted({int(low + span * i // (PROBES + 1)) for i in range(1, PROBES + 1)})
+        # One statement, each probe named by its mark (integers computed here, not input); a
+        # probe past the table's last row gives no row at all.
+        probes = " UNION ALL ".join(
+            f"SELECT {mark} AS mark, p.id, p.received_at FROM (SELECT id, received_at "  # noqa: S608
+            f"FROM {table} WHERE id >= {mark} ORDER BY id LIMIT 1) AS p"
+            for mark in marks
+        )
+        by_mark = dict.fromkeys(marks)
+        for mark, row_id, received_at in conn.execute(probes).fetchall():
+            by_mark[mark] = (row_id, received_at)
+        for mark in marks:
+            row = by_mark[mark]
+            if row is None or row[0] > high:
+                high = mark - 1
+                break
+            if row[1] >= since:
+                found, high = row[0], mark - 1
+                break
             low = row[0] + 1
     return None if found is None else (found, last)
 
@@ -200,15 +226,34 @@ def _time(value: Any) -> datetime | None:
     return None if value is None else from_text(value)
 
 
+def _last_finished_and_accepted(conn: Connection) -> tuple[str | None, str | None]:
+    """When the newest finished delivery and the newest accepted one arrived (as stored).
+
+    Accepted statuses are finished ones, so the newest finished delivery is nearly always the
+    newest accepted one too: the second query runs only when it was a conflicting outcome.
+    Each walks back from the newest id and stops at the first match.
+    """
+    finished = conn.execute(
+        f"SELECT received_at, status FROM deliveries WHERE status IN ({_FINISHED}) "  # noqa: S608
+        "ORDER BY id DESC LIMIT 1"
+    ).fetchone()
+    if finished is None:
+        return None, None
+    if finished[1] in _ACCEPTED_VALUES:
+        return finished[0], finished[0]
+    accepted = conn.execute(
+        f"SELECT received_at FROM deliveries WHERE status IN ({_ACCEPTED}) "  # noqa: S608
+        "ORDER BY id DESC LIMIT 1"
+    ).fetchone()
+    return finished[0], None if accepted is None else accepted[0]
+
+
 def read_vitals(conn: Connection, now: datetime, mismatch_window: timedelta = DAY) -> Vitals:
     """The figures at ``now``, read in ``conn`` (one read; each query bounded, see above)."""
     last_hour, _ = _window(conn, to_text(now - HOUR, argument="now"))
     last_day, causes = _window(conn, to_text(now - DAY, argument="now"))
     last = conn.execute("SELECT received_at FROM deliveries ORDER BY id DESC LIMIT 1").fetchone()
-    accepted = conn.execute(
-        f"SELECT received_at FROM deliveries WHERE status IN ({_ACCEPTED}) "  # noqa: S608
-        "ORDER BY id DESC LIMIT 1"
-    ).fetchone()
+    finished, accepted = _last_finished_and_accepted(conn)
     unsent, oldest = conn.execute(
         "SELECT count(*), min(owed_at) FROM owed_signals WHERE sent_at IS NULL"
     ).fetchone()
@@ -233,7 +278,8 @@ def read_vitals(conn: Connection, now: datetime, mismatch_window: timedelta = DA
     return Vitals(
         now=now,
         last_delivery_at=None if last is None else from_text(last[0]),
-        last_accepted_at=None if accepted is None else from_text(accepted[0]),
+        last_accepted_at=_time(accepted),
+        last_finished_at=_time(finished),
         last_hour=last_hour,
         last_day=last_day,
         errors=tuple(sorted(causes, key=lambda cause: (-cause.count, cause.origin, cause.code))),

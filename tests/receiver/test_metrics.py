@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from payhooks.receiver import Metrics, receiver_state
 from payhooks.receiver.web.metrics.mount import MISSING_EXTRA
-from payhooks.storage import Ledger
+from payhooks.storage import MISMATCH_STATES, DriftKind, Ledger
 from tests.support.app import AppFactory, BodyFactory, SignFunction
 
 NOTIFY = "/payhooks/notifications"
@@ -126,6 +126,50 @@ def test_the_ledger_gauges_show_what_the_ledger_holds(
     assert found[("payhooks_owed_signals", ())] == len(ledger.signals.owed()) == 0
     assert found[("payhooks_last_sync_timestamp_seconds", ())] == 0
     assert found[("payhooks_sync_drift", (("kind", "missed_notification"),))] == 0
+
+
+def test_a_conflicting_outcome_is_the_last_accepted_delivery_and_a_refused_body_is_not(
+    metered: Flask, ledger: Ledger, make_body: BodyFactory, sign: SignFunction
+) -> None:
+    """Answered 200, a conflicting outcome stops the service's retries: the silence gauge
+    counts it, as docs/operations.md says; a malformed body after it does not move it."""
+    client = metered.test_client()
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    first = make_body()
+    stray = make_body(external_identifier="stray-1")  # the same transaction, another order
+    answers = [
+        client.post(NOTIFY, data=first, headers=sign(first, msg_id="msg_first")),
+        client.post(NOTIFY, data=stray, headers=sign(stray, msg_id="msg_stray")),
+        client.post(NOTIFY, data=b"{", headers=sign(b"{", msg_id="msg_bad")),
+    ]
+    assert [answer.status_code for answer in answers] == [200, 200, 400]
+    assert answers[1].get_json()["status"] == "conflicting_outcome"
+    conflict = ledger.receiver.delivery(2)
+    assert conflict is not None
+    assert conflict.status == "conflicting_outcome"
+
+    found = samples(client)
+
+    assert found[("payhooks_last_accepted_delivery_timestamp_seconds", ())] == pytest.approx(
+        conflict.received_at.timestamp()
+    )
+
+
+def test_every_drift_kind_and_mismatch_state_is_a_series_on_an_empty_ledger(
+    metered: Flask, ledger: Ledger
+) -> None:
+    found = samples(metered.test_client())
+
+    drift = {dict(labels)["kind"] for name, labels in found if name == "payhooks_sync_drift"}
+    states = {
+        dict(labels)["state"]
+        for name, labels in found
+        if name == "payhooks_reconciliation_mismatches"
+    }
+    assert drift == {kind.value for kind in DriftKind}
+    assert states == {state.value for state in MISMATCH_STATES}
+    assert found[("payhooks_last_accepted_delivery_timestamp_seconds", ())] == 0
+    assert found[("payhooks_oldest_owed_signal_age_seconds", ())] == 0
 
 
 def test_signals_owed_and_not_sent_are_counted_with_the_oldest_ones_age(

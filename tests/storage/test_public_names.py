@@ -49,7 +49,6 @@ PUBLIC = (
     "Flow",
     "HEALTH_CODES",
     "Ledger",
-    "LedgerFigures",
     "LedgerHealth",
     "ListedTransaction",
     "LogPage",
@@ -101,7 +100,6 @@ PUBLIC = (
     "migrate",
     "minor_unit_exponent",
     "read_archive",
-    "read_ledger_figures",
     "redacted",
     "to_minor_units",
 )

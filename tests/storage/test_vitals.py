@@ -32,6 +32,12 @@ def failed_delivery(ledger: Ledger, key: str, status: DeliveryStatus) -> int:
     return stored.id
 
 
+def conflict(ledger: Ledger) -> None:
+    """A delivery stored now that says the stored outcome's transaction was another order's."""
+    recorded = record(ledger, make_outcome(external_identifier="stray-1"))
+    assert recorded.delivery_status is DeliveryStatus.CONFLICTING_OUTCOME
+
+
 def refused(ledger: Ledger, reason: str = "invalid_signature") -> None:
     ledger.receiver.record_rejected(reason=reason, body=b"{}", remote_addr="127.0.0.1")
 
@@ -44,6 +50,7 @@ def test_an_empty_ledger_has_no_figures(ledger: Ledger) -> None:
     vitals = ledger.vitals()
     assert vitals.now == T0
     assert (vitals.last_delivery_at, vitals.last_accepted_at) == (None, None)
+    assert vitals.last_finished_at is None
     assert vitals.last_hour == vitals.last_day == WindowCounts(0, 0, 0)
     assert vitals.last_hour.failure_percent is None
     assert (vitals.errors, vitals.unsent_signals, vitals.oldest_unsent_at) == ((), 0, None)
@@ -109,6 +116,44 @@ def test_the_accepted_delivery_is_the_newest_processed_or_duplicate(
     assert vitals.last_delivery_at == T0 - timedelta(hours=1)
 
 
+HOURS_AGO = {n: T0 - timedelta(hours=n) for n in (1, 2, 3)}
+
+
+@pytest.mark.parametrize(
+    ("after", "finished", "accepted"),
+    [
+        pytest.param((), HOURS_AGO[3], HOURS_AGO[3], id="processed-last"),
+        pytest.param(("duplicate",), HOURS_AGO[2], HOURS_AGO[2], id="duplicate-last"),
+        pytest.param(("conflict",), HOURS_AGO[2], HOURS_AGO[3], id="conflict-last"),
+        pytest.param(("conflict", "bad"), HOURS_AGO[2], HOURS_AGO[3], id="failure-after-conflict"),
+        pytest.param(("duplicate", "conflict"), HOURS_AGO[1], HOURS_AGO[2], id="conflict-after"),
+    ],
+)
+def test_the_finished_delivery_is_the_newest_answered_200_a_conflict_too(
+    ledger: Ledger,
+    clock: FixedClock,
+    after: tuple[str, ...],
+    finished: datetime,
+    accepted: datetime,
+) -> None:
+    """A processed delivery three hours ago, then one delivery an hour of each kind named."""
+    at(clock, HOURS_AGO[3])
+    record(ledger, make_outcome())
+    for hours, kind in zip((2, 1), after, strict=False):
+        at(clock, HOURS_AGO[hours])
+        if kind == "duplicate":
+            assert record(ledger, make_outcome()).delivery_status is DeliveryStatus.DUPLICATE
+        elif kind == "conflict":
+            conflict(ledger)
+        else:
+            failed_delivery(ledger, f"bad-{hours}", DeliveryStatus.MALFORMED_JSON)
+    at(clock, T0)
+
+    vitals = ledger.vitals()
+
+    assert (vitals.last_finished_at, vitals.last_accepted_at) == (finished, accepted)
+
+
 @pytest.mark.parametrize("stored", [1, 2, 7, 32, 33])
 @pytest.mark.parametrize("back_minutes", [0, 1, 5, 31, 60, 200])
 def test_a_window_counts_exactly_the_deliveries_received_in_it(
@@ -125,6 +170,37 @@ def test_a_window_counts_exactly_the_deliveries_received_in_it(
         )
     now = T0 + timedelta(minutes=60 - back_minutes)  # the hour starts back_minutes before T0
     expected = min(stored, back_minutes + 1)
+    assert ledger.vitals(now).last_hour.deliveries == expected
+
+
+def minutely(ledger: Ledger, stored: int) -> None:
+    """One delivery a minute, the last at ``T0``."""
+    for n in range(stored):
+        ledger.receiver.record_delivery(
+            dedupe_key=f"k{n}",
+            body=b"{}",
+            headers={},
+            received_at=T0 - timedelta(minutes=stored - 1 - n),
+        )
+
+
+@pytest.mark.parametrize("back_minutes", [0, 16, 17, 59, 60])
+def test_a_window_is_found_over_several_rounds_of_probes(ledger: Ledger, back_minutes: int) -> None:
+    """300 ids: more than one round of probes before the window's first is pinned."""
+    minutely(ledger, 300)
+    now = T0 + timedelta(minutes=60 - back_minutes)
+    assert ledger.vitals(now).last_hour.deliveries == back_minutes + 1
+
+
+@pytest.mark.sqlite_only  # gaps made by deleting rows behind the ledger's back
+@pytest.mark.parametrize("back_minutes", [0, 1, 2, 3, 30, 59, 60])
+def test_a_window_is_found_across_gaps_in_the_ids(ledger: Ledger, back_minutes: int) -> None:
+    minutely(ledger, 120)  # ids 1..120, the minute of id n is T0 - (120 - n) minutes
+    ledger.database.conn.execute("DELETE FROM deliveries WHERE id % 3 <> 0")
+    ledger.database.conn.commit()
+    now = T0 + timedelta(minutes=60 - back_minutes)
+    since_id = 120 - back_minutes
+    expected = sum(1 for n in range(since_id, 121) if n % 3 == 0)
     assert ledger.vitals(now).last_hour.deliveries == expected
 
 
@@ -183,6 +259,36 @@ def test_the_last_sync_and_its_drift_by_kind(ledger: Ledger, clock: FixedClock) 
     assert still.last_sync is not None
     assert (still.last_sync.id, still.last_sync.status) == (again.id, SyncStatus.RUNNING)
     assert still.last_complete_sync_at == T0 - timedelta(minutes=14)
+
+
+def test_an_interrupted_sync_is_the_last_sync_but_not_a_complete_one(ledger: Ledger) -> None:
+    run = ledger.service.begin_sync(max_age=timedelta(days=1))
+    ledger.service.end_sync(run.id, error="the service went away")
+
+    vitals = ledger.vitals()
+
+    assert vitals.last_sync is not None
+    assert (vitals.last_sync.id, vitals.last_complete_sync_at) == (run.id, None)
+    assert vitals.last_sync.status is not SyncStatus.COMPLETE
+
+
+@pytest.mark.parametrize(
+    ("outcome", "state"),
+    [
+        ({"amount_minor": 2400}, R.AMOUNT_MISMATCH),
+        ({"currency": "USD"}, R.CURRENCY_MISMATCH),
+        ({"external_identifier": "nobody-expected-this"}, R.UNEXPECTED),
+    ],
+)
+def test_each_mismatch_is_counted_under_its_state_alone(
+    ledger: Ledger, outcome: dict[str, object], state: ReconciliationState
+) -> None:
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    record(ledger, make_outcome(**outcome))
+
+    vitals = ledger.vitals()
+
+    assert vitals.mismatches == {**dict.fromkeys(MISMATCH_STATES, 0), state: 1}
 
 
 def test_mismatches_by_state_and_those_changed_within_the_window(

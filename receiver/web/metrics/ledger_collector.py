@@ -6,6 +6,12 @@ per delivery in each worker they would be wrong as soon as anything else wrote; 
 ledger when Prometheus asks they are right, cost the receiver nothing, and are the same whichever
 worker answers the scrape (which is why they stay out of prometheus_client's multiprocess files).
 
+They are the figures of ``Ledger.vitals`` (the ones the console's health strip and ``payhooks
+check`` read), one read per scrape, so the three never disagree about what the ledger holds.
+The one difference is on purpose: the metrics' last accepted delivery is the newest *finished*
+one (a conflicting outcome too, answered 200 like the others; ``Vitals.last_finished_at``),
+whereas ``payhooks check``'s silence counts only deliveries whose outcome is in the ledger.
+
 A ledger that cannot be read gives ``payhooks_ledger_readable 0`` and no other ledger gauge: an
 alert on it says more than stale figures would.
 """
@@ -20,7 +26,7 @@ from typing import Any
 from flask import Flask
 
 from payhooks.receiver.state import receiver_state
-from payhooks.storage import LedgerFigures, StorageError, read_ledger_figures
+from payhooks.storage import DriftKind, StorageError, Vitals
 
 __all__ = ["LedgerCollector"]
 
@@ -54,7 +60,7 @@ class LedgerCollector:
             "payhooks_ledger_readable", "1 when the ledger's figures could be read, else 0."
         )
         try:
-            figures = read_ledger_figures(receiver_state(self._app).ledger)
+            vitals = receiver_state(self._app).ledger.vitals(self._clock())
         except StorageError as err:
             logger.warning("payhooks metrics: the ledger could not be read: %s", err.message)
             readable.add_metric([], 0)
@@ -62,43 +68,43 @@ class LedgerCollector:
             return
         readable.add_metric([], 1)
         yield readable
-        yield from self._gauges(figures, GaugeMetricFamily)
+        yield from self._gauges(vitals, GaugeMetricFamily)
 
-    def _gauges(self, figures: LedgerFigures, family: Any) -> Iterator[Any]:
-        now = self._clock()
+    def _gauges(self, vitals: Vitals, family: Any) -> Iterator[Any]:
+        now = vitals.now
         owed = family("payhooks_owed_signals", "Signals owed and not yet sent.")
-        owed.add_metric([], figures.owed_signals)
+        owed.add_metric([], vitals.unsent_signals)
         yield owed
         age = family(
             "payhooks_oldest_owed_signal_age_seconds",
             "How long the oldest unsent signal has been owed; 0 when none is.",
         )
-        oldest = figures.oldest_owed_at
+        oldest = vitals.oldest_unsent_at
         age.add_metric([], 0.0 if oldest is None else max(0.0, (now - oldest).total_seconds()))
         yield age
         accepted = family(
             "payhooks_last_accepted_delivery_timestamp_seconds",
             "When the newest accepted delivery arrived (Unix time); 0 before the first.",
         )
-        accepted.add_metric([], _timestamp(figures.last_accepted_at))
+        accepted.add_metric([], _timestamp(vitals.last_finished_at))
         yield accepted
         synced = family(
             "payhooks_last_sync_timestamp_seconds",
             "When the last complete payhooks sync finished (Unix time); 0 before the first.",
         )
-        synced.add_metric([], _timestamp(figures.last_sync_at))
+        synced.add_metric([], _timestamp(vitals.last_complete_sync_at))
         yield synced
         drift = family(
             "payhooks_sync_drift", "Rows of the sync_drift view, by kind.", labels=("kind",)
         )
-        for kind, count in figures.drift.items():
-            drift.add_metric([kind], count)
+        for kind in DriftKind:  # every kind, zeros too: a series that vanishes alerts nobody
+            drift.add_metric([kind.value], vitals.drift.get(kind, 0))
         yield drift
         mismatches = family(
             "payhooks_reconciliation_mismatches",
             "Payments in each state that needs a person, by state.",
             labels=("state",),
         )
-        for state, count in figures.mismatches.items():
-            mismatches.add_metric([state], count)
+        for state, count in sorted(vitals.mismatches.items()):
+            mismatches.add_metric([state.value], count)
         yield mismatches
