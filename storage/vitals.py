@@ -6,9 +6,11 @@ follows the last day's traffic, never the size of the ledger.
 
 ``deliveries`` has no index on ``received_at`` (the receiver pays for each index on its hot
 table), but its ids increase with time: the first delivery of a window is found by a binary
-search over ids (:func:`window_ids`, a few primary-key lookups), and the window's counts
-read only ids from there up. The failing statuses are counted through the partial index
-``deliveries_status`` (which leaves ``processed`` out). Refused requests are kept bounded
+search over ids (:func:`~payhooks.storage.id_windows.window_ids`, a few primary-key lookups,
+shared with the delivery log), and the window's counts read only ids from there up; rows
+stored out of time order may be counted in the wrong window near its edge. The failing
+statuses are counted through the partial index ``deliveries_status`` (which leaves
+``processed`` out). Refused requests are kept bounded
 (``max_rejected``), so their table is read by time. The mismatch counts read the partial index
 ``payment_states_mismatches``, which holds the mismatched rows alone, and the ``sync_drift``
 view's rows are found through ``service_transactions_drift`` and ``payment_states_drift``,
@@ -23,6 +25,7 @@ from decimal import Decimal
 from typing import Any, Final
 
 import payhooks.storage.service_transactions as service_transactions
+from payhooks.storage.id_windows import window_ids
 from payhooks.storage.records import MISMATCH_STATES, ReconciliationState
 from payhooks.storage.rows import DeliveryStatus
 from payhooks.storage.service_records import sync_run_from_row
@@ -37,7 +40,6 @@ __all__ = [
     "Vitals",
     "WindowCounts",
     "read_vitals",
-    "window_ids",
 ]
 
 #: A delivery stored with one of these failed: its body was no notification, it said something
@@ -137,32 +139,6 @@ class Vitals:
     def drift_total(self) -> int:
         """Rows of the ``sync_drift`` view."""
         return sum(self.drift.values())
-
-
-def window_ids(conn: Connection, table: str, since: str) -> tuple[int, int] | None:
-    """The ids of the first row of ``table`` received at or after ``since`` and of the last
-    row, or None when no row is that recent.
-
-    Ids increase with time, so a binary search over them finds it in a few primary-key
-    lookups, gaps in the ids and all. Rows stored out of time order (a delivery stored with
-    an explicit, earlier ``received_at``) may be counted in the wrong window near its edge.
-    """
-    # Apart: SQLite answers min() or max() alone from the primary key, but scans for both.
-    (low,) = conn.execute(f"SELECT min(id) FROM {table}").fetchone()  # noqa: S608
-    (high,) = conn.execute(f"SELECT max(id) FROM {table}").fetchone()  # noqa: S608
-    last = high
-    found: int | None = None
-    step = f"SELECT id, received_at FROM {table} WHERE id >= ? ORDER BY id LIMIT 1"  # noqa: S608
-    while low is not None and low <= high:
-        middle = (low + high) // 2
-        row = conn.execute(step, (middle,)).fetchone()
-        if row is None or row[0] > high:
-            high = middle - 1
-        elif row[1] >= since:
-            found, high = row[0], middle - 1
-        else:
-            low = row[0] + 1
-    return None if found is None else (found, last)
 
 
 def _window(conn: Connection, since: str) -> tuple[WindowCounts, list[ErrorCause]]:
