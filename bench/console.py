@@ -63,7 +63,6 @@ from urllib.parse import parse_qsl
 from flask import Flask
 from werkzeug.datastructures import MultiDict
 
-import payhooks.storage.finance_sql as finance_sql
 from bench.console_ledger import END, build, built_n, identifier
 from bench.postgres import add_arguments, postgres_database, settings
 from bench.reconcile import _ServerClock
@@ -71,7 +70,7 @@ from bench.rounds import Ratios, alternate, at_least
 from payhooks.receiver import Console, PayHooks, receiver_state
 from payhooks.receiver.cli.reports import write_report
 from payhooks.receiver.web.console.finance_query import parse_finance_query
-from payhooks.storage import Ledger
+from payhooks.storage import Ledger, finance_sql
 from payhooks.storage.finance import bucket_size_for
 from payhooks.storage.times import to_text
 from payhooks.storage.views import RECONCILIATION_COLUMNS
