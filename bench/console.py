@@ -107,6 +107,8 @@ class Page:
     url: str
     bare: tuple[Statement, ...] = ()
     goal: float = RATIO_GOAL
+    #: The p95 goal in ms; None for an export, whose time follows its rows.
+    p95_goal: float | None = P95_GOAL_MS
     app: Callable[[Ledger], object] | None = None
     against: Callable[[Ledger], object] | None = None
 
@@ -244,7 +246,13 @@ def _finance_pages() -> list[Page]:
             goal=CHART_GOAL,
             app=chart,
         ),
-        Page("finance csv, 90d", "/reconciliation.csv?period=90d", goal=CSV_GOAL, against=cli_csv),
+        Page(
+            "finance csv, 90d",
+            "/reconciliation.csv?period=90d",
+            goal=CSV_GOAL,
+            p95_goal=None,
+            against=cli_csv,
+        ),
     ]
 
 
@@ -328,6 +336,7 @@ class Timings:
     app: list[list[float]]
     bare: list[list[float]]
     goal: float = RATIO_GOAL
+    p95_goal: float | None = P95_GOAL_MS
 
     def ratios(self) -> Ratios:
         return Ratios(
@@ -375,7 +384,7 @@ def measure(
     measured = [page for page in pages(n) if not only or any(text in page.name for text in only)]
     if not measured:
         raise SystemExit(f"--page: no page's name holds any of {list(only)}")
-    timings = {page.name: Timings([], [], page.goal) for page in measured}
+    timings = {page.name: Timings([], [], page.goal, page.p95_goal) for page in measured}
     start, stop, clock = clocks(target)
     run_bare, close = bare_runner(target)
     with tempfile.TemporaryDirectory() as folder:
@@ -440,8 +449,8 @@ def report(timings: dict[str, Timings], rounds: int, requests: int) -> None:
         bare = [value * 1000 for values in timing.bare for value in values]
         ratio = timing.ratios()
         goals = []
-        if percentile(app, 0.95) > P95_GOAL_MS:
-            goals.append(f"p95 over {P95_GOAL_MS:.0f} ms")
+        if timing.p95_goal is not None and percentile(app, 0.95) > timing.p95_goal:
+            goals.append(f"p95 over {timing.p95_goal:.0f} ms")
         if ratio.median > timing.goal:
             goals.append(f"over {timing.goal:g}x")
         if goals:
