@@ -5,6 +5,13 @@ ends at an id, the next starts below it, so rows arriving meanwhile never shift 
 count for the same filter. The statements are plain SQL both engines run as written (``?``
 placeholders, ``length`` of a ``BLOB``/``bytea`` counting bytes on each); a filter adds
 constant fragments and never splices a value into the text.
+
+Neither table indexes ``received_at``, so a time window is found by id first
+(:func:`~payhooks.storage.id_windows.id_range`: a search over ids, which increase
+with time) and read as a primary-key range, with the ``received_at`` condition kept beside
+it: a window never shows a row received outside it, and its cost follows the window's rows,
+not the table's. A row stored out of time order (an explicit, earlier ``received_at``) may
+be left out of a window it belongs to, near the window's edge.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from typing import Any, Final, Generic, TypeVar
 
 from payhooks.storage.checks import enum_member
 from payhooks.storage.currencies import from_minor_units
+from payhooks.storage.id_windows import id_range
 from payhooks.storage.log_search import DeliveryErrorCode, error_clause, text_clause
 from payhooks.storage.rows import DeliveryStatus
 from payhooks.storage.sql import Connection
@@ -182,8 +190,11 @@ def check_page(before_id: int | None, limit: int) -> None:
         raise ValueError(f"before_id must be an int of 1 or more; got {before_id!r}")
 
 
-def _where(wanted: DeliveryFilter | None, before_id: int | None = None) -> tuple[str, list[Any]]:
-    """The ``WHERE`` clause of a filter (empty for none) and its parameters."""
+def _where(
+    conn: Connection, wanted: DeliveryFilter | None, before_id: int | None = None
+) -> tuple[str, list[Any]]:
+    """The ``WHERE`` clause of a filter (empty for none) and its parameters; a time window
+    is bounded by id too, found in ``conn``."""
     clauses: list[str] = []
     params: list[Any] = []
     if wanted is not None:
@@ -193,7 +204,7 @@ def _where(wanted: DeliveryFilter | None, before_id: int | None = None) -> tuple
             if DeliveryStatus.PROCESSED not in wanted.statuses:
                 # Lets the partial index ``deliveries_status`` (which leaves processed out) serve.
                 clauses.append("d.status <> 'processed'")
-        _times(wanted.since, wanted.until, "d.", clauses, params)
+        _times(conn, "deliveries", wanted.since, wanted.until, clauses, params)
         if wanted.external_identifier is not None:
             clauses.append("d.external_identifier = ?")
             params.append(wanted.external_identifier)
@@ -214,12 +225,26 @@ def _where(wanted: DeliveryFilter | None, before_id: int | None = None) -> tuple
 
 
 def _times(
+    conn: Connection,
+    table: str,
     since: datetime | None,
     until: datetime | None,
-    prefix: str,
     clauses: list[str],
     params: list[Any],
 ) -> None:
+    """A window's clauses: its id range (both ends, see ``id_range``) and its times."""
+    if since is None and until is None:
+        return
+    prefix = "d." if table == "deliveries" else ""
+    clauses.append(f"{prefix}id >= ? AND {prefix}id <= ?")
+    params.extend(
+        id_range(
+            conn,
+            table,
+            None if since is None else to_text(since, argument="since"),
+            None if until is None else to_text(until, argument="until"),
+        )
+    )
     if since is not None:
         clauses.append(f"{prefix}received_at >= ?")
         params.append(to_text(since, argument="since"))
@@ -250,7 +275,7 @@ def select_page(
     conn: Connection, wanted: DeliveryFilter | None, before_id: int | None, limit: int
 ) -> LogPage[LoggedDelivery]:
     """A page of deliveries, newest first, below ``before_id`` when given."""
-    where, params = _where(wanted, before_id)
+    where, params = _where(conn, wanted, before_id)
     sql = f"SELECT {_ENTRY_COLUMNS} {_FROM}{where} ORDER BY d.id DESC LIMIT ?"
     rows = [
         LoggedDelivery(**_entry_values(tuple(values)))
@@ -261,7 +286,7 @@ def select_page(
 
 def count_deliveries(conn: Connection, wanted: DeliveryFilter | None) -> int:
     """How many deliveries the filter shows, on every page."""
-    where, params = _where(wanted)
+    where, params = _where(conn, wanted)
     sql = f"SELECT count(*) FROM deliveries d{where}"  # noqa: S608 - constant fragments only
     count: int = conn.execute(sql, params).fetchone()[0]
     return count
@@ -287,11 +312,14 @@ def select_details(conn: Connection, delivery_id: int) -> DeliveryDetails | None
 
 
 def _rejected_where(
-    since: datetime | None, until: datetime | None, before_id: int | None = None
+    conn: Connection,
+    since: datetime | None,
+    until: datetime | None,
+    before_id: int | None = None,
 ) -> tuple[str, list[Any]]:
     clauses: list[str] = []
     params: list[Any] = []
-    _times(since, until, "", clauses, params)
+    _times(conn, "rejected_deliveries", since, until, clauses, params)
     if before_id is not None:
         clauses.append("id < ?")
         params.append(before_id)
@@ -306,7 +334,7 @@ def select_rejected_page(
     limit: int,
 ) -> LogPage[RejectedDelivery]:
     """A page of refused requests, newest first, below ``before_id`` when given."""
-    where, params = _rejected_where(since, until, before_id)
+    where, params = _rejected_where(conn, since, until, before_id)
     sql = (
         f"SELECT {_REJECTED_COLUMNS} FROM rejected_deliveries{where} "  # noqa: S608
         "ORDER BY id DESC LIMIT ?"
@@ -328,7 +356,7 @@ def select_rejected_page(
 
 def count_rejected(conn: Connection, since: datetime | None, until: datetime | None) -> int:
     """How many refused requests are kept between ``since`` and ``until``."""
-    where, params = _rejected_where(since, until)
+    where, params = _rejected_where(conn, since, until)
     sql = f"SELECT count(*) FROM rejected_deliveries{where}"  # noqa: S608
     count: int = conn.execute(sql, params).fetchone()[0]
     return count

@@ -6,9 +6,11 @@ follows the last day's traffic, never the size of the ledger.
 
 ``deliveries`` has no index on ``received_at`` (the receiver pays for each index on its hot
 table), but its ids increase with time: the first delivery of a window is found by a search
-over ids (:func:`window_ids`, a few round trips of primary-key lookups), and the window's counts
-read only ids from there up. The failing statuses are counted through the partial index
-``deliveries_status`` (which leaves ``processed`` out). Refused requests are kept bounded
+over ids (:func:`~payhooks.storage.id_windows.window_ids`, a few round trips of primary-key lookups,
+shared with the delivery log), and the window's counts read only ids from there up; rows
+stored out of time order may be counted in the wrong window near its edge. The failing
+statuses are counted through the partial index ``deliveries_status`` (which leaves
+``processed`` out). Refused requests are kept bounded
 (``max_rejected``), so their table is read by time. The mismatch counts read the partial index
 ``payment_states_mismatches``, which holds the mismatched rows alone, and the ``sync_drift``
 view's rows are found through ``service_transactions_drift`` and ``payment_states_drift``,
@@ -23,6 +25,7 @@ from decimal import Decimal
 from typing import Any, Final
 
 import payhooks.storage.service_transactions as service_transactions
+from payhooks.storage.id_windows import window_ids
 from payhooks.storage.records import MISMATCH_STATES, ReconciliationState
 from payhooks.storage.rows import FINISHED_DELIVERY_STATUSES, DeliveryStatus
 from payhooks.storage.service_records import sync_run_from_row
@@ -37,7 +40,6 @@ __all__ = [
     "Vitals",
     "WindowCounts",
     "read_vitals",
-    "window_ids",
 ]
 
 #: A delivery stored with one of these failed: its body was no notification, it said something
@@ -144,51 +146,6 @@ class Vitals:
     def drift_total(self) -> int:
         """Rows of the ``sync_drift`` view."""
         return sum(self.drift.values())
-
-
-#: Ids probed per round trip of :func:`window_ids`: each round narrows the range 17-fold, so a
-#: million ids take five or six round trips (on PostgreSQL a round trip costs more than the
-#: sixteen primary-key lookups it carries).
-PROBES: Final = 16
-
-
-def window_ids(conn: Connection, table: str, since: str) -> tuple[int, int] | None:
-    """The ids of the first row of ``table`` received at or after ``since`` and of the last
-    row, or None when no row is that recent.
-
-    Ids increase with time, so a search over them finds it in a few primary-key lookups, gaps
-    in the ids and all: each round trip asks for the first row at or after :data:`PROBES` ids
-    spread over the range still open. Rows stored out of time order (a delivery stored with
-    an explicit, earlier ``received_at``) may be counted in the wrong window near its edge.
-    """
-    # Apart: SQLite answers min() or max() alone from the primary key, but scans for both.
-    (low,) = conn.execute(f"SELECT min(id) FROM {table}").fetchone()  # noqa: S608
-    (high,) = conn.execute(f"SELECT max(id) FROM {table}").fetchone()  # noqa: S608
-    last = high
-    found: int | None = None
-    while low is not None and low <= high:
-        span = high - low + 1
-        marks = sorted({int(low + span * i // (PROBES + 1)) for i in range(1, PROBES + 1)})
-        # One statement, each probe named by its mark (integers computed here, not input); a
-        # probe past the table's last row gives no row at all.
-        probes = " UNION ALL ".join(
-            f"SELECT {mark} AS mark, p.id, p.received_at FROM (SELECT id, received_at "  # noqa: S608
-            f"FROM {table} WHERE id >= {mark} ORDER BY id LIMIT 1) AS p"
-            for mark in marks
-        )
-        by_mark = dict.fromkeys(marks)
-        for mark, row_id, received_at in conn.execute(probes).fetchall():
-            by_mark[mark] = (row_id, received_at)
-        for mark in marks:
-            row = by_mark[mark]
-            if row is None or row[0] > high:
-                high = mark - 1
-                break
-            if row[1] >= since:
-                found, high = row[0], mark - 1
-                break
-            low = row[0] + 1
-    return None if found is None else (found, last)
 
 
 def _window(conn: Connection, since: str) -> tuple[WindowCounts, list[ErrorCause]]:

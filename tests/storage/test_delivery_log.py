@@ -235,7 +235,7 @@ def test_the_log_of_one_payment_or_of_problems_reads_an_index(
 ) -> None:
     from payhooks.storage.delivery_log import _ENTRY_COLUMNS, _FROM, _where
 
-    where, params = _where(wanted, None)
+    where, params = _where(ledger.database.conn, wanted, None)
     sql = f"SELECT {_ENTRY_COLUMNS} {_FROM}{where} ORDER BY d.id DESC LIMIT 5"
     plan = " ".join(
         row[3] for row in ledger.database.conn.execute(f"EXPLAIN QUERY PLAN {sql}", params)
