@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pytest
 from flask import Flask
+from flask.testing import FlaskClient
 
 from payhooks.receiver.standalone import LoginToken, create_console_app
 from payhooks.receiver.standalone.app import ROLE_KEY, WHO_KEY
 from payhooks.receiver.web.console import ConsoleRole
 from payhooks.receiver.web.console.access import current_access
 from payhooks.storage import Ledger
+from tests.support.console_actions import token as page_token
 from tests.support.factories import FixedClock
 
 
@@ -77,3 +79,44 @@ def test_each_run_signs_its_sessions_with_a_key_of_its_own(database: Path) -> No
 
     assert len(keys) == 3
     assert all(len(key) >= 32 for key in keys)
+
+
+def _logged_in(app: Flask, token: LoginToken) -> FlaskClient:
+    client = app.test_client()
+    assert client.get(f"/console/login?token={token.value}").status_code == 303
+    return client
+
+
+def _delivery(database: Path | str) -> int:
+    with Ledger(database) as ledger:
+        return ledger.receiver.record_delivery(dedupe_key="k-1", body=b"{}", headers={}).id
+
+
+def test_the_audit_log_names_the_person_who_logged_in(
+    console: tuple[Flask, LoginToken], database: Path | str
+) -> None:
+    delivery_id = _delivery(database)
+    app, token = create_console_app(
+        database, role=ConsoleRole.OPERATOR, who="Ana Lima", read_only=False
+    )
+    client = _logged_in(app, token)
+
+    answer = client.post(
+        f"/console/deliveries/{delivery_id}/download/raw",
+        data={"csrf_token": page_token(client, f"/console/deliveries/{delivery_id}", {})},
+    )
+
+    assert answer.status_code == 200
+    with Ledger(database) as ledger:
+        (entry,) = ledger.console.audit_log().rows
+    assert (entry.who, entry.role, entry.action) == ("Ana Lima", "operator", "download_raw")
+    with app.app_context():
+        current_access().ledgers.close()
+
+
+@pytest.mark.sqlite_only
+def test_a_name_the_audit_log_cannot_take_fails_at_creation(database: Path) -> None:
+    Ledger(database).close()
+
+    with pytest.raises(ValueError, match="who"):
+        create_console_app(database, role=ConsoleRole.VIEWER, who="a\nb", read_only=True)
