@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -120,3 +121,26 @@ def test_a_name_the_audit_log_cannot_take_fails_at_creation(database: Path) -> N
 
     with pytest.raises(ValueError, match="who"):
         create_console_app(database, role=ConsoleRole.VIEWER, who="a\nb", read_only=True)
+
+
+def test_a_viewers_refused_action_on_a_read_only_ledger_is_logged_not_a_503(
+    console: tuple[Flask, LoginToken], database: Path | str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The refusal's entry cannot be written to a ledger opened read-only: the refusal's own
+    page still follows, and the entry goes to the log."""
+    delivery_id = _delivery(database)
+    app, token = create_console_app(database, role=ConsoleRole.VIEWER, who="Vic", read_only=True)
+    client = _logged_in(app, token)
+
+    with caplog.at_level(logging.WARNING, logger="payhooks"):
+        answer = client.post(f"/console/deliveries/{delivery_id}/download/raw")
+
+    assert answer.status_code == 403
+    assert 'data-error="console_forbidden_action"' in answer.text
+    (logged,) = [r.getMessage() for r in caplog.records if "audit log cannot take" in r.message]
+    assert "who='Vic'" in logged
+    assert "result='refused: console_forbidden_action'" in logged
+    with Ledger(database) as ledger:
+        assert ledger.console.audit_log().rows == ()
+    with app.app_context():
+        current_access().ledgers.close()
