@@ -210,3 +210,25 @@ def test_a_bad_value_is_a_400_page_naming_it(
         assert 'data-error="console_bad_query"' in html
         assert named in html
         assert "Traceback" not in html
+
+
+def test_the_export_is_audited_with_its_filter_and_row_count_before_a_byte_is_sent(
+    console: FlaskClient, shop: Ledger
+) -> None:
+    """Every payment's row goes to whoever asks, so it leaves an entry; and the rows are read
+    whole first, so a client that stops reading never holds the ledger's connection."""
+    exported = console.get(f"{CSV}?kind=unexpected", headers=VIEWER, buffered=False)
+
+    (entry,) = shop.console.audit_log().rows
+    assert (entry.who, entry.action, entry.result) == (
+        "unnamed viewer",
+        "export_reconciliation_csv",
+        "2 rows",
+    )
+    assert entry.detail["filter"] == {"kind": "unexpected"}
+    assert entry.detail["rows"] == 2
+    with shop.transaction():  # nothing of the export holds the ledger while it is downloaded
+        shop.expect_transaction("order-4", 100, "CNY")
+    text = exported.get_data(as_text=True)
+    exported.close()
+    assert len(text.splitlines()) == 3

@@ -144,3 +144,23 @@ def test_a_viewers_refused_action_on_a_read_only_ledger_is_logged_not_a_503(
         assert ledger.console.audit_log().rows == ()
     with app.app_context():
         current_access().ledgers.close()
+
+
+def test_a_viewers_export_from_a_read_only_ledger_is_logged_and_served(
+    console: tuple[Flask, LoginToken], database: Path | str, caplog: pytest.LogCaptureFixture
+) -> None:
+    app, token = create_console_app(database, role=ConsoleRole.VIEWER, who="Vic", read_only=True)
+    client = _logged_in(app, token)
+
+    with caplog.at_level(logging.WARNING, logger="payhooks"):
+        answer = client.get("/console/reconciliation.csv")
+    text = answer.text
+    answer.close()  # as a server does: the export's temporary file goes with it
+
+    assert answer.status_code == 200
+    assert "order-9" in text
+    (logged,) = [r.getMessage() for r in caplog.records if "audit log cannot take" in r.message]
+    assert "action=export_reconciliation_csv" in logged
+    assert "result='1 rows'" in logged
+    with app.app_context():
+        current_access().ledgers.close()
