@@ -5,10 +5,15 @@ same rows, so the record, the fields and the escaping live here, below both the 
 and the web pages. An ``unexpected`` row's identifier and every transaction id come from
 notification bodies: the signature says the service sent them, not that they are harmless.
 
-A spreadsheet runs a CSV cell that starts with ``=``, ``+``, ``-`` or ``@`` (and, in some, a
-tab or a carriage return) as a formula. :func:`csv_field` applies the OWASP rule to text
-cells: prefix a single quote and quote the cell. Numbers the report computed (amounts, counts)
-are written as they are: ``-5.00`` is a number a spreadsheet should add up, not a formula.
+Two rules for text cells, in :func:`csv_field`. A cell is made honest to read first, as the
+table and the console's pages make it (:func:`payhooks.receiver.visible_text.visible`): a
+control character (an ESC sequence that drives the terminal a CSV is ``cat`` to), a line
+separator or a bidirectional control (U+202E, which shows one payment as another in a
+spreadsheet or an editor) is written as an escape (``\\x1b``, ``\\u202e``) and a backslash as
+``\\\\``. Then a spreadsheet runs a cell that starts with ``=``, ``+``, ``-`` or ``@`` (and,
+in some, a tab or a carriage return) as a formula: the OWASP rule prefixes a single quote and
+quotes the cell. Numbers the report computed (amounts, counts) are written as they are:
+``-5.00`` is a number a spreadsheet should add up, not a formula.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any, Final
 
+from payhooks.receiver.visible_text import visible
 from payhooks.storage import ReconciliationRow, from_minor_units
 
 __all__ = [
@@ -84,11 +90,15 @@ NUMERIC_FIELDS: Final = frozenset(
 def csv_field(value: Any, *, text: bool) -> str:
     """One CSV field, quoted only where CSV needs it, as Python's ``csv`` module would write it.
 
-    :param text: whether ``value`` is text that may come from outside. Such a field starting
-        with one of :data:`FORMULA_TRIGGERS` gets a leading ``'`` and is always quoted, so a
-        spreadsheet shows it as text. Numbers the report computed pass ``text=False``.
+    :param text: whether ``value`` is text that may come from outside. Such a field has every
+        character :func:`~payhooks.receiver.visible_text.visible` escapes escaped (so it holds
+        no line break either), and when it then starts with one of :data:`FORMULA_TRIGGERS`
+        gets a leading ``'`` and is always quoted, so a spreadsheet shows it as text. Numbers
+        the report computed pass ``text=False``.
     """
     cell = "" if value is None else str(value)
+    if text:
+        cell = visible(cell)
     if text and cell[:1] in FORMULA_TRIGGERS:
         return '"' + ("'" + cell).replace('"', '""') + '"'
     if _NEEDS_QUOTES.search(cell):

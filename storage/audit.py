@@ -20,6 +20,7 @@ from payhooks.storage.times import from_text
 
 __all__ = [
     "MAX_NOTE_CHARS",
+    "MAX_TARGET_CHARS",
     "MAX_WHO_CHARS",
     "AuditEntry",
     "append",
@@ -32,6 +33,8 @@ __all__ = [
 MAX_NOTE_CHARS: Final = 1000
 #: The longest name the merchant's hook may give for a person.
 MAX_WHO_CHARS: Final = 200
+#: The longest target: a payment's identifier (at most 64 characters) fits even escaped.
+MAX_TARGET_CHARS: Final = 400
 _MAX_NAME_CHARS: Final = 100
 
 _COLUMNS = "id, at, who, role, action, target, note, detail, result"
@@ -59,10 +62,19 @@ class AuditEntry:
     detail: Mapping[str, Any] = field(default_factory=dict)
 
 
-def check_entry(who: str, role: str, action: str, note: str | None, result: str) -> None:
+def check_entry(
+    who: str,
+    role: str,
+    action: str,
+    note: str | None,
+    result: str,
+    *,
+    target: str | None = None,
+) -> None:
     """:raises ValueError: naming the argument: an empty or overlong ``who``, ``role``,
-    ``action`` or ``result``, or an overlong ``note``; any of them with a NUL (PostgreSQL's text
-    holds none)."""
+    ``action``, ``result`` or ``target``, or an overlong ``note``; any of them with a NUL
+    (PostgreSQL's text holds none). A target often comes from a URL: unchecked, anybody could
+    write kilobytes of their own text into the log."""
     for value, argument, longest in (
         (who, "who", MAX_WHO_CHARS),
         (role, "role", _MAX_NAME_CHARS),
@@ -71,6 +83,13 @@ def check_entry(who: str, role: str, action: str, note: str | None, result: str)
     ):
         if not isinstance(value, str) or not 1 <= len(value) <= longest or "\x00" in value:
             raise ValueError(f"{argument} must be text of 1 to {longest} characters; got {value!r}")
+    if target is not None and (
+        not isinstance(target, str) or not 1 <= len(target) <= MAX_TARGET_CHARS or "\x00" in target
+    ):
+        raise ValueError(
+            f"target must be text of 1 to {MAX_TARGET_CHARS} characters, without NUL; "
+            f"got {target[:50]!r}"
+        )
     if note is not None and (
         not isinstance(note, str) or len(note) > MAX_NOTE_CHARS or "\x00" in note
     ):

@@ -56,7 +56,7 @@ class ConsoleBook:
         :raises ValueError: an empty or overlong value (see
             :func:`payhooks.storage.audit.check_entry`), before anything is written.
         """
-        audit_log.check_entry(who, role, action, note, result)
+        audit_log.check_entry(who, role, action, note, result, target=target)
         with self._write() as conn:
             return audit_log.append(
                 conn,
@@ -104,7 +104,9 @@ class ConsoleBook:
         :raises ValueError: an unknown ``status``, or an entry :meth:`audit` refuses.
         """
         chosen = enum_member(ReviewStatus, status, "status")
-        audit_log.check_entry(who, role, "review_exception", note, chosen.value)
+        audit_log.check_entry(
+            who, role, "review_exception", note, chosen.value, target=external_identifier
+        )
         now = to_text(self._clock())
         with self._write() as conn:
             exception_reviews.upsert(

@@ -19,7 +19,7 @@ from flask import Flask, Request, Response, redirect, request, session, url_for
 from werkzeug.wrappers import Response as BaseResponse
 
 from payhooks.receiver.standalone.login_token import TOKEN_LIFETIME, LoginToken
-from payhooks.receiver.web.console import Console, ConsoleRole
+from payhooks.receiver.web.console import Console, ConsoleGrant, ConsoleRole
 from payhooks.receiver.web.console.answers import error_page
 
 __all__ = ["CONSOLE_PREFIX", "WHO_KEY", "create_console_app"]
@@ -35,10 +35,13 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-def _session_role(request: Request) -> str | None:
-    """The console's ``authorize`` hook: the role the login put in the session, or None."""
-    role = session.get(ROLE_KEY)
-    return role if isinstance(role, str) else None
+def _session_grant(request: Request) -> ConsoleGrant | None:
+    """The console's ``authorize`` hook: the role and the name the login put in the session
+    (so the audit log names the person), or None."""
+    role, who = session.get(ROLE_KEY), session.get(WHO_KEY)
+    if not isinstance(role, str) or not isinstance(who, str):
+        return None
+    return ConsoleGrant(ConsoleRole(role), who)
 
 
 def create_console_app(
@@ -54,9 +57,11 @@ def create_console_app(
     """The app, and the token its login link carries.
 
     :param role: what the person who logs in may do.
-    :param who: their name, kept in the session beside the role.
+    :param who: their name, kept in the session beside the role: the audit log's ``who``.
     :param read_only: open the ledger read-only (:class:`~payhooks.storage.Ledger`).
+    :raises ValueError: a ``who`` that :class:`~payhooks.receiver.ConsoleGrant` refuses.
     """
+    ConsoleGrant(role, who)  # a name the audit log cannot take fails here, not at each page
     app = Flask("payhooks_console")
     app.config.update(
         SECRET_KEY=secrets.token_bytes(32),
@@ -68,7 +73,7 @@ def create_console_app(
     token = LoginToken(clock, token_lifetime)
     Console(
         app,
-        authorize=_session_role,
+        authorize=_session_grant,
         url_prefix=CONSOLE_PREFIX,
         clock=clock,
         database=database,

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 from flask.testing import FlaskClient
+from hypothesis import given
+from hypothesis import strategies as st
 
 from payhooks.receiver.cli.escaping import (
     FORMULA_TRIGGERS,
@@ -23,6 +25,7 @@ from payhooks.receiver.cli.escaping import (
     terminal_text,
 )
 from payhooks.receiver.cli.reports import NUMERIC_FIELDS, REPORT_FIELDS, write_report
+from payhooks.receiver.visible_text import visible
 from payhooks.storage import ReconciliationRow, ReconciliationState
 from tests.support.app import BodyFactory, SignFunction
 from tests.support.cli import clean_env, json_lines, run
@@ -79,7 +82,10 @@ def test_csv_neutralises_formula_cells_and_a_csv_reader_gets_them_back_quoted(
 
     rows = list(csv.DictReader(io.StringIO(text)))
     identifiers = {row["external_identifier"] for row in rows}
-    assert identifiers == {"'" + value for value in FORMULAS} | set(TERMINAL)
+    # A tab or a carriage return is written as its escape first, which no spreadsheet runs.
+    assert identifiers == {"'" + value for value in FORMULAS[:4]} | {"\\t=1+1", "\\r=1+1"} | {
+        visible(value) for value in TERMINAL
+    }
     assert {row["transaction_ids"] for row in rows} == {f"'=1+{n}" for n in range(len(HOSTILE))}
     for row in rows:
         for name in REPORT_FIELDS:
@@ -87,6 +93,10 @@ def test_csv_neutralises_formula_cells_and_a_csv_reader_gets_them_back_quoted(
                 assert row[name][:1] not in FORMULA_TRIGGERS, (name, row[name])
     # OWASP: the neutralised cell is also quoted, so no spreadsheet splits or trims it.
     assert '"\'-2+3",' in text
+    # Nothing that drives a terminal or reorders a line reaches the file raw (a CSV is
+    # read with cat and in editors too).
+    assert not any(char in text for char in "\x1b\x07\x7f\x85\t\u2028\u202e")
+    assert text.count("\n") == 1 + len(HOSTILE)
     assert text.startswith(",".join(REPORT_FIELDS) + "\n")
 
 
@@ -129,7 +139,13 @@ def test_json_lines_keep_every_identifier_exact_one_record_per_line_and_inert(
         ("=1+1", True, '"\'=1+1"'),
         ('@a"b', True, '"\'@a""b"'),
         ("a,b", True, '"a,b"'),
-        ("a\nb", True, '"a\nb"'),
+        ("a\nb", False, '"a\nb"'),
+        ("a\nb", True, "a\\nb"),
+        ("\t=1+1", True, "\\t=1+1"),
+        ("order-\u202e1-gnp", True, "order-\\u202e1-gnp"),
+        ("\x1b[2Jpaid", True, "\\x1b[2Jpaid"),
+        ("back\\slash", True, "back\\\\slash"),
+        ("=\u202e1", True, '"\'=\\u202e1"'),
         ("order-1", True, "order-1"),
         ("", True, ""),
         (None, True, ""),
@@ -138,6 +154,18 @@ def test_json_lines_keep_every_identifier_exact_one_record_per_line_and_inert(
 )
 def test_csv_field_neutralises_text_only(value: str | None, text: bool, written: str) -> None:
     assert csv_field(value, text=text) == written
+
+
+@given(st.text())
+def test_a_text_cell_is_one_inert_line_that_no_spreadsheet_runs(value: str) -> None:
+    written = csv_field(value, text=True)
+
+    rows = list(csv.reader(io.StringIO(written), strict=True))
+    (read,) = rows[0] if rows else [""]
+    assert not any(char in written for char in "\n\r\t\x1b\x85\u2028\u2029\u202e\u2066")
+    assert read[:1] not in FORMULA_TRIGGERS
+    shown = visible(value)
+    assert read == ("'" + shown if shown[:1] in FORMULA_TRIGGERS else shown)
 
 
 def test_a_negative_amount_stays_a_number_in_csv() -> None:

@@ -108,6 +108,9 @@ def test_postgresql_refuses_to_truncate_the_audit_log(postgres_url: str) -> None
         ({"who": "x" * 201}, "who"),
         ({"action": "a\x00b"}, "action"),
         ({"note": "n" * 1001}, "note"),
+        ({"target": "t" * 401}, "target"),
+        ({"target": "a\x00b"}, "target"),
+        ({"target": ""}, "target"),
     ],
 )
 def test_a_bad_entry_is_refused_naming_its_argument(

@@ -3,11 +3,14 @@ audit entry, and the one-line result shown after the redirect.
 
 An action is a POST by an operator with this session's token (:mod:`.csrf`). A refused one
 (a viewer, a forged or stale form, an app without ``SECRET_KEY``) is written to the audit log
-too, with ``refused: <code>`` as its result, and changes nothing else.
+too, with ``refused: <code>`` as its result, and changes nothing else; when the ledger cannot
+take that entry (a viewer's read-only ledger), it is logged instead and the refusal's own page
+follows. Its target is bounded (:func:`recorded_target`): it often comes from the URL.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -15,12 +18,14 @@ from flask import current_app, g, redirect, request, session
 from werkzeug.wrappers import Response as BaseResponse
 
 from payhooks.receiver.state import STATE_KEY
+from payhooks.receiver.visible_text import visible
 from payhooks.receiver.web.console.access import ConsoleGrant, ConsoleRole, console_ledger
 from payhooks.receiver.web.console.csrf import ActionRefused, check_action_request
-from payhooks.storage import Ledger
+from payhooks.storage import Ledger, StorageError
 
 __all__ = [
     "MAX_NOTE_CHARS",
+    "MAX_TARGET_CHARS",
     "RESULT_KEY",
     "Acting",
     "begin_action",
@@ -29,14 +34,19 @@ __all__ = [
     "current_grant",
     "done",
     "merchant_app",
+    "recorded_target",
     "take_result",
 ]
 
 #: The longest note an action takes (the audit log's limit).
 MAX_NOTE_CHARS: Final = 1000
+#: The longest target an entry records (the audit log's limit).
+MAX_TARGET_CHARS: Final = 400
 #: Where the session keeps an action's result line until the next console page shows it. Not
 #: Flask's ``flash``: reading flashed messages takes the merchant's own too.
 RESULT_KEY: Final = "payhooks_console_result"
+
+logger = logging.getLogger("payhooks")
 
 
 def current_grant() -> ConsoleGrant:
@@ -64,11 +74,22 @@ def merchant_app() -> object:
     return app
 
 
+def recorded_target(target: str | None) -> str | None:
+    """``target`` as the audit log keeps it: as it is when the log can take it; else (a URL's
+    kilobytes, a NUL) escaped as the pages show it and cut to the log's limit, ending in ``…``,
+    so a forged request cannot write its own text at length, nor fail the entry's write."""
+    if target is None or (1 <= len(target) <= MAX_TARGET_CHARS and "\x00" not in target):
+        return target or None
+    shown = visible(target)
+    return shown if len(shown) <= MAX_TARGET_CHARS else shown[: MAX_TARGET_CHARS - 1] + "…"
+
+
 class Acting:
     """One action under way: who, on what, with which note; :meth:`record` writes its entry."""
 
     def __init__(self, grant: ConsoleGrant, action: str, target: str | None, note: str | None):
-        self.grant, self.action, self.target, self.note = grant, action, target, note
+        self.grant, self.action, self.note = grant, action, note
+        self.target = recorded_target(target)
 
     @property
     def ledger(self) -> Ledger:
@@ -87,6 +108,25 @@ class Acting:
             detail=detail,
             result=result[:MAX_NOTE_CHARS],
         )
+
+    def record_or_log(self, result: str, detail: Mapping[str, Any] | None = None) -> None:
+        """:meth:`record`, or, when the ledger cannot take the entry (a viewer's read-only
+        ledger, a database gone), the same entry logged as a warning: what follows (a
+        refusal's page, an export) must not turn into a 503 for want of its entry."""
+        try:
+            self.record(result, detail)
+        except StorageError as err:
+            logger.warning(
+                "payhooks console: the audit log cannot take this entry (%s), so it is logged: "
+                "who=%r role=%s action=%s target=%r result=%r detail=%r",
+                err.message,
+                self.grant.who,
+                self.grant.role.value,
+                self.action,
+                self.target,
+                result,
+                dict(detail or {}),
+            )
 
 
 def _note() -> str | None:
@@ -129,7 +169,7 @@ def begin_action(action: str, target: str | None, *, redrives: bool = False) -> 
             )
         note = _note()
     except ActionRefused as refused:
-        Acting(grant, action, target, None).record(f"refused: {refused.code}")
+        Acting(grant, action, target, None).record_or_log(f"refused: {refused.code}")
         raise
     return Acting(grant, action, target, note)
 

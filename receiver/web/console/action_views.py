@@ -29,6 +29,7 @@ from payhooks.storage import (
 
 __all__ = [
     "DOWNLOADS",
+    "body_pruned",
     "download",
     "reprocess",
     "reprocess_one",
@@ -59,6 +60,24 @@ def _stored(acting: Acting, delivery_id: int) -> Delivery | None:
 
 def _not_found() -> Response:
     return error_page(404, "console_not_found", "There is no delivery with this id.")
+
+
+def body_pruned(acting: Acting, delivery: Delivery) -> bool:
+    """Whether ``delivery``'s body was pruned into an archive (and, if so, the action audited as
+    refused): reprocessing would parse the empty body left behind, a download hand out zero
+    bytes as the delivery. ``payhooks reprocess`` skips such deliveries too."""
+    if delivery.pruned_at is None:
+        return False
+    acting.record("refused: console_body_pruned")
+    return True
+
+
+def _pruned() -> Response:
+    return error_page(
+        409,
+        "console_body_pruned",
+        "This delivery's body was pruned; payhooks restore-pruned puts it back from its archive.",
+    )
 
 
 def reprocess_one(acting: Acting, delivery: Delivery) -> str:
@@ -108,6 +127,8 @@ def reprocess(delivery_id: int) -> BaseResponse:
     delivery = _stored(acting, delivery_id)
     if delivery is None:
         return _not_found()
+    if body_pruned(acting, delivery):
+        return _pruned()
     status = reprocess_one(acting, delivery)
     finished = "" if status in FINISHED_DELIVERY_STATUSES else "; it still has no outcome"
     return done(
@@ -148,14 +169,8 @@ def download(delivery_id: int, form: str) -> Response:
     delivery = _stored(acting, delivery_id)
     if delivery is None:
         return _not_found()
-    if delivery.pruned_at is not None:
-        acting.record("refused: console_body_pruned")
-        return error_page(
-            409,
-            "console_body_pruned",
-            "This delivery's body was pruned; payhooks restore-pruned puts it back from its "
-            "archive.",
-        )
+    if body_pruned(acting, delivery):
+        return _pruned()
     acting.record(f"{len(delivery.body)} bytes")
     answer = Response(delivery.body, mimetype="application/octet-stream")
     answer.headers["Content-Disposition"] = f'attachment; filename="{name.format(id=delivery_id)}"'

@@ -17,7 +17,7 @@ from werkzeug.wrappers import Response as BaseResponse
 
 from payhooks.receiver.web.console.access import console_ledger, current_access
 from payhooks.receiver.web.console.acting import Acting, begin_action, can_act, done
-from payhooks.receiver.web.console.action_views import reprocess_one, send_owed
+from payhooks.receiver.web.console.action_views import body_pruned, reprocess_one, send_owed
 from payhooks.receiver.web.console.csrf import ActionRefused
 from payhooks.receiver.web.console.query import BadQuery, LogQuery, parse_log_query
 from payhooks.storage import FINISHED_DELIVERY_STATUSES
@@ -70,20 +70,25 @@ def bulk_confirm() -> str:
     )
 
 
-def _run(acting: Acting, action: str, ids: list[int]) -> tuple[int, int]:
-    """Do ``action`` to each delivery: (succeeded, failed)."""
-    succeeded = failed = 0
+def _run(acting: Acting, action: str, ids: list[int]) -> tuple[int, int, int]:
+    """Do ``action`` to each delivery: (succeeded, failed, skipped). A pruned delivery is
+    skipped by a reprocess (its entry says ``refused: console_body_pruned``), as ``payhooks
+    reprocess`` skips it: its body is in an archive, not in the ledger."""
+    succeeded = failed = skipped = 0
     for delivery_id in ids:
         one = Acting(acting.grant, action.replace("-", "_"), f"delivery {delivery_id}", acting.note)
         if action == "reprocess":
             delivery = acting.ledger.receiver.delivery(delivery_id)
+            if delivery is not None and body_pruned(one, delivery):
+                skipped += 1
+                continue
             ok = delivery is not None and reprocess_one(one, delivery) in FINISHED_DELIVERY_STATUSES
         else:
             sent, errors, held = send_owed(one, delivery_id)
             one.record(f"sent {sent}, {errors} failed, {held} held by another sender")
             ok = not errors
         succeeded, failed = succeeded + ok, failed + (not ok)
-    return succeeded, failed
+    return succeeded, failed, skipped
 
 
 def bulk_run() -> BaseResponse:
@@ -108,10 +113,10 @@ def bulk_run() -> BaseResponse:
             f"The filter matches {count} deliveries, more than the {BULK_CAP} one action "
             "takes; narrow it first.",
         )
-    succeeded, failed = _run(acting, action, ids)
-    acting.record(
-        f"{succeeded} succeeded, {failed} failed",
-        detail | {"succeeded": succeeded, "failed": failed},
-    )
+    succeeded, failed, skipped = _run(acting, action, ids)
+    counts = f"{succeeded} succeeded, {failed} failed"
+    if skipped:
+        counts += f", {skipped} skipped (pruned)"
+    acting.record(counts, detail | {"succeeded": succeeded, "failed": failed, "skipped": skipped})
     label = BULK_ACTIONS[action][0]
-    return done(f"{label} {count} deliveries: {succeeded} succeeded, {failed} failed.", back)
+    return done(f"{label} {count} deliveries: {counts}.", back)

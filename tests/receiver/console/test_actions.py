@@ -327,3 +327,57 @@ def test_a_pruned_delivery_says_where_its_body_went_and_is_not_downloaded(
         assert 'data-error="console_body_pruned"' in answer.get_data(as_text=True)
         (entry,) = ledger.console.audit_log().rows
         assert entry.result == "refused: console_body_pruned"
+
+
+@pytest.fixture
+def pruned(tmp_path: Path, database: Path | str) -> int:
+    """A processed delivery whose body ``payhooks prune`` archived; its id."""
+    with Ledger(database, clock=FixedClock(T0)) as old:
+        record_notification(old, notification("order-1", "ll-1"), "key-1")
+        old.signals.mark_sent(old.signals.claim(lease=timedelta(minutes=1)))
+        (row,) = old.receiver.delivery_log().rows
+    with Ledger(database) as ledger:
+        assert ledger.prune(timedelta(days=1), tmp_path).pruned_deliveries == 1
+    return row.id
+
+
+def test_a_pruned_delivery_offers_no_reprocess_and_refuses_one(
+    client: FlaskClient, ledger: Ledger, pruned: int
+) -> None:
+    """Reprocessing would parse the empty body prune left behind (``malformed_json``), as
+    ``payhooks reprocess``, which skips pruned deliveries, never does."""
+    page = client.get(f"/console/deliveries/{pruned}", headers=OPERATOR).text
+    assert "Reprocess this delivery" not in page
+    assert "Download the raw body" not in page
+
+    answer = client.post(
+        f"/console/deliveries/{pruned}/reprocess",
+        data={"csrf_token": token(client, pruned)},
+        headers=OPERATOR,
+    )
+
+    assert answer.status_code == 409
+    assert 'data-error="console_body_pruned"' in answer.text
+    assert _status(ledger, pruned) is DeliveryStatus.PROCESSED
+    (entry,) = ledger.console.audit_log().rows
+    assert (entry.action, entry.result) == ("reprocess", "refused: console_body_pruned")
+
+
+def test_a_bulk_reprocess_skips_a_pruned_delivery_rather_than_failing_it(
+    client: FlaskClient, ledger: Ledger, pruned: int
+) -> None:
+    form = {
+        "csrf_token": token(client, pruned),
+        "action": "reprocess",
+        "status": "processed",
+        "window": "all",
+    }
+
+    answer = client.post("/console/deliveries/bulk", data=form, headers=OPERATOR)
+
+    assert answer.status_code == 303
+    assert _status(ledger, pruned) is DeliveryStatus.PROCESSED
+    whole, one = ledger.console.audit_log().rows
+    assert one.result == "refused: console_body_pruned"
+    assert whole.result == "0 succeeded, 0 failed, 1 skipped (pruned)"
+    assert whole.detail["skipped"] == 1

@@ -126,3 +126,29 @@ def test_a_payment_not_in_the_queue_cannot_be_reviewed(
 def test_ageing_buckets(age: timedelta, bucket: str) -> None:
     now = datetime(2026, 11, 27, tzinfo=UTC)
     assert age_of(now - age, now) == bucket
+
+
+@pytest.mark.parametrize(
+    ("identifier", "recorded"),
+    [
+        ("x" * 8000, "x" * 399 + "…"),
+        ("a%00b", "a\\x00b"),
+    ],
+    ids=["8 KB from the URL", "a NUL"],
+)
+def test_a_forged_review_is_audited_with_a_bounded_target(
+    client: FlaskClient, ledger: Ledger, identifier: str, recorded: str
+) -> None:
+    """A cross-site POST is refused; its entry names the victim, so its target, taken from the
+    URL, must neither carry the attacker's text at length nor (a NUL, which PostgreSQL's text
+    holds none of) fail the entry's write and turn the refusal into a 503."""
+    answer = client.post(
+        f"/console/exceptions/{identifier}/review",
+        data={"status": "resolved"},
+        headers=OPERATOR | {"Sec-Fetch-Site": "cross-site"},
+    )
+
+    assert answer.status_code == 400
+    assert 'data-error="console_csrf_failed"' in answer.text
+    (entry,) = ledger.console.audit_log().rows
+    assert (entry.target, entry.result) == (recorded, "refused: console_csrf_failed")

@@ -15,6 +15,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from payhooks.receiver.cli.reports import write_report
+from payhooks.receiver.visible_text import visible
 from payhooks.storage import Ledger
 from tests.receiver.console.conftest import ROLE_HEADER, VIEWER, Deliver
 
@@ -99,7 +100,9 @@ def test_filters_in_the_url_select_the_rows_and_the_csv(
     assert page.status_code == 200
     assert identifiers(page.get_data(as_text=True)) == sorted(shown)
     rows = list(csv.DictReader(io.StringIO(exported.get_data(as_text=True))))
-    assert [row["external_identifier"].removeprefix("'") for row in rows] == sorted(shown)
+    assert [row["external_identifier"].removeprefix("'") for row in rows] == [
+        visible(one) for one in sorted(shown)
+    ]
 
 
 def test_the_csv_is_the_command_line_s_bytes_for_the_same_rows(
@@ -128,6 +131,9 @@ def test_the_csv_neutralises_formulas_from_webhook_bodies(
     cells = [row[0] for row in csv.reader(io.StringIO(text))][1:]
     assert "'" + FORMULA in cells
     assert FORMULA not in cells
+    # The bidi override that would show the row as another is written as its escape.
+    assert "\u202e" not in text
+    assert '"""><script>alert(1)</script>\\u202ex"' in text
 
 
 def test_hostile_identifiers_are_inert_and_visible_on_the_page(
@@ -204,3 +210,25 @@ def test_a_bad_value_is_a_400_page_naming_it(
         assert 'data-error="console_bad_query"' in html
         assert named in html
         assert "Traceback" not in html
+
+
+def test_the_export_is_audited_with_its_filter_and_row_count_before_a_byte_is_sent(
+    console: FlaskClient, shop: Ledger
+) -> None:
+    """Every payment's row goes to whoever asks, so it leaves an entry; and the rows are read
+    whole first, so a client that stops reading never holds the ledger's connection."""
+    exported = console.get(f"{CSV}?kind=unexpected", headers=VIEWER, buffered=False)
+
+    (entry,) = shop.console.audit_log().rows
+    assert (entry.who, entry.action, entry.result) == (
+        "unnamed viewer",
+        "export_reconciliation_csv",
+        "2 rows",
+    )
+    assert entry.detail["filter"] == {"kind": "unexpected"}
+    assert entry.detail["rows"] == 2
+    with shop.transaction():  # nothing of the export holds the ledger while it is downloaded
+        shop.expect_transaction("order-4", 100, "CNY")
+    text = exported.get_data(as_text=True)
+    exported.close()
+    assert len(text.splitlines()) == 3
