@@ -8,15 +8,18 @@ one stable code (:data:`HEALTH_CODES`) and one sentence that names no secret and
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
+
+from payhooks.storage.errors import SchemaVersionError
 
 __all__ = [
     "DEFAULT_HEALTH_LOCK_TIMEOUT_MS",
     "DEFAULT_MIN_FREE_BYTES",
     "HEALTH_CODES",
     "LedgerHealth",
+    "check_schema",
 ]
 
 #: Below this much free space in the ledger's folder, a SQLite ledger is reported full: a write
@@ -54,3 +57,20 @@ class LedgerHealth:
         return cls(
             None, "The ledger answers, can be written, and its schema is current.", schema_version
         )
+
+
+def check_schema(read_version: Callable[[], int], current: int) -> LedgerHealth | int:
+    """The schema version ``read_version`` finds, or the answer it already decides: a schema
+    from a newer payhooks is ``ledger_unavailable``, one behind ``current`` is
+    ``ledger_migration_pending``. Each engine's check starts here."""
+    try:
+        version = read_version()
+    except SchemaVersionError as err:
+        return LedgerHealth("ledger_unavailable", err.message)
+    if version < current:
+        return LedgerHealth(
+            "ledger_migration_pending",
+            f"The ledger has schema version {version} and this payhooks needs {current}.",
+            version,
+        )
+    return version

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from payhooks.storage.errors import SchemaVersionError
-from payhooks.storage.health import LedgerHealth
+from payhooks.storage.health import LedgerHealth, check_schema
 from payhooks.storage.postgresql.schema import SCHEMA_VERSION, schema_version
 
 __all__ = ["check_health"]
@@ -26,16 +25,10 @@ SELECT current_setting('transaction_read_only'),
 
 def check_health(conn: Any) -> LedgerHealth:
     """The health of the ledger ``conn`` (a psycopg connection in autocommit) reaches."""
-    try:
-        version = schema_version(conn)
-    except SchemaVersionError as err:
-        return LedgerHealth("ledger_unavailable", err.message)
-    if version < SCHEMA_VERSION:
-        return LedgerHealth(
-            "ledger_migration_pending",
-            f"The ledger has schema version {version} and this payhooks needs {SCHEMA_VERSION}.",
-            version,
-        )
+    found = check_schema(lambda: schema_version(conn), SCHEMA_VERSION)
+    if isinstance(found, LedgerHealth):
+        return found
+    version = found
     read_only, in_recovery, may_insert = conn.execute(_WRITABLE).fetchone()
     if in_recovery:
         return LedgerHealth("ledger_read_only", "The PostgreSQL server is a standby.", version)

@@ -16,8 +16,7 @@ import sqlite3
 
 from sqlite_utils import Database
 
-from payhooks.storage.errors import SchemaVersionError
-from payhooks.storage.health import LedgerHealth
+from payhooks.storage.health import LedgerHealth, check_schema
 from payhooks.storage.sqlite.schema import SCHEMA_VERSION, schema_version
 
 __all__ = ["check_health"]
@@ -40,16 +39,12 @@ def check_health(
 
     :param busy_timeout_ms: the connection's own busy timeout, put back after the lock probe.
     """
-    try:
-        version = schema_version(Database(conn, execute_plugins=False))
-    except SchemaVersionError as err:
-        return LedgerHealth("ledger_unavailable", err.message)
-    if version < SCHEMA_VERSION:
-        return LedgerHealth(
-            "ledger_migration_pending",
-            f"The ledger has schema version {version} and this payhooks needs {SCHEMA_VERSION}.",
-            version,
-        )
+    found = check_schema(
+        lambda: schema_version(Database(conn, execute_plugins=False)), SCHEMA_VERSION
+    )
+    if isinstance(found, LedgerHealth):
+        return found
+    version = found
     (query_only,) = conn.execute("PRAGMA query_only").fetchone()
     if query_only:
         return LedgerHealth("ledger_read_only", "The ledger is open read-only.", version)
