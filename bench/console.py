@@ -70,7 +70,7 @@ from bench.rounds import Ratios, alternate, at_least
 from payhooks.receiver import Console, PayHooks, receiver_state
 from payhooks.receiver.cli.reports import write_report
 from payhooks.receiver.web.console.finance_query import parse_finance_query
-from payhooks.storage import Ledger, finance_sql
+from payhooks.storage import FinanceFilter, Ledger, finance_sql
 from payhooks.storage.finance import bucket_size_for
 from payhooks.storage.times import to_text
 from payhooks.storage.views import RECONCILIATION_COLUMNS
@@ -190,34 +190,55 @@ def _finance_query(url: str) -> Any:
 
 
 def _finance(url: str) -> tuple[Statement, ...]:
-    """What ``/reconciliation`` reads: the period's tiles and the previous period's, the
-    chart's buckets, a page of rows and their totals."""
+    """What ``/reconciliation`` reads: the period's rows grouped by bucket, its money paid by
+    bucket and the part of it paid in full; the previous period's tiles; a page of rows; and,
+    for a filter other than the period, that filter's totals."""
     query = _finance_query(url)
-    statements: list[Statement] = []
-    for since, until in ((query.since, query.until), query.previous):
-        span = (to_text(since), to_text(until))
-        sql, params = finance_sql.opened_groups(since, until)
-        statements += [
-            (finance_sql.RECEIVED_SQL, span),
-            (finance_sql.PAID_SQL, span),
-            (sql, tuple(params)),
-        ]
-    statements += _buckets(query.since, query.until)
+    since, until = query.since, query.until
+    width = _width(since, until)
+    span = (to_text(since), to_text(until))
+    opened_sql, opened_params = finance_sql.opened_groups(since, until, width)
+    statements: list[Statement] = [
+        (opened_sql, tuple(opened_params)),
+        (finance_sql.RECEIVED_BUCKETS_SQL, (width, *span)),
+        (finance_sql.PAID_SQL, span),
+    ]
+    before = tuple(to_text(moment) for moment in query.previous)
+    sql, params = finance_sql.opened_groups(*query.previous)
+    statements += [
+        (finance_sql.RECEIVED_SQL, before),
+        (finance_sql.PAID_SQL, before),
+        (sql, tuple(params)),
+    ]
     wanted = query.finance_filter()
     rows_sql, rows_params = finance_sql.filtered_rows(wanted, after=None, limit=query.limit + 1)
-    groups_sql, groups_params = finance_sql.filtered_groups(wanted)
-    statements += [(rows_sql, tuple(rows_params)), (groups_sql, tuple(groups_params))]
+    statements.append((rows_sql, tuple(rows_params)))
+    if wanted != FinanceFilter(registered_since=since, registered_until=until):
+        groups_sql, groups_params = finance_sql.filtered_groups(wanted)
+        statements.append((groups_sql, tuple(groups_params)))
     return tuple(statements)
+
+
+#: The bare aggregate of a chart's expected bars: registered payments' expected money per
+#: bucket of registration and currency, with nothing else grouped.
+EXPECTED_BUCKETS_SQL = """
+SELECT substr(p.created_at, 1, ?) AS bucket, s.currency, COUNT(*),
+    CAST(SUM(COALESCE(s.expected_amount_minor, 0)) AS BIGINT)
+FROM payments AS p
+JOIN payment_states AS s ON s.external_identifier = p.external_identifier
+WHERE p.created_at >= ? AND p.created_at < ?
+GROUP BY 1, 2"""
+
+
+def _width(since: Any, until: Any) -> int:
+    """How many characters of a stored time name the chart's bucket."""
+    return {"hour": 13, "day": 10, "week": 10}[bucket_size_for(since, until).value]
 
 
 def _buckets(since: Any, until: Any) -> list[Statement]:
     """The chart's bare aggregates: expected and received per bucket and currency."""
-    width = {"hour": 13, "day": 10, "week": 10}[bucket_size_for(since, until).value]
-    params = (width, to_text(since), to_text(until))
-    return [
-        (finance_sql.EXPECTED_BUCKETS_SQL, params),
-        (finance_sql.RECEIVED_BUCKETS_SQL, params),
-    ]
+    params = (_width(since, until), to_text(since), to_text(until))
+    return [(EXPECTED_BUCKETS_SQL, params), (finance_sql.RECEIVED_BUCKETS_SQL, params)]
 
 
 def _finance_pages() -> list[Page]:

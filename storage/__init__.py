@@ -44,6 +44,7 @@ from payhooks.storage.finance_rows import (
     FinanceFilter,
     FinancePage,
     PeriodFigures,
+    PeriodOverview,
 )
 from payhooks.storage.health import (
     DEFAULT_HEALTH_LOCK_TIMEOUT_MS,
@@ -166,6 +167,7 @@ __all__ = [
     "PaymentState",
     "PaymentStory",
     "PeriodFigures",
+    "PeriodOverview",
     "PostgresExtraMissingError",
     "PruneReport",
     "ReconciliationRow",

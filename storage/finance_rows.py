@@ -27,6 +27,7 @@ __all__ = [
     "FinanceFilter",
     "FinancePage",
     "PeriodFigures",
+    "PeriodOverview",
     "figure",
 ]
 
@@ -120,6 +121,18 @@ class FinanceFilter:
     amount_max_minor: int | None = None
     #: Identifiers starting with this (a prefix search, so the primary key serves it).
     identifier_prefix: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PeriodOverview:
+    """A period's tiles, its chart's buckets and the totals of every row opened in it: the
+    finance page above its rows, read at once (``Ledger.finance.overview``)."""
+
+    figures: PeriodFigures
+    buckets: list[ChartBucket]
+    #: Per currency, as :meth:`~payhooks.storage.finance.FinanceBook.totals` gives them for
+    #: the rows opened in the period.
+    totals: list[FilteredTotal]
 
 
 @dataclass(frozen=True, slots=True)

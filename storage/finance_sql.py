@@ -5,7 +5,9 @@ Every range is served by an index, so a period costs what it holds, not what the
 
 - rows *opened* in a period: the payments registered in it (``payments_created``), joined to
   their stored row by primary key, and the unexpected rows opened in it (few: read through
-  ``payment_states_order``, whose first column is ``kind IS NULL``);
+  the partial index ``payment_states_unexpected``; ``payment_states_order`` cannot serve them
+  once the planner has statistics, which say its first column, ``kind IS NULL``, holds half
+  of a ledger's rows per value, and a scan of every payment per page followed);
 - money *paid* in a period: the succeeded outcomes by ``paid_at`` (``outcomes_paid``, partial
   on ``state = 'succeeded'`` and holding the currency, amount and state, so the sum never reads the
   table).
@@ -25,7 +27,6 @@ from payhooks.storage.times import to_text
 from payhooks.storage.views import RECONCILIATION_COLUMNS
 
 __all__ = [
-    "EXPECTED_BUCKETS_SQL",
     "PAID_SQL",
     "RECEIVED_BUCKETS_SQL",
     "RECEIVED_SQL",
@@ -37,11 +38,12 @@ __all__ = [
 
 _COLUMNS: Final = ", ".join(f"r.{column}" for column in RECONCILIATION_COLUMNS)
 _SUCCEEDED: Final = "o.state = 'succeeded'"
-# Spelled as ``payment_states_order``'s first column, compared with TRUE, so that both engines
-# read the unexpected rows through that index rather than scanning the table.
-_UNEXPECTED: Final = "(r.kind IS NULL) = TRUE"
+# Spelled as ``payment_states_unexpected``'s condition, so that both engines read the unexpected
+# rows through that partial index rather than scanning the table.
+_UNEXPECTED: Final = "r.kind IS NULL"
 
-#: Succeeded transactions paid in ``[?, ?)``, per currency: count, minor units.
+#: Succeeded transactions paid in ``[?, ?)``, per currency: count, minor units (the sums of
+#: :data:`RECEIVED_BUCKETS_SQL`'s buckets; a period without a chart reads this).
 RECEIVED_SQL: Final = f"""
 SELECT o.currency, COUNT(*), CAST(SUM(o.amount_minor) AS BIGINT)
 FROM outcomes AS o
@@ -63,15 +65,6 @@ SELECT substr(o.paid_at, 1, ?) AS bucket, o.currency, COUNT(*),
 FROM outcomes AS o
 WHERE {_SUCCEEDED} AND o.paid_at >= ? AND o.paid_at < ?
 GROUP BY 1, 2"""  # noqa: S608 - constants only
-
-#: Expected money per bucket of registration and currency.
-EXPECTED_BUCKETS_SQL: Final = """
-SELECT substr(p.created_at, 1, ?) AS bucket, s.currency, COUNT(*),
-    CAST(SUM(COALESCE(s.expected_amount_minor, 0)) AS BIGINT)
-FROM payments AS p
-JOIN payment_states AS s ON s.external_identifier = p.external_identifier
-WHERE p.created_at >= ? AND p.created_at < ?
-GROUP BY 1, 2"""
 
 
 def next_prefix(prefix: str) -> str | None:
@@ -188,21 +181,28 @@ def filtered_rows(
 
 def filtered_groups(wanted: FinanceFilter) -> tuple[str, Sequence[Any]]:
     """The filtered set's money grouped by currency and received currency (see
-    :func:`opened_groups` for the columns)."""
+    :func:`opened_groups` for the columns; the bucket is ``''``)."""
     parts, params = _parts(wanted, None)
     return _grouped(" UNION ALL ".join(parts)), params
 
 
-def opened_groups(since: Any, until: Any) -> tuple[str, Sequence[Any]]:
-    """The rows opened in ``[since, until)``, grouped by currency, received currency, state,
+def opened_groups(since: Any, until: Any, width: int = 0) -> tuple[str, Sequence[Any]]:
+    """The rows opened in ``[since, until)``, grouped by bucket (the first ``width``
+    characters of when each was opened: ``''`` for none), currency, received currency, state,
     whether they drift, and whether they were registered: count, expected, received, home
-    received, refunded, charged back (minor units)."""
-    return filtered_groups(FinanceFilter(registered_since=since, registered_until=until))
+    received, refunded, charged back (minor units).
+
+    One read gives a period's row tiles, its chart's expected bars and its unfiltered totals.
+    """
+    parts, params = _parts(FinanceFilter(registered_since=since, registered_until=until), None)
+    return _grouped(" UNION ALL ".join(parts), "substr(f.opened_at, 1, ?)"), [width, *params]
 
 
-def _grouped(rows_sql: str) -> str:
+def _grouped(rows_sql: str, bucket: str = "''") -> str:
+    """Grouped by position (``GROUP BY 1, ...``): PostgreSQL takes a bucket's ``?`` as the
+    same expression only there."""
     return f"""
-SELECT f.currency, f.received_currency, f.state,
+SELECT {bucket}, f.currency, f.received_currency, f.state,
     CASE WHEN f.drift IS NULL THEN 0 ELSE 1 END, CASE WHEN f.kind IS NULL THEN 0 ELSE 1 END,
     COUNT(*), CAST(SUM(COALESCE(f.expected_amount_minor, 0)) AS BIGINT),
     CAST(SUM(COALESCE(f.received_amount_minor, 0)) AS BIGINT),
@@ -210,5 +210,4 @@ SELECT f.currency, f.received_currency, f.state,
     CAST(SUM(f.refunded_amount_minor) AS BIGINT),
     CAST(SUM(f.charged_back_amount_minor) AS BIGINT)
 FROM ({rows_sql}) AS f
-GROUP BY f.currency, f.received_currency, f.state,
-    CASE WHEN f.drift IS NULL THEN 0 ELSE 1 END, CASE WHEN f.kind IS NULL THEN 0 ELSE 1 END"""  # noqa: S608 - constants only
+GROUP BY 1, 2, 3, 4, 5, 6"""  # noqa: S608 - constants only

@@ -173,6 +173,9 @@ TABLES: Final = (
         updated_at TEXT COLLATE "C" NOT NULL
     )""",
     "CREATE INDEX payment_states_order ON payment_states ((kind IS NULL), external_identifier)",
+    # The unexpected rows by when they were opened (the finance page's period): few, and written
+    # only for a payment nobody registered.
+    "CREATE INDEX payment_states_unexpected ON payment_states (opened_at) WHERE kind IS NULL",
     # The mismatched payments alone (the health figures count them, and those changed lately).
     """
     CREATE INDEX payment_states_mismatches ON payment_states (state, updated_at)

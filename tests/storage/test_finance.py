@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
@@ -249,6 +250,23 @@ def test_totals_cover_the_whole_filtered_set_per_currency(day: Ledger) -> None:
     assert day.finance.page(OPENED, limit=1).next_after == "cny-1"  # one page, whole totals
 
 
+@pytest.mark.parametrize(
+    ("since", "until"),
+    [(SINCE, UNTIL), (SINCE - DAY, UNTIL), (SINCE - 70 * DAY, UNTIL)],
+    ids=["hours", "days", "weeks"],
+)
+def test_the_overview_is_the_tiles_the_chart_and_the_totals_read_apart(
+    day: Ledger, since: datetime, until: datetime
+) -> None:
+    overview = day.finance.overview(since, until)
+
+    assert overview.figures == day.finance.figures(since, until)
+    assert overview.buckets == day.finance.buckets(since, until)
+    opened = FinanceFilter(registered_since=since, registered_until=until)
+    assert overview.totals == day.finance.totals(opened)
+    assert overview.totals  # the fixture's rows are in every one of these periods
+
+
 def test_the_needs_person_preset_is_the_mismatch_states_and_drift(day: Ledger) -> None:
     rows = list(day.finance.rows(FinanceFilter(needs_person=True)))
 
@@ -287,14 +305,49 @@ def test_next_prefix_is_the_least_text_above_every_text_with_the_prefix(
     assert next_prefix(prefix) == above
 
 
+#: ``ANALYZE``'s statistics of a ledger of a million payments, every one registered (a merchant
+#: who registers them all; ``bench.console``'s ledger, times ten): what the planner decides by
+#: on a ledger that has been analyzed, where an empty one's defaults decide differently. There
+#: ``payment_states_order``'s first column has one value for every row, so the planner
+#: reads the table rather than that index, and the empty ``payment_states_unexpected`` has no
+#: statistics of its own.
+_LARGE_LEDGER_STATS = (
+    ("payments", "payments", "1000000 1"),
+    ("payments", "payments_created", "1000000 1"),
+    ("payment_states", "payment_states", "1000000 1"),
+    ("payment_states", "payment_states_order", "1000000 1000000 1"),
+    ("payment_states", "payment_states_mismatches", "20000 20000 20000"),
+    ("outcomes", "outcomes_paid", "900000 1 1 1 1"),
+    ("outcomes", "outcomes_identifier", "940000 1"),
+)
+
+
+def _as_if_analyzed_at_a_million_payments(conn: Any) -> None:
+    conn.execute("ANALYZE")
+    conn.execute("DELETE FROM sqlite_stat1 WHERE tbl IN ('payments', 'payment_states', 'outcomes')")
+    conn.executemany(
+        "INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES (?, ?, ?)", _LARGE_LEDGER_STATS
+    )
+    conn.execute("ANALYZE sqlite_schema")  # reads the statistics again
+
+
 @pytest.mark.sqlite_only  # SQLite's query plans
+@pytest.mark.parametrize("analyzed", [False, True], ids=["fresh", "analyzed"])
 @pytest.mark.parametrize(
     "wanted",
-    [OPENED, FinanceFilter(kind="unexpected"), FinanceFilter(paid_since=SINCE, paid_until=UNTIL)],
+    [
+        OPENED,
+        FinanceFilter(kind="unexpected", registered_since=SINCE, registered_until=UNTIL),
+        FinanceFilter(paid_since=SINCE, paid_until=UNTIL),
+    ],
+    ids=["opened", "unexpected", "paid"],
 )
 def test_a_period_s_rows_are_read_through_indexes_never_a_scan(
-    ledger: Ledger, wanted: FinanceFilter
+    ledger: Ledger, wanted: FinanceFilter, analyzed: bool
 ) -> None:
+    if analyzed:
+        with ledger.database.conn:
+            _as_if_analyzed_at_a_million_payments(ledger.database.conn)
     sql, params = filtered_rows(wanted, limit=51)
     steps = [row[3] for row in ledger.database.execute("EXPLAIN QUERY PLAN " + sql, params)]
 

@@ -64,6 +64,7 @@ PUBLIC = (
     "PaymentState",
     "PaymentStory",
     "PeriodFigures",
+    "PeriodOverview",
     "PostgresExtraMissingError",
     "PruneReport",
     "ReconciliationRow",

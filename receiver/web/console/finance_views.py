@@ -26,6 +26,7 @@ from payhooks.receiver.web.console.finance_query import KINDS, PERIODS, parse_fi
 from payhooks.storage import (
     MISMATCH_STATES,
     Figure,
+    FinanceFilter,
     PeriodFigures,
     ReconciliationState,
     bucket_size_for,
@@ -90,25 +91,25 @@ def reconciliation() -> str:
     now = current_access().clock()
     query = parse_finance_query(request.args, now)
     finance = console_ledger().finance
-    current = finance.figures(query.since, query.until)
-    previous = finance.figures(*query.previous)
     size = bucket_size_for(query.since, query.until)
-    series = chart_series(
-        finance.buckets(query.since, query.until, size), query.since, query.until, size, now
-    )
+    overview = finance.overview(query.since, query.until, size)
+    previous = finance.figures(*query.previous)
+    series = chart_series(overview.buckets, query.since, query.until, size, now)
     wanted = query.finance_filter()
+    opened = FinanceFilter(registered_since=query.since, registered_until=query.until)
     return render_template(
         "payhooks_console/finance.html",
         query=query,
         now=now,
-        tiles=_tiles(current, previous),
+        tiles=_tiles(overview.figures, previous),
         previous=query.previous,
         size=size,
         series=series,
         charts=[draw_chart(one, size, index) for index, one in enumerate(series)],
         bucket_label=bucket_label,
         page=finance.page(wanted, after=query.after, limit=query.limit),
-        totals=finance.totals(wanted),
+        # The default view's rows are the period's: their totals came with the overview.
+        totals=overview.totals if wanted == opened else finance.totals(wanted),
         periods=PERIODS,
         kinds=KINDS,
         states=list(ReconciliationState),
