@@ -58,7 +58,8 @@ they cost (the goal: at most 3 points of the share). After the rounds it scrapes
 and counts its log lines, so a run shows the counts were kept. ``--no-metrics`` leaves it out.
 
 With ``--without-index NAME``, one more app runs in the same rounds: the receiver with ``FULL``
-on a ledger of its own from which the index ``NAME`` was dropped after the schema was made
+on a ledger of its own from which the index ``NAME`` (or each of ``NAME,NAME,...``, to cost
+several together) was dropped after the schema was made
 (same gunicorn, same requests, same counts), so an index's cost to the receiver is measured
 against the same durable floor in the same rounds: both shares are printed, and the index's
 cost as the median of the per-round differences between them (without minus with), in points
@@ -472,17 +473,18 @@ def without_index(suffix: str) -> str | None:
 WITHOUT = "-without-"
 
 
-def drop_index(database: Path, name: str) -> None:
-    """Drop index ``name`` from the migrated ledger ``database``; exit if it has none so named
-    (a typo must not measure the receiver against itself)."""
+def drop_index(database: Path, names: str) -> None:
+    """Drop each index of ``names`` (comma-separated) from the migrated ledger ``database``;
+    exit if it has none so named (a typo must not measure the receiver against itself)."""
     conn = sqlite3.connect(database, isolation_level=None)
     try:
-        found = conn.execute(
-            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = ?", (name,)
-        ).fetchone()[0]
-        if not found:
-            raise SystemExit(f"--without-index: the ledger has no index named {name!r}")
-        conn.execute(f'DROP INDEX "{name}"')
+        for name in names.split(","):
+            found = conn.execute(
+                "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = ?", (name,)
+            ).fetchone()[0]
+            if not found:
+                raise SystemExit(f"--without-index: the ledger has no index named {name!r}")
+            conn.execute(f'DROP INDEX "{name}"')
     finally:
         conn.close()
 
@@ -857,7 +859,10 @@ def main(argv: list[str] | None = None) -> int:
         "--without-index",
         metavar="NAME",
         default=None,
-        help="also the receiver with FULL on a ledger without this index, in the same rounds",
+        help=(
+            "also the receiver with FULL on a ledger without this index (or these, "
+            "comma-separated), in the same rounds"
+        ),
     )
     add_arguments(parser, "measure the receiver and its durable floor (migrated first)")
     args = parser.parse_args(argv)
