@@ -201,6 +201,16 @@ class Server:
     def output(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
+    def documented_exports(self, env: Mapping[str, str]) -> set[str]:
+        """The names of the ``export NAME=...`` lines the docs show this server printing (in
+        its block's comments) that the reader has not set: a reader runs those before the
+        next block, whether that block names them (``$NAME``) or a command reads them."""
+        shown = "\n".join(
+            line.lstrip().lstrip("#") for line in self.block.text.splitlines()
+            if line.lstrip().startswith("#")
+        )  # fmt: skip
+        return set(dict(_EXPORT.findall(shown))) - env.keys()
+
     def exports(self, needed: Iterable[str], *, timeout: float = 30.0) -> dict[str, str]:
         """The ``export NAME=value`` lines the server printed for the reader to run.
 
@@ -343,7 +353,8 @@ class Walkthrough:
             if self.server is None:
                 self.fail(block, "needs a server, and no server block came before it", "")
             text = swap_port(text, self.server.port, self.server.documented_port)
-            env = {**env, **self.server.exports(printed_names(text, env))}
+            needed = printed_names(text, env) | self.server.documented_exports(env)
+            env = {**env, **self.server.exports(needed)}
         done = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", text],
             cwd=self.folder,
