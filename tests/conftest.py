@@ -7,25 +7,29 @@ real sockets, real headers and a real chunked or oversized body, not the test cl
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
-from standardwebhooks import Webhook
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from payhooks.receiver import PayHooks, receiver_state
 from payhooks.storage import Ledger
 from payhooks.verify import Signer, get_signer
-from tests.support.app import FORM_MEMBERS, TEST_SECRET, AppFactory, BodyFactory, SignFunction
+from tests.support.app import (
+    TEST_SECRET,
+    AppFactory,
+    BodyFactory,
+    SignFunction,
+    notification_body,
+    standard_webhooks_signer,
+)
 from tests.support.live_server import LiveServer
 from tests.support.postgres import INSTALL_COMMAND, PostgresServer, find_bin_dir
 
@@ -186,55 +190,13 @@ def sign(secret: str) -> SignFunction:
 
     ``sign(body, msg_id=..., timestamp=...)`` returns the three headers.
     """
-    webhook = Webhook(secret)
-    counter = iter(range(1, 1_000_000))
-
-    def signed(
-        body: bytes, *, msg_id: str | None = None, timestamp: datetime | None = None
-    ) -> dict[str, str]:
-        msg_id = msg_id or f"msg_test_{next(counter)}"
-        when = timestamp or datetime.now(UTC)
-        return {
-            "webhook-id": msg_id,
-            "webhook-timestamp": str(int(when.timestamp())),
-            "webhook-signature": webhook.sign(msg_id, when, body.decode()),
-            "content-type": "application/json",
-        }
-
-    return signed
+    return standard_webhooks_signer(secret)
 
 
 @pytest.fixture
 def make_body() -> BodyFactory:
     """Build a notification body in one of the three forms, as the service writes it."""
-
-    def build(
-        form: str = "wallet",
-        *,
-        external_identifier: str = "order-1",
-        transaction_id: str = "ll-1",
-        status: str = "PS",
-        amount: str = "25.00",
-        currency: str = "CNY",
-        payment_time: str = "20261121120000",
-        **payment_data: str,
-    ) -> bytes:
-        data = {
-            "payment_status": status,
-            "payment_amount": amount,
-            "payment_currency_code": currency,
-            "payment_time": payment_time,
-            **FORM_MEMBERS[form],
-            **payment_data,
-        }
-        body = {
-            "ll_transaction_id": transaction_id,
-            "merchant_transaction_id": external_identifier,
-            "payment_data": data,
-        }
-        return json.dumps(body).encode()
-
-    return build
+    return notification_body
 
 
 @pytest.fixture

@@ -8,16 +8,18 @@ runs no script, so only this test's browser context bypasses it; no page ever lo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 from flask import Flask
+from werkzeug.serving import make_server
 
-from payhooks.receiver import Console
-from tests.support.app import AppFactory, BodyFactory, SignFunction
+from payhooks.receiver import Console, PayHooks, receiver_state
+from tests.support.app import TEST_SECRET, notification_body, standard_webhooks_signer
 from tests.support.browser import BROWSER_TIMEOUT_MS, SCREENS, chromium
 from tests.support.console_pages import (
     CONSOLE_PAGES,
@@ -26,7 +28,6 @@ from tests.support.console_pages import (
     fill_console_ledger,
     page_path,
 )
-from tests.support.live_server import LiveServer
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -63,17 +64,51 @@ class Served:
         return self.url + page_path(name, PREFIX, self.delivery_id)
 
 
-@pytest.fixture
+@pytest.fixture(
+    scope="module",
+    params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)],
+)
 def served(
-    make_app: AppFactory,
-    make_body: BodyFactory,
-    sign: SignFunction,
-    serve: Callable[[Flask], LiveServer],
-) -> Served:
-    app = make_app()
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Served]:
+    """The console on loopback with a filled ledger, once per engine for the module: axe only
+    reads the pages, and a fresh app, ledger and server per page was half this module's time
+    (88 s of 180 s in CI)."""
+    folder = tmp_path_factory.mktemp("axe")
+    database: Path | str = folder / "payhooks.db"
+    postgres = None
+    if request.param == "postgresql":
+        postgres, template = request.getfixturevalue("postgres_server")
+        database = postgres.create_database(template)
+    app = Flask("payhooks_axe", instance_path=str(folder / "instance"))
+    app.config.update(
+        TESTING=True,
+        SECRET_KEY="test-secret-key",
+        PAYHOOKS_DATABASE=str(database),
+        PAYHOOKS_SECRETS=[TEST_SECRET],
+    )
+    PayHooks(app)
     Console(app, authorize=lambda request: request.headers.get(ROLE_HEADER), url_prefix=PREFIX)
-    delivery_id = fill_console_ledger(app.test_client(), make_body, sign)
-    return Served(serve(app).url, delivery_id)
+    delivery_id = fill_console_ledger(
+        app.test_client(), notification_body, standard_webhooks_signer(TEST_SECRET)
+    )
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+    )
+    thread.start()
+    try:
+        yield Served(f"http://127.0.0.1:{server.server_port}", delivery_id)
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+        server.server_close()
+        receiver_state(app).ledgers.close()
+        if postgres is not None:
+            from payhooks.storage.postgresql import close_pools
+
+            close_pools(str(database))
+            postgres.drop_database(str(database))
 
 
 @contextmanager
