@@ -30,6 +30,7 @@ __all__ = [
     "FORMULA_TRIGGERS",
     "NUMERIC_FIELDS",
     "REPORT_FIELDS",
+    "cell_text",
     "csv_field",
     "csv_header",
     "csv_line",
@@ -147,7 +148,9 @@ def report_record(row: ReconciliationRow) -> dict[str, Any]:
     }
 
 
-def _cell(value: Any) -> str:
+def cell_text(value: Any) -> str:
+    """A report record's value as one cell's text, for the CSV and the terminal's table alike:
+    None is empty, a list (transaction ids) is space-separated."""
     if value is None:
         return ""
     if isinstance(value, list):
@@ -163,7 +166,8 @@ def csv_header() -> str:
 def record_line(record: Mapping[str, Any]) -> str:
     """One :func:`report_record` as a CSV line, ending in a newline."""
     fields = (
-        csv_field(_cell(record[name]), text=name not in NUMERIC_FIELDS) for name in REPORT_FIELDS
+        csv_field(cell_text(record[name]), text=name not in NUMERIC_FIELDS)
+        for name in REPORT_FIELDS
     )
     return ",".join(fields) + "\n"
 

@@ -22,6 +22,7 @@ from payhooks.receiver.cli.escaping import terminal_json, terminal_text
 from payhooks.receiver.report_csv import (
     NUMERIC_FIELDS,
     REPORT_FIELDS,
+    cell_text,
     csv_header,
     record_line,
     report_record,
@@ -63,14 +64,6 @@ def needs_attention(row: ReconciliationRow) -> bool:
     """Whether ``row`` is in one of :data:`payhooks.storage.MISMATCH_STATES`, or the service's
     list disagrees with it (``drift``): what ``reconcile --fail-on-mismatch`` fails on."""
     return row.state in MISMATCH_STATES or row.drift is not None
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, list):
-        return " ".join(value)
-    return str(value)
 
 
 @dataclass
@@ -197,7 +190,7 @@ def _table_cells(record: Mapping[str, Any]) -> list[str]:
             and (record["received_currency"] not in (None, record["currency"]))
         ):
             value = f"{value} {record['received_currency']}"
-        cells.append(terminal_text(_cell(value)))
+        cells.append(terminal_text(cell_text(value)))
     return cells
 
 
