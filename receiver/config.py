@@ -23,6 +23,12 @@ docs/configuration.md):
 - ``PAYHOOKS_SIGNALS_LEASE_SECONDS`` (300): how long a sender's claim on owed signals holds
   off other senders; a process that dies holding it leaves the signals to the next sender once
   it passes. Longer than any receiver takes.
+- ``PAYHOOKS_SIGNALS_RETRY_FIRST_SECONDS`` (60), ``PAYHOOKS_SIGNALS_RETRY_MAX_SECONDS`` (14400)
+  and ``PAYHOOKS_SIGNALS_MAX_ATTEMPTS`` (14): a signal whose receiver raised is tried again
+  after the first delay, doubling up to the longest, with jitter; after that many rounds in all
+  (about a day by default) it is parked for a person.
+- ``PAYHOOKS_SIGNALS_RETRY_POLL_SECONDS`` (30): how often each serving process looks for
+  retries that are due while no delivery arrives; 0 leaves it to deliveries and cron.
 - ``PAYHOOKS_RETURN_MAX_AGE`` (7 days, in seconds): how long a URL made by
   :func:`payhooks.receiver.return_url` stays valid.
 - ``PAYHOOKS_RETURN_REDIRECT`` (None): a merchant page to send returning customers to with a
@@ -83,6 +89,10 @@ CONFIG_DEFAULTS: Mapping[str, Any] = {
     "PAYHOOKS_HEALTH_MIN_FREE_BYTES": DEFAULT_MIN_FREE_BYTES,
     "PAYHOOKS_HEALTH_LOCK_TIMEOUT_MS": DEFAULT_HEALTH_LOCK_TIMEOUT_MS,
     "PAYHOOKS_SIGNALS_LEASE_SECONDS": 300,
+    "PAYHOOKS_SIGNALS_RETRY_FIRST_SECONDS": 60,
+    "PAYHOOKS_SIGNALS_RETRY_MAX_SECONDS": 4 * 3600,
+    "PAYHOOKS_SIGNALS_MAX_ATTEMPTS": 14,
+    "PAYHOOKS_SIGNALS_RETRY_POLL_SECONDS": 30,
     "PAYHOOKS_RETURN_MAX_AGE": 7 * 24 * 3600,
     "PAYHOOKS_RETURN_REDIRECT": None,
     "PAYHOOKS_SHOP_URL": None,
@@ -196,6 +206,10 @@ ENV_PARSERS: Mapping[str, Callable[[str], Any]] = {
     "PAYHOOKS_HEALTH_MIN_FREE_BYTES": int,
     "PAYHOOKS_HEALTH_LOCK_TIMEOUT_MS": int,
     "PAYHOOKS_SIGNALS_LEASE_SECONDS": int,
+    "PAYHOOKS_SIGNALS_RETRY_FIRST_SECONDS": int,
+    "PAYHOOKS_SIGNALS_RETRY_MAX_SECONDS": int,
+    "PAYHOOKS_SIGNALS_MAX_ATTEMPTS": int,
+    "PAYHOOKS_SIGNALS_RETRY_POLL_SECONDS": int,
     "PAYHOOKS_RETURN_MAX_AGE": int,
     "PAYHOOKS_RETURN_REDIRECT": _optional_text,
     "PAYHOOKS_SHOP_URL": _optional_text,

@@ -22,7 +22,12 @@ from payhooks.receiver.cli import payhooks_group
 from payhooks.receiver.config import CONFIG_DEFAULTS
 from payhooks.receiver.state import STATE_KEY, build_state, receiver_state
 from payhooks.receiver.testing import TestClient
-from payhooks.receiver.web import IDENTIFIER_CONVERTER, ExternalIdentifierConverter, blueprint
+from payhooks.receiver.web import (
+    IDENTIFIER_CONVERTER,
+    ExternalIdentifierConverter,
+    blueprint,
+    install_retry_timer,
+)
 from payhooks.storage import Ledger
 
 __all__ = ["EXTENSION_KEY", "PayHooks"]
@@ -89,6 +94,7 @@ class PayHooks:
         app.extensions[STATE_KEY] = state
         app.url_map.converters[IDENTIFIER_CONVERTER] = ExternalIdentifierConverter
         app.register_blueprint(blueprint, url_prefix=app.config["PAYHOOKS_URL_PREFIX"])
+        install_retry_timer(app, state)
         if app.test_client_class is None:  # receivers run once a response is closed
             app.test_client_class = TestClient
         if payhooks_group.name not in app.cli.commands:

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import tzinfo
+from datetime import timedelta, tzinfo
 from types import MappingProxyType
 from typing import Any
 
 from payhooks.receiver.config import CONFIG_DEFAULTS, KEY_CONFIG, config_keys
 from payhooks.receiver.payloads import load_status_map, load_time_zone
 from payhooks.receiver.redirects import check_redirect_template, check_shop_url
+from payhooks.receiver.signal_retries import SignalRetries
 from payhooks.storage import (
     DEFAULT_HEALTH_LOCK_TIMEOUT_MS,
     DEFAULT_MIN_FREE_BYTES,
@@ -83,6 +84,11 @@ class ReceiverSettings:
     sync_max_age: int = 24 * 3600
     #: ``PAYHOOKS_SIGNALS_LEASE_SECONDS``: how long a claim on owed signals lasts.
     signals_lease_seconds: int = 300
+    #: ``PAYHOOKS_SIGNALS_RETRY_*`` and ``PAYHOOKS_SIGNALS_MAX_ATTEMPTS``: a raising receiver's
+    #: backoff.
+    signal_retries: SignalRetries = field(default_factory=SignalRetries)
+    #: ``PAYHOOKS_SIGNALS_RETRY_POLL_SECONDS``: each serving process's look for due retries.
+    signals_retry_poll_seconds: int = 30
     #: ``PAYHOOKS_DELIVERY_LOG``: one JSON line per delivery on ``payhooks.deliveries``.
     delivery_log: bool = False
     #: ``PAYHOOKS_HEALTH_MIN_FREE_BYTES``: below this, ``/health`` reports the disk full.
@@ -193,6 +199,8 @@ def load_settings(config: Mapping[str, Any], *, require_keys: bool = True) -> Re
         sync_status_map=_sync_status_map(merged["PAYHOOKS_SYNC_STATUS_MAP"]),
         sync_max_age=_positive_int(merged, "PAYHOOKS_SYNC_MAX_AGE"),
         signals_lease_seconds=_lease(merged),
+        signal_retries=_signal_retries(merged),
+        signals_retry_poll_seconds=_non_negative_int(merged, "PAYHOOKS_SIGNALS_RETRY_POLL_SECONDS"),
         delivery_log=_flag(merged, "PAYHOOKS_DELIVERY_LOG"),
         health_min_free_bytes=_non_negative_int(merged, "PAYHOOKS_HEALTH_MIN_FREE_BYTES"),
         health_lock_timeout_ms=_health_lock_timeout(merged),
@@ -265,6 +273,21 @@ def _lease(config: Mapping[str, Any]) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LEASE_SECONDS:
         raise ValueError(f"{key} must be an integer from 1 to {MAX_LEASE_SECONDS}, got {value!r}")
     return value
+
+
+def _signal_retries(config: Mapping[str, Any]) -> SignalRetries:
+    first = _positive_int(config, "PAYHOOKS_SIGNALS_RETRY_FIRST_SECONDS")
+    longest = _positive_int(config, "PAYHOOKS_SIGNALS_RETRY_MAX_SECONDS")
+    if longest < first:
+        raise ValueError(
+            "PAYHOOKS_SIGNALS_RETRY_MAX_SECONDS must be at least "
+            f"PAYHOOKS_SIGNALS_RETRY_FIRST_SECONDS ({first}), got {longest}"
+        )
+    return SignalRetries(
+        first=timedelta(seconds=first),
+        longest=timedelta(seconds=longest),
+        attempts=_positive_int(config, "PAYHOOKS_SIGNALS_MAX_ATTEMPTS"),
+    )
 
 
 def _flag(config: Mapping[str, Any], key: str) -> bool:

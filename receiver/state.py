@@ -21,6 +21,7 @@ from payhooks.receiver.pipeline import Sweeper
 from payhooks.receiver.pipeline.delivery_lines import log_delivery
 from payhooks.receiver.pipeline.delivery_reports import DeliveryObserver
 from payhooks.receiver.settings import load_settings
+from payhooks.receiver.signal_retries import SignalRetries
 from payhooks.storage import (
     DEFAULT_HEALTH_LOCK_TIMEOUT_MS,
     DEFAULT_MIN_FREE_BYTES,
@@ -62,6 +63,10 @@ class ReceiverState:
     #: route's thresholds.
     health_min_free_bytes: int = DEFAULT_MIN_FREE_BYTES
     health_lock_timeout_ms: int = DEFAULT_HEALTH_LOCK_TIMEOUT_MS
+    #: ``PAYHOOKS_SIGNALS_RETRY_*``: the backoff of a signal whose receiver raised.
+    signal_retries: SignalRetries = field(default_factory=SignalRetries)
+    #: ``PAYHOOKS_SIGNALS_RETRY_POLL_SECONDS``: each serving process's look for due retries.
+    retry_poll_seconds: int = 30
 
     @property
     def ledger(self) -> Ledger:
@@ -121,4 +126,6 @@ def build_state(config: Mapping[str, Any], *, serving: bool = True) -> ReceiverS
         observers=[log_delivery] if settings.delivery_log else [],
         health_min_free_bytes=settings.health_min_free_bytes,
         health_lock_timeout_ms=settings.health_lock_timeout_ms,
+        signal_retries=settings.signal_retries,
+        retry_poll_seconds=settings.signals_retry_poll_seconds,
     )

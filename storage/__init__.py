@@ -80,6 +80,7 @@ from payhooks.storage.rows import (
     ReturnKind,
     SummaryRow,
 )
+from payhooks.storage.signal_rows import FailingSignal, ReceiverRun, SignalRound, SignalRun
 from payhooks.storage.sqlite import SCHEMA_VERSION, backup_ledger
 from payhooks.storage.story_rows import (
     CreationAttemptEvent,
@@ -149,6 +150,7 @@ __all__ = [
     "ErrorCause",
     "EventKind",
     "ExceptionReview",
+    "FailingSignal",
     "Figure",
     "FilteredTotal",
     "FinanceFilter",
@@ -170,6 +172,7 @@ __all__ = [
     "PeriodOverview",
     "PostgresExtraMissingError",
     "PruneReport",
+    "ReceiverRun",
     "ReconciliationRow",
     "ReconciliationState",
     "RecordedOutcome",
@@ -181,6 +184,8 @@ __all__ = [
     "SchemaBehindError",
     "SchemaVersionError",
     "SignalEvent",
+    "SignalRound",
+    "SignalRun",
     "StorageError",
     "StorageUnavailableError",
     "StoryEvent",

@@ -49,10 +49,13 @@ _MARK_RECORDED = (
     "updated_at = ? WHERE id = ? AND (outcome_id IS NULL OR outcome_id = ?)"
 )
 
-_NOTE_SIGNAL_ERROR = (
-    "UPDATE deliveries SET signal_error = CASE WHEN signal_error IS NULL THEN ? "
-    "ELSE signal_error || ? || ? END, updated_at = ? WHERE id = ?"
+# The receivers' errors of the delivery's signals still owed after a raise, one a line; NULL
+# once none is (a retry returned).
+_FAILING_ERRORS = (
+    "SELECT error FROM owed_signals WHERE delivery_id = ? AND sent_at IS NULL AND attempts > 0 "
+    "ORDER BY outcome_id, position"
 )
+_NOTE_SIGNAL_ERROR = "UPDATE deliveries SET signal_error = ?, updated_at = ? WHERE id = ?"
 
 _COLUMNS = (
     "id, dedupe_key, reused_key_of, received_at, headers, body, body_sha256, status, error, "
@@ -253,10 +256,12 @@ def mark_recorded(
     return False
 
 
-def note_signal_error(conn: Connection, delivery_id: int, error: str, updated_at: str) -> bool:
-    """Append what a signal receiver raised, one failure per line; False when there is no such
-    delivery."""
-    params = (error, "\n", error, updated_at, delivery_id)
+def note_signal_error(conn: Connection, delivery_id: int, updated_at: str) -> bool:
+    """Bring the delivery's ``signal_error`` up to date with its signals: what their receivers
+    raised while any is owed after a raise, one signal's errors a line; NULL once none is.
+    False when there is no such delivery."""
+    errors = [row[0] for row in conn.execute(_FAILING_ERRORS, (delivery_id,)) if row[0]]
+    params = ("\n".join(errors) or None, updated_at, delivery_id)
     return bool(conn.execute(_NOTE_SIGNAL_ERROR, params).rowcount)
 
 

@@ -1,4 +1,4 @@
-"""The ``owed_signals`` table: what the merchant's code is owed, who is sending it, what was sent.
+"""The ``owed_signals`` table: what the merchant's code is owed, who is sending it, what ran.
 
 A row per (outcome, signal), written in the commit that makes it owed
 (:mod:`payhooks.storage.payment_states`), so nothing owed is lost to a crash after the commit.
@@ -7,18 +7,40 @@ Sending is claimed first, in a commit of its own or the delivery's: a claim is a
 copies of one delivery, two workers or two hosts never run one outcome's receivers at the same
 time, and a process that dies holding a claim leaves the signals to be claimed again once the
 lease has passed (at least once, never twice at once).
+
+A signal is owed until every receiver returned. A round in which one raised leaves it owed with
+its ``attempts``, its ``error`` and the time its next round is due (``next_attempt_at``), or
+parked (``parked_at``): then only a person's re-run claims it. The runs of such rounds are rows
+of ``signal_runs``, so a retry runs only the receivers that have not returned.
+
+A payment's signals keep their order: no signal of an outcome is claimed while an earlier
+outcome of the same payment has a signal owed after a raise (waiting or parked).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from payhooks.storage.rows import OwedSignal
+from payhooks.storage.signal_rows import FailingSignal, SignalRound, SignalRun
 from payhooks.storage.signal_rules import SIGNAL_ORDER
 from payhooks.storage.sql import Connection
+from payhooks.storage.times import from_text, to_text
 
-__all__ = ["claim", "claimable", "mark_sent", "owe", "unsent"]
+__all__ = [
+    "Selection",
+    "claim",
+    "claimable",
+    "failing",
+    "finish",
+    "owe",
+    "returned_receivers",
+    "runs_of_deliveries",
+    "unsent",
+]
 
 _POSITION: Final = {name: position for position, name in enumerate(SIGNAL_ORDER)}
 
@@ -26,18 +48,67 @@ _OWE = """
     INSERT INTO owed_signals (outcome_id, delivery_id, signal, position, reconciliation, owed_at)
     VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (outcome_id, signal) DO NOTHING"""
 
-_COLUMNS = "outcome_id, delivery_id, signal, position, reconciliation, owed_at, sent_at"
-_FREE = "sent_at IS NULL AND (claimed_until IS NULL OR claimed_until <= ?)"
+_COLUMNS = (
+    "s.outcome_id, s.delivery_id, s.signal, s.position, s.reconciliation, s.owed_at, s.sent_at, "
+    "s.id, s.attempts, s.next_attempt_at, s.parked_at, s.error"
+)
+_RETURNING = _COLUMNS.replace("s.", "")
+_FREE = "s.sent_at IS NULL AND (s.claimed_until IS NULL OR s.claimed_until <= ?)"
 # No signal of the outcome is held by a live claim: one outcome, one sender at a time, even when
 # a later change owed it one more signal (a registration's payment-succeeded).
 _NONE_HELD = (
-    "NOT EXISTS (SELECT 1 FROM owed_signals AS held WHERE held.outcome_id = {outcome} "
+    "NOT EXISTS (SELECT 1 FROM owed_signals AS held WHERE held.outcome_id = s.outcome_id "
     "AND held.sent_at IS NULL AND held.claimed_until > ?)"
 )
-_CLAIM = (
-    f"UPDATE owed_signals SET claimed_until = ? WHERE outcome_id = ? AND {_FREE} "  # noqa: S608
-    f"AND {_NONE_HELD.format(outcome='?')} RETURNING {_COLUMNS}"
+# An earlier outcome of the same payment owes a signal one of whose receivers raised: this
+# outcome waits until a person or a retry has dealt with it. A signal merely in flight does not
+# hold the next back (two outcomes arriving together are sent as they come).
+_NOT_BLOCKED = (
+    "NOT EXISTS (SELECT 1 FROM outcomes AS mine JOIN outcomes AS earlier "
+    "ON earlier.external_identifier = mine.external_identifier AND earlier.id < mine.id "
+    "JOIN owed_signals AS e ON e.outcome_id = earlier.id "
+    "WHERE mine.id = s.outcome_id AND e.sent_at IS NULL AND e.attempts > 0)"
 )
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """Which owed signals a claim may take, beyond those free and not held back.
+
+    By default only what is due: never claimed, or a lease passed, or a retry whose backoff is
+    over. ``waiting`` adds those still in their backoff, ``parked`` the parked ones;
+    ``tried_before`` leaves out what had a round since then (one command claims each once).
+    """
+
+    waiting: bool = False
+    parked: bool = False
+    delivery_id: int | None = None
+    identifier: str | None = None
+    tried_before: str | None = None
+
+    def where(self, now: str) -> tuple[str, list[Any]]:
+        """The clauses and their parameters."""
+        clauses, params = [_FREE, _NONE_HELD, _NOT_BLOCKED], list[Any]([now, now])
+        if not self.waiting:
+            clauses.append("(s.next_attempt_at IS NULL OR s.next_attempt_at <= ?)")
+            params.append(now)
+        if not self.parked:
+            clauses.append("s.parked_at IS NULL")
+        if self.tried_before is not None:
+            clauses.append("(s.attempted_at IS NULL OR s.attempted_at < ?)")
+            params.append(self.tried_before)
+        if self.delivery_id is not None:
+            clauses.append("s.delivery_id = ?")
+            params.append(self.delivery_id)
+        if self.identifier is not None:
+            clauses.append(
+                "s.outcome_id IN (SELECT id FROM outcomes WHERE external_identifier = ?)"
+            )
+            params.append(self.identifier)
+        return " AND ".join(clauses), params
+
+
+DUE: Final = Selection()
 
 
 def owe(
@@ -57,56 +128,200 @@ def owe(
     )
 
 
-def _signal(row: tuple[Any, ...]) -> OwedSignal:
+def _signal(row: Sequence[Any]) -> OwedSignal:
     return OwedSignal(*row)
 
 
 def claim(
-    conn: Connection, outcome_ids: Iterable[int], *, now: str, until: str
+    conn: Connection,
+    outcome_ids: Iterable[int],
+    *,
+    now: str,
+    until: str,
+    selection: Selection = DUE,
 ) -> list[OwedSignal]:
-    """Claim the unsent, unclaimed (or lease-expired) signals of these outcomes until
-    ``until``; what was claimed, by outcome then sending order. A signal another sender holds
-    is not returned."""
+    """Claim the owed signals of these outcomes that ``selection`` allows, until ``until``;
+    what was claimed, by outcome then sending order. A signal another sender holds, or one an
+    earlier outcome of its payment holds back, is not returned."""
+    where, params = selection.where(now)
+    sql = (
+        f"UPDATE owed_signals AS s SET claimed_until = ? WHERE s.outcome_id = ? AND {where} "  # noqa: S608
+        f"RETURNING {_RETURNING}"
+    )
     claimed: list[OwedSignal] = []
     for outcome_id in sorted(set(outcome_ids)):
-        rows = conn.execute(_CLAIM, (until, outcome_id, now, outcome_id, now)).fetchall()
+        rows = conn.execute(sql, (until, outcome_id, *params)).fetchall()
         claimed.extend(sorted(map(_signal, rows), key=lambda s: s.position))
     return claimed
 
 
-def claimable(conn: Connection, *, now: str, limit: int) -> list[int]:
-    """Up to ``limit`` outcomes, oldest first, with owed signals nobody holds: a sender died
-    holding them past its lease, or nobody was there to send them (a registration owed them)."""
-    none_held = _NONE_HELD.format(outcome="owed_signals.outcome_id")
+def claimable(
+    conn: Connection, *, now: str, limit: int, selection: Selection = DUE
+) -> list[int]:
+    """Up to ``limit`` outcomes, oldest first, with owed signals ``selection`` lets a sender
+    claim: nobody was there to send them (a registration owed them), a sender died holding them
+    past its lease, or a retry is due."""
+    where, params = selection.where(now)
     rows = conn.execute(
-        f"SELECT DISTINCT outcome_id FROM owed_signals WHERE {_FREE} AND {none_held} "  # noqa: S608
-        "ORDER BY outcome_id LIMIT ?",
-        (now, now, limit),
+        f"SELECT DISTINCT s.outcome_id FROM owed_signals AS s WHERE {where} "  # noqa: S608
+        "ORDER BY s.outcome_id LIMIT ?",
+        (*params, limit),
     ).fetchall()
     return [row[0] for row in rows]
 
 
-def mark_sent(
-    conn: Connection, signals: Iterable[OwedSignal], sent_at: str, errors: Mapping[str, str]
-) -> int:
-    """Mark claimed signals sent (their receivers ran), with the error a receiver raised for
-    a signal, by name; how many."""
-    params = [(sent_at, errors.get(s.signal), s.outcome_id, s.signal) for s in signals]
-    conn.executemany(
-        "UPDATE owed_signals SET sent_at = ?, error = ?, claimed_until = NULL "
-        "WHERE outcome_id = ? AND signal = ? AND sent_at IS NULL",
-        params,
+def returned_receivers(conn: Connection, signal_ids: Iterable[int]) -> dict[int, set[str]]:
+    """The receivers that have returned for each of these signals (by ``owed_signals.id``)."""
+    found: dict[int, set[str]] = {}
+    for signal_id in sorted(set(signal_ids)):
+        rows = conn.execute(
+            "SELECT DISTINCT receiver FROM signal_runs WHERE owed_signal_id = ? AND error IS NULL",
+            (signal_id,),
+        ).fetchall()
+        found[signal_id] = {row[0] for row in rows}
+    return found
+
+
+def _joined_errors(round_: SignalRound) -> str | None:
+    errors = [f"{run.receiver}: {run.error}" for run in round_.runs if run.error is not None]
+    return "\n".join(errors) if errors else None
+
+
+def finish(conn: Connection, rounds: Iterable[SignalRound], now: str) -> list[SignalRound]:
+    """Record each claimed signal's round; the rounds that were recorded (a round of a signal
+    already sent by someone else is not).
+
+    A clean first round (every receiver returned at the first attempt) is kept on the signal's
+    row alone; any other round's runs go to ``signal_runs``. A round that raised leaves the
+    signal owed until ``retry_at``, or parked.
+    """
+    recorded = []
+    for round_ in rounds:
+        signal, started = round_.signal, to_text(round_.started_at)
+        if round_.returned and signal.attempts == 0:
+            ran = json.dumps([[run.receiver, run.duration_ms] for run in round_.runs])
+            changed = conn.execute(
+                "UPDATE owed_signals SET sent_at = ?, attempts = attempts + 1, attempted_at = ?, "
+                "ran = ?, claimed_until = NULL WHERE id = ? AND sent_at IS NULL",
+                (now, started, ran, signal.id),
+            ).rowcount
+        else:
+            conn.executemany(
+                "INSERT INTO signal_runs (owed_signal_id, receiver, started_at, duration_ms, "
+                "error) VALUES (?, ?, ?, ?, ?)",
+                [
+                    (signal.id, run.receiver, to_text(run.started_at), run.duration_ms, run.error)
+                    for run in round_.runs
+                ],
+            )
+            if round_.returned:
+                changed = conn.execute(
+                    "UPDATE owed_signals SET sent_at = ?, attempts = attempts + 1, "
+                    "attempted_at = ?, next_attempt_at = NULL, parked_at = NULL, "
+                    "claimed_until = NULL WHERE id = ? AND sent_at IS NULL",
+                    (now, started, signal.id),
+                ).rowcount
+            else:
+                retry = None if round_.retry_at is None else to_text(round_.retry_at)
+                changed = conn.execute(
+                    "UPDATE owed_signals SET attempts = attempts + 1, attempted_at = ?, "
+                    "error = ?, next_attempt_at = ?, parked_at = ?, claimed_until = NULL "
+                    "WHERE id = ? AND sent_at IS NULL",
+                    (
+                        started,
+                        _joined_errors(round_),
+                        retry,
+                        now if retry is None else None,
+                        signal.id,
+                    ),
+                ).rowcount
+        if changed:
+            recorded.append(round_)
+    return recorded
+
+
+_FAILING_COLUMNS = f"{_COLUMNS}, o.external_identifier, s.attempted_at"
+
+
+def _failing(row: Sequence[Any]) -> FailingSignal:
+    return FailingSignal(
+        signal=_signal(row[:12]), external_identifier=row[12], attempted_at=from_text(row[13])
     )
-    return len(params)
 
 
-def unsent(conn: Connection, delivery_id: int | None) -> list[OwedSignal]:
-    """The signals still owed (claimed or not), oldest outcome first, each outcome's in sending
-    order: for one delivery, or all of them."""
-    where = "sent_at IS NULL" + ("" if delivery_id is None else " AND delivery_id = ?")
+def failing(
+    conn: Connection,
+    *,
+    limit: int,
+    delivery_id: int | None = None,
+    identifier: str | None = None,
+) -> list[FailingSignal]:
+    """Signals still owed after a receiver raised, parked first, then by their next round,
+    through the partial index ``owed_signals_failing`` (only such rows are in it)."""
+    clauses, params = ["s.sent_at IS NULL", "s.attempts > 0"], list[Any]()
+    if delivery_id is not None:
+        clauses.append("s.delivery_id = ?")
+        params.append(delivery_id)
+    if identifier is not None:
+        clauses.append("o.external_identifier = ?")
+        params.append(identifier)
     rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM owed_signals WHERE {where} "  # noqa: S608
-        "ORDER BY outcome_id, position",
-        () if delivery_id is None else (delivery_id,),
+        f"SELECT {_FAILING_COLUMNS} FROM owed_signals AS s "  # noqa: S608 - constants only
+        "JOIN outcomes AS o ON o.id = s.outcome_id "
+        f"WHERE {' AND '.join(clauses)} "
+        "ORDER BY s.parked_at IS NULL, s.parked_at, s.next_attempt_at, s.id LIMIT ?",
+        (*params, limit),
+    ).fetchall()
+    return [_failing(row) for row in rows]
+
+
+def runs_of_deliveries(conn: Connection, delivery_ids: Sequence[int]) -> list[SignalRun]:
+    """Every receiver run recorded for the signals these deliveries owed, oldest first: a
+    clean first round from the signal's row, any other from ``signal_runs``."""
+    found: list[SignalRun] = []
+    for delivery_id in sorted(set(delivery_ids)):
+        signals = conn.execute(
+            "SELECT id, outcome_id, signal, attempted_at, ran FROM owed_signals "
+            "WHERE delivery_id = ? ORDER BY outcome_id, position",
+            (delivery_id,),
+        ).fetchall()
+        for signal_id, outcome_id, name, attempted_at, ran in signals:
+            if ran is not None and attempted_at is not None:
+                started = from_text(attempted_at)
+                found.extend(
+                    SignalRun(outcome_id, delivery_id, name, receiver, started, ms, None)
+                    for receiver, ms in json.loads(ran)
+                )
+            for receiver, started_at, ms, error in conn.execute(
+                "SELECT receiver, started_at, duration_ms, error FROM signal_runs "
+                "WHERE owed_signal_id = ? ORDER BY id",
+                (signal_id,),
+            ).fetchall():
+                found.append(
+                    SignalRun(
+                        outcome_id, delivery_id, name, receiver, from_text(started_at), ms, error
+                    )
+                )
+    return sorted(found, key=lambda run: (run.started_at, run.outcome_id))
+
+
+def unsent(
+    conn: Connection, delivery_id: int | None, identifier: str | None = None
+) -> list[OwedSignal]:
+    """The signals still owed (claimed or not, waiting or parked), oldest outcome first, each
+    outcome's in sending order: for one delivery, one payment, or all of them."""
+    clauses, params = ["s.sent_at IS NULL"], list[Any]()
+    if delivery_id is not None:
+        clauses.append("s.delivery_id = ?")
+        params.append(delivery_id)
+    if identifier is not None:
+        clauses.append(
+            "s.outcome_id IN (SELECT id FROM outcomes WHERE external_identifier = ?)"
+        )
+        params.append(identifier)
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM owed_signals AS s WHERE {' AND '.join(clauses)} "  # noqa: S608
+        "ORDER BY s.outcome_id, s.position",
+        params,
     ).fetchall()
     return [_signal(row) for row in rows]

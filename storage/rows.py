@@ -150,8 +150,18 @@ class OwedSignal(NamedTuple):
     #: When it became owed: the commit that recorded the outcome, or the later one that
     #: changed its payment's state (a registration, a late outcome).
     owed_at: str
-    #: When its receivers had run; None while it is owed.
+    #: When every receiver had returned; None while it is owed.
     sent_at: str | None
+    #: Its row's id (``signal_runs.owed_signal_id``).
+    id: int = 0
+    #: Rounds of its receivers run so far; more than 0 while owed: a receiver raised.
+    attempts: int = 0
+    #: When the next round is due after a raise (backoff); None: due now.
+    next_attempt_at: str | None = None
+    #: When it was parked (its last allowed round raised): owed, retried only by a person.
+    parked_at: str | None = None
+    #: What its last round's receivers raised, if one did.
+    error: str | None = None
 
 
 class ReconciliationRow(NamedTuple):

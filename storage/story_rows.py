@@ -150,12 +150,17 @@ class SignalEvent:
     signal: str
     #: The reconciliation state it was decided on.
     reconciliation: str
-    #: When its receivers had run; None while it is owed.
+    #: When every receiver had returned; None while it is owed.
     sent_at: datetime | None
-    #: What a receiver raised, when one did.
+    #: What a receiver raised in its last round that raised, when one did.
     error: str | None
     #: A sender's lease on it, while one holds it.
     claimed_until: datetime | None
+    #: Rounds of its receivers run so far.
+    attempts: int = 0
+    #: While owed after a raise: when its next round is due, or when it was parked.
+    next_attempt_at: datetime | None = None
+    parked_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

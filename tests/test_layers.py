@@ -56,6 +56,7 @@ LAYERS: dict[str, int] = {
     "payhooks.receiver.visible_text": 2,
     "payhooks.receiver.report_csv": 2,
     "payhooks.receiver.durations": 2,
+    "payhooks.receiver.signal_retries": 2,
     "payhooks.receiver.settings": 3,
     "payhooks.receiver.pipeline": 4,
     "payhooks.receiver.state": 5,

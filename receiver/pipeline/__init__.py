@@ -21,18 +21,28 @@ from payhooks.receiver.pipeline.reprocess import (
     delivery_ids,
     reprocess_deliveries,
 )
-from payhooks.receiver.pipeline.signal_dispatch import Sweeper, send_claimed, sweep_unclaimed
+from payhooks.receiver.pipeline.retry_timer import RetryTimer
+from payhooks.receiver.pipeline.signal_dispatch import (
+    SendReport,
+    Sweeper,
+    receiver_name,
+    send_claimed,
+    sweep_unclaimed,
+)
 
 __all__ = [
     "DEFAULT_SIGNAL_LEASE",
     "UNFINISHED_STATUSES",
     "ProcessedDelivery",
     "ReprocessReport",
+    "RetryTimer",
+    "SendReport",
     "Sweeper",
     "delivery_ids",
     "payload_error_text",
     "process_stored_delivery",
     "receive_delivery",
+    "receiver_name",
     "reprocess_deliveries",
     "send_claimed",
     "sweep_unclaimed",

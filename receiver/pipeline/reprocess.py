@@ -19,6 +19,7 @@ from typing import Final
 from payhooks.receiver.payloads import load_status_map, load_time_zone
 from payhooks.receiver.pipeline.processing import DEFAULT_SIGNAL_LEASE, process_stored_delivery
 from payhooks.receiver.pipeline.signal_dispatch import send_claimed
+from payhooks.receiver.signal_retries import SignalRetries
 from payhooks.storage import FINISHED_DELIVERY_STATUSES, DeliveryStatus, Ledger, PaymentState
 
 __all__ = [
@@ -80,6 +81,7 @@ def reprocess_deliveries(
     time_zone: str | tzinfo = "UTC",
     status_map: Mapping[str, PaymentState | str] | None = None,
     app: object | None = None,
+    retries: SignalRetries | None = None,
 ) -> ReprocessReport:
     """Run the stored deliveries ``ids`` (see :func:`delivery_ids`) through
     :func:`~payhooks.receiver.pipeline.processing.process_stored_delivery` again, as the receiver
@@ -115,6 +117,6 @@ def reprocess_deliveries(
             lease=None if app is None else DEFAULT_SIGNAL_LEASE,
         )
         if app is not None:
-            send_claimed(app, ledger, result.claimed, result.stored_outcomes)
+            send_claimed(app, ledger, result.claimed, result.stored_outcomes, retries=retries)
         report.counts[str(result.status)] += 1
     return report

@@ -2,13 +2,16 @@
 
 The ledger decides which signals an outcome owes and stores them in the commit that records it
 (:mod:`payhooks.storage.rules`); a sender claims them there, with a lease, before it runs any
-receiver (``Ledger.claim_signals``), so no two senders run one outcome's receivers at the same
-time. :func:`send_claimed` runs the receivers of what was claimed and marks it sent.
+receiver (``Ledger.signals.claim``), so no two senders run one outcome's receivers at the same
+time. :func:`send_claimed` runs the receivers of what was claimed and records the round.
 
 blinker's ``send`` stops at the first receiver that raises and lets the error out, which would
-skip the other receivers. Here each receiver is called on its own: a failure is logged with its
-traceback and kept with the signal (and on the delivery's ``signal_error``), and the rest still
-run. A signal counts as sent once its receivers ran, failed or not.
+skip the other receivers. Here each receiver is called on its own, under a stable name (its
+module and qualified name): a failure is logged with its traceback and recorded, and the rest
+still run. A signal is owed until every receiver connected to it has returned: one whose
+receiver raised is tried again after a backoff (:class:`~payhooks.receiver.signal_retries.
+SignalRetries`), running only the receivers that have not returned, and parked after its last
+allowed round.
 """
 
 from __future__ import annotations
@@ -16,21 +19,38 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping
-from datetime import timedelta
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from itertools import groupby
+from typing import Any
 
 from blinker import NamedSignal
 
 from payhooks.receiver import signals
-from payhooks.storage import Ledger, Outcome, OwedSignal, ReconciliationState, StorageError
+from payhooks.receiver.signal_retries import SignalRetries
+from payhooks.storage import (
+    Ledger,
+    Outcome,
+    OwedSignal,
+    ReceiverRun,
+    ReconciliationState,
+    SignalRound,
+    StorageError,
+)
 
-__all__ = ["Sweeper", "send_claimed", "sweep_unclaimed"]
+__all__ = [
+    "SendReport",
+    "Sweeper",
+    "receiver_name",
+    "send_claimed",
+    "sweep_unclaimed",
+]
 
 logger = logging.getLogger("payhooks")
 
 _MAX_ERROR_CHARS = 500
-#: How many outcomes' forgotten signals one request sends at most, after its own.
+#: How many outcomes' forgotten or due signals one request sends at most, after its own.
 SWEEP_LIMIT = 20
 
 _BY_NAME: dict[str, NamedSignal] = {
@@ -44,17 +64,125 @@ _BY_NAME: dict[str, NamedSignal] = {
 }
 
 
-def _run_receivers(app: object, signal: NamedSignal, **kwargs: object) -> list[str]:
-    """Every receiver of ``signal`` for ``app``, each on its own; their errors."""
-    errors: list[str] = []
+def receiver_name(receiver: Callable[..., Any]) -> str:
+    """A receiver's stable name: its module and qualified name, the same in every process and
+    after a restart (``shop.create_app.<locals>.ship``)."""
+    target = getattr(receiver, "__func__", receiver)
+    module = getattr(target, "__module__", None) or type(target).__module__
+    qualname = getattr(target, "__qualname__", None) or type(target).__qualname__
+    return f"{module}.{qualname}"
+
+
+def _named_receivers(app: object, signal: NamedSignal) -> list[tuple[str, Callable[..., Any]]]:
+    """The signal's receivers for ``app`` under stable names; a second receiver with the same
+    name (one closure connected twice) is told apart by ``#2``, ``#3``... in connection order."""
+    named: list[tuple[str, Callable[..., Any]]] = []
+    seen: dict[str, int] = {}
     for receiver in signal.receivers_for(app):
-        try:
-            receiver(app, **kwargs)
-        except Exception as err:
-            name = getattr(receiver, "__qualname__", repr(receiver))
-            logger.exception("payhooks: a %s receiver (%s) raised", signal.name, name)
-            errors.append(f"{signal.name} receiver {name} raised {type(err).__name__}: {err}")
-    return errors
+        name = receiver_name(receiver)
+        seen[name] = seen.get(name, 0) + 1
+        named.append((name if seen[name] == 1 else f"{name}#{seen[name]}", receiver))
+    return named
+
+
+@dataclass
+class SendReport:
+    """What one sending did, counted as a person reads it: receivers run and how each ended,
+    signals now sent, waiting for a retry, parked; deliveries whose signals ran."""
+
+    receivers_run: int = 0
+    returned: int = 0
+    raised: int = 0
+    signals_sent: int = 0
+    signals_retrying: int = 0
+    signals_parked: int = 0
+    deliveries: set[int] = field(default_factory=set)
+    #: What receivers raised, by signal name (the last of each).
+    errors: dict[str, str] = field(default_factory=dict)
+
+    def add(self, other: SendReport) -> None:
+        """Fold another sending's counts into this one."""
+        self.receivers_run += other.receivers_run
+        self.returned += other.returned
+        self.raised += other.raised
+        self.signals_sent += other.signals_sent
+        self.signals_retrying += other.signals_retrying
+        self.signals_parked += other.signals_parked
+        self.deliveries |= other.deliveries
+        self.errors.update(other.errors)
+
+    @property
+    def ran(self) -> bool:
+        """Whether any receiver ran."""
+        return self.receivers_run > 0
+
+    def describe(self) -> str:
+        """One sentence: ``ran 2 receivers for 2 deliveries: 1 returned, 1 raised again
+        (parked)``; what a sending with no receiver to run did, said as such."""
+        deliveries = len(self.deliveries)
+        if not self.ran:
+            if self.signals_sent:
+                return (
+                    f"no receiver left to run; {self.signals_sent} signal(s) of {deliveries} "
+                    "delivery(ies) recorded as sent"
+                )
+            return "nothing was run"
+        said = (
+            f"ran {self.receivers_run} receiver(s) for {deliveries} delivery(ies): "
+            f"{self.returned} returned, {self.raised} raised"
+        )
+        later = []
+        if self.signals_retrying:
+            later.append(f"{self.signals_retrying} signal(s) will be retried")
+        if self.signals_parked:
+            later.append(f"{self.signals_parked} signal(s) parked")
+        return said + (f" ({', '.join(later)})" if later else "")
+
+
+def _run(
+    app: object, name: str, receiver: Callable[..., Any], signal: str, **kwargs: object
+) -> ReceiverRun:
+    started, clock = datetime.now().astimezone(), time.perf_counter()
+    try:
+        receiver(app, **kwargs)
+    except Exception as err:
+        elapsed = int((time.perf_counter() - clock) * 1000)
+        logger.exception("payhooks: a %s receiver (%s) raised", signal, name)
+        error = f"{type(err).__name__}: {err}"[:_MAX_ERROR_CHARS]
+        return ReceiverRun(name, started, elapsed, error)
+    return ReceiverRun(name, started, int((time.perf_counter() - clock) * 1000))
+
+
+def _round(
+    app: object,
+    item: OwedSignal,
+    outcome: Outcome,
+    returned: set[str],
+    retries: SignalRetries,
+) -> SignalRound:
+    """Run the receivers of one claimed signal that have not returned for it yet."""
+    started = datetime.now().astimezone()
+    signal = _BY_NAME.get(item.signal)
+    if signal is None or signal.is_muted:
+        return SignalRound(item, started, ())
+    runs = tuple(
+        _run(
+            app,
+            name,
+            receiver,
+            item.signal,
+            outcome=outcome,
+            outcome_id=item.outcome_id,
+            delivery_id=item.delivery_id,
+            reconciliation=ReconciliationState(item.reconciliation),
+        )
+        for name, receiver in _named_receivers(app, signal)
+        if name not in returned
+    )
+    if all(run.returned for run in runs):
+        return SignalRound(item, started, runs)
+    retry_at = retries.retry_at(item.attempts + 1, datetime.now().astimezone())
+    return SignalRound(item, started, runs, retry_at)
 
 
 def send_claimed(
@@ -62,19 +190,27 @@ def send_claimed(
     ledger: Ledger,
     claimed: Iterable[OwedSignal],
     known: Mapping[int, Outcome] | None = None,
-) -> dict[str, str]:
-    """Run the receivers of each claimed signal, with ``app`` as the sender, outcome by
-    outcome in sending order, then mark them sent; return the errors by signal name (empty
-    when none). An outcome in ``known`` (by id: what the caller just stored) is sent as it is;
-    any other is read from the ledger.
+    *,
+    retries: SignalRetries | None = None,
+) -> SendReport:
+    """Run the receivers still owed of each claimed signal, with ``app`` as the sender,
+    outcome by outcome in sending order, then record the round (one commit per outcome);
+    what ran and how it ended. An outcome in ``known`` (by id: what the caller just stored) is
+    sent as it is; any other is read from the ledger.
 
-    A mark that cannot be written is logged: the signals stay owed and are sent again once
+    A round that cannot be recorded is logged: the signals stay owed and are sent again once
     the lease passes (at least once).
     """
-    all_errors: dict[str, str] = {}
+    retries = retries or SignalRetries()
+    report = SendReport()
+    claimed = list(claimed)
+    try:
+        returned = ledger.signals.returned_receivers(claimed)
+    except StorageError as err:
+        logger.warning("payhooks: could not read the receivers' earlier runs: %s", err.message)
+        return report
     for outcome_id, group in groupby(claimed, key=lambda s: s.outcome_id):
         owed = list(group)
-        errors: dict[str, str] = {}
         try:
             outcome = (known or {}).get(outcome_id) or ledger.receiver.outcome(outcome_id)
         except StorageError as err:
@@ -82,30 +218,37 @@ def send_claimed(
             continue
         if outcome is None:  # pragma: no cover - an owed signal's outcome is stored
             continue
-        for item in owed:
-            signal = _BY_NAME.get(item.signal)
-            if signal is None or signal.is_muted:
-                continue
-            found = _run_receivers(
-                app,
-                signal,
-                outcome=outcome,
-                outcome_id=outcome_id,
-                delivery_id=item.delivery_id,
-                reconciliation=ReconciliationState(item.reconciliation),
-            )
-            if found:
-                errors[item.signal] = "\n".join(found)[:_MAX_ERROR_CHARS]
+        rounds = [
+            _round(app, item, outcome, returned.get(item.id, set()), retries) for item in owed
+        ]
         try:
-            ledger.signals.mark_sent(owed, errors=errors)
+            recorded = ledger.signals.finish(rounds)
         except StorageError as err:
             logger.warning(
-                "payhooks: could not record the signals of outcome %s as sent: %s",
-                outcome_id,
-                err.message,
+                "payhooks: could not record the signals of outcome %s: %s", outcome_id, err.message
             )
-        all_errors.update(errors)
-    return all_errors
+            continue
+        for round_ in recorded:
+            _count(report, round_)
+    return report
+
+
+def _count(report: SendReport, round_: SignalRound) -> None:
+    report.deliveries.add(round_.signal.delivery_id)
+    report.receivers_run += len(round_.runs)
+    report.returned += sum(run.returned for run in round_.runs)
+    raised = [run for run in round_.runs if not run.returned]
+    report.raised += len(raised)
+    if not raised:
+        report.signals_sent += 1
+    elif round_.retry_at is None:
+        report.signals_parked += 1
+    else:
+        report.signals_retrying += 1
+    if raised:
+        report.errors[round_.signal.signal] = "\n".join(
+            f"{run.receiver}: {run.error}" for run in raised
+        )
 
 
 class Sweeper:
@@ -128,16 +271,22 @@ class Sweeper:
             return True
 
 
-def sweep_unclaimed(app: object, ledger: Ledger, *, lease: timedelta) -> int:
-    """Send the signals nobody holds (a sender died holding them past its lease, or a
-    registration owed them with nobody there to send), up to :data:`SWEEP_LIMIT` outcomes';
-    how many signals. A read first, so that a ledger with nothing forgotten pays no write."""
+def sweep_unclaimed(
+    app: object,
+    ledger: Ledger,
+    *,
+    lease: timedelta,
+    retries: SignalRetries | None = None,
+) -> SendReport:
+    """Send the signals that are due and nobody holds (a sender died holding them past its
+    lease, a registration owed them with nobody there to send, a retry's backoff is over), up
+    to :data:`SWEEP_LIMIT` outcomes'. A read first, so that a ledger with nothing due pays no
+    write."""
     try:
         if not ledger.signals.has_unclaimed():
-            return 0
+            return SendReport()
         claimed = ledger.signals.claim(None, lease=lease, limit=SWEEP_LIMIT)
     except StorageError as err:
-        logger.warning("payhooks: could not claim forgotten signals: %s", err.message)
-        return 0
-    send_claimed(app, ledger, claimed)
-    return len(claimed)
+        logger.warning("payhooks: could not claim owed signals: %s", err.message)
+        return SendReport()
+    return send_claimed(app, ledger, claimed, retries=retries)

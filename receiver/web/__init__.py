@@ -14,13 +14,16 @@ from payhooks.receiver.web.routes import (
     ExternalIdentifierConverter,
     blueprint,
 )
+from payhooks.receiver.web.signal_sending import RETRY_TIMER_KEY, install_retry_timer
 
 __all__ = [
     "IDENTIFIER_CONVERTER",
+    "RETRY_TIMER_KEY",
     "ExternalIdentifierConverter",
     "ReturnView",
     "blueprint",
     "error_response",
     "http_error_response",
+    "install_retry_timer",
     "return_url",
 ]

@@ -47,13 +47,11 @@ from werkzeug.exceptions import BadRequest, HTTPException, RequestEntityTooLarge
 
 from payhooks.receiver.pipeline.delivery_reports import DeliveryReport, notify_observers
 from payhooks.receiver.pipeline.processing import receive_delivery
-from payhooks.receiver.pipeline.signal_dispatch import send_claimed, sweep_unclaimed
 from payhooks.receiver.settings import STORED_HEADERS
 from payhooks.receiver.state import ReceiverState, receiver_state
 from payhooks.receiver.web.errors import error_response
+from payhooks.receiver.web.signal_sending import send_after_answer
 from payhooks.storage import (
-    Outcome,
-    OwedSignal,
     ReconciliationState,
     StorageError,
     StorageUnavailableError,
@@ -167,28 +165,9 @@ def _receive(app: Flask, state: ReceiverState, report: DeliveryReport) -> Respon
     report.code = str(result.status)
     response = _acknowledge(report.code, result.delivery_id, result.reconciliation)
     response.call_on_close(
-        partial(_send_signals, app, state, result.claimed, result.stored_outcomes)
+        partial(send_after_answer, app, state, result.claimed, result.stored_outcomes)
     )
     return response
-
-
-def _send_signals(
-    app: Flask,
-    state: ReceiverState,
-    claimed: tuple[OwedSignal, ...],
-    known: dict[int, Outcome],
-) -> None:
-    """After the answer has gone out: run the receivers of the signals this delivery claimed,
-    then of any that nobody holds (a sender that died, a registration's). A slow receiver
-    never delays the acknowledgment, so it never provokes the service's retry."""
-    with app.app_context():
-        try:
-            ledger = state.ledger
-            send_claimed(app, ledger, claimed, known)
-            if state.sweeper.due():
-                sweep_unclaimed(app, ledger, lease=state.signal_lease)
-        except Exception:  # the answer is sent: nothing may escape into the server
-            logger.exception("payhooks: sending signals failed; they stay owed")
 
 
 def _read_capped_body(limit: int) -> bytes | None:

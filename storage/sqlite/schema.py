@@ -146,9 +146,33 @@ TABLES = (
         claimed_until TEXT,
         sent_at TEXT,
         error TEXT,
+        -- Rounds of its receivers run so far, the last one's start, when the next is due
+        -- (a receiver raised: backoff), and when it was parked (the last round raised).
+        attempts INTEGER NOT NULL DEFAULT 0,
+        attempted_at TEXT,
+        next_attempt_at TEXT,
+        parked_at TEXT,
+        -- A first round in which every receiver returned: JSON [[receiver, ms], ...];
+        -- any other round's runs are rows of signal_runs.
+        ran TEXT,
         UNIQUE (outcome_id, signal)
     )""",
     "CREATE INDEX owed_signals_unsent ON owed_signals (outcome_id) WHERE sent_at IS NULL",
+    # The signals a person must see: a receiver raised and they are still owed (few).
+    "CREATE INDEX owed_signals_failing ON owed_signals (parked_at, next_attempt_at) "
+    "WHERE sent_at IS NULL AND attempts > 0",
+    # Each receiver's run in a round that was not a clean first one: retries, raises.
+    """
+    CREATE TABLE signal_runs (
+        id INTEGER PRIMARY KEY,
+        owed_signal_id INTEGER NOT NULL REFERENCES owed_signals (id),
+        receiver TEXT NOT NULL,
+        started_at TEXT NOT NULL,
+        duration_ms INTEGER NOT NULL,
+        -- What it raised; NULL: it returned.
+        error TEXT
+    )""",
+    "CREATE INDEX signal_runs_signal ON signal_runs (owed_signal_id, id)",
     """
     CREATE TABLE payment_states (
         external_identifier TEXT NOT NULL PRIMARY KEY,

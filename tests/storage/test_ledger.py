@@ -23,7 +23,7 @@ from payhooks.storage import (
 )
 from payhooks.storage.currencies import UnknownCurrencyError
 from tests.support.engines import tables
-from tests.support.factories import T0, FixedClock, make_outcome, record
+from tests.support.factories import T0, FixedClock, make_outcome, raise_in_round, record
 
 
 def count(ledger: Ledger, table: str) -> int:
@@ -273,15 +273,22 @@ def test_marking_an_unknown_delivery_raises_its_code(ledger: Ledger) -> None:
     assert exc_info.value.delivery_id == 42
 
 
-def test_signal_errors_are_kept_one_per_line_on_the_delivery(ledger: Ledger) -> None:
+def test_signal_errors_are_kept_one_per_line_on_the_delivery_until_none_is_owed(
+    ledger: Ledger, clock: FixedClock
+) -> None:
     ledger.expect_transaction("order-1", 2500, "CNY")
     recorded = record(ledger, make_outcome())
     claimed = ledger.signals.claim([recorded.outcome_id], lease=timedelta(minutes=5))
     errors = {"notification-received": "first failed", "payment-succeeded": "second failed"}
-    assert ledger.signals.mark_sent(claimed, errors=errors) == 2
+    assert raise_in_round(ledger, claimed, errors, retry_at=clock.now) == 2
     stored = ledger.receiver.delivery(claimed[0].delivery_id)
     assert stored is not None
-    assert stored.signal_error == "first failed\nsecond failed"
+    assert stored.signal_error == "shop.ship: first failed\nshop.ship: second failed"
+    again = ledger.signals.claim([recorded.outcome_id], lease=timedelta(minutes=5))
+    assert ledger.signals.mark_sent(again) == 2
+    stored = ledger.receiver.delivery(claimed[0].delivery_id)
+    assert stored is not None
+    assert stored.signal_error is None
 
 
 def test_deliveries_are_listed_in_arrival_order_filtered_by_status(ledger: Ledger) -> None:

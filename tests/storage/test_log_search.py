@@ -10,7 +10,7 @@ import pytest
 
 from payhooks.storage import DeliveryErrorCode, DeliveryFilter, Ledger
 from payhooks.storage.log_search import prefix_bounds
-from tests.support.factories import T0, make_outcome
+from tests.support.factories import T0, make_outcome, raise_in_round
 
 
 def _recorded(ledger: Ledger, n: int, key: str, identifier: str, status: str = "PS") -> int:
@@ -52,7 +52,7 @@ def stored(ledger: Ledger) -> dict[str, int]:
         [ledger.receiver.delivery_details(found["d"]).outcome_id],  # type: ignore[union-attr, list-item]
         lease=timedelta(minutes=1),
     )
-    ledger.signals.mark_sent(claimed, errors={claimed[0].signal: "RuntimeError: boom"})
+    raise_in_round(ledger, claimed, {claimed[0].signal: "RuntimeError: boom"})
     return found
 
 

@@ -7,9 +7,9 @@ from datetime import timedelta
 
 import pytest
 
-from payhooks.storage import Ledger, OwedSignal, PaymentState
+from payhooks.storage import Ledger, OwedSignal, PaymentState, ReceiverRun, SignalRound
 from tests.support.engines import tables
-from tests.support.factories import FixedClock, make_outcome, record
+from tests.support.factories import FixedClock, make_outcome, raise_in_round, record
 
 LEASE = timedelta(minutes=5)
 
@@ -49,21 +49,134 @@ def test_a_claim_is_exclusive_until_its_lease_passes(ledger: Ledger, clock: Fixe
     assert names(again) == names(first)
 
 
-def test_signals_marked_sent_are_owed_no_more_and_keep_the_receivers_errors(
-    ledger: Ledger,
+def test_signals_whose_receivers_returned_are_owed_no_more(ledger: Ledger) -> None:
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    recorded = record(ledger, make_outcome())
+    claimed = ledger.signals.claim([recorded.outcome_id], lease=LEASE)
+    assert ledger.signals.mark_sent(claimed) == 2
+    assert ledger.signals.owed() == []
+    assert ledger.signals.claim([recorded.outcome_id], lease=LEASE) == []
+    assert ledger.signals.failing() == []
+
+
+def test_a_raise_keeps_only_that_signal_owed_with_its_error_attempts_and_next_round(
+    ledger: Ledger, clock: FixedClock
 ) -> None:
     ledger.expect_transaction("order-1", 2500, "CNY")
     recorded = record(ledger, make_outcome())
     claimed = ledger.signals.claim([recorded.outcome_id], lease=LEASE)
-    sent = ledger.signals.mark_sent(claimed, errors={"payment-succeeded": "ship raised"})
-    assert sent == 2
-    assert ledger.signals.owed() == []
-    assert ledger.signals.claim([recorded.outcome_id], lease=LEASE) == []
-    stored = dict(tables(ledger).execute("SELECT signal, error FROM owed_signals").fetchall())
-    assert stored == {"notification-received": None, "payment-succeeded": "ship raised"}
-    delivery = ledger.receiver.delivery(claimed[0].delivery_id)
+    retry_at = clock.now + timedelta(minutes=1)
+    raise_in_round(ledger, claimed, {"payment-succeeded": "RuntimeError: down"}, retry_at=retry_at)
+    (owed,) = ledger.signals.owed()
+    assert (owed.signal, owed.attempts, owed.parked_at) == ("payment-succeeded", 1, None)
+    assert owed.error == "shop.ship: RuntimeError: down"
+    assert owed.next_attempt_at is not None
+    delivery = ledger.receiver.delivery(owed.delivery_id)
     assert delivery is not None
-    assert delivery.signal_error == "ship raised"
+    assert delivery.signal_error == "shop.ship: RuntimeError: down"
+    (failing,) = ledger.signals.failing()
+    assert (failing.signal.id, failing.external_identifier, failing.parked) == (
+        owed.id,
+        "order-1",
+        False,
+    )
+
+
+def test_a_retry_is_claimed_only_once_due_unless_asked_now(
+    ledger: Ledger, clock: FixedClock
+) -> None:
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    recorded = record(ledger, make_outcome())
+    claimed = ledger.signals.claim([recorded.outcome_id], lease=LEASE)
+    raise_in_round(
+        ledger, claimed, {"payment-succeeded": "boom"}, retry_at=clock.now + timedelta(minutes=1)
+    )
+    assert not ledger.signals.has_unclaimed()
+    assert ledger.signals.claim(None, lease=LEASE) == []
+    assert names(ledger.signals.claim(None, lease=LEASE, waiting=True)) == [
+        (recorded.outcome_id, "payment-succeeded")
+    ]
+    clock.advance(LEASE.total_seconds())  # that sender died; the backoff is long over
+    assert ledger.signals.has_unclaimed()
+
+
+def test_a_parked_signal_is_claimed_only_when_a_person_asks(ledger: Ledger) -> None:
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    recorded = record(ledger, make_outcome())
+    claimed = ledger.signals.claim([recorded.outcome_id], lease=LEASE)
+    raise_in_round(ledger, claimed, {"payment-succeeded": "boom"}, retry_at=None)
+    (owed,) = ledger.signals.owed()
+    assert owed.parked_at is not None
+    assert ledger.signals.claim(None, lease=LEASE, waiting=True) == []
+    (again,) = ledger.signals.claim(None, lease=LEASE, parked=True)
+    assert again.id == owed.id
+    assert ledger.signals.failing()[0].parked
+
+
+def test_a_retry_knows_which_receivers_returned(ledger: Ledger, clock: FixedClock) -> None:
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    recorded = record(ledger, make_outcome())
+    claimed = ledger.signals.claim([recorded.outcome_id], lease=LEASE)
+    succeeded = [s for s in claimed if s.signal == "payment-succeeded"]
+    now = clock.now
+    rounds = [
+        SignalRound(
+            succeeded[0],
+            now,
+            (
+                ReceiverRun("shop.mail", now, 3),
+                ReceiverRun("shop.ship", now, 5, "RuntimeError: down"),
+            ),
+            now,
+        )
+    ]
+    assert len(ledger.signals.finish(rounds)) == 1
+    (owed,) = [s for s in ledger.signals.owed() if s.signal == "payment-succeeded"]
+    assert ledger.signals.returned_receivers([owed]) == {owed.id: {"shop.mail"}}
+    runs = ledger.signals.runs([owed.delivery_id])
+    assert [(r.signal, r.receiver, r.error) for r in runs] == [
+        ("payment-succeeded", "shop.mail", None),
+        ("payment-succeeded", "shop.ship", "RuntimeError: down"),
+    ]
+
+
+def test_a_clean_first_round_is_kept_on_the_signal_row_alone(
+    ledger: Ledger, clock: FixedClock
+) -> None:
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    recorded = record(ledger, make_outcome())
+    claimed = ledger.signals.claim([recorded.outcome_id], lease=LEASE)
+    now = clock.now
+    rounds = [SignalRound(s, now, (ReceiverRun("shop.ship", now, 7),)) for s in claimed]
+    assert len(ledger.signals.finish(rounds)) == 2
+    assert tables(ledger).execute("SELECT count(*) FROM signal_runs").fetchone()[0] == 0
+    runs = ledger.signals.runs([claimed[0].delivery_id])
+    assert [(r.signal, r.receiver, r.duration_ms, r.error) for r in runs] == [
+        ("notification-received", "shop.ship", 7, None),
+        ("payment-succeeded", "shop.ship", 7, None),
+    ]
+
+
+def test_a_later_outcome_of_the_payment_waits_behind_a_signal_whose_receiver_raised(
+    ledger: Ledger, clock: FixedClock
+) -> None:
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    first = record(ledger, make_outcome())
+    claimed = ledger.signals.claim([first.outcome_id], lease=LEASE)
+    raise_in_round(ledger, claimed, {"payment-succeeded": "boom"}, retry_at=None)
+    refund = record(
+        ledger,
+        make_outcome(payment_status="RF", state=PaymentState.REFUNDED, transaction_id="txn-1"),
+    )
+    assert refund.is_new
+    assert ledger.signals.claim([refund.outcome_id], lease=LEASE) == []
+    assert ledger.signals.claim(None, lease=LEASE, waiting=True) == []
+    # Dealt with: the parked signal re-run and returned; the refund's signals follow.
+    (parked,) = ledger.signals.claim(None, lease=LEASE, parked=True)
+    assert parked.outcome_id == first.outcome_id
+    assert ledger.signals.mark_sent([parked]) == 1
+    later = ledger.signals.claim(None, lease=LEASE)
+    assert {s.outcome_id for s in later} == {refund.outcome_id}
 
 
 def test_a_redelivered_outcome_owes_nothing_new(ledger: Ledger) -> None:

@@ -159,8 +159,12 @@ def test_signals_tell_when_they_were_sent_and_what_a_receiver_raised(
 
     assert set(sent) == {"notification-received", "payment-succeeded"}
     assert all(s.outcome_id == outcome.outcome_id for s in sent.values())
-    assert all(s.sent_at is not None and s.claimed_until is None for s in sent.values())
+    assert all(s.claimed_until is None and s.attempts == 1 for s in sent.values())
+    assert sent["notification-received"].sent_at is not None
     assert sent["notification-received"].error is None
+    # The receiver raised: still owed, with its next round due.
+    assert sent["payment-succeeded"].sent_at is None
+    assert sent["payment-succeeded"].next_attempt_at is not None
     assert RECEIVER_ERROR in (sent["payment-succeeded"].error or "")
     assert sent["payment-succeeded"].reconciliation == "paid"
     assert RECEIVER_ERROR in (_of(story, DeliveryEvent)[0].signal_error or "")

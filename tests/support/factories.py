@@ -11,7 +11,16 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from payhooks.storage import Flow, Ledger, Outcome, PaymentState, RecordedOutcome
+from payhooks.storage import (
+    Flow,
+    Ledger,
+    Outcome,
+    OwedSignal,
+    PaymentState,
+    ReceiverRun,
+    RecordedOutcome,
+    SignalRound,
+)
 
 __all__ = ["T0", "FixedClock", "make_outcome", "record"]
 
@@ -61,3 +70,27 @@ def record(ledger: Ledger, outcome: Outcome, *, dedupe_key: str | None = None) -
     key = dedupe_key or next(_delivery_keys)
     delivery = ledger.receiver.record_delivery(dedupe_key=key, body=key.encode(), headers={})
     return ledger.receiver.record_outcome(outcome, delivery_id=delivery.id)
+
+
+def raise_in_round(
+    ledger: Ledger,
+    claimed: list[OwedSignal],
+    errors: dict[str, str],
+    *,
+    retry_at: datetime | None = None,
+    receiver: str = "shop.ship",
+) -> int:
+    """Record a round of claimed signals in which the receiver ``receiver`` raised
+    ``errors[signal name]`` (and returned for the others): owed again from ``retry_at``, or
+    parked when it is None. How many rounds were recorded."""
+    now = datetime.now(UTC)
+    rounds = [
+        SignalRound(
+            signal,
+            now,
+            (ReceiverRun(receiver, now, 1, errors.get(signal.signal)),),
+            retry_at,
+        )
+        for signal in claimed
+    ]
+    return len(ledger.signals.finish(rounds))

@@ -27,6 +27,7 @@ __all__ = [
     "MAX_NOTE_CHARS",
     "MAX_TARGET_CHARS",
     "RESULT_KEY",
+    "RESULT_TONES",
     "Acting",
     "begin_action",
     "can_act",
@@ -174,16 +175,31 @@ def begin_action(action: str, target: str | None, *, redrives: bool = False) -> 
     return Acting(grant, action, target, note)
 
 
-def done(message: str, location: str) -> BaseResponse:
-    """The answer to a finished action: its one-line result for the next page, and a 303 to
-    ``location`` (a reload then reads the page instead of sending the form again)."""
-    session[RESULT_KEY] = message
+#: How a result line is shown: ``succeeded`` (green) only when something ran and returned;
+#: ``neutral`` when there was nothing to do; ``problem`` when something ran and failed.
+RESULT_TONES: Final = ("succeeded", "neutral", "problem")
+
+
+def done(message: str, location: str, tone: str = "succeeded") -> BaseResponse:
+    """The answer to a finished action: its one-line result for the next page, in its tone
+    (:data:`RESULT_TONES`), and a 303 to ``location`` (a reload then reads the page instead of
+    sending the form again)."""
+    if tone not in RESULT_TONES:
+        raise ValueError(f"tone must be one of {RESULT_TONES}")
+    session[RESULT_KEY] = [tone, message]
     return redirect(location, 303)
 
 
-def take_result() -> str | None:
-    """The last action's result line, once; None when there is none."""
+def take_result() -> tuple[str, str] | None:
+    """The last action's result line and its tone, once; None when there is none."""
     if RESULT_KEY not in session:
         return None
     result = session.pop(RESULT_KEY)
-    return result if isinstance(result, str) else None
+    if (
+        isinstance(result, list)
+        and len(result) == 2
+        and result[0] in RESULT_TONES
+        and isinstance(result[1], str)
+    ):
+        return result[1], result[0]
+    return None

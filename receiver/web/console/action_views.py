@@ -2,20 +2,22 @@
 
 Each is what the command line does for it: reprocessing is ``payhooks reprocess``'s
 :func:`~payhooks.receiver.pipeline.process_stored_delivery` then
-:func:`~payhooks.receiver.pipeline.send_claimed`; sending is ``payhooks signals --send``'s
-claim, with the lease, then the same sending (at least once, never twice at the same time); a
+:func:`~payhooks.receiver.pipeline.send_claimed`; sending is what ``payhooks signals --send
+--now --retry-parked`` does: a claim, with the lease, then the receivers still owed (at least
+once, never twice at the same time); a
 download is the body ``payhooks deliveries export`` writes, byte for byte.
 """
 
 from __future__ import annotations
 
 from contextlib import suppress
+from datetime import datetime
 from typing import Final
 
 from flask import Response, url_for
 from werkzeug.wrappers import Response as BaseResponse
 
-from payhooks.receiver.pipeline import process_stored_delivery, send_claimed
+from payhooks.receiver.pipeline import SendReport, process_stored_delivery, send_claimed
 from payhooks.receiver.state import receiver_state
 from payhooks.receiver.web.console.acting import Acting, begin_action, done, merchant_app
 from payhooks.receiver.web.console.answers import error_page
@@ -34,7 +36,9 @@ __all__ = [
     "reprocess",
     "reprocess_one",
     "send_owed",
+    "send_payment_signals",
     "send_signals",
+    "sending_result",
 ]
 
 #: The download forms: the action's name in the audit log, the file's name.
@@ -103,21 +107,58 @@ def reprocess_one(acting: Acting, delivery: Delivery) -> str:
         with suppress(StorageError):  # the ledger may take this entry; the 503 page follows
             acting.record("failed: storage_unavailable")
         raise
-    send_claimed(merchant_app(), ledger, result.claimed, result.stored_outcomes)
+    send_claimed(
+        merchant_app(),
+        ledger,
+        result.claimed,
+        result.stored_outcomes,
+        retries=state.signal_retries,
+    )
     return result.status.value
 
 
-def send_owed(acting: Acting, delivery_id: int) -> tuple[int, int, int]:
-    """Claim and send ``delivery_id``'s owed signals nobody holds: (sent, whose receivers
-    raised, held by another sender)."""
-    ledger = acting.ledger
-    owed = ledger.signals.owed(delivery_id)
-    outcome_ids = {signal.outcome_id for signal in owed}
-    claimed = []
-    if outcome_ids:
-        claimed = ledger.signals.claim(outcome_ids, lease=receiver_state().signal_lease)
-    errors = send_claimed(merchant_app(), ledger, claimed)
-    return len(claimed), len(errors), len(owed) - len(claimed)
+def send_owed(
+    acting: Acting, *, delivery_id: int | None = None, identifier: str | None = None
+) -> tuple[SendReport, int]:
+    """Run exactly the receivers still owed of one delivery's or one payment's signals that no
+    other sender holds, waiting and parked ones too (a person asked): what ran, and how many
+    signals are still owed after it (held by another sender, held back behind an earlier
+    signal of the payment, or raised again). Each signal is run at most once."""
+    ledger, state = acting.ledger, receiver_state()
+    started = datetime.now().astimezone()
+    report = SendReport()
+    while claimed := ledger.signals.claim(
+        None,
+        lease=state.signal_lease,
+        waiting=True,
+        parked=True,
+        delivery_id=delivery_id,
+        identifier=identifier,
+        tried_before=started,
+    ):
+        report.add(send_claimed(merchant_app(), ledger, claimed, retries=state.signal_retries))
+    left = len(ledger.signals.owed(delivery_id, identifier=identifier))
+    return report, left
+
+
+def sending_result(report: SendReport, left: int) -> tuple[str, str, dict[str, int]]:
+    """What a person is told of a sending, its tone, and the audit entry's counts: green only
+    when receivers ran and every one returned; neutral when nothing ran."""
+    counts = {
+        "receivers_run": report.receivers_run,
+        "returned": report.returned,
+        "raised": report.raised,
+        "parked": report.signals_parked,
+        "still_owed": left,
+    }
+    said = report.describe()
+    if left:
+        said += f"; {left} signal(s) still owed"
+    if report.raised:
+        return said, "problem", counts
+    if not report.ran:
+        return said, "neutral", counts
+    return said, "succeeded", counts
 
 
 def reprocess(delivery_id: int) -> BaseResponse:
@@ -130,16 +171,18 @@ def reprocess(delivery_id: int) -> BaseResponse:
     if body_pruned(acting, delivery):
         return _pruned()
     status = reprocess_one(acting, delivery)
-    finished = "" if status in FINISHED_DELIVERY_STATUSES else "; it still has no outcome"
+    finished = status in FINISHED_DELIVERY_STATUSES
     return done(
-        f"Delivery #{delivery_id} reprocessed: {status}{finished}.",
+        f"Delivery #{delivery_id} reprocessed: {status}"
+        + ("." if finished else "; it still has no outcome."),
         url_for(".delivery", delivery_id=delivery_id),
+        "succeeded" if finished else "problem",
     )
 
 
 def send_signals(delivery_id: int) -> BaseResponse:
-    """``POST /deliveries/<id>/send-signals``: run the app's receivers for the signals its
-    outcome still owes, as ``payhooks signals --send`` does.
+    """``POST /deliveries/<id>/send-signals``: run the receivers still owed of the signals its
+    outcomes owe, as ``payhooks signals --send --now --retry-parked`` does for them.
 
     The receivers are the merchant's code and run outside any transaction, so the entry is
     written after them, with their result.
@@ -147,14 +190,28 @@ def send_signals(delivery_id: int) -> BaseResponse:
     acting = begin_action("send_signals", _target(delivery_id), redrives=True)
     if _stored(acting, delivery_id) is None:
         return _not_found()
-    sent, failed, held = send_owed(acting, delivery_id)
-    result = f"sent {sent}, {failed} failed, {held} held by another sender"
-    acting.record(result, {"sent": sent, "failed": failed, "held": held})
-    if not sent and not held:
-        message = f"Delivery #{delivery_id} owes no signal."
-    else:
-        message = f"Delivery #{delivery_id}: {result}."
-    return done(message, url_for(".delivery", delivery_id=delivery_id))
+    back = url_for(".delivery", delivery_id=delivery_id)
+    if not acting.ledger.signals.owed(delivery_id):
+        acting.record("nothing owed", {"receivers_run": 0})
+        return done(f"Delivery #{delivery_id} owes no signal: nothing was run.", back, "neutral")
+    report, left = send_owed(acting, delivery_id=delivery_id)
+    said, tone, counts = sending_result(report, left)
+    acting.record(said, counts)
+    return done(f"Delivery #{delivery_id}: {said}.", back, tone)
+
+
+def send_payment_signals(external_identifier: str) -> BaseResponse:
+    """``POST /payments/<identifier>/send-signals``: the same for every signal one payment's
+    outcomes still owe, in the payment's order."""
+    acting = begin_action("send_signals", f"payment {external_identifier}", redrives=True)
+    back = url_for(".payment", external_identifier=external_identifier)
+    if not acting.ledger.signals.owed(identifier=external_identifier):
+        acting.record("nothing owed", {"receivers_run": 0})
+        return done("This payment owes no signal: nothing was run.", back, "neutral")
+    report, left = send_owed(acting, identifier=external_identifier)
+    said, tone, counts = sending_result(report, left)
+    acting.record(said, counts)
+    return done(f"{said[:1].upper()}{said[1:]}.", back, tone)
 
 
 def download(delivery_id: int, form: str) -> Response:

@@ -15,9 +15,15 @@ from flask import render_template, request, url_for
 from werkzeug.datastructures import MultiDict
 from werkzeug.wrappers import Response as BaseResponse
 
+from payhooks.receiver.pipeline import SendReport
 from payhooks.receiver.web.console.access import console_ledger, current_access
 from payhooks.receiver.web.console.acting import Acting, begin_action, can_act, done
-from payhooks.receiver.web.console.action_views import body_pruned, reprocess_one, send_owed
+from payhooks.receiver.web.console.action_views import (
+    body_pruned,
+    reprocess_one,
+    send_owed,
+    sending_result,
+)
 from payhooks.receiver.web.console.csrf import ActionRefused
 from payhooks.receiver.web.console.query import BadQuery, LogQuery, parse_log_query
 from payhooks.storage import FINISHED_DELIVERY_STATUSES
@@ -70,23 +76,34 @@ def bulk_confirm() -> str:
     )
 
 
+def _send_all(acting: Acting, ids: list[int]) -> tuple[str, str, dict[str, int]]:
+    """Run the receivers still owed of each delivery's signals, each delivery with its own
+    audit entry; the sentence, its tone and the counts for the whole."""
+    report, left = SendReport(), 0
+    for delivery_id in ids:
+        one = Acting(acting.grant, "send_signals", f"delivery {delivery_id}", acting.note)
+        if not acting.ledger.signals.owed(delivery_id):
+            continue
+        ran, still = send_owed(one, delivery_id=delivery_id)
+        said, _, counts = sending_result(ran, still)
+        one.record(said, counts)
+        report.add(ran)
+        left += still
+    return sending_result(report, left)
+
+
 def _run(acting: Acting, action: str, ids: list[int]) -> tuple[int, int, int]:
-    """Do ``action`` to each delivery: (succeeded, failed, skipped). A pruned delivery is
-    skipped by a reprocess (its entry says ``refused: console_body_pruned``), as ``payhooks
-    reprocess`` skips it: its body is in an archive, not in the ledger."""
+    """Reprocess each delivery: (succeeded, failed, skipped). A pruned delivery is skipped
+    (its entry says ``refused: console_body_pruned``), as ``payhooks reprocess`` skips it: its
+    body is in an archive, not in the ledger."""
     succeeded = failed = skipped = 0
     for delivery_id in ids:
         one = Acting(acting.grant, action.replace("-", "_"), f"delivery {delivery_id}", acting.note)
-        if action == "reprocess":
-            delivery = acting.ledger.receiver.delivery(delivery_id)
-            if delivery is not None and body_pruned(one, delivery):
-                skipped += 1
-                continue
-            ok = delivery is not None and reprocess_one(one, delivery) in FINISHED_DELIVERY_STATUSES
-        else:
-            sent, errors, held = send_owed(one, delivery_id)
-            one.record(f"sent {sent}, {errors} failed, {held} held by another sender")
-            ok = not errors
+        delivery = acting.ledger.receiver.delivery(delivery_id)
+        if delivery is not None and body_pruned(one, delivery):
+            skipped += 1
+            continue
+        ok = delivery is not None and reprocess_one(one, delivery) in FINISHED_DELIVERY_STATUSES
         succeeded, failed = succeeded + ok, failed + (not ok)
     return succeeded, failed, skipped
 
@@ -113,10 +130,15 @@ def bulk_run() -> BaseResponse:
             f"The filter matches {count} deliveries, more than the {BULK_CAP} one action "
             "takes; narrow it first.",
         )
+    label = BULK_ACTIONS[action][0]
+    if action == "send-signals":
+        said, tone, sent = _send_all(acting, ids)
+        acting.record(said, detail | sent)
+        return done(f"{label} {count} deliveries: {said}.", back, tone)
     succeeded, failed, skipped = _run(acting, action, ids)
-    counts = f"{succeeded} succeeded, {failed} failed"
+    counts = f"{succeeded} reprocessed, {failed} still failing"
     if skipped:
         counts += f", {skipped} skipped (pruned)"
     acting.record(counts, detail | {"succeeded": succeeded, "failed": failed, "skipped": skipped})
-    label = BULK_ACTIONS[action][0]
-    return done(f"{label} {count} deliveries: {counts}.", back)
+    tone = "problem" if failed else ("succeeded" if succeeded else "neutral")
+    return done(f"{label} {count} deliveries: {counts}.", back, tone)

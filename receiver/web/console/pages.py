@@ -38,7 +38,12 @@ from payhooks.receiver.web.console.acting import (
     can_redrive,
     take_result,
 )
-from payhooks.receiver.web.console.action_views import download, reprocess, send_signals
+from payhooks.receiver.web.console.action_views import (
+    download,
+    reprocess,
+    send_payment_signals,
+    send_signals,
+)
 from payhooks.receiver.web.console.answers import error_page
 from payhooks.receiver.web.console.audit_views import audit
 from payhooks.receiver.web.console.bulk_views import bulk_confirm, bulk_run
@@ -156,6 +161,13 @@ blueprint.add_url_rule(
     "payment",
     payment,
     methods=["GET"],
+    merge_slashes=False,
+)
+blueprint.add_url_rule(
+    f"/payments/<{IDENTIFIER_CONVERTER}:external_identifier>/send-signals",
+    "send_payment_signals",
+    send_payment_signals,
+    methods=["POST"],
     merge_slashes=False,
 )
 blueprint.add_url_rule("/reconciliation", "reconciliation", reconciliation, methods=["GET"])

@@ -1,0 +1,162 @@
+"""``payhooks signals``: the signals still owed to the merchant's code, and running them.
+
+A signal is owed from the commit that makes it owed until every receiver connected to it has
+returned. One whose receiver raised waits for its retry (backoff), or is parked after its last
+allowed round; a worker that died holding one leaves it to the next sender after its lease.
+``payhooks signals`` lists them; ``flask payhooks signals --send`` runs, in the app, exactly the
+receivers still owed of what is due (``--now`` also what waits for its backoff,
+``--retry-parked`` also what is parked, ``--identifier`` only one payment's), each claimed with
+the lease so no signal runs twice at once, and says what ran.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import click
+
+from payhooks.receiver.cli.common import (
+    database_option,
+    fail_on_storage_errors,
+    ledger_for,
+    settings,
+)
+from payhooks.receiver.cli.delivery_commands import app_or_none
+from payhooks.receiver.cli.escaping import terminal_text
+from payhooks.receiver.pipeline import SendReport, send_claimed
+from payhooks.storage import Ledger, OwedSignal
+
+__all__ = ["signals"]
+
+#: How many outcomes one claim of the command takes.
+_BATCH = 100
+
+
+def _state(signal: OwedSignal, now: datetime) -> str:
+    if signal.parked_at is not None:
+        return "parked"
+    if signal.next_attempt_at is not None and datetime.fromisoformat(signal.next_attempt_at) > now:
+        return f"retry at {signal.next_attempt_at}"
+    return "due"
+
+
+def _list(owed: list[OwedSignal], now: datetime) -> None:
+    click.echo("outcome  delivery  signal               attempts  state / owed at")
+    for row in owed:
+        click.echo(
+            f"{row.outcome_id:<8} {row.delivery_id:<9} {row.signal:<20} {row.attempts:<9} "
+            f"{_state(row, now)} (owed at {row.owed_at})"
+        )
+        if row.error:
+            first = terminal_text(row.error.splitlines()[0])
+            click.echo(f"         {first[:160]}")
+    parked = sum(1 for row in owed if row.parked_at is not None)
+    waiting = sum(1 for row in owed if _state(row, now).startswith("retry"))
+    click.echo(
+        f"{len(owed)} signal(s) owed: {len(owed) - parked - waiting} due, {waiting} waiting for "
+        f"a retry, {parked} parked. `flask payhooks signals --send` runs what is due (--now "
+        "also what waits, --retry-parked also what is parked)."
+    )
+
+
+def _send(
+    app: object,
+    ledger: Ledger,
+    *,
+    lease: timedelta,
+    now_too: bool,
+    parked: bool,
+    identifier: str | None,
+) -> SendReport:
+    """Claim and run batch by batch; each signal at most once (``tried_before``), so a
+    receiver that raises again is not run again in the same command."""
+    started = datetime.now().astimezone()
+    config = settings()
+    report = SendReport()
+    while claimed := ledger.signals.claim(
+        None,
+        lease=lease,
+        limit=_BATCH,
+        waiting=now_too,
+        parked=parked,
+        identifier=identifier,
+        tried_before=started,
+    ):
+        report.add(send_claimed(app, ledger, claimed, retries=config.signal_retries))
+    return report
+
+
+@click.command()
+@click.option("--send", is_flag=True, help="Run the receivers still owed of what is due.")
+@click.option(
+    "--now",
+    "now_too",
+    is_flag=True,
+    help="Also what waits for its retry's backoff (implies --send).",
+)
+@click.option(
+    "--retry-parked",
+    is_flag=True,
+    help="Also the parked signals (implies --send).",
+)
+@click.option("--identifier", help="Only this payment's signals (its external identifier).")
+@database_option
+@fail_on_storage_errors
+def signals(
+    send: bool,
+    now_too: bool,
+    retry_parked: bool,
+    identifier: str | None,
+    database: Path | None,
+) -> None:
+    """List the signals still owed to the app's receivers; with --send, run them.
+
+    A signal is owed until every receiver connected to it has returned: one whose receiver
+    raised is retried with a backoff, then parked. --send runs, for what is due and no other
+    sender holds, exactly the receivers that have not returned; --now also runs what waits for
+    its backoff, --retry-parked also what is parked. Sending needs the app (`flask payhooks
+    signals --send`); plain `payhooks signals --send` refuses (exit 2). Exit 1 when a receiver
+    raised (the signal stays owed, with its error).
+    """
+    config = settings()  # first: inside `flask payhooks`, this pushes the app's context
+    send = send or now_too or retry_parked
+    app = app_or_none() if send else None
+    if send and app is None:
+        raise click.UsageError(
+            "Outside your app there are no receivers to run: run `flask payhooks signals "
+            "--send` in the app."
+        )
+    now = datetime.now().astimezone()
+    with ledger_for(database) as ledger:
+        owed = ledger.signals.owed(identifier=identifier)
+        whose = "" if identifier is None else f" for {terminal_text(identifier)}"
+        if not owed:
+            click.echo(f"No signal is owed{whose}.")
+            return
+        if app is None:
+            _list(owed, now)
+            return
+        lease = timedelta(seconds=config.signals_lease_seconds)
+        report = _send(
+            app, ledger, lease=lease, now_too=now_too, parked=retry_parked, identifier=identifier
+        )
+        left = ledger.signals.owed(identifier=identifier)
+    if report.ran or report.signals_sent:
+        click.echo(report.describe()[:1].upper() + report.describe()[1:] + ".")
+    else:
+        click.echo(f"Nothing was run{whose}: no owed signal was due.")
+    if left:
+        parked = sum(1 for row in left if row.parked_at is not None)
+        waiting = sum(1 for row in left if _state(row, now).startswith("retry"))
+        held = len(left) - parked - waiting
+        click.echo(
+            f"Still owed: {len(left)} signal(s), {waiting} waiting for a retry (--now runs "
+            f"them), {parked} parked (--retry-parked runs them), {held} held by another "
+            "sender or held back behind an earlier signal of their payment."
+        )
+    if report.raised:
+        raise click.ClickException(
+            f"{report.raised} receiver run(s) raised; `payhooks signals` lists what is still "
+            "owed, with the errors."
+        )

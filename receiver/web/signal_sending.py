@@ -1,0 +1,71 @@
+"""When the serving processes send owed signals: after a delivery's answer, and on a timer.
+
+After a delivery has been answered, its claimed signals' receivers run, then (at most every
+few seconds per process) whatever is due that nobody holds. A light timer per process
+(:class:`~payhooks.receiver.pipeline.RetryTimer`, started at the process's first request)
+sends due retries while no delivery arrives. Neither lets an error escape into the server.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from functools import partial
+from typing import Final
+
+from flask import Flask, current_app
+
+from payhooks.receiver.pipeline import RetryTimer, send_claimed, sweep_unclaimed
+from payhooks.receiver.state import ReceiverState, receiver_state
+from payhooks.storage import Outcome, OwedSignal
+
+__all__ = ["RETRY_TIMER_KEY", "install_retry_timer", "send_after_answer", "send_due"]
+
+logger = logging.getLogger("payhooks")
+
+#: Where the app's :class:`RetryTimer` is kept in ``app.extensions``.
+RETRY_TIMER_KEY: Final = "payhooks.retry_timer"
+
+
+def send_after_answer(
+    app: Flask,
+    state: ReceiverState,
+    claimed: tuple[OwedSignal, ...],
+    known: Mapping[int, Outcome],
+) -> None:
+    """After the answer has gone out: run the receivers of the signals this delivery claimed,
+    then of any due that nobody holds (a sender that died, a registration's, a retry). A slow
+    receiver never delays the acknowledgment, so it never provokes the service's retry."""
+    with app.app_context():
+        try:
+            ledger = state.ledger
+            send_claimed(app, ledger, claimed, known, retries=state.signal_retries)
+            if state.sweeper.due():
+                sweep_unclaimed(
+                    app, ledger, lease=state.signal_lease, retries=state.signal_retries
+                )
+        except Exception:  # the answer is sent: nothing may escape into the server
+            logger.exception("payhooks: sending signals failed; they stay owed")
+
+
+def send_due(app: Flask) -> None:
+    """Send what is due and nobody holds (the timer's look)."""
+    with app.app_context():
+        state = receiver_state(app)
+        sweep_unclaimed(app, state.ledger, lease=state.signal_lease, retries=state.signal_retries)
+
+
+def _start_timer() -> None:
+    """Before each request: start this process's timer once (not in an app under test, whose
+    tests send what they mean to send)."""
+    app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
+    if not app.testing:
+        app.extensions[RETRY_TIMER_KEY].ensure_started()
+
+
+def install_retry_timer(app: Flask, state: ReceiverState) -> RetryTimer:
+    """Give ``app`` its timer, started by the first request each process serves."""
+    timer = RetryTimer(state.retry_poll_seconds, partial(send_due, app))
+    app.extensions[RETRY_TIMER_KEY] = timer
+    app.before_request(_start_timer)
+    return timer
