@@ -14,6 +14,8 @@ The checks, by their stable names (docs/operations.md):
   there were ``min_deliveries`` of them (one bad request of two is no alarm). Refused
   requests are not counted: anyone can send them.
 - ``signals``: no signal owed to the merchant's code for longer than ``max_signal_age``.
+- ``receivers``: no signal parked (its receiver raised in every allowed round), and none owed
+  after a raise for longer than ``max_receiver_failing``: a receiver that keeps failing.
 - ``drift``: the ``sync_drift`` view is empty.
 - ``sync``: a complete sync within ``max_sync_age``, once a sync has run; a ledger that never
   synced passes.
@@ -47,7 +49,15 @@ __all__ = [
 ]
 
 #: Every check, in the order they run and print.
-CHECK_NAMES: Final = ("silence", "failure-rate", "signals", "drift", "sync", "mismatches")
+CHECK_NAMES: Final = (
+    "silence",
+    "failure-rate",
+    "signals",
+    "receivers",
+    "drift",
+    "sync",
+    "mismatches",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +72,8 @@ class CheckLimits:
     min_deliveries: int = 10
     #: The longest a signal may stay owed.
     max_signal_age: timedelta = timedelta(minutes=15)
+    #: The longest a signal may stay owed after its receiver raised (it is being retried).
+    max_receiver_failing: timedelta = timedelta(hours=1)
     #: The longest since the last complete sync, once a sync has run.
     max_sync_age: timedelta = timedelta(days=2)
     #: A mismatch whose reconciliation row changed within this is new.
@@ -166,6 +178,23 @@ def _signals(vitals: Vitals, limits: CheckLimits) -> CheckResult:
     )
 
 
+def _receivers(vitals: Vitals, limits: CheckLimits) -> CheckResult:
+    limit = format_duration(limits.max_receiver_failing)
+    raised = f"{vitals.receiver_errors} receiver run(s) raised in the last 24h"
+    oldest = vitals.oldest_failing_at
+    if oldest is None:
+        return CheckResult("receivers", True, f"No receiver is failing ({raised}).")
+    parked, failing = vitals.parked_signals, vitals.failing_signals
+    ok = parked == 0 and vitals.now - oldest <= limits.max_receiver_failing
+    return CheckResult(
+        "receivers",
+        ok,
+        f"{failing} signal(s) owed after a receiver raised, {parked} of them parked; the oldest "
+        f"owed since {_ago(vitals.now, oldest)} (limit {limit}, and none parked); {raised}. "
+        "`payhooks signals` lists them.",
+    )
+
+
 def _drift(vitals: Vitals, limits: CheckLimits) -> CheckResult:
     if vitals.last_sync is None:
         return CheckResult("drift", True, "The ledger has never synced.")
@@ -210,6 +239,7 @@ _CHECKS: Final = {
     "silence": _silence,
     "failure-rate": _failure_rate,
     "signals": _signals,
+    "receivers": _receivers,
     "drift": _drift,
     "sync": _sync,
     "mismatches": _mismatches,

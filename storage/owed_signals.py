@@ -37,6 +37,7 @@ __all__ = [
     "failing",
     "finish",
     "owe",
+    "receiver_errors",
     "returned_receivers",
     "runs_of_deliveries",
     "unsent",
@@ -303,6 +304,17 @@ def runs_of_deliveries(conn: Connection, delivery_ids: Sequence[int]) -> list[Si
                     )
                 )
     return sorted(found, key=lambda run: (run.started_at, run.outcome_id))
+
+
+def receiver_errors(conn: Connection) -> list[tuple[str, str, int]]:
+    """Every receiver run that raised, counted by signal and receiver (through the partial
+    index ``signal_runs_errors``, which holds them alone)."""
+    rows = conn.execute(
+        "SELECT s.signal, r.receiver, count(*) FROM signal_runs AS r "
+        "JOIN owed_signals AS s ON s.id = r.owed_signal_id WHERE r.error IS NOT NULL "
+        "GROUP BY s.signal, r.receiver ORDER BY s.signal, r.receiver"
+    ).fetchall()
+    return [(signal, receiver, count) for signal, receiver, count in rows]
 
 
 def unsent(

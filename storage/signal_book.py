@@ -146,3 +146,9 @@ class SignalBook:
         """Every receiver run recorded for these deliveries' signals, oldest first."""
         with self._read() as conn:
             return owed_signals.runs_of_deliveries(conn, delivery_ids)
+
+    def receiver_errors(self) -> list[tuple[str, str, int]]:
+        """(signal, receiver, runs that raised) for every receiver that ever raised: the
+        metrics' ``payhooks_receiver_errors_total``."""
+        with self._read() as conn:
+            return owed_signals.receiver_errors(conn)

@@ -92,11 +92,11 @@ class WindowCounts:
 class ErrorCause:
     """One cause of errors in the last 24 hours and how many it caused."""
 
-    #: ``"delivery"`` (a delivery stored with a failing status) or ``"refused"`` (a refused
-    #: request).
+    #: ``"delivery"`` (a delivery stored with a failing status), ``"refused"`` (a refused
+    #: request) or ``"receiver"`` (a run of the merchant's receiver that raised).
     origin: str
-    #: The failing status (``invalid_payload``...) or the refusal's code
-    #: (``invalid_signature``...).
+    #: The failing status (``invalid_payload``...), the refusal's code
+    #: (``invalid_signature``...) or the signal whose receiver raised (``payment-succeeded``).
     code: str
     count: int
 
@@ -121,7 +121,8 @@ class Vitals:
     last_day: WindowCounts
     #: The last 24 hours' errors by cause, the most frequent first.
     errors: tuple[ErrorCause, ...]
-    #: Signals owed to the merchant's code and not sent, and when the oldest became owed.
+    #: Signals owed to the merchant's code and not sent (waiting for a retry and parked ones
+    #: too), and when the oldest became owed.
     unsent_signals: int
     oldest_unsent_at: datetime | None
     #: The newest sync run (started, finished, status...), None before the first.
@@ -136,6 +137,13 @@ class Vitals:
     recent_mismatches: int = 0
     #: The mismatch window ``recent_mismatches`` counts over.
     mismatch_window: timedelta = DAY
+    #: Signals still owed after a receiver raised: all of them, and the parked ones.
+    failing_signals: int = 0
+    parked_signals: int = 0
+    #: When the oldest of those became owed; None when none is.
+    oldest_failing_at: datetime | None = None
+    #: Receiver runs that raised in the last 24 hours.
+    receiver_errors: int = 0
 
     @property
     def mismatch_total(self) -> int:
@@ -214,6 +222,22 @@ def read_vitals(conn: Connection, now: datetime, mismatch_window: timedelta = DA
     unsent, oldest = conn.execute(
         "SELECT count(*), min(owed_at) FROM owed_signals WHERE sent_at IS NULL"
     ).fetchone()
+    # Through owed_signals_failing and signal_runs_errors: only such rows are in them.
+    failing, parked, oldest_failing = conn.execute(
+        "SELECT count(*), sum(CASE WHEN parked_at IS NOT NULL THEN 1 ELSE 0 END), min(owed_at) "
+        "FROM owed_signals WHERE sent_at IS NULL AND attempts > 0"
+    ).fetchone()
+    since = to_text(now - DAY, argument="now")
+    receiver_causes = [
+        ErrorCause("receiver", signal, count)
+        for signal, count in conn.execute(
+            "SELECT s.signal, count(*) FROM signal_runs AS r "
+            "JOIN owed_signals AS s ON s.id = r.owed_signal_id "
+            "WHERE r.error IS NOT NULL AND r.started_at >= ? GROUP BY s.signal",
+            (since,),
+        )
+    ]
+    causes += receiver_causes
     (complete,) = conn.execute(
         "SELECT max(finished_at) FROM sync_runs WHERE status = 'complete'"
     ).fetchone()
@@ -248,4 +272,8 @@ def read_vitals(conn: Connection, now: datetime, mismatch_window: timedelta = DA
         mismatches=mismatches,
         recent_mismatches=recent,
         mismatch_window=mismatch_window,
+        failing_signals=failing,
+        parked_signals=parked or 0,
+        oldest_failing_at=_time(oldest_failing),
+        receiver_errors=sum(cause.count for cause in receiver_causes),
     )

@@ -57,6 +57,14 @@ _DEFAULTS = CheckLimits()
     help="Fail when a signal has been owed for longer.",
 )
 @click.option(
+    "--max-receiver-failing",
+    type=DURATION,
+    default="1h",
+    show_default=True,
+    help="Fail when a signal has been owed this long after its receiver raised (any parked "
+    "signal fails at once).",
+)
+@click.option(
     "--max-sync-age",
     type=DURATION,
     default="2d",
@@ -91,6 +99,7 @@ def check(
     max_failure_rate: float,
     min_deliveries: int,
     max_signal_age: Any,
+    max_receiver_failing: Any,
     max_sync_age: Any,
     mismatch_window: Any,
     skip: tuple[str, ...],
@@ -99,13 +108,14 @@ def check(
 ) -> None:
     """Check the ledger's health: exit 0 when every check passes, 1 when one fails.
 
-    The checks: silence, failure-rate, signals, drift, sync, mismatches.
+    The checks: silence, failure-rate, signals, receivers, drift, sync, mismatches.
     """
     limits = CheckLimits(
         max_silence=max_silence,
         max_failure_percent=Decimal(str(max_failure_rate)),
         min_deliveries=min_deliveries,
         max_signal_age=max_signal_age,
+        max_receiver_failing=max_receiver_failing,
         max_sync_age=max_sync_age,
         mismatch_window=mismatch_window,
         skip=frozenset(skip),

@@ -172,6 +172,8 @@ TABLES: Final = (
         error TEXT COLLATE "C"
     )""",
     "CREATE INDEX signal_runs_signal ON signal_runs (owed_signal_id, id)",
+    # The runs that raised, by time: the health figures count the last day's.
+    "CREATE INDEX signal_runs_errors ON signal_runs (started_at) WHERE error IS NOT NULL",
     """
     CREATE TABLE payment_states (
         external_identifier TEXT COLLATE "C" NOT NULL PRIMARY KEY,

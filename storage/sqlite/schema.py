@@ -173,6 +173,8 @@ TABLES = (
         error TEXT
     )""",
     "CREATE INDEX signal_runs_signal ON signal_runs (owed_signal_id, id)",
+    # The runs that raised, by time: the health figures count the last day's.
+    "CREATE INDEX signal_runs_errors ON signal_runs (started_at) WHERE error IS NOT NULL",
     """
     CREATE TABLE payment_states (
         external_identifier TEXT NOT NULL PRIMARY KEY,

@@ -2,7 +2,9 @@
 
 The payments in a mismatch (``MISMATCH_STATES``: amount, currency, duplicate, unexpected,
 unknown status), grouped by state with their counts, the money received per currency and how
-long they have been open; the sync's drift beside them, counted by kind. Each payment shows its
+long they have been open; the sync's drift beside them, counted by kind and listed (a missed
+notification is reviewed like a mismatch); and the signals whose receivers raised, parked first
+then those waiting for their retry, each with the re-run of its payment's owed receivers. Each payment shows its
 review (open, acknowledged, resolved, ignored, with the note and who set it) while it stays in
 the state it was reviewed in: a payment whose state changed since is open again. Setting a
 status is an operator's action (CSRF, audited with the review in one write).
@@ -102,8 +104,13 @@ def exceptions() -> str:
         shown = found if current else None
         items.append(Item(row, age_of(row.opened_at, now), status, shown))
     drift: defaultdict[str, int] = defaultdict(int)
+    drift_rows = []
     for drifted in ledger.service.sync_drift():
         drift[drifted.kind.value] += 1
+        if len(drift_rows) < MAX_LISTED:
+            found = reviews.get(drifted.external_identifier)
+            drift_rows.append((drifted, found))
+    failing = ledger.signals.failing(limit=MAX_LISTED)
     return render_template(
         "payhooks_console/exceptions.html",
         groups=_groups(rows, now),
@@ -112,6 +119,9 @@ def exceptions() -> str:
         total=len(rows),
         listed=MAX_LISTED,
         drift=sorted(drift.items()),
+        drift_rows=drift_rows,
+        failing=failing,
+        parked=sum(1 for item in failing if item.parked),
         statuses=list(ReviewStatus),
         can_act=can_act(),
         now=now,
@@ -129,7 +139,7 @@ def review(external_identifier: str) -> BaseResponse:
         )
     ledger = acting.ledger
     row = None if "\x00" in external_identifier else ledger.row(external_identifier)
-    if row is None or row.state not in MISMATCH_STATES:
+    if row is None or (row.state not in MISMATCH_STATES and row.drift is None):
         acting.record("not_found")
         return error_page(404, "console_not_found", "This payment is not in the exceptions queue.")
     ledger.console.review(

@@ -27,9 +27,12 @@ def delivery(delivery_id: int) -> Response | str:
     if details is None:
         return error_page(404, "console_not_found", "There is no delivery with this id.")
     body, is_json = pretty_body(details.body)
+    signals = console_ledger().signals
     return render_template(
         "payhooks_console/delivery.html",
         delivery=details,
+        owed=signals.owed(delivery_id),
+        runs=signals.runs([delivery_id]),
         body=body,
         body_is_json=is_json,
         evidence=signature_evidence(
@@ -54,4 +57,5 @@ def payment(external_identifier: str) -> Response | str:
         review=review,
         review_status=review and review.status_for(story.row.state.value if story.row else ""),
         notes=ledger.console.audit_for(external_identifier, limit=NOTES_SHOWN),
+        owed=ledger.signals.owed(identifier=external_identifier),
     )

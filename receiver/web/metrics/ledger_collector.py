@@ -60,7 +60,9 @@ class LedgerCollector:
             "payhooks_ledger_readable", "1 when the ledger's figures could be read, else 0."
         )
         try:
-            vitals = receiver_state(self._app).ledger.vitals(self._clock())
+            ledger = receiver_state(self._app).ledger
+            vitals = ledger.vitals(self._clock())
+            receiver_errors = ledger.signals.receiver_errors()
         except StorageError as err:
             logger.warning("payhooks metrics: the ledger could not be read: %s", err.message)
             readable.add_metric([], 0)
@@ -69,6 +71,36 @@ class LedgerCollector:
         readable.add_metric([], 1)
         yield readable
         yield from self._gauges(vitals, GaugeMetricFamily)
+        yield from self._receivers(vitals, receiver_errors, GaugeMetricFamily)
+
+    def _receivers(
+        self, vitals: Vitals, errors: list[tuple[str, str, int]], family: Any
+    ) -> Iterator[Any]:
+        """The merchant's receivers: their raises by signal and receiver (code names, never a
+        webhook's values, as labels), and the signals parked or waiting for a retry."""
+        from prometheus_client.core import CounterMetricFamily
+
+        raised = CounterMetricFamily(
+            "payhooks_receiver_errors",
+            "Runs of the app's signal receivers that raised, by signal and receiver.",
+            labels=("signal", "receiver"),
+        )
+        for signal, receiver, count in errors:
+            raised.add_metric([signal, receiver], count)
+        yield raised
+        parked = family(
+            "payhooks_parked_signals",
+            "Signals parked after their receiver raised in every allowed round: a person must "
+            "re-run them.",
+        )
+        parked.add_metric([], vitals.parked_signals)
+        yield parked
+        retrying = family(
+            "payhooks_retrying_signals",
+            "Signals owed after their receiver raised, waiting for their retry.",
+        )
+        retrying.add_metric([], vitals.failing_signals - vitals.parked_signals)
+        yield retrying
 
     def _gauges(self, vitals: Vitals, family: Any) -> Iterator[Any]:
         now = vitals.now
@@ -77,7 +109,8 @@ class LedgerCollector:
         yield owed
         age = family(
             "payhooks_oldest_owed_signal_age_seconds",
-            "How long the oldest unsent signal has been owed; 0 when none is.",
+            "How long the oldest unsent signal has been owed (retried and parked ones too); 0 "
+            "when none is.",
         )
         oldest = vitals.oldest_unsent_at
         age.add_metric([], 0.0 if oldest is None else max(0.0, (now - oldest).total_seconds()))
