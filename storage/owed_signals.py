@@ -156,9 +156,7 @@ def claim(
     return claimed
 
 
-def claimable(
-    conn: Connection, *, now: str, limit: int, selection: Selection = DUE
-) -> list[int]:
+def claimable(conn: Connection, *, now: str, limit: int, selection: Selection = DUE) -> list[int]:
     """Up to ``limit`` outcomes, oldest first, with owed signals ``selection`` lets a sender
     claim: nobody was there to send them (a registration owed them), a sender died holding them
     past its lease, or a retry is due."""
@@ -327,9 +325,7 @@ def unsent(
         clauses.append("s.delivery_id = ?")
         params.append(delivery_id)
     if identifier is not None:
-        clauses.append(
-            "s.outcome_id IN (SELECT id FROM outcomes WHERE external_identifier = ?)"
-        )
+        clauses.append("s.outcome_id IN (SELECT id FROM outcomes WHERE external_identifier = ?)")
         params.append(identifier)
     rows = conn.execute(
         f"SELECT {_COLUMNS} FROM owed_signals AS s WHERE {' AND '.join(clauses)} "  # noqa: S608

@@ -173,7 +173,7 @@ def _details(event: StoryEvent) -> list[str]:
             if event.error is not None:
                 parts.append(f"error {event.error}")
             if event.signal_error is not None:
-                parts.append(f"signal error {event.signal_error}")
+                parts.append(f"receiver error {event.signal_error}")
             if event.pruned_into is not None:
                 parts.append(f"body pruned into {event.pruned_into}")
         case OutcomeEvent():
@@ -189,8 +189,14 @@ def _details(event: StoryEvent) -> list[str]:
                 parts.append(f"sent {_time(event.sent_at)}")
             elif event.claimed_until is not None:
                 parts.append(f"owed, claimed until {_time(event.claimed_until)}")
+            elif event.parked_at is not None:
+                parts.append(f"owed, parked {_time(event.parked_at)}")
+            elif event.next_attempt_at is not None:
+                parts.append(f"owed, retry at {_time(event.next_attempt_at)}")
             else:
                 parts.append("owed")
+            if event.attempts:
+                parts.append(f"{event.attempts} round(s)")
             if event.error is not None:
                 parts.append(f"error {event.error}")
         case ReturnEvent():

@@ -41,9 +41,7 @@ def send_after_answer(
             ledger = state.ledger
             send_claimed(app, ledger, claimed, known, retries=state.signal_retries)
             if state.sweeper.due():
-                sweep_unclaimed(
-                    app, ledger, lease=state.signal_lease, retries=state.signal_retries
-                )
+                sweep_unclaimed(app, ledger, lease=state.signal_lease, retries=state.signal_retries)
         except Exception:  # the answer is sent: nothing may escape into the server
             logger.exception("payhooks: sending signals failed; they stay owed")
 

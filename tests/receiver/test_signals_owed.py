@@ -166,10 +166,11 @@ def test_the_signals_command_lists_what_is_owed_and_sends_what_nobody_holds(
     assert "payment-succeeded" in listed.output
     assert "2 signal(s) owed" in listed.output
     assert held.exit_code == 0, held.output
-    assert "Sent 0 signal(s)" in held.output
-    assert "2 signal(s) are held by a sender" in held.output
+    assert "Nothing was run: no owed signal was due." in held.output
+    assert "Still owed: 2 signal(s), 0 waiting for a retry" in held.output
+    assert "2 held by another sender" in held.output
     assert sent.exit_code == 0, sent.output
-    assert "Sent 2 signal(s) for 1 outcome(s)." in sent.output
+    assert "Ran 1 receiver(s) for 1 delivery(ies): 1 returned, 0 raised." in sent.output
     assert again.output.strip() == "No signal is owed."
     assert len(shipper.calls) == 2
     assert len(shipper.shipped) == 1

@@ -136,7 +136,7 @@ def bulk_run() -> BaseResponse:
         acting.record(said, detail | sent)
         return done(f"{label} {count} deliveries: {said}.", back, tone)
     succeeded, failed, skipped = _run(acting, action, ids)
-    counts = f"{succeeded} reprocessed, {failed} still failing"
+    counts = f"{succeeded} succeeded, {failed} failed"
     if skipped:
         counts += f", {skipped} skipped (pruned)"
     acting.record(counts, detail | {"succeeded": succeeded, "failed": failed, "skipped": skipped})

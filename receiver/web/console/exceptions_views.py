@@ -4,9 +4,10 @@ The payments in a mismatch (``MISMATCH_STATES``: amount, currency, duplicate, un
 unknown status), grouped by state with their counts, the money received per currency and how
 long they have been open; the sync's drift beside them, counted by kind and listed (a missed
 notification is reviewed like a mismatch); and the signals whose receivers raised, parked first
-then those waiting for their retry, each with the re-run of its payment's owed receivers. Each payment shows its
-review (open, acknowledged, resolved, ignored, with the note and who set it) while it stays in
-the state it was reviewed in: a payment whose state changed since is open again. Setting a
+then those waiting for their retry, each with the re-run of its payment's owed receivers. Each
+payment shows its review (open, acknowledged, resolved, ignored, with the note and who set it)
+while it stays in the state it was reviewed in: a payment whose state changed since is open
+again. Setting a
 status is an operator's action (CSRF, audited with the review in one write).
 """
 
@@ -28,6 +29,7 @@ from payhooks.receiver.web.console.answers import error_page
 from payhooks.receiver.web.console.csrf import ActionRefused
 from payhooks.storage import (
     MISMATCH_STATES,
+    DriftRow,
     ExceptionReview,
     ReconciliationRow,
     ReviewStatus,
@@ -104,7 +106,7 @@ def exceptions() -> str:
         shown = found if current else None
         items.append(Item(row, age_of(row.opened_at, now), status, shown))
     drift: defaultdict[str, int] = defaultdict(int)
-    drift_rows = []
+    drift_rows: list[tuple[DriftRow, ExceptionReview | None]] = []
     for drifted in ledger.service.sync_drift():
         drift[drifted.kind.value] += 1
         if len(drift_rows) < MAX_LISTED:

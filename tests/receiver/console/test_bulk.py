@@ -162,4 +162,7 @@ def test_a_bulk_resend_runs_the_receivers_of_every_matching_delivery_once(
     assert len(set(heard)) == 2
     assert ledger.signals.owed() == []
     summary = ledger.console.audit_log().rows[0]
-    assert (summary.action, summary.result) == ("bulk_send_signals", "2 succeeded, 0 failed")
+    assert (summary.action, summary.result) == (
+        "bulk_send_signals",
+        "ran 2 receiver(s) for 2 delivery(ies): 2 returned, 0 raised",
+    )
