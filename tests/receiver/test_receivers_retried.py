@@ -100,7 +100,8 @@ def test_a_raise_keeps_the_signal_owed_and_the_retry_runs_only_the_receiver_that
     assert "warehouse API down while shipping order-1" in (owed.error or "")
     assert owed.next_attempt_at is not None
     stored = ledger.receiver.delivery(delivery_id)
-    assert stored is not None and "warehouse API down" in (stored.signal_error or "")
+    assert stored is not None
+    assert "warehouse API down" in (stored.signal_error or "")
 
     waiting = _signals(app, "--send")  # its backoff is a minute: nothing is due
     warehouse.down = False
@@ -115,7 +116,8 @@ def test_a_raise_keeps_the_signal_owed_and_the_retry_runs_only_the_receiver_that
     assert len(mailer.sent) == 1  # it returned the first time: never run again
     assert ledger.signals.owed() == []
     stored = ledger.receiver.delivery(delivery_id)
-    assert stored is not None and stored.signal_error is None
+    assert stored is not None
+    assert stored.signal_error is None
     runs = [
         (run.receiver.rsplit(".", 1)[-1], run.error is None)
         for run in ledger.signals.runs([delivery_id])
@@ -142,7 +144,8 @@ def test_the_last_round_parks_the_signal_and_only_retry_parked_runs_it(
 
     assert second.exit_code == 1
     assert "1 raised (1 signal(s) parked)" in second.output
-    assert parked.parked_at is not None and parked.attempts == 2
+    assert parked.parked_at is not None
+    assert parked.attempts == 2
     assert listed.exit_code == 0
     assert "parked" in listed.output
     assert "0 due, 0 waiting for a retry, 1 parked" in listed.output
