@@ -13,6 +13,9 @@ The checks, by their stable names (docs/operations.md):
 - ``failure-rate``: at most ``max_failure_percent`` of the last hour's deliveries failed, once
   there were ``min_deliveries`` of them (one bad request of two is no alarm). Refused
   requests are not counted: anyone can send them.
+- ``refusals``: requests were refused and no delivery was ever accepted (a wrong key), or over
+  ``max_refused_percent`` of the last hour's requests were refused, once ``min_deliveries`` of
+  them were (a rotated key, or someone's noise).
 - ``signals``: no signal owed to the merchant's code for longer than ``max_signal_age``.
 - ``receivers``: no signal parked (its receiver raised in every allowed round), and none owed
   after a raise for longer than ``max_receiver_failing``: a receiver that keeps failing.
@@ -52,6 +55,7 @@ __all__ = [
 CHECK_NAMES: Final = (
     "silence",
     "failure-rate",
+    "refusals",
     "signals",
     "receivers",
     "drift",
@@ -68,8 +72,12 @@ class CheckLimits:
     max_silence: timedelta = timedelta(hours=24)
     #: The largest share of the last hour's deliveries that may fail, in percent.
     max_failure_percent: Decimal = Decimal(10)
-    #: Fewer deliveries than this in the last hour pass the failure rate whatever it is.
+    #: Fewer deliveries than this in the last hour pass the failure rate whatever it is, and
+    #: fewer refused requests the refused share.
     min_deliveries: int = 10
+    #: The largest share of the last hour's requests (refused, and deliveries stored) that may
+    #: be refused, in percent.
+    max_refused_percent: Decimal = Decimal(50)
     #: The longest a signal may stay owed.
     max_signal_age: timedelta = timedelta(minutes=15)
     #: The longest a signal may stay owed after its receiver raised (it is being retried).
@@ -85,8 +93,9 @@ class CheckLimits:
         unknown = sorted(set(self.skip) - set(CHECK_NAMES))
         if unknown:
             raise ValueError(f"unknown check {unknown[0]!r}; the checks are {CHECK_NAMES}")
-        if not Decimal(0) <= self.max_failure_percent <= Decimal(100):
-            raise ValueError("max_failure_percent must be from 0 to 100")
+        for name in ("max_failure_percent", "max_refused_percent"):
+            if not Decimal(0) <= getattr(self, name) <= Decimal(100):
+                raise ValueError(f"{name} must be from 0 to 100")
         if self.min_deliveries < 1:
             raise ValueError("min_deliveries must be 1 or more")
 
@@ -100,6 +109,9 @@ class CheckResult:
     ok: bool
     #: One sentence: what was found, against which limit.
     detail: str
+    #: The figures it was decided on, by name (``failures``, ``refused_last_hour``...); empty
+    #: for a check that counts nothing. Never part of its hash.
+    counts: dict[str, int | bool] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +136,12 @@ class CheckReport:
             "ok": self.ok,
             "checked_at": self.vitals.now.isoformat(),
             "checks": [
-                {"name": result.name, "ok": result.ok, "detail": result.detail}
+                {
+                    "name": result.name,
+                    "ok": result.ok,
+                    "detail": result.detail,
+                    "counts": dict(result.counts),
+                }
                 for result in self.results
             ],
         }
@@ -155,14 +172,46 @@ def _silence(vitals: Vitals, limits: CheckLimits) -> CheckResult:
 def _failure_rate(vitals: Vitals, limits: CheckLimits) -> CheckResult:
     hour = vitals.last_hour
     said = f"{hour.failures} of {hour.deliveries} deliveries failed in the last hour"
+    counts: dict[str, int | bool] = {"failures": hour.failures, "deliveries": hour.deliveries}
     if hour.deliveries < limits.min_deliveries:
-        return CheckResult(
-            "failure-rate", True, f"{said}: under {limits.min_deliveries}, too few to judge."
-        )
+        too_few = f"{said}: under {limits.min_deliveries}, too few to judge."
+        return CheckResult("failure-rate", True, too_few, counts)
     percent = hour.failure_percent or Decimal(0)
     ok = percent <= limits.max_failure_percent
     limit = f"{limits.max_failure_percent.normalize():f}%"
-    return CheckResult("failure-rate", ok, f"{said} ({percent}%, limit {limit}).")
+    return CheckResult("failure-rate", ok, f"{said} ({percent}%, limit {limit}).", counts)
+
+
+def _refusals(vitals: Vitals, limits: CheckLimits) -> CheckResult:
+    """A wrong key refuses every delivery and stores none, so the other checks see nothing:
+    ``silence`` passes a ledger that never accepted one. Refused requests with none ever
+    accepted fail at once, however few; once deliveries arrive, only a refused share of the
+    last hour over the limit fails (anyone can send refused requests)."""
+    hour, accepted = vitals.last_hour, vitals.last_accepted_at is not None
+    counts: dict[str, int | bool] = {
+        "refused_last_hour": hour.refused,
+        "refused_last_day": vitals.last_day.refused,
+        "refused_total": vitals.refused_total,
+        "accepted_ever": accepted,
+    }
+    if vitals.refused_total and not accepted:
+        code, count = min(vitals.refused_by_code.items(), key=lambda item: (-item[1], item[0]))
+        return CheckResult(
+            "refusals",
+            False,
+            f"{vitals.refused_total} request(s) refused ({code} {count}) and none ever "
+            "accepted: check the signing keys (PAYHOOKS_SECRETS).",
+            counts,
+        )
+    seen = hour.refused + hour.deliveries
+    said = f"{hour.refused} of {seen} request(s) refused in the last hour"
+    if hour.refused < limits.min_deliveries:
+        too_few = f"{said}: under {limits.min_deliveries}, too few to judge."
+        return CheckResult("refusals", True, too_few, counts)
+    percent = (Decimal(hour.refused * 100) / seen).quantize(Decimal("0.1"))
+    limit = f"{limits.max_refused_percent.normalize():f}%"
+    ok = percent <= limits.max_refused_percent
+    return CheckResult("refusals", ok, f"{said} ({percent}%, limit {limit}).", counts)
 
 
 def _signals(vitals: Vitals, limits: CheckLimits) -> CheckResult:
@@ -181,9 +230,14 @@ def _signals(vitals: Vitals, limits: CheckLimits) -> CheckResult:
 def _receivers(vitals: Vitals, limits: CheckLimits) -> CheckResult:
     limit = format_duration(limits.max_receiver_failing)
     raised = f"{vitals.receiver_errors} receiver run(s) raised in the last 24h"
+    counts: dict[str, int | bool] = {
+        "failing_signals": vitals.failing_signals,
+        "parked_signals": vitals.parked_signals,
+        "receiver_errors_last_day": vitals.receiver_errors,
+    }
     oldest = vitals.oldest_failing_at
     if oldest is None:
-        return CheckResult("receivers", True, f"No receiver is failing ({raised}).")
+        return CheckResult("receivers", True, f"No receiver is failing ({raised}).", counts)
     parked, failing = vitals.parked_signals, vitals.failing_signals
     ok = parked == 0 and vitals.now - oldest <= limits.max_receiver_failing
     return CheckResult(
@@ -192,6 +246,7 @@ def _receivers(vitals: Vitals, limits: CheckLimits) -> CheckResult:
         f"{failing} signal(s) owed after a receiver raised, {parked} of them parked; the oldest "
         f"owed since {_ago(vitals.now, oldest)} (limit {limit}, and none parked); {raised}. "
         "`payhooks signals` lists them.",
+        counts,
     )
 
 
@@ -238,6 +293,7 @@ def _mismatches(vitals: Vitals, limits: CheckLimits) -> CheckResult:
 _CHECKS: Final = {
     "silence": _silence,
     "failure-rate": _failure_rate,
+    "refusals": _refusals,
     "signals": _signals,
     "receivers": _receivers,
     "drift": _drift,

@@ -344,8 +344,9 @@ class Ledger:
     ) -> Vitals:
         """The ledger's vital figures at ``now`` (default: the ledger's clock): the last
         delivery and the last accepted one, deliveries, failures and refused requests over the
-        last hour and 24 hours, the day's errors by cause, the signals owed and unsent, the
-        last sync and the drift, the mismatches (and those changed within ``mismatch_window``).
+        last hour and 24 hours, the day's errors by cause, the refused requests kept by code,
+        the signals owed and unsent, the last sync and the drift, the mismatches (and those
+        changed within ``mismatch_window``).
 
         A read only, in one connection; its cost follows the last day's traffic, not the
         ledger's size (:mod:`payhooks.storage.vitals`).

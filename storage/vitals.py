@@ -10,8 +10,8 @@ over ids (:func:`~payhooks.storage.id_windows.window_ids`, a few round trips of 
 shared with the delivery log), and the window's counts read only ids from there up; rows
 stored out of time order may be counted in the wrong window near its edge. The failing
 statuses are counted through the partial index ``deliveries_status`` (which leaves
-``processed`` out). Refused requests are kept bounded
-(``max_rejected``), so their table is read by time. The mismatch counts read the partial index
+``processed`` out). Refused requests are kept bounded (``max_rejected``), so their table is
+read by time, and counted whole by refusal code. The mismatch counts read the partial index
 ``payment_states_mismatches``, which holds the mismatched rows alone, and the ``sync_drift``
 view's rows are found through ``service_transactions_drift`` and ``payment_states_drift``,
 which hold only the rows with drift.
@@ -144,11 +144,22 @@ class Vitals:
     oldest_failing_at: datetime | None = None
     #: Receiver runs that raised in the last 24 hours.
     receiver_errors: int = 0
+    #: Every refused request the ledger keeps, whatever its age, by refusal code (the table
+    #: keeps the newest ``max_rejected``, and ``payhooks prune`` empties it of old ones): with
+    #: no delivery ever accepted, the sign of a wrong key (the ``refusals`` check).
+    refused_by_code: dict[str, int] = field(default_factory=dict)
+    #: When the newest refused request kept arrived; None: none kept.
+    last_refused_at: datetime | None = None
 
     @property
     def mismatch_total(self) -> int:
         """Payments in any mismatch state."""
         return sum(self.mismatches.values())
+
+    @property
+    def refused_total(self) -> int:
+        """Refused requests kept, of every code."""
+        return sum(self.refused_by_code.values())
 
     @property
     def drift_total(self) -> int:
@@ -256,6 +267,9 @@ def read_vitals(conn: Connection, now: datetime, mismatch_window: timedelta = DA
     ):
         mismatches[ReconciliationState(state)] = count
         recent += changed
+    refusals = conn.execute(
+        "SELECT reason, count(*), max(received_at) FROM rejected_deliveries GROUP BY reason"
+    ).fetchall()
     return Vitals(
         now=now,
         last_delivery_at=None if last is None else from_text(last[0]),
@@ -276,4 +290,6 @@ def read_vitals(conn: Connection, now: datetime, mismatch_window: timedelta = DA
         parked_signals=parked or 0,
         oldest_failing_at=_time(oldest_failing),
         receiver_errors=sum(cause.count for cause in receiver_causes),
+        refused_by_code={code: count for code, count, _ in refusals},
+        last_refused_at=_time(max((last for _, _, last in refusals), default=None)),
     )

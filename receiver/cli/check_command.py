@@ -47,7 +47,15 @@ _DEFAULTS = CheckLimits()
     type=click.IntRange(min=1),
     default=_DEFAULTS.min_deliveries,
     show_default=True,
-    help="Fewer deliveries in the last hour pass the failure rate.",
+    help="Fewer deliveries (refused requests) in the last hour pass the failure (refused) rate.",
+)
+@click.option(
+    "--max-refused-rate",
+    type=click.FloatRange(0, 100),
+    default=float(_DEFAULTS.max_refused_percent),
+    show_default=True,
+    metavar="PERCENT",
+    help="Fail when more of the last hour's requests were refused.",
 )
 @click.option(
     "--max-signal-age",
@@ -98,6 +106,7 @@ def check(
     max_silence: Any,
     max_failure_rate: float,
     min_deliveries: int,
+    max_refused_rate: float,
     max_signal_age: Any,
     max_receiver_failing: Any,
     max_sync_age: Any,
@@ -108,12 +117,14 @@ def check(
 ) -> None:
     """Check the ledger's health: exit 0 when every check passes, 1 when one fails.
 
-    The checks: silence, failure-rate, signals, receivers, drift, sync, mismatches.
+    The checks: silence, failure-rate, refusals, signals, receivers, drift, sync,
+    mismatches.
     """
     limits = CheckLimits(
         max_silence=max_silence,
         max_failure_percent=Decimal(str(max_failure_rate)),
         min_deliveries=min_deliveries,
+        max_refused_percent=Decimal(str(max_refused_rate)),
         max_signal_age=max_signal_age,
         max_receiver_failing=max_receiver_failing,
         max_sync_age=max_sync_age,

@@ -3,6 +3,7 @@ API, checked as cron would; its exit codes, its JSON, and the ``check_failed`` s
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -15,6 +16,7 @@ from flask import Flask
 
 from payhooks.receiver import CheckLimits, CheckResult, run_checks, signals
 from payhooks.storage import DeliveryStatus, Ledger, ListedTransaction, PaymentState, Vitals
+from tests.support.app import AppFactory, notification_body, standard_webhooks_signer
 from tests.support.cli import clean_env, run
 from tests.support.factories import FixedClock, make_outcome, record
 
@@ -22,7 +24,16 @@ __all__ = ["clean_env"]
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
-NAMES = ["silence", "failure-rate", "signals", "drift", "sync", "mismatches"]
+NAMES = [
+    "silence",
+    "failure-rate",
+    "refusals",
+    "signals",
+    "receivers",
+    "drift",
+    "sync",
+    "mismatches",
+]
 
 
 @pytest.fixture
@@ -121,7 +132,8 @@ def test_silence_fails_when_no_delivery_was_accepted_for_too_long(
         (9, 1, [], []),  # 10%: at the limit
         (8, 2, [], ["failure-rate"]),  # 20%
         (1, 1, [], []),  # 50%, but two deliveries are too few to judge
-        (1, 1, ["--min-deliveries", "2"], ["failure-rate"]),
+        # The five refused of seven requests are over the refused share's minimum too.
+        (1, 1, ["--min-deliveries", "2"], ["failure-rate", "refusals"]),
         (8, 2, ["--max-failure-rate", "25"], []),
     ],
 )
@@ -247,10 +259,89 @@ def test_the_json_report_has_one_entry_per_check_and_the_time_checked(
     assert [each["name"] for each in report["checks"]] == [
         "silence",
         "failure-rate",
+        "refusals",
         "signals",
+        "receivers",
         "mismatches",
     ]
-    assert all(set(each) == {"name", "ok", "detail"} for each in report["checks"])
+    assert all(set(each) == {"name", "ok", "detail", "counts"} for each in report["checks"])
+    assert report["checks"][1]["counts"] == {"failures": 0, "deliveries": 1}
+    assert report["checks"][3]["counts"] == {}
+    assert report["checks"][4]["counts"] == {
+        "failing_signals": 0,
+        "parked_signals": 0,
+        "receiver_errors_last_day": 0,
+    }
+
+
+@pytest.mark.parametrize(
+    ("refused", "options", "fails"),
+    [
+        (5, ["--min-deliveries", "5"], []),  # 5 of 10 requests: 50%, at the limit
+        (20, [], ["refusals"]),  # 20 of 25: 80%
+        (20, ["--max-refused-rate", "90"], []),
+        (9, [], []),  # 9 of 14, but 9 refused are too few to judge
+        (9, ["--min-deliveries", "9"], ["refusals"]),
+    ],
+)
+def test_refused_requests_over_the_limits_share_of_the_last_hour_fail(
+    ledger: Ledger,
+    clock: FixedClock,
+    database: Path | str,
+    refused: int,
+    options: list[str],
+    fails: list[str],
+) -> None:
+    back(clock, minutes=10)
+    for n in range(5):  # accepted deliveries: the keys are right
+        paid(ledger, f"order-{n}")
+    for _ in range(refused):
+        ledger.receiver.record_rejected(reason="invalid_signature", body=b"", remote_addr=None)
+
+    result = check(database, "--format", "json", *options)
+
+    assert (result.exit_code, failing(result)) == (1 if fails else 0, fails), result.output
+
+
+#: A key the service might sign with that is not the receiver's (``TEST_SECRET``).
+WRONG_SECRET = "whsec_" + base64.b64encode(b"not-the-receivers-key-0123456789").decode()
+
+
+def test_a_wrong_signing_key_fails_refusals_where_every_other_check_passes(
+    make_app: AppFactory, database: Path | str
+) -> None:
+    """The launch-day mistake: the service signs with another key than the receiver's. Thirty
+    notifications through the real endpoint, each refused and kept as the receiver keeps it."""
+    client = make_app().test_client()
+    sign = standard_webhooks_signer(WRONG_SECRET)
+    for n in range(30):
+        body = notification_body(external_identifier=f"order-{n}", transaction_id=f"ll-{n}")
+        answer = client.post("/payhooks/notifications", data=body, headers=sign(body))
+        assert (answer.status_code, answer.get_json()["error"]["code"]) == (
+            401,
+            "invalid_signature",
+        )
+
+    text, as_json = check(database), check(database, "--format", "json")
+
+    assert text.exit_code == as_json.exit_code == 1, text.output
+    assert [line for line in text.stdout.splitlines() if not line.startswith("ok ")] == [
+        "FAILED refusals: 30 request(s) refused (invalid_signature 30) and none ever accepted: "
+        "check the signing keys (PAYHOOKS_SECRETS)."
+    ]
+    assert "Error: 1 check(s) failed: refusals." in text.stderr
+    entries = {each["name"]: each for each in json.loads(as_json.stdout)["checks"]}
+    assert (entries["refusals"]["ok"], entries["refusals"]["counts"]) == (
+        False,
+        {
+            "refused_last_hour": 30,
+            "refused_last_day": 30,
+            "refused_total": 30,
+            "accepted_ever": False,
+        },
+    )
+    assert entries["failure-rate"]["counts"] == {"failures": 0, "deliveries": 0}
+    assert check(database, "--skip", "refusals").exit_code == 0
 
 
 @pytest.mark.parametrize(
@@ -259,6 +350,7 @@ def test_the_json_report_has_one_entry_per_check_and_the_time_checked(
         ["--max-silence", "5x"],
         ["--max-signal-age", "-5m"],
         ["--max-failure-rate", "101"],
+        ["--max-refused-rate", "-1"],
         ["--min-deliveries", "0"],
         ["--skip", "everything"],
         ["--format", "xml"],

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
@@ -58,6 +59,7 @@ def test_an_empty_ledger_has_no_figures(ledger: Ledger) -> None:
     assert (vitals.drift, vitals.drift_total) == ({}, 0)
     assert vitals.mismatches == dict.fromkeys(MISMATCH_STATES, 0)
     assert (vitals.mismatch_total, vitals.recent_mismatches) == (0, 0)
+    assert (vitals.refused_by_code, vitals.refused_total, vitals.last_refused_at) == ({}, 0, None)
 
 
 def test_every_figure_of_a_busy_day(ledger: Ledger, clock: FixedClock) -> None:
@@ -67,6 +69,7 @@ def test_every_figure_of_a_busy_day(ledger: Ledger, clock: FixedClock) -> None:
     at(clock, T0 - timedelta(hours=30))  # outside both windows
     record(ledger, make_outcome(external_identifier="order-1", transaction_id="t1"))
     failed_delivery(ledger, "old-bad", DeliveryStatus.MALFORMED_JSON)
+    refused(ledger, "invalid_signature")
     at(clock, T0 - timedelta(hours=5))  # in the day, not the hour
     record(ledger, make_outcome(external_identifier="order-2", transaction_id="t2"))
     failed_delivery(ledger, "bad-1", DeliveryStatus.MALFORMED_JSON)
@@ -98,6 +101,23 @@ def test_every_figure_of_a_busy_day(ledger: Ledger, clock: FixedClock) -> None:
         ErrorCause("delivery", "processing_error", 1),
         ErrorCause("refused", "expired_timestamp", 1),
     )
+    assert vitals.refused_by_code == {"invalid_signature": 3, "expired_timestamp": 1}
+    assert (vitals.refused_total, vitals.last_refused_at) == (4, T0 - timedelta(minutes=30))
+
+
+def test_the_refused_requests_in_all_are_those_the_ledger_keeps(
+    database: Path | str, clock: FixedClock
+) -> None:
+    """Whatever their age, and no more than ``max_rejected``: the table's bound."""
+    with Ledger(database, clock=clock, max_rejected=3) as ledger:
+        for days in (40, 30, 20, 10, 2):
+            at(clock, T0 - timedelta(days=days))
+            refused(ledger, "expired_timestamp" if days == 40 else "invalid_signature")
+        at(clock, T0)
+        vitals = ledger.vitals()
+    assert (vitals.last_hour.refused, vitals.last_day.refused) == (0, 0)
+    assert vitals.refused_by_code == {"invalid_signature": 3}
+    assert vitals.last_refused_at == T0 - timedelta(days=2)
 
 
 def test_the_accepted_delivery_is_the_newest_processed_or_duplicate(
