@@ -3,8 +3,10 @@ check, what each action changes and the audit entry it leaves."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from flask import Flask
@@ -388,3 +390,83 @@ def test_a_bulk_reprocess_skips_a_pruned_delivery_rather_than_failing_it(
     assert one.result == "refused: console_body_pruned"
     assert whole.result == "0 succeeded, 0 failed, 1 skipped (pruned)"
     assert whole.detail["skipped"] == 1
+
+
+def _flash(answer: Any) -> tuple[str, str]:
+    """The result line a page shows after an action, and its tone."""
+    found = re.search(r'<p class="flash flash-(\w+)" role="status">([^<]*)</p>', answer.text)
+    assert found is not None, answer.text
+    return found.group(2), found.group(1)
+
+
+@pytest.mark.parametrize(
+    ("receiver_raises", "said", "tone"),
+    [
+        (False, "1 returned, 0 raised.", "succeeded"),
+        (
+            True,
+            "0 returned, 1 raised (1 signal(s) will be retried); 1 signal(s) still owed.",
+            "problem",
+        ),
+    ],
+)
+def test_a_run_of_owed_receivers_says_what_ran_in_the_tone_of_how_it_ended(
+    acting_app: Flask,
+    client: FlaskClient,
+    ledger: Ledger,
+    stuck: Stuck,
+    receiver_raises: bool,
+    said: str,
+    tone: str,
+) -> None:
+    delivery_id = stuck()
+    stored = ledger.receiver.delivery(delivery_id)
+    assert stored is not None
+    process_stored_delivery(ledger, stored, time_zone=UTC, status_map=None, lease=None)
+
+    def on_paid(sender: Flask, **extra: object) -> None:
+        if receiver_raises:
+            raise RuntimeError("warehouse API down")
+
+    with signals.payment_succeeded.connected_to(on_paid, sender=acting_app):
+        answer = client.post(
+            f"/console/deliveries/{delivery_id}/send-signals",
+            data={"csrf_token": token(client, delivery_id)},
+            headers=OPERATOR,
+            follow_redirects=True,
+        )
+
+    line, shown = _flash(answer)
+    assert line.startswith(f"Delivery #{delivery_id}: ran 1 receiver(s) for 1 delivery(ies): ")
+    assert line.endswith(said)
+    assert shown == tone
+    (entry,) = ledger.console.audit_log().rows
+    assert (entry.who, entry.action) == ("ana@example.com", "send_signals")
+    assert entry.detail["raised"] == int(receiver_raises)
+
+
+def test_a_delivery_that_owes_nothing_offers_no_run_and_a_forced_one_says_so_in_grey(
+    acting_app: Flask, client: FlaskClient, ledger: Ledger, stuck: Stuck
+) -> None:
+    delivery_id = stuck()
+    stored = ledger.receiver.delivery(delivery_id)
+    assert stored is not None
+    process_stored_delivery(ledger, stored, time_zone=UTC, status_map=None, lease=None)
+    ledger.signals.mark_sent(ledger.signals.claim(lease=timedelta(minutes=1)))
+    form_token = token(client, delivery_id)
+
+    page = client.get(f"/console/deliveries/{delivery_id}", headers=OPERATOR).text
+    answer = client.post(
+        f"/console/deliveries/{delivery_id}/send-signals",
+        data={"csrf_token": form_token},
+        headers=OPERATOR,
+        follow_redirects=True,
+    )
+
+    assert "Run the receivers still owed" not in page
+    assert "No signal is owed." in page
+    assert _flash(answer) == (
+        f"Delivery #{delivery_id} owes no signal: nothing was run.",
+        "neutral",
+    )
+    assert ledger.console.audit_log().rows[0].result == "nothing owed"
