@@ -63,13 +63,18 @@ def bulk_confirm() -> str:
     when the cap allows it."""
     action = _action(request.args)
     query = parse_log_query(request.args)
-    count, _ = _matching(query)
+    count, ids = _matching(query)
+    owing = None
+    if action == "send-signals":  # offered only for deliveries that owe a signal
+        signals = console_ledger().signals
+        owing = sum(1 for delivery_id in ids if signals.owed(delivery_id))
     return render_template(
         "payhooks_console/bulk.html",
         action=action,
         label=BULK_ACTIONS[action][0],
         query=query,
         count=count,
+        owing=owing,
         cap=BULK_CAP,
         can_act=can_act(),
         now=current_access().clock(),

@@ -4,7 +4,7 @@ report, on each engine."""
 from __future__ import annotations
 
 import re
-from datetime import UTC
+from datetime import UTC, timedelta
 
 import pytest
 from flask import Flask
@@ -166,3 +166,22 @@ def test_a_bulk_resend_runs_the_receivers_of_every_matching_delivery_once(
         "bulk_send_signals",
         "ran 2 receiver(s) for 2 delivery(ies): 2 returned, 0 raised",
     )
+
+
+def test_a_resend_is_not_offered_when_no_matching_delivery_owes_a_signal(
+    client: FlaskClient, ledger: Ledger, stuck: Stuck
+) -> None:
+    for _ in range(2):
+        stored = ledger.receiver.delivery(stuck())
+        assert stored is not None
+        process_stored_delivery(ledger, stored, time_zone=UTC, status_map=None, lease=None)
+    confirm = "/console/deliveries/bulk?action=send-signals&window=all"
+    owing = client.get(confirm, headers=OPERATOR).text
+    ledger.signals.mark_sent(ledger.signals.claim(lease=timedelta(minutes=1)))
+
+    owing_none = client.get(confirm, headers=OPERATOR).text
+
+    assert 'data-owing="2"' in owing
+    assert '<form class="action"' in owing
+    assert "None of them owes a signal: nothing to run." in owing_none
+    assert '<form class="action"' not in owing_none
