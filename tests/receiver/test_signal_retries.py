@@ -97,15 +97,16 @@ def test_the_timer_looks_every_interval_once_started_and_stops() -> None:
             looked.set()
 
     timer = RetryTimer(0.05, tick)
-    assert not timer.running
+    before = timer.running
     timer.ensure_started()
     timer.ensure_started()  # once per process
     try:
         assert looked.wait(10)
-        assert timer.running
+        during = timer.running
     finally:
         timer.stop()
-    assert not timer.running
+
+    assert (before, during, timer.running) == (False, True, False)
 
 
 def test_a_look_that_raises_does_not_stop_the_timer() -> None:
