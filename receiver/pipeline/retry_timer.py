@@ -24,19 +24,22 @@ logger = logging.getLogger("payhooks")
 
 class RetryTimer:
     """Calls ``tick`` every ``interval`` seconds in a daemon thread of the current process,
-    once :meth:`ensure_started` has been called in it; never when ``interval`` is 0."""
+    once :meth:`ensure_started` has been called in it; never when ``interval`` is 0. A tick
+    that returns ``False`` stops the thread (its app is gone)."""
 
     def __init__(self, interval: float, tick: Callable[[], object]) -> None:
         self.interval = interval
         self._tick = tick
         self._pid: int | None = None
+        self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
 
     @property
     def running(self) -> bool:
-        """Whether this process's thread was started."""
-        return self._pid == os.getpid()
+        """Whether this process's thread is looking."""
+        thread = self._thread
+        return self._pid == os.getpid() and thread is not None and thread.is_alive()
 
     def ensure_started(self) -> None:
         """Start this process's thread, once (cheap after the first call)."""
@@ -48,17 +51,20 @@ class RetryTimer:
             self._stop = threading.Event()
             thread = threading.Thread(target=self._loop, name="payhooks-retries", daemon=True)
             thread.start()
-            self._pid = os.getpid()
+            self._thread, self._pid = thread, os.getpid()
 
     def stop(self) -> None:
         """Stop the thread after its current look (for tests and a clean shutdown)."""
         self._stop.set()
-        self._pid = None
+        thread, self._thread, self._pid = self._thread, None, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=5)
 
     def _loop(self) -> None:
         stop = self._stop
         while not stop.wait(self.interval):
             try:
-                self._tick()
+                if self._tick() is False:
+                    return
             except Exception:  # a daemon thread must outlive a bad look
                 logger.exception("payhooks: looking for due signal retries failed")

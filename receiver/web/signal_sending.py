@@ -9,6 +9,7 @@ sends due retries while no delivery arrives. Neither lets an error escape into t
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Mapping
 from functools import partial
 from typing import Final
@@ -17,7 +18,7 @@ from flask import Flask, current_app
 
 from payhooks.receiver.pipeline import RetryTimer, send_claimed, sweep_unclaimed
 from payhooks.receiver.state import ReceiverState, receiver_state
-from payhooks.storage import Outcome, OwedSignal
+from payhooks.storage import Outcome, OwedSignal, StorageError
 
 __all__ = ["RETRY_TIMER_KEY", "install_retry_timer", "send_after_answer", "send_due"]
 
@@ -47,10 +48,26 @@ def send_after_answer(
 
 
 def send_due(app: Flask) -> None:
-    """Send what is due and nobody holds (the timer's look)."""
+    """Send what is due and nobody holds (the timer's look). A ledger that cannot be opened
+    now is a warning line, not a traceback every interval: the next look tries again."""
     with app.app_context():
         state = receiver_state(app)
-        sweep_unclaimed(app, state.ledger, lease=state.signal_lease, retries=state.signal_retries)
+        try:
+            ledger = state.ledger
+        except StorageError as err:
+            logger.warning("payhooks: cannot look for due signal retries: %s", err.message)
+            return
+        sweep_unclaimed(app, ledger, lease=state.signal_lease, retries=state.signal_retries)
+
+
+def _tick(app_ref: weakref.ref[Flask]) -> bool:
+    """The timer's look, for as long as its app exists: the timer holds no strong reference,
+    so an app a process drops (a test's, a bench's) takes its timer with it."""
+    app = app_ref()
+    if app is None:
+        return False
+    send_due(app)
+    return True
 
 
 def _start_timer() -> None:
@@ -63,7 +80,7 @@ def _start_timer() -> None:
 
 def install_retry_timer(app: Flask, state: ReceiverState) -> RetryTimer:
     """Give ``app`` its timer, started by the first request each process serves."""
-    timer = RetryTimer(state.retry_poll_seconds, partial(send_due, app))
+    timer = RetryTimer(state.retry_poll_seconds, partial(_tick, weakref.ref(app)))
     app.extensions[RETRY_TIMER_KEY] = timer
     app.before_request(_start_timer)
     return timer

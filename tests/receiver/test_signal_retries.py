@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import gc
 import threading
+import time
+import weakref
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
+from flask import Flask
 from hypothesis import given
 from hypothesis import strategies as st
 
+from payhooks.receiver import PayHooks
 from payhooks.receiver.pipeline import RetryTimer
 from payhooks.receiver.settings import load_settings
 from payhooks.receiver.signal_retries import JITTER, SignalRetries
+from payhooks.receiver.web import RETRY_TIMER_KEY
+from tests.support.app import TEST_SECRET
 
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 
@@ -133,3 +141,36 @@ def test_a_timer_with_no_interval_never_starts() -> None:
     timer.ensure_started()
 
     assert not timer.running
+
+
+def test_a_tick_that_says_its_app_is_gone_ends_the_thread() -> None:
+    ticks: list[int] = []
+
+    def app_gone() -> bool:
+        ticks.append(1)
+        return False
+
+    timer = RetryTimer(0.02, app_gone)
+
+    timer.ensure_started()
+    deadline = time.monotonic() + 10
+    while timer.running and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+    assert ticks == [1]
+    assert not timer.running
+
+
+def test_the_timer_holds_no_strong_reference_to_its_app(tmp_path: Path) -> None:
+    app = Flask("dropped", instance_path=str(tmp_path))
+    app.config.update(PAYHOOKS_SECRETS=[TEST_SECRET], PAYHOOKS_SIGNALS_RETRY_POLL_SECONDS=1)
+    PayHooks(app)
+    timer = app.extensions[RETRY_TIMER_KEY]
+    gone = weakref.ref(app)
+    timer.ensure_started()  # as a first request would outside test mode
+    try:
+        del app
+        gc.collect()
+        assert gone() is None
+    finally:
+        timer.stop()
