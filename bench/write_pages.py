@@ -36,6 +36,7 @@ import sqlite3
 import struct
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,7 +44,7 @@ from flask import Flask
 
 from bench.receive import Job, post, prepare, stop_receiver
 from bench.rounds import at_least
-from payhooks.receiver import PayHooks
+from payhooks.receiver import PayHooks, signals
 from payhooks.verify import generate_keypair
 
 #: Deliveries sent before the count starts: the file, its tables and first pages are made.
@@ -91,15 +92,31 @@ def btree_names(database: Path) -> dict[int, str]:
         conn.close()
 
 
-def count_writes(folder: Path, count: int) -> WalCount:
+def _returning_receiver(number: int) -> Callable[..., None]:
+    """A merchant's receiver that returns at once (the README's ``ship`` without its file),
+    named as a function of the merchant's module would be."""
+
+    def receiver(sender: Flask, **extra: object) -> None:
+        return None
+
+    receiver.__qualname__ = f"create_app.<locals>.returning_receiver_{number}"
+    receiver.__module__ = "shop"
+    return receiver
+
+
+def count_writes(folder: Path, count: int, receivers: int = 0) -> WalCount:
     """Send ``WARMUP`` then ``count`` deliveries to a new ledger in ``folder``, counting the
-    log frames of the last ``count`` only."""
+    log frames of the last ``count`` only; with ``receivers`` returning receivers connected to
+    each signal, so what recording their runs costs is counted."""
     database = folder / "ledger.db"
     keys = generate_keypair("standard-webhooks")
     jobs: list[Job] = prepare([database], 0, WARMUP + count, keys.signing_key)
     app = Flask("write_pages", instance_path=str(folder))
     app.config.update(PAYHOOKS_DATABASE=str(database), PAYHOOKS_SECRETS=[keys.verifying_key])
     PayHooks(app)
+    for number in range(receivers):
+        for signal in (signals.notification_received, signals.payment_succeeded):
+            signal.connect(_returning_receiver(number), sender=app, weak=False)
     client = app.test_client()
     for body, headers in jobs[:WARMUP]:
         post(client, body, headers)
@@ -130,13 +147,20 @@ def main(argv: list[str] | None = None) -> int:
         "count", nargs="?", type=at_least(1), help="deliveries counted (same as --count)"
     )
     parser.add_argument("--count", dest="count_option", type=at_least(1), default=300)
+    parser.add_argument(
+        "--receivers",
+        type=at_least(0),
+        default=0,
+        help="returning receivers connected to notification_received and payment_succeeded",
+    )
     args = parser.parse_args(argv)
     count = args.count if args.count is not None else args.count_option
     with tempfile.TemporaryDirectory() as folder:
-        result = count_writes(Path(folder), count)
+        result = count_writes(Path(folder), count, args.receivers)
     print(
         f"{result.frames_per_delivery:.2f} WAL frames per delivery, "
-        f"{result.commits_per_delivery:.2f} commits per delivery ({count} deliveries)"
+        f"{result.commits_per_delivery:.2f} commits per delivery ({count} deliveries, "
+        f"{args.receivers} receiver(s) per signal)"
     )
     for name, frames in sorted(result.frames.items(), key=lambda item: (-item[1], item[0])):
         print(f"  {frames / count:6.2f}  {name}")

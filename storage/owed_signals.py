@@ -19,7 +19,6 @@ outcome of the same payment has a signal owed after a raise (waiting or parked).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -38,6 +37,7 @@ __all__ = [
     "finish",
     "owe",
     "receiver_errors",
+    "receiver_ids",
     "returned_receivers",
     "runs_of_deliveries",
     "unsent",
@@ -186,23 +186,44 @@ def _joined_errors(round_: SignalRound) -> str | None:
     return "\n".join(errors) if errors else None
 
 
-def finish(conn: Connection, rounds: Iterable[SignalRound], now: str) -> list[SignalRound]:
+def receiver_ids(conn: Connection, names: Iterable[str], known: dict[str, int]) -> dict[str, int]:
+    """The ids of these receiver names in ``signal_receivers``, numbering new ones; ``known``
+    (the caller's cache, updated) saves the look-up for names seen before."""
+    missing = sorted(set(names) - known.keys())
+    if missing:
+        conn.executemany(
+            "INSERT INTO signal_receivers (name) VALUES (?) ON CONFLICT (name) DO NOTHING",
+            [(name,) for name in missing],
+        )
+        for name in missing:
+            (known[name],) = conn.execute(
+                "SELECT id FROM signal_receivers WHERE name = ?", (name,)
+            ).fetchone()
+    return known
+
+
+def finish(
+    conn: Connection, rounds: Iterable[SignalRound], now: str, known: dict[str, int]
+) -> list[SignalRound]:
     """Record each claimed signal's round; the rounds that were recorded (a round of a signal
     already sent by someone else is not).
 
     A clean first round (every receiver returned at the first attempt) is kept on the signal's
-    row alone; any other round's runs go to ``signal_runs``. A round that raised leaves the
-    signal owed until ``retry_at``, or parked.
+    row alone, in a few bytes (``ran``: each receiver's number and milliseconds; its time is
+    ``sent_at``): the common case writes what marking it sent always did. Any other round's
+    runs go to ``signal_runs``. A round that raised leaves the signal owed until ``retry_at``,
+    or parked. ``known``: the caller's cache of receiver numbers.
     """
     recorded = []
     for round_ in rounds:
         signal, started = round_.signal, to_text(round_.started_at)
         if round_.returned and signal.attempts == 0:
-            ran = json.dumps([[run.receiver, run.duration_ms] for run in round_.runs])
+            ids = receiver_ids(conn, (run.receiver for run in round_.runs), known)
+            ran = " ".join(f"{ids[run.receiver]}:{run.duration_ms}" for run in round_.runs) or None
             changed = conn.execute(
-                "UPDATE owed_signals SET sent_at = ?, attempts = attempts + 1, attempted_at = ?, "
-                "ran = ?, claimed_until = NULL WHERE id = ? AND sent_at IS NULL",
-                (now, started, ran, signal.id),
+                "UPDATE owed_signals SET sent_at = ?, attempts = attempts + 1, ran = ?, "
+                "claimed_until = NULL WHERE id = ? AND sent_at IS NULL",
+                (now, ran, signal.id),
             ).rowcount
         else:
             conn.executemany(
@@ -274,22 +295,35 @@ def failing(
     return [_failing(row) for row in rows]
 
 
+def _clean_runs(conn: Connection, ran: str) -> list[tuple[str, int]]:
+    """A clean first round's ``ran`` as (receiver name, milliseconds) pairs."""
+    pairs = [tuple(int(part) for part in item.split(":")) for item in ran.split()]
+    names = {}
+    for receiver_id, _ in pairs:
+        found = conn.execute(
+            "SELECT name FROM signal_receivers WHERE id = ?", (receiver_id,)
+        ).fetchone()
+        names[receiver_id] = f"receiver #{receiver_id}" if found is None else found[0]
+    return [(names[receiver_id], ms) for receiver_id, ms in pairs]
+
+
 def runs_of_deliveries(conn: Connection, delivery_ids: Sequence[int]) -> list[SignalRun]:
     """Every receiver run recorded for the signals these deliveries owed, oldest first: a
-    clean first round from the signal's row, any other from ``signal_runs``."""
+    clean first round from the signal's row (timed by its ``sent_at``), any other from
+    ``signal_runs``."""
     found: list[SignalRun] = []
     for delivery_id in sorted(set(delivery_ids)):
         signals = conn.execute(
-            "SELECT id, outcome_id, signal, attempted_at, ran FROM owed_signals "
+            "SELECT id, outcome_id, signal, sent_at, ran FROM owed_signals "
             "WHERE delivery_id = ? ORDER BY outcome_id, position",
             (delivery_id,),
         ).fetchall()
-        for signal_id, outcome_id, name, attempted_at, ran in signals:
-            if ran is not None and attempted_at is not None:
-                started = from_text(attempted_at)
+        for signal_id, outcome_id, name, sent_at, ran in signals:
+            if ran and sent_at is not None:
+                sent = from_text(sent_at)
                 found.extend(
-                    SignalRun(outcome_id, delivery_id, name, receiver, started, ms, None)
-                    for receiver, ms in json.loads(ran)
+                    SignalRun(outcome_id, delivery_id, name, receiver, sent, ms, None)
+                    for receiver, ms in _clean_runs(conn, ran)
                 )
             for receiver, started_at, ms, error in conn.execute(
                 "SELECT receiver, started_at, duration_ms, error FROM signal_runs "

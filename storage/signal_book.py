@@ -38,6 +38,9 @@ class SignalBook:
         clock: Clock,
     ) -> None:
         self._read, self._write, self._clock = read, write, clock
+        #: Receiver names' numbers in ``signal_receivers``, once looked up (names never change
+        #: number; the cache is dropped when a write fails, in case it numbered a new one).
+        self._receiver_ids: dict[str, int] = {}
 
     def owed(
         self, delivery_id: int | None = None, *, identifier: str | None = None
@@ -110,8 +113,9 @@ class SignalBook:
         Not synced: a round lost to a power cut means one more round, never none.
         """
         now = to_text(self._clock())
+        known = dict(self._receiver_ids)
         with self._write(durable=False) as conn:
-            recorded = owed_signals.finish(conn, rounds, now)
+            recorded = owed_signals.finish(conn, rounds, now, known)
             touched = {
                 round_.signal.delivery_id
                 for round_ in recorded
@@ -119,7 +123,8 @@ class SignalBook:
             }
             for delivery_id in sorted(touched):
                 deliveries.note_signal_error(conn, delivery_id, now)
-            return recorded
+        self._receiver_ids = known  # committed: the new numbers hold
+        return recorded
 
     def mark_sent(self, signals: Iterable[OwedSignal]) -> int:
         """Record claimed signals as sent with no receiver run (there was none to run, or the

@@ -152,7 +152,8 @@ TABLES = (
         attempted_at TEXT,
         next_attempt_at TEXT,
         parked_at TEXT,
-        -- A first round in which every receiver returned: JSON [[receiver, ms], ...];
+        -- A first round in which every receiver returned, compactly: "RECEIVER:MS ..." with
+        -- each receiver's id in signal_receivers (a clean delivery writes a few bytes more);
         -- any other round's runs are rows of signal_runs.
         ran TEXT,
         UNIQUE (outcome_id, signal)
@@ -161,6 +162,12 @@ TABLES = (
     # The signals a person must see: a receiver raised and they are still owed (few).
     "CREATE INDEX owed_signals_failing ON owed_signals (parked_at, next_attempt_at) "
     "WHERE sent_at IS NULL AND attempts > 0",
+    # The receivers' stable names, numbered once, for owed_signals.ran.
+    """
+    CREATE TABLE signal_receivers (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE
+    )""",
     # Each receiver's run in a round that was not a clean first one: retries, raises.
     """
     CREATE TABLE signal_runs (

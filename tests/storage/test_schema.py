@@ -32,6 +32,7 @@ def test_a_new_file_gets_every_table_and_the_view(tmp_path: Path) -> None:
             "rejected_deliveries",
             "outcomes",
             "owed_signals",
+            "signal_receivers",
             "signal_runs",
             "payment_states",
             "returns",
