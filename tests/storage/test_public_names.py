@@ -72,6 +72,7 @@ PUBLIC = (
     "RecordedOutcome",
     "RegistrationEvent",
     "RejectedDelivery",
+    "RejectedDetails",
     "ReturnEvent",
     "ReturnKind",
     "ReviewStatus",
