@@ -75,8 +75,9 @@ class DeliveryFilter:
         refused body names).
     :param payment_status: only those whose outcome has this status code (``PS``...).
     :param error: only those with this :class:`DeliveryErrorCode`.
-    :param text: the free-text search: a payment identifier starting with it, or this
-        delivery key (see :func:`~payhooks.storage.log_search.text_clause`).
+    :param text: the free-text search: a payment identifier starting with it, this delivery
+        key, or the service's transaction id of the payments whose deliveries it finds (see
+        :func:`~payhooks.storage.log_search.text_clause`).
     :raises ValueError: an unknown status or error code, a naive time, or an empty or NUL
         text.
     """
@@ -232,7 +233,7 @@ def _where(
         if wanted.error is not None:
             error_clause(wanted.error, clauses, params)
         if wanted.text is not None:
-            text_clause(wanted.text, clauses, params)
+            text_clause(conn, wanted.text, clauses, params)
     if before_id is not None:
         clauses.append("d.id < ?")
         params.append(before_id)

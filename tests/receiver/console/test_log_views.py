@@ -93,6 +93,8 @@ def _shown(client: FlaskClient, url: str) -> tuple[list[int], int, str | None]:
         ("?q=order-", ["invalid", "duplicate", "other", "paid"]),
         ("?q=order-2", ["duplicate", "other"]),
         ("?q=rder", []),
+        ("?q=ll-2", ["duplicate", "other"]),
+        ("?q=ll-", []),
         ("?q=order-2&code=PS&status=duplicate", ["duplicate"]),
         ("?code=&error=&q=", ["invalid", "duplicate", "malformed", "other", "paid"]),
     ],

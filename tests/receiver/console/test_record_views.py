@@ -226,7 +226,11 @@ def test_a_refused_request_opens_with_its_facts_and_its_claims_marked_unverified
     assert [link.attrs["href"] for link in named.find_all("a")] == [
         "/console/deliveries?q=order-77&window=all"
     ]
-    assert claims.find(data_named="transaction").find("code").text() == "ll-77"
+    transaction = claims.find(data_named="transaction")
+    assert transaction.find("code").text() == "ll-77"
+    assert [link.attrs["href"] for link in transaction.find_all("a")] == [
+        "/console/deliveries?q=ll-77&window=all"
+    ]
     assert "not kept" in claims.find(data_named="webhook-id").text()
     shown = claims.find("pre").text()
     assert shown.startswith('{"ll_transaction_id": "ll-77", "merchant_transaction_id": "order-77"')
