@@ -22,6 +22,7 @@ from payhooks.storage.delivery_log import (
     LoggedDelivery,
     LogPage,
     RejectedDelivery,
+    RejectedDetails,
 )
 from payhooks.storage.errors import (
     ConflictError,
@@ -178,6 +179,7 @@ __all__ = [
     "RecordedOutcome",
     "RegistrationEvent",
     "RejectedDelivery",
+    "RejectedDetails",
     "ReturnEvent",
     "ReturnKind",
     "ReviewStatus",

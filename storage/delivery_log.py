@@ -38,12 +38,14 @@ __all__ = [
     "LogPage",
     "LoggedDelivery",
     "RejectedDelivery",
+    "RejectedDetails",
     "check_page",
     "check_times",
     "count_deliveries",
     "count_rejected",
     "select_details",
     "select_page",
+    "select_rejected",
     "select_rejected_page",
 ]
 
@@ -73,8 +75,9 @@ class DeliveryFilter:
         refused body names).
     :param payment_status: only those whose outcome has this status code (``PS``...).
     :param error: only those with this :class:`DeliveryErrorCode`.
-    :param text: the free-text search: a payment identifier starting with it, or this
-        delivery key (see :func:`~payhooks.storage.log_search.text_clause`).
+    :param text: the free-text search: a payment identifier starting with it, this delivery
+        key, or the service's transaction id of the payments whose deliveries it finds (see
+        :func:`~payhooks.storage.log_search.text_clause`).
     :raises ValueError: an unknown status or error code, a naive time, or an empty or NUL
         text.
     """
@@ -164,6 +167,19 @@ class RejectedDelivery:
 
 
 @dataclass(frozen=True, slots=True)
+class RejectedDetails(RejectedDelivery):
+    """One refused request whole: its log entry and the start of its body that was kept.
+
+    Nobody vouches for these bytes: the signature did not hold, so anyone could have sent
+    them. Show them as evidence of a refusal, never as a payment's word.
+    """
+
+    #: The first :data:`~payhooks.storage.rejected_deliveries.REJECTED_BODY_BYTES` of the body
+    #: (all of it when ``body_size`` is no larger).
+    body: bytes = field(default=b"", repr=False)
+
+
+@dataclass(frozen=True, slots=True)
 class LogPage(Generic[_T]):
     """A page of a log, newest first."""
 
@@ -217,7 +233,7 @@ def _where(
         if wanted.error is not None:
             error_clause(wanted.error, clauses, params)
         if wanted.text is not None:
-            text_clause(wanted.text, clauses, params)
+            text_clause(conn, wanted.text, clauses, params)
     if before_id is not None:
         clauses.append("d.id < ?")
         params.append(before_id)
@@ -352,6 +368,23 @@ def select_rejected_page(
         ).fetchall()
     ]
     return _paged(rows, limit, rows[limit - 1].id if len(rows) > limit else None)
+
+
+def select_rejected(conn: Connection, rejected_id: int) -> RejectedDetails | None:
+    """One refused request with the start of its body, or None (never kept, or pruned)."""
+    sql = f"SELECT {_REJECTED_COLUMNS}, body FROM rejected_deliveries WHERE id = ?"  # noqa: S608
+    values = conn.execute(sql, (rejected_id,)).fetchone()
+    if values is None:
+        return None
+    found_id, received_at, remote_addr, reason, body_size, body = tuple(values)
+    return RejectedDetails(
+        id=found_id,
+        received_at=from_text(received_at),
+        remote_addr=remote_addr,
+        reason=reason,
+        body_size=body_size,
+        body=bytes(body),
+    )
 
 
 def count_rejected(conn: Connection, since: datetime | None, until: datetime | None) -> int:

@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import payhooks.storage.finance_sql as finance_sql
@@ -283,20 +284,37 @@ def _buckets(
 
 
 def _totals(groups: Iterable[tuple[Any, ...]]) -> list[FilteredTotal]:
+    """Per currency: rows and expected money where registered, received money (and what of it
+    was refunded or charged back) in the currency it arrived in."""
     count: defaultdict[str, int] = defaultdict(int)
-    expected: defaultdict[str, int] = defaultdict(int)
-    received: defaultdict[str, int] = defaultdict(int)
-    for _bucket, currency, got_in, _state, _drift, _kind, n, e, r, home, _refunded, _back in groups:
+    unknown: defaultdict[str, int] = defaultdict(int)
+    money = {name: defaultdict[str, int](int) for name in ("e", "r", "refunded", "back")}
+    for _bucket, currency, got_in, state, _drift, _kind, n, e, r, home, refunded, back in groups:
+        money_in = _received_in(currency, got_in)
         count[currency] += n
-        expected[currency] += e
-        received[_received_in(currency, got_in)] += r
-        if got_in is not None and got_in != currency:
-            received[currency] += home
+        if state == _R.PARTIALLY_REFUNDED:
+            unknown[currency] += n
+        money["e"][currency] += e
+        money["r"][money_in] += r
+        money["refunded"][money_in] += refunded
+        money["back"][money_in] += back
+        if money_in != currency:
+            money["r"][currency] += home
+
+    def major(name: str, currency: str) -> Decimal:
+        return from_minor_units(money[name][currency], currency)
+
     return [
         FilteredTotal(
-            c, count[c], from_minor_units(expected[c], c), from_minor_units(received[c], c)
+            c,
+            count[c],
+            major("e", c),
+            major("r", c),
+            refunded=major("refunded", c),
+            charged_back=major("back", c),
+            refunds_unknown=unknown[c],
         )
-        for c in sorted(set(count) | set(received))
+        for c in sorted(set(count) | set(money["r"]))
     ]
 
 

@@ -149,11 +149,24 @@ class FilteredTotal:
     currency counts in that one's total, never in this one's."""
 
     currency: str
+    #: Rows (payments, and unexpected ones) in this currency.
     count: int
     expected: Decimal
     received: Decimal
+    #: Of ``received``, refunded in full and charged back (a partial refund's amount is not
+    #: known: see ``refunds_unknown``).
+    refunded: Decimal = Decimal(0)
+    charged_back: Decimal = Decimal(0)
+    #: Rows in this currency ``partially_refunded``: refunded by an amount nobody said.
+    refunds_unknown: int = 0
 
     @property
     def difference(self) -> Decimal:
         """Received less expected."""
         return self.received - self.expected
+
+    @property
+    def net(self) -> Decimal:
+        """Received, less refunded in full and charged back (at most this while
+        ``refunds_unknown``)."""
+        return self.received - self.refunded - self.charged_back

@@ -20,6 +20,7 @@ from payhooks.storage.delivery_log import (
     LoggedDelivery,
     LogPage,
     RejectedDelivery,
+    RejectedDetails,
 )
 from payhooks.storage.engines import Engine
 from payhooks.storage.errors import UnknownDeliveryError
@@ -179,6 +180,12 @@ class ReceiverRecords:
         delivery_log.check_page(before_id, limit)
         with self._read() as conn:
             return delivery_log.select_rejected_page(conn, since, until, before_id, limit)
+
+    def rejected_details(self, rejected_id: int) -> RejectedDetails | None:
+        """One refused request (its log entry and the start of its body kept), or None when
+        no such row is kept: never stored, or pruned since (only the newest are kept)."""
+        with self._read() as conn:
+            return delivery_log.select_rejected(conn, rejected_id)
 
     def count_rejected(
         self, *, since: datetime | None = None, until: datetime | None = None

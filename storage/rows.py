@@ -235,6 +235,16 @@ class ReconciliationRow(NamedTuple):
             return from_minor_units(amount, self.currency)  # zero, or UnknownCurrencyError
 
     @property
+    def refund_amount_unknown(self) -> bool:
+        """Whether some of its money went back by a partial refund, whose notification does not
+        say how much: ``refunded_amount_minor`` (full refunds only) then tells less than went
+        back, and ``net_amount_minor`` more than was kept."""
+        return (
+            self.state is ReconciliationState.PARTIALLY_REFUNDED
+            or self.lifecycle_state is PaymentState.PARTIALLY_REFUNDED
+        )
+
+    @property
     def received_amount(self) -> Decimal | None:
         """``received_amount_minor`` in major units of ``received_currency``."""
         amount, currency = self.received_amount_minor, self.received_currency

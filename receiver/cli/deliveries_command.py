@@ -72,8 +72,8 @@ def deliveries() -> None:
 @click.option(
     "--search",
     metavar="TEXT",
-    help="Only deliveries about a payment whose identifier starts with TEXT, or with the "
-    "delivery key (webhook-id) TEXT.",
+    help="Only deliveries about a payment whose identifier starts with TEXT, with the "
+    "delivery key (webhook-id) TEXT, or about the payment of the service's transaction id TEXT.",
 )
 @click.option(
     "--refused",

@@ -17,6 +17,7 @@ from payhooks.storage import (
     Ledger,
     LoggedDelivery,
     RejectedDelivery,
+    RejectedDetails,
 )
 from tests.support.factories import T0, FixedClock, make_outcome
 
@@ -254,3 +255,22 @@ def test_each_engine_indexes_deliveries_by_payment_then_id(
     assert rows[0]["sql"].endswith("deliveries (external_identifier, id)") or rows[0][
         "sql"
     ].endswith("deliveries USING btree (external_identifier, id)"), rows
+
+
+def test_a_refused_request_is_read_whole_with_the_start_of_its_body_kept(ledger: Ledger) -> None:
+    body = b'{"merchant_transaction_id": "order-1", "pad": "' + b"x" * 5000 + b'"}'
+    rejected_id = ledger.receiver.record_rejected(
+        reason="invalid_signature", body=body, remote_addr="203.0.113.9", received_at=T0
+    )
+
+    details = ledger.receiver.rejected_details(rejected_id)
+
+    assert details == RejectedDetails(
+        id=rejected_id,
+        received_at=T0,
+        remote_addr="203.0.113.9",
+        reason="invalid_signature",
+        body_size=len(body),
+        body=body[:4096],
+    )
+    assert ledger.receiver.rejected_details(rejected_id + 1) is None

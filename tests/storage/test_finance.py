@@ -138,6 +138,46 @@ def test_refunds_and_charge_backs_are_tiles_of_their_own(ledger: Ledger, clock: 
     assert shown(period.charged_back) == {"EUR": (1, "10.00")}
 
 
+def test_totals_and_rows_say_what_went_back_and_when_a_partial_refund_s_amount_is_unknown(
+    ledger: Ledger, clock: FixedClock
+) -> None:
+    for identifier in ("order-r", "order-p", "order-c", "order-k"):
+        register(ledger, clock, identifier, 2500, "CNY", T0)
+        pay(ledger, identifier, 2500, "CNY", T0)
+    for identifier, code, state in (
+        ("order-r", "RS", PaymentState.REFUNDED),
+        ("order-p", "PR", PaymentState.PARTIALLY_REFUNDED),
+        ("order-c", "CB", PaymentState.CHARGED_BACK),
+    ):
+        record(
+            ledger,
+            make_outcome(
+                transaction_id=f"ll-{identifier}-2500",
+                external_identifier=identifier,
+                payment_status=code,
+                state=state,
+                amount_minor=2500,
+                amount=Decimal("25.00"),
+                currency="CNY",
+                paid_at=T0 + timedelta(hours=1),
+            ),
+        )
+    opened = FinanceFilter(registered_since=SINCE, registered_until=UNTIL)
+
+    [total] = ledger.finance.totals(opened)
+    rows = {row.external_identifier: row for row in ledger.finance.rows(opened)}
+
+    assert (total.count, total.received, total.refunded, total.charged_back) == (
+        4,
+        Decimal("100.00"),
+        Decimal("25.00"),
+        Decimal("25.00"),
+    )
+    assert (total.net, total.refunds_unknown) == (Decimal("50.00"), 1)
+    assert {name for name, row in rows.items() if row.refund_amount_unknown} == {"order-p"}
+    assert rows["order-p"].refunded_amount_minor == 0  # the notification said no amount
+
+
 @pytest.mark.parametrize(
     ("span", "size"),
     [

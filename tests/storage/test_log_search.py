@@ -8,7 +8,13 @@ from typing import Any
 
 import pytest
 
-from payhooks.storage import DeliveryErrorCode, DeliveryFilter, Ledger
+from payhooks.storage import (
+    DeliveryErrorCode,
+    DeliveryFilter,
+    Ledger,
+    ListedTransaction,
+    PaymentState,
+)
 from payhooks.storage.log_search import prefix_bounds
 from tests.support.factories import T0, make_outcome, raise_in_round
 
@@ -75,6 +81,11 @@ def stored(ledger: Ledger) -> dict[str, int]:
         (DeliveryFilter(text="rder"), []),
         (DeliveryFilter(text="order-1", payment_status="PS"), ["a"]),
         (DeliveryFilter(["processed"], text="order-", payment_status="PF"), ["b"]),
+        (DeliveryFilter(text="ll-4"), ["d"]),
+        (DeliveryFilter(text="ll-1"), ["a"]),  # exact: not ll-10's, nor ll-2's
+        (DeliveryFilter(text="ll-"), []),
+        (DeliveryFilter(text="ll-2", payment_status="PF"), ["b"]),
+        (DeliveryFilter(text="ll-2", payment_status="PS"), []),
     ],
     ids=[
         "code",
@@ -93,6 +104,11 @@ def stored(ledger: Ledger) -> dict[str, int]:
         "not-a-substring",
         "text-and-code",
         "all-together",
+        "transaction-id",
+        "transaction-id-exact",
+        "transaction-id-no-prefix",
+        "transaction-id-and-code",
+        "transaction-id-and-other-code",
     ],
 )
 def test_each_narrower_filter_lists_and_counts_exactly_its_deliveries(
@@ -133,3 +149,81 @@ def test_a_prefix_range_ends_after_every_text_that_starts_with_it(
     prefix: str, high: str | None
 ) -> None:
     assert prefix_bounds(prefix) == (prefix, high)
+
+
+def test_a_transaction_id_finds_every_delivery_of_its_payment(ledger: Ledger) -> None:
+    """The payment's other deliveries too: a failed attempt under another transaction id, and
+    the one its identifier named when the body was refused."""
+    failed = _recorded(ledger, 1, "msg_1", "order-7", status="PF")
+    paid = _recorded(ledger, 2, "msg_2", "order-7")
+    refused = _refused(ledger, 3, "invalid_payload", "order-7")
+    _recorded(ledger, 4, "msg_4", "order-8")
+
+    found = ledger.receiver.delivery_log(DeliveryFilter(text="ll-2")).rows
+
+    assert [row.id for row in found] == [refused, paid, failed]
+
+
+def test_a_transaction_id_only_the_sync_listed_finds_its_payments_deliveries(
+    ledger: Ledger,
+) -> None:
+    """A payment whose notifications never named the transaction (they failed before an
+    outcome), but ``payhooks sync`` saw it in the service's list."""
+    ledger.expect_transaction("order-5", 2500, "CNY")
+    refused = _refused(ledger, 1, "invalid_payload", "order-5")
+    _refused(ledger, 2, "invalid_payload", "order-6")
+    run = ledger.service.begin_sync(max_age=timedelta(hours=1))
+    listed = ListedTransaction("ll-svc-5", "order-5", "PS", PaymentState.SUCCEEDED, "CNY", 2500)
+    ledger.service.record_service_page(run.id, [listed], None)
+    ledger.service.end_sync(run.id)
+
+    found = ledger.receiver.delivery_log(DeliveryFilter(text="ll-svc-5")).rows
+
+    assert [row.id for row in found] == [refused]
+    assert ledger.receiver.count_deliveries(DeliveryFilter(text="ll-svc-5")) == 1
+
+
+@pytest.mark.sqlite_only  # SQLite's query plans
+def test_a_transaction_id_search_reads_indexes_only(ledger: Ledger, stored: dict[str, int]) -> None:
+    from payhooks.storage.delivery_log import _ENTRY_COLUMNS, _FROM, _where
+    from payhooks.storage.log_search import _NAMED_BY_TRANSACTION
+
+    lookup = " ".join(
+        row[3]
+        for row in ledger.database.conn.execute(
+            f"EXPLAIN QUERY PLAN {_NAMED_BY_TRANSACTION}", ("ll-4", "ll-4", 20)
+        )
+    )
+    where, params = _where(ledger.database.conn, DeliveryFilter(text="ll-4"), None)
+    search = " ".join(
+        row[3]
+        for row in ledger.database.conn.execute(
+            f"EXPLAIN QUERY PLAN SELECT {_ENTRY_COLUMNS} {_FROM}{where} ORDER BY d.id DESC LIMIT 5",
+            params,
+        )
+    )
+
+    assert "SCAN outcomes" not in lookup, lookup
+    assert "SCAN service_transactions" not in lookup, lookup
+    assert "INDEX sqlite_autoindex_outcomes" in lookup, lookup
+    assert "SCAN d" not in search, search
+    assert "INDEX deliveries_identifier" in search, search
+
+
+def test_a_transaction_id_search_is_index_lookups_on_postgresql_too(
+    ledger: Ledger, stored: dict[str, int], engine: str
+) -> None:
+    """With sequential scans priced out, PostgreSQL still finds an index path for every part
+    of the search: a subquery inside the ``OR`` would have left it only the scan."""
+    if engine != "postgresql":
+        pytest.skip("PostgreSQL's plans; SQLite's are the test above")
+    from payhooks.storage.delivery_log import _ENTRY_COLUMNS, _FROM, _where
+
+    with ledger._engine.writer.write() as conn:
+        where, params = _where(conn, DeliveryFilter(text="ll-4"), None)
+        sql = f"SELECT {_ENTRY_COLUMNS} {_FROM}{where} ORDER BY d.id DESC LIMIT 5"
+        conn.execute("SET LOCAL enable_seqscan = off")
+        plan = "\n".join(row[0] for row in conn.execute("EXPLAIN " + sql, params).fetchall())
+
+    assert "Seq Scan on deliveries" not in plan, plan
+    assert "deliveries_identifier" in plan, plan

@@ -74,6 +74,7 @@ PUBLIC = (
     "RecordedOutcome",
     "RegistrationEvent",
     "RejectedDelivery",
+    "RejectedDetails",
     "ReturnEvent",
     "ReturnKind",
     "ReviewStatus",

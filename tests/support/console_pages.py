@@ -28,10 +28,12 @@ ROLE_HEADER: Final = "X-Test-Console-Role"
 
 #: Each page's name and its path under the console's prefix; ``{delivery}`` is a processed
 #: delivery's id. A page added to the console is one line here. ``bulk`` is a bulk action's
-#: confirmation for the two deliveries that failed.
+#: confirmation for the two deliveries that failed; ``refused-request`` the forged request, the
+#: first refused on the fresh ledger :func:`fill_console_ledger` fills (it checks so).
 CONSOLE_PAGES: Final[dict[str, str]] = {
     "deliveries": "/deliveries",
     "refused": "/deliveries/refused",
+    "refused-request": "/deliveries/refused/1",
     "delivery": "/deliveries/{delivery}",
     "payment": "/payments/order-1001",
     "bulk": (
@@ -96,6 +98,8 @@ def fill_console_ledger(client: FlaskClient, make_body: BodyFactory, sign: SignF
         },
     )
     assert forged.status_code == 401
+    opened = client.get(PREFIX + CONSOLE_PAGES["refused-request"], headers={ROLE_HEADER: "viewer"})
+    assert opened.status_code == 200, "the forged request is not the refused request #1"
     _review(
         client, "order-1001", "acknowledged", "Asked the shop why order-1001 was not registered."
     )

@@ -30,25 +30,66 @@ from payhooks.storage import (
     PeriodFigures,
     ReconciliationState,
     bucket_size_for,
+    from_minor_units,
 )
 
-__all__ = ["TILES", "TileLine", "compare", "reconciliation", "reconciliation_csv"]
+__all__ = [
+    "PAID_TRANSACTIONS",
+    "PAYMENTS",
+    "TILES",
+    "Tile",
+    "TileLine",
+    "compare",
+    "reconciliation",
+    "reconciliation_csv",
+]
+
+#: What a tile counts, one and many: payments (rows, an unexpected payment's included), or
+#: succeeded transactions, which for a subscription are its periods.
+PAYMENTS: Final = ("payment", "payments")
+PAID_TRANSACTIONS: Final = ("payment or period", "payments or periods")
 
 #: The tiles, in order: the name of a :class:`~payhooks.storage.PeriodFigures` field, its
-#: heading, and what its amount is.
+#: heading, what its amount is, and what its count counts.
 TILES: Final = (
-    ("expected", "Expected", "registered in the period"),
-    ("received", "Received", "paid in the period"),
-    ("paid", "Paid", "paid in the period, matching what was expected"),
-    ("mismatches", "Mismatches", "opened in the period, the money they received"),
-    ("pending", "Pending", "registered in the period, expected"),
-    ("refunded", "Refunded", "opened in the period, the amount refunded"),
-    ("charged_back", "Charged back", "opened in the period, the amount charged back"),
-    ("drift", "Drift", "opened in the period, the service's list disagrees"),
+    ("expected", "Expected", "registered in the period", PAYMENTS),
+    ("received", "Received", "paid in the period (a subscription: each period)", PAID_TRANSACTIONS),
+    (
+        "paid",
+        "Paid",
+        "paid in the period, matching what was expected",
+        PAID_TRANSACTIONS,
+    ),
+    ("mismatches", "Mismatches", "opened in the period, the money they received", PAYMENTS),
+    ("pending", "Pending", "registered in the period, expected", PAYMENTS),
+    (
+        "refunded",
+        "Refunded",
+        "opened in the period, refunded in part or whole; the amount refunded in full "
+        "(a partial refund's amount is unknown)",
+        PAYMENTS,
+    ),
+    ("charged_back", "Charged back", "opened in the period, the amount charged back", PAYMENTS),
+    ("drift", "Drift", "opened in the period, the service's list disagrees", PAYMENTS),
 )
 _ZERO = Figure(0, 0, Decimal(0))
 #: How much of an export is kept in memory before it spills to a temporary file.
 _SPOOL_BYTES: Final = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Tile:
+    """One tile: its heading, what its amount is, what its count counts (one, many), and a
+    line per currency."""
+
+    heading: str
+    meaning: str
+    unit: tuple[str, str]
+    lines: list[TileLine]
+
+    def counted(self, count: int) -> str:
+        """``count`` with what it counts: ``1 payment``, ``3 payments or periods``."""
+        return f"{count} {self.unit[0] if count == 1 else self.unit[1]}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,10 +120,10 @@ def compare(now: Mapping[str, Figure], before: Mapping[str, Figure]) -> list[Til
     return lines
 
 
-def _tiles(now: PeriodFigures, before: PeriodFigures) -> list[tuple[str, str, list[TileLine]]]:
+def _tiles(now: PeriodFigures, before: PeriodFigures) -> list[Tile]:
     return [
-        (heading, meaning, compare(getattr(now, name), getattr(before, name)))
-        for name, heading, meaning in TILES
+        Tile(heading, meaning, unit, compare(getattr(now, name), getattr(before, name)))
+        for name, heading, meaning, unit in TILES
     ]
 
 
@@ -115,6 +156,7 @@ def reconciliation() -> str:
         states=list(ReconciliationState),
         mismatch_states=MISMATCH_STATES,
         age=_age,
+        minor=from_minor_units,
     )
 
 

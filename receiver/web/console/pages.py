@@ -5,8 +5,8 @@ Routes, relative to the console's prefix, ``GET`` (and ``HEAD``) unless marked `
 - ``/``: to the delivery log.
 - ``/deliveries``: the delivery log (:mod:`.log_views`); ``/deliveries/refused``: the refused
   requests.
-- ``/deliveries/<id>``: one delivery; ``/payments/<identifier>``: one payment's story
-  (:mod:`.record_views`).
+- ``/deliveries/<id>``: one delivery; ``/deliveries/refused/<id>``: one refused request;
+  ``/payments/<identifier>``: one payment's story (:mod:`.record_views`).
 - ``/audit``: the audit log (:mod:`.audit_views`); ``/exceptions``: the exceptions queue, and
   ``POST /exceptions/<identifier>/review`` (:mod:`.exceptions_views`).
 - ``POST /deliveries/<id>/reprocess``, ``POST /deliveries/<id>/send-signals``,
@@ -52,7 +52,7 @@ from payhooks.receiver.web.console.exceptions_views import exceptions, review
 from payhooks.receiver.web.console.finance_views import reconciliation, reconciliation_csv
 from payhooks.receiver.web.console.log_views import deliveries, refused
 from payhooks.receiver.web.console.query import BadQuery
-from payhooks.receiver.web.console.record_views import delivery, payment
+from payhooks.receiver.web.console.record_views import delivery, payment, refused_request
 from payhooks.storage import StorageError
 
 __all__ = ["IDENTIFIER_CONVERTER", "blueprint"]
@@ -135,6 +135,9 @@ def _not_found(rest: str) -> Response:
 blueprint.add_url_rule("/", "home", _home, methods=["GET"])
 blueprint.add_url_rule("/deliveries", "deliveries", deliveries, methods=["GET"])
 blueprint.add_url_rule("/deliveries/refused", "refused", refused, methods=["GET"])
+blueprint.add_url_rule(
+    "/deliveries/refused/<int:rejected_id>", "refused_request", refused_request, methods=["GET"]
+)
 blueprint.add_url_rule("/deliveries/<int:delivery_id>", "delivery", delivery, methods=["GET"])
 blueprint.add_url_rule("/deliveries/bulk", "bulk", bulk_confirm, methods=["GET"])
 blueprint.add_url_rule("/deliveries/bulk", "bulk_run", bulk_run, methods=["POST"])

@@ -1,5 +1,6 @@
-"""One record whole: a delivery (headers, body, what came of it) and a payment's story, with
-the notes people left on it (its exception review and the audit entries that name it)."""
+"""One record whole: a delivery (headers, body, what came of it), a refused request (the start
+of its body and what it claims, unverified) and a payment's story, with the notes people left
+on it (its exception review and the audit entries that name it)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,14 @@ from typing import Final
 
 from flask import Response, current_app, render_template
 
+from payhooks.receiver.payloads.named import named_in_start
 from payhooks.receiver.web.console.access import console_ledger
 from payhooks.receiver.web.console.answers import error_page
 from payhooks.receiver.web.console.evidence import app_settings, signature_evidence
 from payhooks.receiver.web.console.filters import pretty_body
 from payhooks.receiver.web.console.query import MAX_ID
 
-__all__ = ["NOTES_SHOWN", "delivery", "payment"]
+__all__ = ["NOTES_SHOWN", "delivery", "payment", "refused_request"]
 
 #: The most audit entries a payment's page lists, newest first (the audit log keeps them all).
 NOTES_SHOWN: Final = 100
@@ -38,6 +40,30 @@ def delivery(delivery_id: int) -> Response | str:
         evidence=signature_evidence(
             app_settings(current_app.config), details.headers, details.body, details.received_at
         ),
+    )
+
+
+def refused_request(rejected_id: int) -> Response | str:
+    """``GET /deliveries/refused/<id>``: one refused request, or the 404 page (never kept, or
+    pruned since: only the newest are kept).
+
+    Every role that reads the refused log reads this, body included, as every role reads a
+    delivery's body (downloads are operators'). What the body names is read defensively from
+    the kept bytes (:func:`~payhooks.receiver.payloads.named.named_in_start`) and shown as a
+    claim: the signature did not hold, so it links to a search, never to a payment's page.
+    """
+    details = None
+    if 1 <= rejected_id <= MAX_ID:  # a larger id cannot exist, and PostgreSQL refuses it
+        details = console_ledger().receiver.rejected_details(rejected_id)
+    if details is None:
+        return error_page(404, "console_not_found", "There is no refused request with this id.")
+    body, is_json = pretty_body(details.body)
+    return render_template(
+        "payhooks_console/refused_request.html",
+        rejected=details,
+        body=body,
+        body_is_json=is_json,
+        named=named_in_start(details.body),
     )
 
 

@@ -18,6 +18,8 @@ from payhooks.receiver.cli.reports import write_report
 from payhooks.receiver.visible_text import visible
 from payhooks.storage import Ledger
 from tests.receiver.console.conftest import ROLE_HEADER, VIEWER, Deliver
+from tests.support.app import BodyFactory
+from tests.support.page_html import Element, parse_page
 
 PAGE = "/console/reconciliation"
 CSV = "/console/reconciliation.csv"
@@ -66,7 +68,7 @@ def test_both_roles_read_the_page_with_its_tiles_chart_rows_and_totals(
     assert html.count('class="tile"') == 8
     assert 'role="img"' in html
     assert identifiers(html) == sorted(["order-1", "order-2", "order-3", HOSTILE, FORMULA])
-    assert re.search(r'data-total="CNY">.*?<td data-label="Rows">4</td>', html, re.S)
+    assert re.search(r'data-total="CNY">.*?<td data-label="Payments">4</td>', html, re.S)
 
 
 def test_nobody_without_a_role_sees_it(console: FlaskClient, shop: Ledger) -> None:
@@ -173,7 +175,7 @@ def test_pages_go_by_cursor_and_the_totals_cover_every_page(
 
     assert len(identifiers(first)) == 2
     assert identifiers(second)[0] > identifiers(first)[-1]
-    assert re.search(r'data-total="CNY">.*?<td data-label="Rows">4</td>', second, re.S)
+    assert re.search(r'data-total="CNY">.*?<td data-label="Payments">4</td>', second, re.S)
 
 
 @pytest.mark.parametrize(
@@ -232,3 +234,110 @@ def test_the_export_is_audited_with_its_filter_and_row_count_before_a_byte_is_se
     text = exported.get_data(as_text=True)
     exported.close()
     assert len(text.splitlines()) == 3
+
+
+def _cells(row: Element) -> dict[str, str]:
+    """A table row's cells by their column (each cell's ``data-label``)."""
+    return {cell.attrs["data-label"]: cell.text() for cell in row.find_all("td")}
+
+
+def test_each_tile_count_says_whether_it_counts_payments_or_periods(
+    console: FlaskClient, shop: Ledger
+) -> None:
+    page = parse_page(console.get(PAGE, headers=VIEWER).get_data(as_text=True))
+
+    counted = {
+        (tile.attrs["data-tile"], line.attrs["data-currency"]): line.find(data_count=None).text()
+        for tile in page.find_all("article", data_tile=None)
+        for line in tile.find_all("li")
+    }
+
+    assert counted[("expected", "CNY")] == "2 payments"
+    assert counted[("expected", "EUR")] == "1 payment"
+    assert counted[("received", "CNY")] == "4 payments or periods"
+    assert counted[("paid", "CNY")] == "1 payment or period"
+    assert counted[("mismatches", "CNY")] == "3 payments"  # order-2 and the two unexpected
+    assert all(
+        re.fullmatch(r"\d+ (payments?|payments? or periods?)", text) for text in counted.values()
+    ), counted
+
+
+@pytest.fixture
+def refunds(ledger: Ledger, deliver: Deliver, make_body: BodyFactory) -> Ledger:
+    """Registered today, all paid yesterday: order-1 then refunded in part (the notification
+    says no amount), order-4 refunded in full, order-5 kept."""
+    when = paid_time(1)
+    for identifier, amount_minor, amount in (("order-1", 2500, "25.00"), ("order-4", 1000, "10.00"),
+                                             ("order-5", 500, "5.00")):  # fmt: skip
+        ledger.expect_transaction(identifier, amount_minor, "CNY")
+        transaction = identifier.replace("order", "ll")
+        deliver(
+            external_identifier=identifier,
+            transaction_id=transaction,
+            amount=amount,
+            payment_time=when,
+        )
+    # ``deliver``'s own ``status`` is the answer's: the payment status goes in the body.
+    for identifier, amount, code in (("order-1", "25.00", "PR"), ("order-4", "10.00", "RS")):
+        transaction = identifier.replace("order", "ll")
+        deliver(
+            body=make_body(
+                external_identifier=identifier,
+                transaction_id=transaction,
+                amount=amount,
+                status=code,
+                payment_time=when,
+            )
+        )
+    return ledger
+
+
+def test_rows_and_totals_show_refunded_and_net_and_a_partial_refund_as_amount_unknown(
+    console: FlaskClient, refunds: Ledger
+) -> None:
+    page = parse_page(console.get(PAGE, headers=VIEWER).get_data(as_text=True))
+
+    rows = {
+        row.attrs["data-identifier"]: _cells(row)
+        for row in page.find("table", **{"class": "finance-rows"}).find_all("tr")
+        if "data-identifier" in row.attrs
+    }
+    assert {name: (cells["Received"], cells["Refunded"], cells["Net"])
+            for name, cells in rows.items()} == {
+        "order-1": ("25.00", "amount unknown", "at most 25.00"),
+        "order-4": ("10.00", "10.00", "0.00"),
+        "order-5": ("5.00", "", "5.00"),
+    }  # fmt: skip
+    totals = page.find("table", **{"class": "totals"})
+    headers = [cell.text() for cell in totals.find_all("th")]
+    assert headers == [
+        "Currency",
+        "Payments",
+        "Expected",
+        "Received, of the rows opened in the period",
+        "Refunded",
+        "Net",
+        "Difference",
+    ]
+    assert _cells(totals.find("tr", data_total="CNY")) == {
+        "Currency": "CNY",
+        "Payments": "3",
+        "Expected": "40.00",
+        "Received, of the rows opened in the period": "40.00",
+        "Refunded": "10.00 + amount unknown (1 partly refunded)",
+        "Net": "at most 30.00",
+        "Difference": "0.00",
+    }
+
+
+def test_the_totals_received_column_names_the_matching_rows_when_dates_select_them(
+    console: FlaskClient, refunds: Ledger
+) -> None:
+    today = datetime.now(UTC).date()
+    url = f"{PAGE}?paid_from={today - timedelta(days=2)}&paid_until={today + timedelta(days=1)}"
+    page = parse_page(console.get(url, headers=VIEWER).get_data(as_text=True))
+
+    headers = [cell.text() for cell in page.find("table", **{"class": "totals"}).find_all("th")]
+
+    assert "Received, of the matching rows" in headers
+    assert "Received, of the rows opened in the period" not in headers

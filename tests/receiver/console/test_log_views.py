@@ -15,6 +15,7 @@ from flask.testing import FlaskClient
 from payhooks.storage import Ledger
 from tests.receiver.console.conftest import NOTIFY, VIEWER, Clock, Deliver
 from tests.support.app import BodyFactory
+from tests.support.page_html import parse_page
 
 LOG = "/console/deliveries"
 REFUSED = "/console/deliveries/refused"
@@ -92,6 +93,8 @@ def _shown(client: FlaskClient, url: str) -> tuple[list[int], int, str | None]:
         ("?q=order-", ["invalid", "duplicate", "other", "paid"]),
         ("?q=order-2", ["duplicate", "other"]),
         ("?q=rder", []),
+        ("?q=ll-2", ["duplicate", "other"]),
+        ("?q=ll-", []),
         ("?q=order-2&code=PS&status=duplicate", ["duplicate"]),
         ("?code=&error=&q=", ["invalid", "duplicate", "malformed", "other", "paid"]),
     ],
@@ -165,6 +168,20 @@ def test_the_refused_requests_are_listed_with_their_reason_and_size(
         assert f"<code>{row.reason}</code>" in text
         assert f"{row.body_size} bytes" in text
     assert "127.0.0.1" in text
+
+
+def test_each_refused_request_in_the_log_links_to_its_own_page(
+    console: FlaskClient, stored: Stored, ledger: Ledger
+) -> None:
+    page = parse_page(console.get(REFUSED, headers=VIEWER).get_data(as_text=True))
+
+    rows = page.find_all("tr", data_refused=None)
+    links = [[a.attrs["href"] for a in row.find_all("a")] for row in rows]
+    assert links == [
+        [f"/console/deliveries/refused/{row.id}"] for row in ledger.receiver.rejected_log().rows
+    ]
+    for [href] in links:
+        assert console.get(href, headers=VIEWER).status_code == 200
 
 
 def test_the_refused_requests_page_one_at_a_time(console: FlaskClient, stored: Stored) -> None:

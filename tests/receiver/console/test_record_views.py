@@ -1,16 +1,20 @@
-"""A delivery's page and a payment's page: everything stored about each, linked both ways, and
-the 404 page for what the ledger does not hold."""
+"""A delivery's page, a refused request's and a payment's: everything stored about each, linked
+both ways (a refused request's claims only to a search, never as a payment), and the 404 page
+for what the ledger does not hold."""
 
 from __future__ import annotations
 
+import base64
 import re
+from datetime import UTC, datetime
 
 import pytest
 from flask.testing import FlaskClient
 
 from payhooks.storage import Ledger
-from tests.receiver.console.conftest import NOTIFY, VIEWER, Deliver
+from tests.receiver.console.conftest import NOTIFY, ROLE_HEADER, VIEWER, Deliver
 from tests.support.app import BodyFactory, SignFunction
+from tests.support.page_html import parse_page
 
 
 def _page(client: FlaskClient, path: str, status: int = 200) -> str:
@@ -170,3 +174,128 @@ def test_an_identifier_with_slashes_and_dots_links_to_its_own_page(
 
     assert 'href="/console/payments/a%2F..%2Fb"' in log
     assert '<code class="identifier">a/../b</code>' in payment
+
+
+def _forge(client: FlaskClient, body: bytes, ledger: Ledger) -> int:
+    """Send ``body`` with a signature that does not hold; the refused request's id."""
+    answer = client.post(
+        NOTIFY,
+        data=body,
+        headers={
+            "webhook-id": "msg_forged",
+            "webhook-timestamp": str(int(datetime.now(UTC).timestamp())),
+            "webhook-signature": "v1," + base64.b64encode(b"\0" * 32).decode(),
+        },
+    )
+    assert answer.status_code == 401, answer.get_data(as_text=True)
+    return ledger.receiver.rejected_log(limit=1).rows[0].id
+
+
+UNVERIFIED = "Unverified: the signature did not hold; anyone could have sent this"
+
+
+@pytest.mark.parametrize("role", ["viewer", "operator"])
+def test_a_refused_request_opens_with_its_facts_and_its_claims_marked_unverified(
+    console: FlaskClient, ledger: Ledger, role: str
+) -> None:
+    body = (
+        b'{"ll_transaction_id": "ll-77", "merchant_transaction_id": "order-77", '
+        b'"payment_data": {"payment_amount": "25.00", "pad": "' + b"x" * 5000 + b'"}}'
+    )
+    rejected_id = _forge(console, body, ledger)
+
+    answer = console.get(f"/console/deliveries/refused/{rejected_id}", headers={ROLE_HEADER: role})
+    assert answer.status_code == 200, answer.get_data(as_text=True)
+    page = parse_page(answer.get_data(as_text=True))
+
+    assert page.find("h1").text() == f"Refused request #{rejected_id}"
+    facts = dict(
+        zip(
+            (each.text() for each in page.find_all("dt")),
+            (each.text() for each in page.find_all("dd")),
+            strict=True,
+        )
+    )
+    assert facts["Remote address"] == "127.0.0.1"
+    assert facts["Reason"] == "invalid_signature"
+    assert facts["Body"] == f"{len(body)} bytes, of which the first 4096 were kept"
+    claims = page.find("section", data_unverified=None)
+    assert claims.find("h2").text() == UNVERIFIED
+    named = claims.find(data_named="identifier")
+    assert named.find("code").text() == "order-77"
+    assert [link.attrs["href"] for link in named.find_all("a")] == [
+        "/console/deliveries?q=order-77&window=all"
+    ]
+    transaction = claims.find(data_named="transaction")
+    assert transaction.find("code").text() == "ll-77"
+    assert [link.attrs["href"] for link in transaction.find_all("a")] == [
+        "/console/deliveries?q=ll-77&window=all"
+    ]
+    assert "not kept" in claims.find(data_named="webhook-id").text()
+    shown = claims.find("pre").text()
+    assert shown.startswith('{"ll_transaction_id": "ll-77", "merchant_transaction_id": "order-77"')
+    assert len(shown) == 4096
+    # A claim is never linked as if it were a payment the ledger vouches for.
+    assert [a for a in page.find_all("a") if "/payments/" in a.attrs.get("href", "")] == []
+
+
+@pytest.mark.parametrize(
+    ("body", "shown_identifier", "shown_in_body"),
+    [
+        (
+            b'{"merchant_transaction_id": "<script>alert(1)</script>"}',
+            "<script>alert(1)</script>",
+            '"merchant_transaction_id": "<script>alert(1)</script>"',
+        ),
+        (
+            '{"merchant_transaction_id": "order-1\u202e2-redro"}'.encode(),
+            "order-1\\u202e2-redro",
+            "order-1\\u202e2-redro",
+        ),
+        (
+            b'{"merchant_transaction_id": "' + b"A" * 65 + b'"}',
+            None,
+            "A" * 65,
+        ),
+        (
+            b"\x1b[2J<img src=x onerror=alert(1)>" + b"B" * 4000 + b"\xe2\x80\xae",
+            None,
+            "\\x1b[2J<img src=x onerror=alert(1)>BBB",
+        ),
+    ],
+    ids=["script-tag", "bidi-override", "identifier-too-long", "long-line-of-controls"],
+)
+def test_a_refused_requests_hostile_strings_render_as_inert_visible_text(
+    console: FlaskClient,
+    ledger: Ledger,
+    body: bytes,
+    shown_identifier: str | None,
+    shown_in_body: str,
+) -> None:
+    rejected_id = _forge(console, body, ledger)
+
+    html = _page(console, f"/console/deliveries/refused/{rejected_id}")
+    page = parse_page(html)
+
+    assert page.find_all("script") == []
+    assert page.find_all("img") == []
+    assert "\u202e" not in html
+    assert "\x1b" not in html
+    named = page.find(data_named="identifier")
+    if shown_identifier is None:
+        assert named.text() == "none readable"
+    else:
+        assert named.find("code").text() == shown_identifier
+    assert shown_in_body in page.find("pre").text()
+
+
+@pytest.mark.parametrize("rejected_id", ["99", "9223372036854775808", "1" + "0" * 30])
+def test_a_refused_request_the_ledger_does_not_keep_is_the_404_page(
+    console: FlaskClient, ledger: Ledger, rejected_id: str
+) -> None:
+    _forge(console, b"{}", ledger)
+
+    page = parse_page(_page(console, f"/console/deliveries/refused/{rejected_id}", status=404))
+
+    assert page.find(data_error="console_not_found").find("h1").text() != ""
+    assert "There is no refused request with this id." in page.text()
