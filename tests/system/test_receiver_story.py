@@ -23,7 +23,7 @@ import pytest
 from flask import Flask
 
 from payhooks.receiver import Console, Metrics, signals
-from payhooks.storage import Ledger
+from payhooks.storage import Ledger, SignalEvent
 from tests.support.app import AppFactory, BodyFactory, SignFunction
 from tests.support.browser import BROWSER_TIMEOUT_MS, chromium
 from tests.support.console_actions import OPERATOR, grant_hook
@@ -78,7 +78,7 @@ def _signal_states(database: Path | str) -> dict[str, tuple[int, bool, bool]]:
             story = ledger.story(identifier)
             assert story is not None
             for event in story.events:
-                if getattr(event, "signal", None) == "payment-succeeded":
+                if isinstance(event, SignalEvent) and event.signal == "payment-succeeded":
                     found[identifier] = (
                         event.attempts,
                         event.sent_at is not None,
