@@ -387,8 +387,8 @@ def test_both_engines_reconcile_the_same_writes_alike(
     with Ledger(postgres_url, clock=FixedClock()) as pg:
         tables(pg).execute(
             "TRUNCATE signal_runs, signal_receivers, owed_signals, outcomes, deliveries, "
-            "creation_attempts, payments, payment_states, service_transactions, sync_unstorable_items, sync_runs "
-            "RESTART IDENTITY"
+            "creation_attempts, payments, payment_states, service_transactions, "
+            "sync_unstorable_items, sync_runs RESTART IDENTITY"
         )
         with (
             tempfile.TemporaryDirectory() as folder,
