@@ -89,6 +89,31 @@ class SignalBook:
                 )
             return owed_signals.claim(conn, outcome_ids, now=now, until=until, selection=selection)
 
+    def claimable(
+        self,
+        *,
+        limit: int = 100,
+        waiting: bool = False,
+        parked: bool = False,
+        delivery_id: int | None = None,
+        identifier: str | None = None,
+        tried_before: datetime | None = None,
+    ) -> list[int]:
+        """The outcomes, oldest first, whose owed signals :meth:`claim` with the same arguments
+        would take now (a read): for a sender that claims them one at a time, so that no claim
+        has to outlast more than one outcome's receivers."""
+        selection = Selection(
+            waiting=waiting,
+            parked=parked,
+            delivery_id=delivery_id,
+            identifier=identifier,
+            tried_before=None if tried_before is None else to_text(tried_before),
+        )
+        with self._read() as conn:
+            return owed_signals.claimable(
+                conn, now=to_text(self._clock()), limit=limit, selection=selection
+            )
+
     def has_unclaimed(self) -> bool:
         """Whether :meth:`claim` without ids would find something due: a read, so that a caller
         pays for a write only when there is work."""

@@ -24,13 +24,10 @@ from payhooks.receiver.cli.common import (
 )
 from payhooks.receiver.cli.delivery_commands import app_or_none
 from payhooks.receiver.cli.escaping import terminal_text
-from payhooks.receiver.pipeline import SendReport, send_claimed
-from payhooks.storage import Ledger, OwedSignal
+from payhooks.receiver.pipeline import send_owed
+from payhooks.storage import OwedSignal
 
 __all__ = ["signals"]
-
-#: How many outcomes one claim of the command takes.
-_BATCH = 100
 
 
 def _state(signal: OwedSignal, now: datetime) -> str:
@@ -58,33 +55,6 @@ def _list(owed: list[OwedSignal], now: datetime) -> None:
         f"a retry, {parked} parked. `flask payhooks signals --send` runs what is due (--now "
         "also what waits, --retry-parked also what is parked)."
     )
-
-
-def _send(
-    app: object,
-    ledger: Ledger,
-    *,
-    lease: timedelta,
-    now_too: bool,
-    parked: bool,
-    identifier: str | None,
-) -> SendReport:
-    """Claim and run batch by batch; each signal at most once (``tried_before``), so a
-    receiver that raises again is not run again in the same command."""
-    started = datetime.now().astimezone()
-    config = settings()
-    report = SendReport()
-    while claimed := ledger.signals.claim(
-        None,
-        lease=lease,
-        limit=_BATCH,
-        waiting=now_too,
-        parked=parked,
-        identifier=identifier,
-        tried_before=started,
-    ):
-        report.add(send_claimed(app, ledger, claimed, retries=config.signal_retries))
-    return report
 
 
 @click.command()
@@ -137,9 +107,15 @@ def signals(
         if app is None:
             _list(owed, now)
             return
-        lease = timedelta(seconds=config.signals_lease_seconds)
-        report = _send(
-            app, ledger, lease=lease, now_too=now_too, parked=retry_parked, identifier=identifier
+        report = send_owed(
+            app,
+            ledger,
+            lease=timedelta(seconds=config.signals_lease_seconds),
+            retries=config.signal_retries,
+            waiting=now_too,
+            parked=retry_parked,
+            identifier=identifier,
+            once_since=datetime.now().astimezone(),
         )
         left = ledger.signals.owed(identifier=identifier)
     if report.ran or report.signals_sent:

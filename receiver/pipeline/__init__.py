@@ -27,6 +27,7 @@ from payhooks.receiver.pipeline.signal_dispatch import (
     Sweeper,
     receiver_name,
     send_claimed,
+    send_owed,
     sweep_unclaimed,
 )
 
@@ -45,5 +46,6 @@ __all__ = [
     "receiver_name",
     "reprocess_deliveries",
     "send_claimed",
+    "send_owed",
     "sweep_unclaimed",
 ]

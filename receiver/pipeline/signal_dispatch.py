@@ -44,6 +44,7 @@ __all__ = [
     "Sweeper",
     "receiver_name",
     "send_claimed",
+    "send_owed",
     "sweep_unclaimed",
 ]
 
@@ -271,6 +272,66 @@ class Sweeper:
             return True
 
 
+def send_owed(
+    app: object,
+    ledger: Ledger,
+    *,
+    lease: timedelta,
+    retries: SignalRetries | None = None,
+    limit: int | None = None,
+    waiting: bool = False,
+    parked: bool = False,
+    delivery_id: int | None = None,
+    identifier: str | None = None,
+    once_since: datetime | None = None,
+) -> SendReport:
+    """Run the receivers still owed of the signals that are due (``waiting``: also those in
+    their backoff; ``parked``: also the parked ones; one delivery's or one payment's when
+    given), claiming **one outcome at a time**, just before running it: a claim then has to
+    outlast one outcome's receivers, never a whole batch's (a batch claimed at once could see
+    its lease pass halfway and another sender start the rest).
+
+    ``limit``: at most this many outcomes (a sweep's share); ``once_since``: run each signal at
+    most once from then on (a command or a person's re-run: a receiver that raises again is
+    not run again in the same call). Without either, it runs until nothing is left.
+    """
+    report = SendReport()
+    if limit is None and once_since is None:
+        once_since = datetime.now().astimezone()  # never run one signal twice in a call
+    selection: dict[str, Any] = {
+        "waiting": waiting,
+        "parked": parked,
+        "delivery_id": delivery_id,
+        "identifier": identifier,
+        "tried_before": once_since,
+    }
+    taken = 0
+    while limit is None or taken < limit:
+        try:
+            outcome_ids = ledger.signals.claimable(
+                limit=100 if limit is None else limit - taken, **selection
+            )
+        except StorageError as err:
+            logger.warning("payhooks: could not look for owed signals: %s", err.message)
+            break
+        ran_any = False
+        for outcome_id in outcome_ids:
+            try:
+                claimed = ledger.signals.claim([outcome_id], lease=lease, **selection)
+            except StorageError as err:
+                logger.warning("payhooks: could not claim owed signals: %s", err.message)
+                return report
+            taken += 1
+            if claimed:
+                ran_any = True
+                report.add(send_claimed(app, ledger, claimed, retries=retries))
+        # A sweep takes one look; a re-run goes on while it finds what it has not run yet (an
+        # outcome held back behind one it has just run, say).
+        if limit is not None or not ran_any:
+            break
+    return report
+
+
 def sweep_unclaimed(
     app: object,
     ledger: Ledger,
@@ -280,13 +341,12 @@ def sweep_unclaimed(
 ) -> SendReport:
     """Send the signals that are due and nobody holds (a sender died holding them past its
     lease, a registration owed them with nobody there to send, a retry's backoff is over), up
-    to :data:`SWEEP_LIMIT` outcomes'. A read first, so that a ledger with nothing due pays no
-    write."""
+    to :data:`SWEEP_LIMIT` outcomes', one outcome claimed at a time. A read first, so that a
+    ledger with nothing due pays no write."""
     try:
         if not ledger.signals.has_unclaimed():
             return SendReport()
-        claimed = ledger.signals.claim(None, lease=lease, limit=SWEEP_LIMIT)
     except StorageError as err:
-        logger.warning("payhooks: could not claim owed signals: %s", err.message)
+        logger.warning("payhooks: could not look for owed signals: %s", err.message)
         return SendReport()
-    return send_claimed(app, ledger, claimed, retries=retries)
+    return send_owed(app, ledger, lease=lease, retries=retries, limit=SWEEP_LIMIT)

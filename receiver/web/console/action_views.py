@@ -18,6 +18,7 @@ from flask import Response, url_for
 from werkzeug.wrappers import Response as BaseResponse
 
 from payhooks.receiver.pipeline import SendReport, process_stored_delivery, send_claimed
+from payhooks.receiver.pipeline import send_owed as send_owed_signals
 from payhooks.receiver.state import receiver_state
 from payhooks.receiver.web.console.acting import Acting, begin_action, done, merchant_app
 from payhooks.receiver.web.console.answers import error_page
@@ -125,18 +126,17 @@ def send_owed(
     signals are still owed after it (held by another sender, held back behind an earlier
     signal of the payment, or raised again). Each signal is run at most once."""
     ledger, state = acting.ledger, receiver_state()
-    started = datetime.now().astimezone()
-    report = SendReport()
-    while claimed := ledger.signals.claim(
-        None,
+    report = send_owed_signals(
+        merchant_app(),
+        ledger,
         lease=state.signal_lease,
+        retries=state.signal_retries,
         waiting=True,
         parked=True,
         delivery_id=delivery_id,
         identifier=identifier,
-        tried_before=started,
-    ):
-        report.add(send_claimed(merchant_app(), ledger, claimed, retries=state.signal_retries))
+        once_since=datetime.now().astimezone(),
+    )
     left = len(ledger.signals.owed(delivery_id, identifier=identifier))
     return report, left
 
