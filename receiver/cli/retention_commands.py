@@ -110,7 +110,7 @@ def prune(
     """
     target = resolve_database(database)
     folder = _archive_folder(archive, target)
-    with ledger_for(target) as ledger:
+    with ledger_for(target, read_only=dry_run) as ledger:
         report = ledger.prune(older_than, folder, dry_run=dry_run, batch=batch_size)
     for line in _report_lines(report, older_than):
         click.echo(line)
