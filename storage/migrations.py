@@ -15,6 +15,7 @@ import os
 from collections.abc import Callable
 
 from payhooks.storage.engines import require_postgres
+from payhooks.storage.errors import StorageUnavailableError
 from payhooks.storage.rows import CopyReport
 from payhooks.storage.targets import is_postgres_url, redacted
 from payhooks.storage.times import system_clock, to_text
@@ -39,31 +40,26 @@ def copy_ledger(
     return copy(sqlite_path, url, progress)
 
 
-def migrate(target: str | os.PathLike[str], *, connect_timeout_s: int = 10) -> tuple[int, int]:
+def migrate(
+    target: str | os.PathLike[str], *, connect_timeout_s: int = 10, busy_timeout_ms: int = 5000
+) -> tuple[int, int]:
     """Bring the ledger at ``target`` (a file path or a ``postgresql://`` URL) to this code's
     schema version.
 
+    A SQLite file that does not exist, or holds nothing at all (zero bytes, as ``touch`` leaves
+    it, or a database without a table), becomes a new ledger. Any other file is read first
+    without writing a byte of it: one that is not a ledger (not SQLite, or another
+    application's tables) is refused, and a current ledger is left as it is, so that neither
+    needs a folder this process may write.
+
     :returns: the version before and after.
-    :raises StorageError: the database cannot be reached (``StorageUnavailableError``), it
+    :raises StorageError: the database cannot be reached or written
+        (``StorageUnavailableError``), it is not a payhooks ledger (``NotALedgerError``), it
         was migrated by a newer payhooks (``SchemaVersionError``), or psycopg is missing
-        (``PostgresExtraMissingError``).
+        (``PostgresExtraMissingError``). Nothing was changed in a SQLite file then.
     """
     if not is_postgres_url(target):
-        from sqlite_utils import Database
-
-        from payhooks.storage.ledger import Ledger
-        from payhooks.storage.sqlite.schema import schema_version
-
-        path = os.fspath(target)
-        before = 0
-        if os.path.exists(path):
-            probe = Database(path, execute_plugins=False)
-            try:
-                before = schema_version(probe)
-            finally:
-                probe.close()
-        with Ledger(path) as ledger:
-            return before, ledger.schema_version
+        return _migrate_file(os.fspath(target), busy_timeout_ms)
 
     require_postgres()
     import psycopg
@@ -81,3 +77,27 @@ def migrate(target: str | os.PathLike[str], *, connect_timeout_s: int = 10) -> t
             before = schema.schema_version(conn)
             after = schema.migrate(conn, now=to_text(system_clock()))
     return before, after
+
+
+def _migrate_file(path: str, busy_timeout_ms: int) -> tuple[int, int]:
+    from payhooks.storage.ledger import Ledger
+    from payhooks.storage.sqlite.opening import may_write, read_existing_schema
+    from payhooks.storage.sqlite.schema import SCHEMA_VERSION
+
+    before = (
+        read_existing_schema(path, busy_timeout_ms=busy_timeout_ms)
+        if os.path.exists(path)
+        else None
+    )
+    if before == SCHEMA_VERSION:
+        return before, before
+    if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        raise StorageUnavailableError(f"Cannot make a ledger at {path}: its folder does not exist.")
+    if not may_write(path):
+        what = "make a ledger" if before is None else "migrate the ledger"
+        raise StorageUnavailableError(
+            f"Cannot {what} at {path}: this process may not write it or its folder (SQLite "
+            "writes its -wal and -shm files beside it); nothing was changed."
+        )
+    with Ledger(path, busy_timeout_ms=busy_timeout_ms) as ledger:
+        return before or 0, ledger.schema_version

@@ -131,7 +131,7 @@ def check(
         mismatch_window=mismatch_window,
         skip=frozenset(skip),
     )
-    with ledger_for(database) as ledger:
+    with ledger_for(database, read_only=True) as ledger:
         report = evaluate(ledger.vitals(mismatch_window=limits.mismatch_window), limits)
     _print(report, output)
     if current_app and "payhooks" in current_app.extensions:

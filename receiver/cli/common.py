@@ -194,19 +194,31 @@ def _busy_timeout_ms() -> int:
 
 
 @contextmanager
-def ledger_for(database: Path | str | None, *, must_exist: bool = True) -> Iterator[Ledger]:
+def ledger_for(
+    database: Path | str | None, *, must_exist: bool = True, read_only: bool = False
+) -> Iterator[Ledger]:
     """Open the ledger the options and settings name; closed on the way out.
 
     :param must_exist: open only an existing ledger: a missing file, or one that is not a
         payhooks ledger (another application's database, left untouched), is bad usage (exit 2)
         rather than a new empty ledger (a mistyped path should not report "nothing to
         reconcile"). Only the commands that create a ledger pass False.
+    :param read_only: for the commands that only read: open it as ``payhooks console``'s
+        viewer does (:class:`~payhooks.storage.Ledger`'s ``read_only``), so that a ledger in a
+        folder this user may not write, where SQLite cannot make its ``-shm``, can be read,
+        and nothing is written to it; a schema behind this payhooks is then an error naming
+        ``payhooks migrate`` (exit 1), not a migration.
     """
     path = resolve_database(database)
     if must_exist:
         _check_exists(path)
     try:
-        ledger = Ledger(path, busy_timeout_ms=_busy_timeout_ms(), create=not must_exist)
+        ledger = Ledger(
+            path,
+            busy_timeout_ms=_busy_timeout_ms(),
+            create=not must_exist,
+            read_only=read_only and must_exist,
+        )
     except NotALedgerError as err:
         raise BadUsage(err.message) from err
     except StorageError as err:

@@ -17,6 +17,7 @@ from payhooks.receiver.cli.common import (
     database_option,
     fail_on_storage_errors,
     resolve_database,
+    settings,
     shown,
 )
 from payhooks.storage import NotALedgerError, StorageError, is_postgres_url, migrate, redacted
@@ -33,10 +34,12 @@ def migrate_command(database: Path | str | None) -> None:
 
     A SQLite file is also migrated whenever it is opened; a PostgreSQL database only by this
     command (run once per deploy, from any host: concurrent runs take turns under an advisory
-    lock). Exit 1 when the database cannot be reached or was migrated by a newer payhooks.
+    lock). A SQLite file that is not a ledger (not SQLite, another application's tables) is
+    refused and left as it was. Exit 1 when the database cannot be reached or written, is not
+    a payhooks ledger, or was migrated by a newer payhooks.
     """
     target = resolve_database(database)
-    before, after = migrate(target)
+    before, after = migrate(target, busy_timeout_ms=settings().busy_timeout_ms)
     if before == after:
         click.echo(f"The ledger at {shown(target)} is at schema version {after}: nothing to do.")
     else:

@@ -138,7 +138,7 @@ def list_command(
     for value, option in ((code, "--code"), (search, "--search")):
         if value is not None and (not value or "\x00" in value):
             raise click.BadParameter("it must be text, not empty, without NUL.", param_hint=option)
-    with ledger_for(database) as ledger:
+    with ledger_for(database, read_only=True) as ledger:
         if refused:
             _list_refused(ledger, since, until, before_id, limit, output_format)
             return
@@ -204,7 +204,7 @@ def show(delivery_id: int, output_format: str, database: Path | None) -> None:
     A JSON body is laid out (members in the order sent, numbers as written); any other is
     shown escaped. Exit 1 when there is no such delivery.
     """
-    with ledger_for(database) as ledger:
+    with ledger_for(database, read_only=True) as ledger:
         details = _details(ledger, delivery_id)
     if output_format == "json":
         click.echo(terminal_json(details_record(details), indent=2))
@@ -238,7 +238,7 @@ def export(delivery_ids: tuple[int, ...], output: Path, database: Path | None) -
     file is never overwritten (exit 1); nothing is written unless every ID is a delivery.
     """
     ids = list(dict.fromkeys(delivery_ids))
-    with ledger_for(database) as ledger:
+    with ledger_for(database, read_only=True) as ledger:
         found = [_details(ledger, delivery_id) for delivery_id in ids]
     for details in found:
         if details.pruned_at is not None:

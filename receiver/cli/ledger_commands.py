@@ -277,7 +277,7 @@ def reconcile(
     _check_window(since, until, "opened", "--since", "--until")
     _check_window(paid_since, paid_until, "paid", "--paid-since", "--paid-until")
     totals = Totals()
-    with ledger_for(database) as ledger:
+    with ledger_for(database, read_only=True) as ledger:
         rows = ledger.reconcile(
             state=states or None,
             since=since,

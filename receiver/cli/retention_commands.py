@@ -10,6 +10,7 @@ manual.
 
 from __future__ import annotations
 
+import shlex
 from datetime import timedelta
 from pathlib import Path
 
@@ -30,7 +31,7 @@ from payhooks.receiver.durations import format_duration
 from payhooks.receiver.settings import STORED_HEADERS
 from payhooks.storage import NotALedgerError, PruneReport, backup_ledger
 
-__all__ = ["backup", "prune", "restore_pruned"]
+__all__ = ["backup", "check_command", "prune", "restore_pruned"]
 
 
 def _archive_folder(archive: Path | None, target: Path | str) -> Path:
@@ -40,6 +41,21 @@ def _archive_folder(archive: Path | None, target: Path | str) -> Path:
     if isinstance(target, str):
         raise BadUsage("A PostgreSQL ledger has no folder: pass --archive DIR for the archive.")
     return target.resolve().parent
+
+
+def check_command(archive: Path) -> str:
+    """The shell command that checks ``archive`` against its sha256sum file, to paste in the
+    folder ``prune`` ran in.
+
+    The sha256sum file names the archive without a folder (so it still checks once the pair is
+    moved together), and ``sha256sum -c`` opens the names it lists from the current folder:
+    the check runs in the archive's folder, in a subshell so the paste leaves the shell where it
+    was. Both paths are quoted for the shell.
+    """
+    checksums = shlex.quote(f"{archive.name}.sha256")
+    if archive.parent == Path():
+        return f"sha256sum -c {checksums}"
+    return f"(cd {shlex.quote(str(archive.parent))} && sha256sum -c {checksums})"
 
 
 def _report_lines(report: PruneReport, older_than: timedelta) -> list[str]:
@@ -56,8 +72,9 @@ def _report_lines(report: PruneReport, older_than: timedelta) -> list[str]:
             f"{format_duration(older_than)} ago."
         ]
     lines = [
-        f"Archived {what} into {terminal_text(str(report.archive))} "
-        f"(sha256sum -c {terminal_text(str(report.archive))}.sha256 checks it).",
+        f"Archived {what} into {terminal_text(str(report.archive))} with its sha256sum file; "
+        "check it with:",
+        f"  {terminal_text(check_command(report.archive))}",
         f"Pruned {report.pruned_deliveries} deliveries' bodies and headers; deleted "
         f"{report.rejected} refused requests.",
     ]
@@ -110,7 +127,7 @@ def prune(
     """
     target = resolve_database(database)
     folder = _archive_folder(archive, target)
-    with ledger_for(target) as ledger:
+    with ledger_for(target, read_only=dry_run) as ledger:
         report = ledger.prune(older_than, folder, dry_run=dry_run, batch=batch_size)
     for line in _report_lines(report, older_than):
         click.echo(line)

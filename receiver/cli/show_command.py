@@ -63,7 +63,7 @@ def show(identifier: str, show_format: ShowFormat, database: Path | None) -> Non
     it at the service, every delivery naming it, its outcomes and the signals owed for them,
     the customer's returns and what each sync saw. Exit 1 when the ledger has nothing about it.
     """
-    with ledger_for(database) as ledger:
+    with ledger_for(database, read_only=True) as ledger:
         story = ledger.story(identifier)
     if story is None:
         # The group escapes the message for the terminal.

@@ -78,12 +78,12 @@ def serve_command(host: str, port: int) -> None:
     except ValueError as err:
         raise BadUsage(f"The configuration cannot be used: {str(err).rstrip('.')}.") from err
     database = str(app.config["PAYHOOKS_DATABASE"])
-    with ledger_for(database, must_exist=False):
-        pass  # a ledger that cannot be opened (psycopg missing, a bad URL) fails here, not per POST
-    # Listen first: a key printed for a server that then fails to start (a busy port) would be
-    # a key for nothing, left in the terminal's scrollback.
+    # Listen first: a server that cannot start (a busy port) leaves no new ledger file behind,
+    # and prints no key, which would be a key for nothing left in the terminal's scrollback.
     listening = _listen(host, port)
     try:
+        with ledger_for(database, must_exist=False):
+            pass  # a ledger that cannot be opened (psycopg missing, a bad URL) fails here
         server = make_server(host, port, app, threaded=True, fd=listening.fileno())
     finally:
         listening.close()  # the server holds its own duplicate of the socket

@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from flask import Flask, Request, Response, redirect, request, session, url_for
 from werkzeug.wrappers import Response as BaseResponse
 
+from payhooks.receiver.settings import ReceiverSettings
 from payhooks.receiver.standalone.login_token import TOKEN_LIFETIME, LoginToken
 from payhooks.receiver.web.console import Console, ConsoleGrant, ConsoleRole
 from payhooks.receiver.web.console.answers import error_page
@@ -53,12 +54,15 @@ def create_console_app(
     busy_timeout_ms: int = 5000,
     clock: Callable[[], datetime] = _utc_now,
     token_lifetime: timedelta = TOKEN_LIFETIME,
+    settings: ReceiverSettings | None = None,
 ) -> tuple[Flask, LoginToken]:
     """The app, and the token its login link carries.
 
     :param role: what the person who logs in may do.
     :param who: their name, kept in the session beside the role: the audit log's ``who``.
     :param read_only: open the ledger read-only (:class:`~payhooks.storage.Ledger`).
+    :param settings: the scheme and keys to check a delivery's signature evidence with
+        (:class:`~payhooks.receiver.Console`'s ``settings``); None: not checked here.
     :raises ValueError: a ``who`` that :class:`~payhooks.receiver.ConsoleGrant` refuses.
     """
     ConsoleGrant(role, who)  # a name the audit log cannot take fails here, not at each page
@@ -79,6 +83,7 @@ def create_console_app(
         database=database,
         read_only=read_only,
         busy_timeout_ms=busy_timeout_ms,
+        settings=settings,
     )
 
     def login() -> Response | BaseResponse:

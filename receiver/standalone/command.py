@@ -97,6 +97,8 @@ def console_command(database: Path | str | None, port: int, role: str, who: str 
     The link carries a login token that works once, within 10 minutes; the browser then keeps
     a session until the command stops (Ctrl-C). With --role viewer (the default) the ledger is
     opened read-only, so a read-only file or a PostgreSQL role with only SELECT is enough.
+    With PAYHOOKS_SECRETS (or PAYHOOKS_PUBLIC_KEYS) set, a delivery's page checks its
+    signature again with those keys, as the console in the app does.
     """
     target = resolve_database(database)
     if isinstance(target, Path):
@@ -104,7 +106,8 @@ def console_command(database: Path | str | None, port: int, role: str, who: str 
     granted = ConsoleRole(role)
     name = _who(who)
     read_only = granted is ConsoleRole.VIEWER
-    busy_timeout_ms = settings().busy_timeout_ms
+    configured = settings()  # the environment's, checked as every command reads them
+    busy_timeout_ms = configured.busy_timeout_ms
     _check_ledger(target, read_only=read_only, busy_timeout_ms=busy_timeout_ms)
     app, token = create_console_app(
         target if is_postgres_url(target) else os.fspath(target),
@@ -112,6 +115,7 @@ def console_command(database: Path | str | None, port: int, role: str, who: str 
         who=name,
         read_only=read_only,
         busy_timeout_ms=busy_timeout_ms,
+        settings=configured if configured.keys else None,
     )
     try:
         server = make_server(HOST, port, app, threaded=True, request_handler=_SilentHandler)

@@ -17,7 +17,8 @@ import os
 import sqlite3
 from pathlib import Path
 
-from payhooks.storage.errors import NotALedgerError, StorageError
+from payhooks.storage.errors import NotALedgerError, StorageError, StorageUnavailableError
+from payhooks.storage.sqlite.opening import NOT_A_DATABASE, connect_read_only
 
 __all__ = ["backup_ledger"]
 
@@ -30,13 +31,39 @@ def _sync(path: Path) -> None:
         os.close(handle)
 
 
+def _unreadable(source: Path, err: sqlite3.Error) -> StorageError:
+    return StorageUnavailableError(f"Cannot read the ledger at {source}: {err}.")
+
+
+def _check_source(src: sqlite3.Connection, source: Path) -> None:
+    """:raises NotALedgerError: ``src`` is not SQLite, or holds no ledger; only SQLite's own
+    word (``SQLITE_NOTADB``) or a missing table says so: a file SQLite cannot open or read
+    (its ``-shm`` cannot be made, a lock, an I/O error) is a ledger that cannot be read
+    (``StorageUnavailableError``), never "not a ledger".
+    """
+    try:
+        (found,) = src.execute(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'deliveries'"
+        ).fetchone()
+    except sqlite3.DatabaseError as err:
+        if getattr(err, "sqlite_errorcode", 0) & 0xFF == NOT_A_DATABASE:
+            raise NotALedgerError(
+                f"{source} is not a payhooks ledger (it is not a SQLite database)."
+            ) from err
+        raise _unreadable(source, err) from err
+    if not found:
+        raise NotALedgerError(f"{source} is not a payhooks ledger (it holds no payhooks tables).")
+
+
 def backup_ledger(
     source: str | os.PathLike[str], dest: str | os.PathLike[str], *, busy_timeout_ms: int = 5000
 ) -> int:
     """Copy the SQLite ledger ``source`` to the new file ``dest``; returns the copy's size in
-    bytes. ``source`` is opened read-only and never changed.
+    bytes. ``source`` is opened read-only and never changed, in a folder this process may not
+    write too (:func:`~payhooks.storage.sqlite.opening.connect_read_only`).
 
     :raises NotALedgerError: ``source`` is not a payhooks ledger.
+    :raises StorageUnavailableError: ``source`` cannot be opened or read.
     :raises StorageError: ``dest`` exists already, or the copy cannot be made or checked;
         nothing is left at ``dest`` then.
     """
@@ -47,20 +74,11 @@ def backup_ledger(
         raise NotALedgerError(f"There is no ledger at {source_path}.")
     partial = dest_path.with_name(f".{dest_path.name}.partial")
     try:
-        src = sqlite3.connect(
-            f"{source_path.resolve().as_uri()}?mode=ro", uri=True, timeout=busy_timeout_ms / 1000
-        )
+        src = connect_read_only(str(source_path), timeout_s=busy_timeout_ms / 1000)
     except sqlite3.Error as err:
-        raise StorageError(f"Cannot open the ledger at {source_path}: {err}.") from err
+        raise _unreadable(source_path, err) from err
     try:
-        try:
-            found = src.execute(
-                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'deliveries'"
-            ).fetchone()[0]
-        except sqlite3.DatabaseError as err:
-            raise NotALedgerError(f"{source_path} is not a payhooks ledger.") from err
-        if not found:
-            raise NotALedgerError(f"{source_path} is not a payhooks ledger.")
+        _check_source(src, source_path)
         partial.unlink(missing_ok=True)
         # Created empty, owner-only, before SQLite opens it (which would use the umask).
         os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))

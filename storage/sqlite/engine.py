@@ -20,16 +20,16 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
-from urllib.parse import quote
 
 from sqlite_utils import Database
 
-from payhooks.storage.errors import NotALedgerError, SchemaBehindError
+from payhooks.storage.errors import SchemaBehindError
 from payhooks.storage.health import LedgerHealth
 from payhooks.storage.sql import Connection, Cursor
 from payhooks.storage.sqlite.errors import from_sqlite_error, translate_errors
 from payhooks.storage.sqlite.health import check_health
-from payhooks.storage.sqlite.schema import SCHEMA_VERSION, migrate, schema_version
+from payhooks.storage.sqlite.opening import check_ledger, connect_read_only
+from payhooks.storage.sqlite.schema import SCHEMA_VERSION, migrate
 from payhooks.storage.sqlite.wal_sync import WalSync
 from payhooks.storage.sqlite.write_lock import WriteLock
 from payhooks.storage.sqlite.writer import Writer
@@ -96,52 +96,13 @@ def _wal_sync(db: Database, file: str | None) -> WalSync | None:
     return WalSync(file) if str(mode).lower() == "wal" else None
 
 
-# SQLITE_NOTADB: the file is not an SQLite database at all.
-_NOT_A_DATABASE = 26
-
-
-def _check_ledger(db: Database, name: str) -> None:
-    """:raises NotALedgerError: ``db`` has no payhooks migration (or is not SQLite at all)."""
-    try:
-        version = schema_version(db)
-    except sqlite3.DatabaseError as err:
-        if getattr(err, "sqlite_errorcode", 0) & 0xFF != _NOT_A_DATABASE:
-            raise
-        version = 0
-    if version == 0:
-        raise NotALedgerError(
-            f"{name} is not a payhooks ledger (it holds no payhooks schema); nothing was changed "
-            "in it."
-        )
-
-
-def _connect_read_only(path: str, check_same_thread: bool) -> sqlite3.Connection:
-    """Open ``path`` so that SQLite writes nothing to it (``mode=ro``).
-
-    A WAL file opened read-only still needs its ``-shm`` index, which SQLite creates beside
-    it; when this process can write neither the file nor its folder and no ``-wal`` is there
-    (a copy made read-only, a backup on a read-only mount), nothing can be changing the
-    file, so it is opened ``immutable`` instead, which needs no index and takes no lock.
-    """
-    absolute = os.path.abspath(path)
-    folder = os.path.dirname(absolute)
-    frozen = (
-        not os.access(absolute, os.W_OK)
-        and not os.access(folder, os.W_OK)
-        and not os.path.exists(absolute + "-wal")
-    )
-    uri = f"file:{quote(absolute)}?mode=ro" + ("&immutable=1" if frozen else "")
-    return sqlite3.connect(uri, uri=True, check_same_thread=check_same_thread)
-
-
 def _check_read_only(db: Database, name: str) -> int:
     """The version of a file opened read-only, which is never migrated.
 
     :raises NotALedgerError: no payhooks schema at all.
     :raises SchemaBehindError: a schema older than this code's.
     """
-    _check_ledger(db, name)
-    version = schema_version(db)
+    version = check_ledger(db, name)
     if version < SCHEMA_VERSION:
         raise SchemaBehindError(
             f"The ledger {name} has schema version {version} and this payhooks needs "
@@ -206,7 +167,7 @@ class SQLiteEngine:
             else:
                 self.name = os.fspath(path_or_database)
                 if read_only:
-                    conn = _connect_read_only(self.name, check_same_thread)
+                    conn = connect_read_only(self.name, check_same_thread=check_same_thread)
                 else:
                     conn = sqlite3.connect(self.name, check_same_thread=check_same_thread)
                 db = Database(conn, execute_plugins=False)
@@ -216,7 +177,7 @@ class SQLiteEngine:
                     db.conn.execute("PRAGMA query_only = ON")
                     version = _check_read_only(db, self.name)
                 elif not create:
-                    _check_ledger(db, self.name)
+                    check_ledger(db, self.name)
                 if not read_only:
                     configure(db, busy_timeout_ms=busy_timeout_ms)
                     file = _database_file(db)

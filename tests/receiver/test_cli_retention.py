@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,40 @@ def test_a_sqlite_ledger_archives_beside_itself_by_default(
     result = run(["prune", "--older-than", "1d", "--database", str(database)])
     assert result.exit_code == 0, result.output + result.stderr
     assert len(list(database.parent.glob("payhooks-prune-*.jsonl.gz.sha256"))) == 1
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.parametrize(
+    "archive",
+    [None, "archives", "old bodies", "."],
+    ids=["default_ledger_folder", "relative_folder", "folder_with_a_space", "current_folder"],
+)
+def test_the_printed_check_command_checks_the_archive_when_pasted_where_prune_ran(
+    database: Path, clean_env: Path, old_ids: dict[str, int], archive: str | None
+) -> None:
+    """The command runs as a person pastes it: in the folder prune ran in, by a shell."""
+    args = ["prune", "--older-than", "1d", "--database", str(database)]
+    if archive is not None:
+        (clean_env / archive).mkdir(exist_ok=True)
+        args += ["--archive", archive]
+    result = run(args)
+    assert result.exit_code == 0, result.output + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].endswith("with its sha256sum file; check it with:")
+    command = lines[1].strip()
+
+    done = subprocess.run(
+        ["sh", "-c", command],
+        cwd=clean_env,
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert done.returncode == 0, command + done.stdout + done.stderr
+    assert re.fullmatch(r"payhooks-prune-\d{8}T\d{6}Z\.jsonl\.gz: OK\n", done.stdout)
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ talks to it over HTTP with httpx.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import os
@@ -25,7 +26,8 @@ import pytest
 from flask.testing import FlaskClient
 
 from payhooks.storage import Ledger
-from tests.support.app import BodyFactory, SignFunction
+from payhooks.verify import key_fingerprint
+from tests.support.app import TEST_SECRET, BodyFactory, SignFunction
 from tests.support.postgres import PostgresServer
 
 pytestmark = pytest.mark.system
@@ -44,14 +46,17 @@ class Running:
 
 
 @contextlib.contextmanager
-def _console(*args: str, run_as: list[str] | None = None) -> Iterator[Running]:
+def _console(
+    *args: str, run_as: list[str] | None = None, env: dict[str, str] | None = None
+) -> Iterator[Running]:
     """``payhooks console ARGS`` until the block ends; its link read from what it prints.
 
     :param run_as: a command that runs the rest as another user (``setpriv ...``).
+    :param env: variables besides ``PATH`` (``PAYHOOKS_SECRETS``).
     """
     process = subprocess.Popen(
         [*(run_as or []), sys.executable, "-m", "payhooks.receiver", "console", *args],
-        env={"PATH": "/usr/bin:/bin"},
+        env={"PATH": "/usr/bin:/bin", **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -118,6 +123,45 @@ def test_the_printed_link_logs_in_once_and_shows_the_delivery_log(
             assert _forbidden(again)
             assert delivered not in again.text
             assert _forbidden(second.get(f"{console.base}/deliveries"))
+
+
+OTHER_SECRET = "whsec_" + base64.b64encode(b"a key that never signed anything").decode()
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.parametrize(
+    ("secrets", "evidence", "fingerprint"),
+    [
+        (TEST_SECRET, "verified", key_fingerprint("standard-webhooks", TEST_SECRET)),
+        (OTHER_SECRET, "no_key_matches", None),
+        (None, "not_checked", None),
+    ],
+    ids=["signing_key", "another_key", "no_key"],
+)
+def test_with_payhooks_secrets_a_delivery_s_signature_is_checked_again(
+    database: Path,
+    delivered: str,
+    secrets: str | None,
+    evidence: str,
+    fingerprint: str | None,
+) -> None:
+    """As the console in the app does with its keys: the stored delivery was signed with
+    TEST_SECRET; the command reads PAYHOOKS_SECRETS from its environment, never shows it."""
+    with Ledger(database) as ledger:
+        (stored,) = ledger.receiver.delivery_log().rows
+    env = {} if secrets is None else {"PAYHOOKS_SECRETS": secrets}
+
+    with _console("--database", str(database), env=env) as console, httpx.Client() as browser:
+        assert browser.get(console.link).status_code == 303
+        page = browser.get(f"{console.base}/deliveries/{stored.id}")
+
+    assert page.status_code == 200
+    assert f'data-evidence="{evidence}"' in page.text
+    if fingerprint is not None:
+        assert f'<code data-key="{fingerprint}">{fingerprint}</code>' in page.text
+    if secrets is not None:
+        assert f"<code>{key_fingerprint('standard-webhooks', secrets)}</code>" in page.text
+        assert secrets.removeprefix("whsec_") not in page.text + console.printed
 
 
 @pytest.mark.sqlite_only

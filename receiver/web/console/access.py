@@ -17,6 +17,7 @@ from typing import TypeAlias
 from flask import Request, current_app
 
 from payhooks.receiver.ledgers import LedgerPool
+from payhooks.receiver.settings import ReceiverSettings
 from payhooks.storage import Ledger
 
 __all__ = [
@@ -126,14 +127,18 @@ def grant_for(authorize: Authorize, request: Request) -> ConsoleGrant | None:
 
 @dataclass(frozen=True, slots=True)
 class ConsoleAccess:
-    """What one app's console needs at request time: its hook, its prefix, its clock, and the
-    ledgers its pages read (the receiver's, or the console's own)."""
+    """What one app's console needs at request time: its hook, its prefix, its clock, the
+    ledgers its pages read (the receiver's, or the console's own), and the settings it checks
+    signatures with when they are its own rather than the app's."""
 
     authorize: Authorize
     #: Without a trailing slash (``/console``).
     url_prefix: str
     clock: Callable[[], datetime]
     ledgers: LedgerPool
+    #: ``Console(settings=...)``: the scheme and keys a delivery's signature evidence is checked
+    #: with; None reads the app's config, as it is at each page.
+    settings: ReceiverSettings | None = None
 
     def covers(self, path: str) -> bool:
         """Whether ``path`` is under the console's prefix."""

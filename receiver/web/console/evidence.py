@@ -5,8 +5,10 @@ What it answers: under which scheme the stored headers were read, which configur
 verifies the raw body now (named by :func:`payhooks.verify.key_fingerprint`, never shown), or
 why none does, and how far the signed time was from the moment the delivery arrived. The
 check runs the app's own verifier (raw bytes, constant-time comparisons) with the time check
-off: the delivery is old by the time anyone looks. A console without the receiver's keys
-(standalone) says so instead of guessing.
+off: the delivery is old by the time anyone looks. The keys are the app's config as it is at
+each page, or the settings the console was given (``Console(settings=...)``: ``payhooks
+console`` gives its environment's, through :func:`~payhooks.receiver.settings.load_settings` as
+every command reads them). A console with no keys says so instead of guessing.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from payhooks.verify import (
     key_fingerprint,
 )
 
-__all__ = ["SignatureEvidence", "app_settings", "signature_evidence"]
+__all__ = ["SignatureEvidence", "app_settings", "evidence_settings", "signature_evidence"]
 
 #: Why no key verifies, by the kind of failure, as one sentence each.
 _WHY: Final[Mapping[type[SignatureError], tuple[str, str]]] = {
@@ -94,6 +96,17 @@ def app_settings(config: Mapping[str, Any]) -> ReceiverSettings | None:
     except ValueError:
         return None
     return settings if settings.keys else None
+
+
+def evidence_settings(
+    own: ReceiverSettings | None, config: Mapping[str, Any]
+) -> ReceiverSettings | None:
+    """What a delivery's evidence is checked with: the console's own settings when they hold
+    keys (a console mounted on its own has no receiver's config to read), else the app's
+    ``config`` as it is now (:func:`app_settings`)."""
+    if own is not None and own.keys:
+        return own
+    return app_settings(config)
 
 
 def signature_evidence(

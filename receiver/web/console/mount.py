@@ -11,6 +11,7 @@ from urllib.parse import quote
 from flask import Flask, Response, request
 
 from payhooks.receiver.ledgers import LedgerPool
+from payhooks.receiver.settings import ReceiverSettings
 from payhooks.receiver.state import STATE_KEY, receiver_state
 from payhooks.receiver.web import ExternalIdentifierConverter
 from payhooks.receiver.web.console.access import (
@@ -66,6 +67,10 @@ class Console:
     :param read_only: with ``database``, open it read-only (a file made read-only, a role
         with only ``SELECT``; :class:`~payhooks.storage.Ledger`'s ``read_only``).
     :param busy_timeout_ms: with ``database``, how long a read waits for a connection.
+    :param settings: the checked settings (:func:`~payhooks.receiver.load_settings`) whose
+        scheme and keys a delivery's signature evidence is checked with, for a console that
+        has no receiver's config to read them from (``payhooks console`` passes its
+        environment's); None reads the app's config at each page.
     :raises ValueError: naming ``authorize`` (missing or not callable) or ``url_prefix``.
     """
 
@@ -79,6 +84,7 @@ class Console:
         database: str | os.PathLike[str] | None = None,
         read_only: bool = False,
         busy_timeout_ms: int = 5000,
+        settings: ReceiverSettings | None = None,
     ) -> None:
         self.authorize: Authorize = check_authorize(authorize)
         if not isinstance(url_prefix, str) or not url_prefix.startswith("/") or url_prefix == "/":
@@ -87,6 +93,7 @@ class Console:
             )
         self.url_prefix = url_prefix.rstrip("/")
         self.clock = clock
+        self.settings = settings
         self._ledgers: LedgerPool | None = None
         if database is not None:
             target = str(database) if is_postgres_url(database) else Path(database)
@@ -115,7 +122,7 @@ class Console:
             )
         ledgers = self._ledgers if self._ledgers is not None else receiver_state(app).ledgers
         app.extensions[ACCESS_KEY] = ConsoleAccess(
-            self.authorize, self.url_prefix, self.clock, ledgers
+            self.authorize, self.url_prefix, self.clock, ledgers, self.settings
         )
         app.url_map.converters[IDENTIFIER_CONVERTER] = _IdentifierConverter
         register_filters(app)

@@ -9,9 +9,9 @@ from typing import Final
 from flask import Response, current_app, render_template
 
 from payhooks.receiver.payloads.named import named_in_start
-from payhooks.receiver.web.console.access import console_ledger
+from payhooks.receiver.web.console.access import console_ledger, current_access
 from payhooks.receiver.web.console.answers import error_page
-from payhooks.receiver.web.console.evidence import app_settings, signature_evidence
+from payhooks.receiver.web.console.evidence import evidence_settings, signature_evidence
 from payhooks.receiver.web.console.filters import pretty_body
 from payhooks.receiver.web.console.query import MAX_ID
 
@@ -38,7 +38,10 @@ def delivery(delivery_id: int) -> Response | str:
         body=body,
         body_is_json=is_json,
         evidence=signature_evidence(
-            app_settings(current_app.config), details.headers, details.body, details.received_at
+            evidence_settings(current_access().settings, current_app.config),
+            details.headers,
+            details.body,
+            details.received_at,
         ),
     )
 
