@@ -243,8 +243,8 @@ def _receivers(vitals: Vitals, limits: CheckLimits) -> CheckResult:
     return CheckResult(
         "receivers",
         ok,
-        f"{failing} signal(s) owed after a receiver raised, {parked} of them parked; the oldest "
-        f"owed since {_ago(vitals.now, oldest)} (limit {limit}, and none parked); {raised}. "
+        f"{failing} signal(s) owed after a receiver raised, {parked} of them parked; the first "
+        f"raise {_ago(vitals.now, oldest)} (limit {limit}, and none parked); {raised}. "
         "`payhooks signals` lists them.",
         counts,
     )

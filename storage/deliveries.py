@@ -51,8 +51,10 @@ _MARK_RECORDED = (
 
 # The receivers' errors of the delivery's signals still owed after a raise, one a line; NULL
 # once none is (a retry returned).
+# Through the unique (outcome_id, signal) index: a delivery's signals are its outcome's.
 _FAILING_ERRORS = (
-    "SELECT error FROM owed_signals WHERE delivery_id = ? AND sent_at IS NULL AND attempts > 0 "
+    "SELECT error FROM owed_signals WHERE outcome_id = (SELECT outcome_id FROM deliveries "
+    "WHERE id = ?) AND delivery_id = ? AND sent_at IS NULL AND attempts > 0 "
     "ORDER BY outcome_id, position"
 )
 _NOTE_SIGNAL_ERROR = "UPDATE deliveries SET signal_error = ?, updated_at = ? WHERE id = ?"
@@ -260,7 +262,8 @@ def note_signal_error(conn: Connection, delivery_id: int, updated_at: str) -> bo
     """Bring the delivery's ``signal_error`` up to date with its signals: what their receivers
     raised while any is owed after a raise, one signal's errors a line; NULL once none is.
     False when there is no such delivery."""
-    errors = [row[0] for row in conn.execute(_FAILING_ERRORS, (delivery_id,)) if row[0]]
+    params_of = (delivery_id, delivery_id)
+    errors = [row[0] for row in conn.execute(_FAILING_ERRORS, params_of) if row[0]]
     params = ("\n".join(errors) or None, updated_at, delivery_id)
     return bool(conn.execute(_NOTE_SIGNAL_ERROR, params).rowcount)
 

@@ -33,7 +33,9 @@ __all__ = [
     "Selection",
     "claim",
     "claimable",
+    "dismiss",
     "failing",
+    "failing_counts",
     "finish",
     "owe",
     "receiver_errors",
@@ -51,7 +53,13 @@ _OWE = """
 
 _COLUMNS = (
     "s.outcome_id, s.delivery_id, s.signal, s.position, s.reconciliation, s.owed_at, s.sent_at, "
-    "s.id, s.attempts, s.next_attempt_at, s.parked_at, s.error"
+    "s.id, s.attempts, s.next_attempt_at, s.parked_at, s.error, s.claimed_until"
+)
+#: One delivery's signals, through the unique (outcome_id, signal) index: the delivery that
+#: recorded an outcome is the one its signals name, and no index holds delivery_id (the
+#: receiver would pay for it on every delivery).
+_OF_DELIVERY = (
+    "s.outcome_id = (SELECT outcome_id FROM deliveries WHERE id = ?) AND s.delivery_id = ?"
 )
 _RETURNING = _COLUMNS.replace("s.", "")
 _FREE = "s.sent_at IS NULL AND (s.claimed_until IS NULL OR s.claimed_until <= ?)"
@@ -99,8 +107,8 @@ class Selection:
             clauses.append("(s.attempted_at IS NULL OR s.attempted_at < ?)")
             params.append(self.tried_before)
         if self.delivery_id is not None:
-            clauses.append("s.delivery_id = ?")
-            params.append(self.delivery_id)
+            clauses.append(_OF_DELIVERY)
+            params.extend((self.delivery_id, self.delivery_id))
         if self.identifier is not None:
             clauses.append(
                 "s.outcome_id IN (SELECT id FROM outcomes WHERE external_identifier = ?)"
@@ -186,25 +194,39 @@ def _joined_errors(round_: SignalRound) -> str | None:
     return "\n".join(errors) if errors else None
 
 
-def receiver_ids(conn: Connection, names: Iterable[str], known: dict[str, int]) -> dict[str, int]:
-    """The ids of these receiver names in ``signal_receivers``, numbering new ones; ``known``
-    (the caller's cache, updated) saves the look-up for names seen before."""
-    missing = sorted(set(names) - known.keys())
-    if missing:
-        conn.executemany(
-            "INSERT INTO signal_receivers (name) VALUES (?) ON CONFLICT (name) DO NOTHING",
-            [(name,) for name in missing],
-        )
-        for name in missing:
-            (known[name],) = conn.execute(
-                "SELECT id FROM signal_receivers WHERE name = ?", (name,)
-            ).fetchone()
-    return known
+#: The row is still owed and still held by the lease the round's sender took.
+_HELD_BY_US = "id = ? AND sent_at IS NULL AND claimed_until = ?"
+_SENT_CLEAN = (
+    "UPDATE owed_signals SET sent_at = ?, attempts = attempts + 1, ran = ?, "  # noqa: S608
+    f"claimed_until = NULL WHERE {_HELD_BY_US}"
+)
+_SENT_AFTER_RETRY = (
+    "UPDATE owed_signals SET sent_at = ?, attempts = attempts + 1, attempted_at = ?, "  # noqa: S608
+    f"next_attempt_at = NULL, parked_at = NULL, claimed_until = NULL WHERE {_HELD_BY_US}"
+)
+_RAISED = (
+    "UPDATE owed_signals SET attempts = attempts + 1, attempted_at = ?, error = ?, "  # noqa: S608
+    f"next_attempt_at = ?, parked_at = ?, claimed_until = NULL WHERE {_HELD_BY_US}"
+)
 
 
-def finish(
-    conn: Connection, rounds: Iterable[SignalRound], now: str, known: dict[str, int]
-) -> list[SignalRound]:
+def receiver_ids(conn: Connection, names: Iterable[str]) -> dict[str, int]:
+    """The numbers of these receiver names in ``signal_receivers``, numbering new ones (a
+    read each, an insert only the first time a name is seen)."""
+    found: dict[str, int] = {}
+    for name in sorted(set(names)):
+        row = conn.execute("SELECT id FROM signal_receivers WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            conn.execute(
+                "INSERT INTO signal_receivers (name) VALUES (?) ON CONFLICT (name) DO NOTHING",
+                (name,),
+            )
+            row = conn.execute("SELECT id FROM signal_receivers WHERE name = ?", (name,)).fetchone()
+        found[name] = row[0]
+    return found
+
+
+def finish(conn: Connection, rounds: Iterable[SignalRound], now: str) -> list[SignalRound]:
     """Record each claimed signal's round; the rounds that were recorded (a round of a signal
     already sent by someone else is not).
 
@@ -212,18 +234,19 @@ def finish(
     row alone, in a few bytes (``ran``: each receiver's number and milliseconds; its time is
     ``sent_at``): the common case writes what marking it sent always did. Any other round's
     runs go to ``signal_runs``. A round that raised leaves the signal owed until ``retry_at``,
-    or parked. ``known``: the caller's cache of receiver numbers.
+    or parked. Each is recorded only while the round's sender still holds the signal's lease
+    (its ``claimed_until``): a sender whose lease passed, so that another may be running the
+    signal now, records nothing.
     """
     recorded = []
     for round_ in rounds:
         signal, started = round_.signal, to_text(round_.started_at)
         if round_.returned and signal.attempts == 0:
-            ids = receiver_ids(conn, (run.receiver for run in round_.runs), known)
+            ids = receiver_ids(conn, (run.receiver for run in round_.runs))
             ran = " ".join(f"{ids[run.receiver]}:{run.duration_ms}" for run in round_.runs) or None
             changed = conn.execute(
-                "UPDATE owed_signals SET sent_at = ?, attempts = attempts + 1, ran = ?, "
-                "claimed_until = NULL WHERE id = ? AND sent_at IS NULL",
-                (now, ran, signal.id),
+                _SENT_CLEAN,
+                (now, ran, signal.id, signal.claimed_until),
             ).rowcount
         else:
             conn.executemany(
@@ -236,23 +259,20 @@ def finish(
             )
             if round_.returned:
                 changed = conn.execute(
-                    "UPDATE owed_signals SET sent_at = ?, attempts = attempts + 1, "
-                    "attempted_at = ?, next_attempt_at = NULL, parked_at = NULL, "
-                    "claimed_until = NULL WHERE id = ? AND sent_at IS NULL",
-                    (now, started, signal.id),
+                    _SENT_AFTER_RETRY,
+                    (now, started, signal.id, signal.claimed_until),
                 ).rowcount
             else:
                 retry = None if round_.retry_at is None else to_text(round_.retry_at)
                 changed = conn.execute(
-                    "UPDATE owed_signals SET attempts = attempts + 1, attempted_at = ?, "
-                    "error = ?, next_attempt_at = ?, parked_at = ?, claimed_until = NULL "
-                    "WHERE id = ? AND sent_at IS NULL",
+                    _RAISED,
                     (
                         started,
                         _joined_errors(round_),
                         retry,
                         now if retry is None else None,
                         signal.id,
+                        signal.claimed_until,
                     ),
                 ).rowcount
         if changed:
@@ -265,7 +285,7 @@ _FAILING_COLUMNS = f"{_COLUMNS}, o.external_identifier, s.attempted_at"
 
 def _failing(row: Sequence[Any]) -> FailingSignal:
     return FailingSignal(
-        signal=_signal(row[:12]), external_identifier=row[12], attempted_at=from_text(row[13])
+        signal=_signal(row[:13]), external_identifier=row[13], attempted_at=from_text(row[14])
     )
 
 
@@ -280,8 +300,8 @@ def failing(
     through the partial index ``owed_signals_failing`` (only such rows are in it)."""
     clauses, params = ["s.sent_at IS NULL", "s.attempts > 0"], list[Any]()
     if delivery_id is not None:
-        clauses.append("s.delivery_id = ?")
-        params.append(delivery_id)
+        clauses.append(_OF_DELIVERY)
+        params.extend((delivery_id, delivery_id))
     if identifier is not None:
         clauses.append("o.external_identifier = ?")
         params.append(identifier)
@@ -307,6 +327,16 @@ def _clean_runs(conn: Connection, ran: str) -> list[tuple[str, int]]:
     return [(names[receiver_id], ms) for receiver_id, ms in pairs]
 
 
+def failing_counts(conn: Connection) -> tuple[int, int]:
+    """How many signals are owed after a raise, and how many of them are parked (through the
+    partial index ``owed_signals_failing``)."""
+    failing, parked = conn.execute(
+        "SELECT count(*), sum(CASE WHEN parked_at IS NOT NULL THEN 1 ELSE 0 END) "
+        "FROM owed_signals WHERE sent_at IS NULL AND attempts > 0"
+    ).fetchone()
+    return failing, parked or 0
+
+
 def runs_of_deliveries(conn: Connection, delivery_ids: Sequence[int]) -> list[SignalRun]:
     """Every receiver run recorded for the signals these deliveries owed, oldest first: a
     clean first round from the signal's row (timed by its ``sent_at``), any other from
@@ -314,9 +344,9 @@ def runs_of_deliveries(conn: Connection, delivery_ids: Sequence[int]) -> list[Si
     found: list[SignalRun] = []
     for delivery_id in sorted(set(delivery_ids)):
         signals = conn.execute(
-            "SELECT id, outcome_id, signal, sent_at, ran FROM owed_signals "
-            "WHERE delivery_id = ? ORDER BY outcome_id, position",
-            (delivery_id,),
+            "SELECT s.id, s.outcome_id, s.signal, s.sent_at, s.ran FROM owed_signals AS s "  # noqa: S608
+            f"WHERE {_OF_DELIVERY} ORDER BY s.outcome_id, s.position",
+            (delivery_id, delivery_id),
         ).fetchall()
         for signal_id, outcome_id, name, sent_at, ran in signals:
             if ran and sent_at is not None:
@@ -338,6 +368,17 @@ def runs_of_deliveries(conn: Connection, delivery_ids: Sequence[int]) -> list[Si
     return sorted(found, key=lambda run: (run.started_at, run.outcome_id))
 
 
+def dismiss(conn: Connection, signal_id: int, now: str) -> OwedSignal | None:
+    """Mark an owed signal handled without running it (a person decided; its receivers will
+    never run for it), unless a sender holds it now; the row as it was, or None."""
+    row = conn.execute(
+        f"UPDATE owed_signals AS s SET sent_at = ?, dismissed_at = ?, claimed_until = NULL "  # noqa: S608
+        f"WHERE s.id = ? AND {_FREE} RETURNING {_RETURNING}",
+        (now, now, signal_id, now),
+    ).fetchone()
+    return None if row is None else _signal(row)
+
+
 def receiver_errors(conn: Connection) -> list[tuple[str, str, int]]:
     """Every receiver run that raised, counted by signal and receiver (through the partial
     index ``signal_runs_errors``, which holds them alone)."""
@@ -356,8 +397,8 @@ def unsent(
     outcome's in sending order: for one delivery, one payment, or all of them."""
     clauses, params = ["s.sent_at IS NULL"], list[Any]()
     if delivery_id is not None:
-        clauses.append("s.delivery_id = ?")
-        params.append(delivery_id)
+        clauses.append(_OF_DELIVERY)
+        params.extend((delivery_id, delivery_id))
     if identifier is not None:
         clauses.append("s.outcome_id IN (SELECT id FROM outcomes WHERE external_identifier = ?)")
         params.append(identifier)

@@ -162,6 +162,9 @@ class OwedSignal(NamedTuple):
     parked_at: str | None = None
     #: What its last round's receivers raised, if one did.
     error: str | None = None
+    #: The end of the lease its sender holds (the claim's token: a round is recorded only
+    #: while it is still this sender's); None when nobody holds it.
+    claimed_until: str | None = None
 
 
 class ReconciliationRow(NamedTuple):

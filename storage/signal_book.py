@@ -38,9 +38,6 @@ class SignalBook:
         clock: Clock,
     ) -> None:
         self._read, self._write, self._clock = read, write, clock
-        #: Receiver names' numbers in ``signal_receivers``, once looked up (names never change
-        #: number; the cache is dropped when a write fails, in case it numbered a new one).
-        self._receiver_ids: dict[str, int] = {}
 
     def owed(
         self, delivery_id: int | None = None, *, identifier: str | None = None
@@ -131,24 +128,27 @@ class SignalBook:
 
     def finish(self, rounds: Sequence[SignalRound]) -> list[SignalRound]:
         """Record a round of each claimed signal's receivers, in one commit: sent once every
-        receiver returned; else owed again from ``retry_at``, or parked. A delivery whose
-        signals' receivers raise keeps their errors in its ``signal_error`` until none is owed.
-        What was recorded (a signal someone else already sent is left as it is).
+        receiver returned; else owed again from ``retry_at``, or parked. Only while the
+        round's sender still holds the lease it claimed with. A delivery whose signals'
+        receivers raise keeps their errors in its ``signal_error`` until none is owed (brought
+        up to date in a commit of its own, after: a redelivery locks the delivery first and the
+        signals second, so one transaction holding both in the other order could deadlock on
+        PostgreSQL). What was recorded.
 
         Not synced: a round lost to a power cut means one more round, never none.
         """
         now = to_text(self._clock())
-        known = dict(self._receiver_ids)
         with self._write(durable=False) as conn:
-            recorded = owed_signals.finish(conn, rounds, now, known)
-            touched = {
-                round_.signal.delivery_id
-                for round_ in recorded
-                if not round_.returned or round_.signal.attempts > 0
-            }
-            for delivery_id in sorted(touched):
-                deliveries.note_signal_error(conn, delivery_id, now)
-        self._receiver_ids = known  # committed: the new numbers hold
+            recorded = owed_signals.finish(conn, rounds, now)
+        touched = {
+            round_.signal.delivery_id
+            for round_ in recorded
+            if not round_.returned or round_.signal.attempts > 0
+        }
+        if touched:
+            with self._write(durable=False) as conn:
+                for delivery_id in sorted(touched):
+                    deliveries.note_signal_error(conn, delivery_id, now)
         return recorded
 
     def mark_sent(self, signals: Iterable[OwedSignal]) -> int:
@@ -172,6 +172,12 @@ class SignalBook:
                 conn, limit=limit, delivery_id=delivery_id, identifier=identifier
             )
 
+    def failing_counts(self) -> tuple[int, int]:
+        """(signals owed after a raise, of which parked): the counts beside :meth:`failing`'s
+        list, which stops at its limit."""
+        with self._read() as conn:
+            return owed_signals.failing_counts(conn)
+
     def runs(self, delivery_ids: Sequence[int]) -> list[SignalRun]:
         """Every receiver run recorded for these deliveries' signals, oldest first."""
         with self._read() as conn:
@@ -182,3 +188,15 @@ class SignalBook:
         metrics' ``payhooks_receiver_errors_total``."""
         with self._read() as conn:
             return owed_signals.receiver_errors(conn)
+
+    def dismiss(self, signal_id: int) -> OwedSignal | None:
+        """Mark one owed signal handled without running its receivers: a person's decision
+        (the order was shipped by hand; the receiver can never handle this outcome), so that
+        the payment's later signals follow. Refused (None) when it is not owed, or a sender
+        holds it now. Its delivery's ``signal_error`` follows."""
+        now = to_text(self._clock())
+        with self._write(durable=False) as conn:
+            found = owed_signals.dismiss(conn, signal_id, now)
+            if found is not None:
+                deliveries.note_signal_error(conn, found.delivery_id, now)
+            return found

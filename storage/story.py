@@ -53,7 +53,7 @@ _OUTCOMES: Final = (
 )
 _SIGNALS: Final = """
     SELECT s.owed_at, s.outcome_id, s.delivery_id, s.signal, s.reconciliation, s.sent_at,
-        s.error, s.claimed_until, s.attempts, s.next_attempt_at, s.parked_at
+        s.error, s.claimed_until, s.attempts, s.next_attempt_at, s.parked_at, s.dismissed_at
     FROM owed_signals AS s JOIN outcomes AS o ON o.id = s.outcome_id
     WHERE o.external_identifier = ?
     ORDER BY s.outcome_id, s.position"""
@@ -128,7 +128,7 @@ def _outcome(row: tuple[Any, ...]) -> OutcomeEvent:
 
 def _signal(row: tuple[Any, ...]) -> SignalEvent:
     owed_at, outcome_id, delivery_id, signal, state, sent_at, error, claimed_until = row[:8]
-    attempts, next_attempt_at, parked_at = row[8:]
+    attempts, next_attempt_at, parked_at, dismissed_at = row[8:]
     return SignalEvent(
         at=from_text(owed_at),
         outcome_id=outcome_id,
@@ -141,6 +141,7 @@ def _signal(row: tuple[Any, ...]) -> SignalEvent:
         attempts=attempts,
         next_attempt_at=_time(next_attempt_at),
         parked_at=_time(parked_at),
+        dismissed_at=_time(dismissed_at),
     )
 
 

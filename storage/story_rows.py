@@ -161,6 +161,8 @@ class SignalEvent:
     #: While owed after a raise: when its next round is due, or when it was parked.
     next_attempt_at: datetime | None = None
     parked_at: datetime | None = None
+    #: When a person marked it handled without running it (then ``sent_at`` too).
+    dismissed_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

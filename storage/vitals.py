@@ -140,7 +140,8 @@ class Vitals:
     #: Signals still owed after a receiver raised: all of them, and the parked ones.
     failing_signals: int = 0
     parked_signals: int = 0
-    #: When the oldest of those became owed; None when none is.
+    #: The first raise of the oldest of those (a receiver has kept failing since); None when
+    #: none is owed after a raise.
     oldest_failing_at: datetime | None = None
     #: Receiver runs that raised in the last 24 hours.
     receiver_errors: int = 0
@@ -234,9 +235,15 @@ def read_vitals(conn: Connection, now: datetime, mismatch_window: timedelta = DA
         "SELECT count(*), min(owed_at) FROM owed_signals WHERE sent_at IS NULL"
     ).fetchone()
     # Through owed_signals_failing and signal_runs_errors: only such rows are in them.
-    failing, parked, oldest_failing = conn.execute(
-        "SELECT count(*), sum(CASE WHEN parked_at IS NOT NULL THEN 1 ELSE 0 END), min(owed_at) "
+    failing, parked = conn.execute(
+        "SELECT count(*), sum(CASE WHEN parked_at IS NOT NULL THEN 1 ELSE 0 END) "
         "FROM owed_signals WHERE sent_at IS NULL AND attempts > 0"
+    ).fetchone()
+    # Since when a receiver has kept raising: the first raise of a signal still owed.
+    (oldest_failing,) = conn.execute(
+        "SELECT min(r.started_at) FROM owed_signals AS s "
+        "JOIN signal_runs AS r ON r.owed_signal_id = s.id "
+        "WHERE s.sent_at IS NULL AND s.attempts > 0 AND r.error IS NOT NULL"
     ).fetchone()
     since = to_text(now - DAY, argument="now")
     receiver_causes = [

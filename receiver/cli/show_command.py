@@ -185,7 +185,9 @@ def _details(event: StoryEvent) -> list[str]:
             ]
         case SignalEvent():
             parts = [f"{event.signal} ({event.reconciliation}) for outcome #{event.outcome_id}"]
-            if event.sent_at is not None:
+            if event.dismissed_at is not None:
+                parts.append(f"marked handled without running {_time(event.dismissed_at)}")
+            elif event.sent_at is not None:
                 parts.append(f"sent {_time(event.sent_at)}")
             elif event.claimed_until is not None:
                 parts.append(f"owed, claimed until {_time(event.claimed_until)}")

@@ -39,11 +39,11 @@ def _state(signal: OwedSignal, now: datetime) -> str:
 
 
 def _list(owed: list[OwedSignal], now: datetime) -> None:
-    click.echo("outcome  delivery  signal               attempts  state / owed at")
+    click.echo("id       outcome  delivery  signal               rounds  state / owed at")
     for row in owed:
         click.echo(
-            f"{row.outcome_id:<8} {row.delivery_id:<9} {row.signal:<20} {row.attempts:<9} "
-            f"{_state(row, now)} (owed at {row.owed_at})"
+            f"{row.id:<8} {row.outcome_id:<8} {row.delivery_id:<9} {row.signal:<20} "
+            f"{row.attempts:<7} {_state(row, now)} (owed at {row.owed_at})"
         )
         if row.error:
             first = terminal_text(row.error.splitlines()[0])
@@ -54,6 +54,20 @@ def _list(owed: list[OwedSignal], now: datetime) -> None:
         f"{len(owed)} signal(s) owed: {len(owed) - parked - waiting} due, {waiting} waiting for "
         f"a retry, {parked} parked. `flask payhooks signals --send` runs what is due (--now "
         "also what waits, --retry-parked also what is parked)."
+    )
+
+
+def _dismiss(database: Path | None, signal_id: int) -> None:
+    with ledger_for(database) as ledger:
+        found = ledger.signals.dismiss(signal_id)
+    if found is None:
+        raise click.ClickException(
+            f"Signal #{signal_id} is not owed, or a sender holds it now; `payhooks signals` "
+            "lists what is owed."
+        )
+    click.echo(
+        f"Signal #{signal_id} ({found.signal} of outcome #{found.outcome_id}, delivery "
+        f"#{found.delivery_id}) marked handled without running its receivers."
     )
 
 
@@ -71,6 +85,14 @@ def _list(owed: list[OwedSignal], now: datetime) -> None:
     help="Also the parked signals (implies --send).",
 )
 @click.option("--identifier", help="Only this payment's signals (its external identifier).")
+@click.option(
+    "--dismiss",
+    "dismiss_id",
+    type=click.IntRange(min=1),
+    metavar="ID",
+    help="Mark the owed signal with this id (the listing's first column) handled without "
+    "running its receivers, so the payment's later signals follow.",
+)
 @database_option
 @fail_on_storage_errors
 def signals(
@@ -78,6 +100,7 @@ def signals(
     now_too: bool,
     retry_parked: bool,
     identifier: str | None,
+    dismiss_id: int | None,
     database: Path | None,
 ) -> None:
     """List the signals still owed to the app's receivers; with --send, run them.
@@ -90,6 +113,11 @@ def signals(
     raised (the signal stays owed, with its error).
     """
     config = settings()  # first: inside `flask payhooks`, this pushes the app's context
+    if dismiss_id is not None:
+        if send or now_too or retry_parked:
+            raise click.UsageError("--dismiss runs nothing: give it without --send.")
+        _dismiss(database, dismiss_id)
+        return
     send = send or now_too or retry_parked
     app = app_or_none() if send else None
     if send and app is None:

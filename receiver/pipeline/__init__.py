@@ -25,6 +25,8 @@ from payhooks.receiver.pipeline.retry_timer import RetryTimer
 from payhooks.receiver.pipeline.signal_dispatch import (
     SendReport,
     Sweeper,
+    error_text,
+    has_receivers,
     receiver_name,
     send_claimed,
     send_owed,
@@ -40,6 +42,8 @@ __all__ = [
     "SendReport",
     "Sweeper",
     "delivery_ids",
+    "error_text",
+    "has_receivers",
     "payload_error_text",
     "process_stored_delivery",
     "receive_delivery",

@@ -12,6 +12,7 @@ is, so several workers and hosts never run one signal at once. Nothing to set up
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
@@ -32,6 +33,7 @@ class RetryTimer:
         self._tick = tick
         self._pid: int | None = None
         self._thread: threading.Thread | None = None
+        self._exit_hooked = False
         self._lock = threading.Lock()
         self._stop = threading.Event()
 
@@ -52,6 +54,9 @@ class RetryTimer:
             thread = threading.Thread(target=self._loop, name="payhooks-retries", daemon=True)
             thread.start()
             self._thread, self._pid = thread, os.getpid()
+            if not self._exit_hooked:  # a clean exit lets the current look finish first
+                atexit.register(self.stop)
+                self._exit_hooked = True
 
     def stop(self) -> None:
         """Stop the thread after its current look (for tests and a clean shutdown)."""

@@ -42,6 +42,8 @@ from payhooks.storage import (
 __all__ = [
     "SendReport",
     "Sweeper",
+    "error_text",
+    "has_receivers",
     "receiver_name",
     "send_claimed",
     "send_owed",
@@ -63,6 +65,13 @@ _BY_NAME: dict[str, NamedSignal] = {
         signals.payment_mismatch,
     )
 }
+
+
+def has_receivers(app: object) -> bool:
+    """Whether any receiver is connected to a payment signal for ``app``: an app without one
+    (a checkout app that only registers payments) must not take owed signals from the one that
+    ships them, for it would record them sent with nothing run."""
+    return any(bool(list(signal.receivers_for(app))) for signal in _BY_NAME.values())
 
 
 def receiver_name(receiver: Callable[..., Any]) -> str:
@@ -140,6 +149,19 @@ class SendReport:
         return said + (f" ({', '.join(later)})" if later else "")
 
 
+def error_text(err: BaseException) -> str:
+    """What a receiver raised, as the ledger can keep it on either engine: its type and
+    message, shortened, with no NUL (PostgreSQL's text refuses one) and no lone surrogate
+    (neither engine can encode one); a message that cannot be read is said so. A round whose
+    error could not be stored would run again every lease, never parking."""
+    try:
+        text = f"{type(err).__name__}: {err}"
+    except Exception:  # an exception whose __str__ raises
+        text = f"{type(err).__name__}: (its message could not be read)"
+    text = text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
+    return text[:_MAX_ERROR_CHARS]
+
+
 def _run(
     app: object, name: str, receiver: Callable[..., Any], signal: str, **kwargs: object
 ) -> ReceiverRun:
@@ -149,8 +171,7 @@ def _run(
     except Exception as err:
         elapsed = int((time.perf_counter() - clock) * 1000)
         logger.exception("payhooks: a %s receiver (%s) raised", signal, name)
-        error = f"{type(err).__name__}: {err}"[:_MAX_ERROR_CHARS]
-        return ReceiverRun(name, started, elapsed, error)
+        return ReceiverRun(name, started, elapsed, error_text(err))
     return ReceiverRun(name, started, int((time.perf_counter() - clock) * 1000))
 
 

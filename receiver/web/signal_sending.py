@@ -16,7 +16,7 @@ from typing import Final
 
 from flask import Flask, current_app
 
-from payhooks.receiver.pipeline import RetryTimer, send_claimed, sweep_unclaimed
+from payhooks.receiver.pipeline import RetryTimer, has_receivers, send_claimed, sweep_unclaimed
 from payhooks.receiver.state import ReceiverState, receiver_state
 from payhooks.storage import Outcome, OwedSignal, StorageError
 
@@ -49,7 +49,10 @@ def send_after_answer(
 
 def send_due(app: Flask) -> None:
     """Send what is due and nobody holds (the timer's look). A ledger that cannot be opened
-    now is a warning line, not a traceback every interval: the next look tries again."""
+    now is a warning line, not a traceback every interval: the next look tries again. An app
+    with no receiver connected takes nothing (another app ships)."""
+    if not has_receivers(app):
+        return
     with app.app_context():
         state = receiver_state(app)
         try:
@@ -72,10 +75,11 @@ def _tick(app_ref: weakref.ref[Flask]) -> bool:
 
 def _start_timer() -> None:
     """Before each request: start this process's timer once (not in an app under test, whose
-    tests send what they mean to send)."""
+    tests send what they mean to send, nor in an app with no receiver connected)."""
     app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
-    if not app.testing:
-        app.extensions[RETRY_TIMER_KEY].ensure_started()
+    timer: RetryTimer = app.extensions[RETRY_TIMER_KEY]
+    if not app.testing and not timer.running and has_receivers(app):
+        timer.ensure_started()
 
 
 def install_retry_timer(app: Flask, state: ReceiverState) -> RetryTimer:

@@ -151,6 +151,8 @@ TABLES: Final = (
         attempted_at TEXT COLLATE "C",
         next_attempt_at TEXT COLLATE "C",
         parked_at TEXT COLLATE "C",
+        -- A person marked it handled without running it (sent_at set with it).
+        dismissed_at TEXT COLLATE "C",
         -- A first round in which every receiver returned, compactly: "RECEIVER:MS ..." with
         -- each receiver's id in signal_receivers (a clean delivery writes a few bytes more);
         -- any other round's runs are rows of signal_runs.

@@ -152,6 +152,8 @@ TABLES = (
         attempted_at TEXT,
         next_attempt_at TEXT,
         parked_at TEXT,
+        -- A person marked it handled without running it (sent_at set with it).
+        dismissed_at TEXT,
         -- A first round in which every receiver returned, compactly: "RECEIVER:MS ..." with
         -- each receiver's id in signal_receivers (a clean delivery writes a few bytes more);
         -- any other round's runs are rows of signal_runs.

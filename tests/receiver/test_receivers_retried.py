@@ -17,6 +17,7 @@ from flask.testing import FlaskClient
 
 from payhooks.receiver import signals
 from payhooks.receiver.checks import evaluate
+from payhooks.receiver.pipeline import error_text
 from payhooks.storage import Ledger
 from tests.support.app import AppFactory, BodyFactory, SignFunction
 
@@ -232,3 +233,80 @@ def test_the_receivers_check_fails_on_a_parked_signal_and_names_it(
     assert receivers["ok"] is False
     assert "1 of them parked" in receivers["detail"]
     assert "2 receiver run(s) raised in the last 24h" in receivers["detail"]
+
+
+def test_a_dismissed_parked_signal_lets_the_payments_later_signals_follow_unrun(
+    app: Flask,
+    client: FlaskClient,
+    ledger: Ledger,
+    make_body: BodyFactory,
+    sign: SignFunction,
+    warehouse: Warehouse,
+) -> None:
+    heard: list[str] = []
+
+    def on_any(sender: Flask, *, outcome: Any, **extra: Any) -> None:
+        heard.append(outcome.payment_status)
+
+    signals.notification_received.connect(on_any, sender=app)
+    _pay(client, ledger, make_body, sign)
+    _signals(app, "--now")  # parked
+    (parked,) = ledger.signals.owed()
+    refund = make_body(
+        "wallet", external_identifier="order-1", transaction_id="ll-order-1", status="RF"
+    )
+    client.post("/payhooks/notifications", data=refund, headers=sign(refund))
+
+    dismissed = _signals(app, "--dismiss", str(parked.id))
+    again = _signals(app, "--dismiss", str(parked.id))
+    _signals(app, "--send")
+
+    assert dismissed.exit_code == 0, dismissed.output
+    assert f"Signal #{parked.id} (payment-succeeded of outcome #" in dismissed.output
+    assert "marked handled without running its receivers" in dismissed.output
+    assert again.exit_code == 1
+    assert "is not owed" in again.output
+    assert warehouse.calls == 2  # never run for the dismissal
+    assert heard == ["PS", "RF"]
+    assert ledger.signals.owed() == []
+    story = ledger.story("order-1")
+    assert story is not None
+    dismissals = [e for e in story.events if getattr(e, "dismissed_at", None) is not None]
+    assert [e.signal for e in dismissals] == ["payment-succeeded"]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["NUL \x00 in the message", "line one\nline two"],
+    ids=["nul", "two-lines"],
+)
+def test_any_error_a_receiver_raises_is_stored_so_the_signal_can_park(
+    app: Flask,
+    client: FlaskClient,
+    ledger: Ledger,
+    make_body: BodyFactory,
+    sign: SignFunction,
+    message: str,
+) -> None:
+    def broken(sender: Flask, **extra: Any) -> None:
+        raise RuntimeError(message)
+
+    signals.payment_succeeded.connect(broken, sender=app)
+    _pay(client, ledger, make_body, sign)
+
+    (owed,) = ledger.signals.owed()
+    assert owed.attempts == 1
+    assert owed.error is not None
+    assert "\x00" not in owed.error
+    kept = message.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
+    assert owed.error.endswith(kept)
+
+
+def test_error_text_keeps_what_neither_engine_can_store_as_escapes() -> None:
+    class Unreadable(Exception):
+        def __str__(self) -> str:
+            raise ValueError("no message")
+
+    assert error_text(RuntimeError("a\x00b\ud800c")) == "RuntimeError: a\\x00b\\ud800c"
+    assert error_text(Unreadable()) == "Unreadable: (its message could not be read)"
+    assert len(error_text(RuntimeError("x" * 10_000))) == 500

@@ -221,3 +221,28 @@ def test_a_signal_owed_later_waits_while_its_outcome_is_held(ledger: Ledger) -> 
     assert ledger.signals.claim([recorded.outcome_id], lease=LEASE) == []
     ledger.signals.mark_sent(held)
     assert [s.signal for s in ledger.signals.claim(None, lease=LEASE)] == ["payment-succeeded"]
+
+
+def test_a_round_whose_lease_passed_is_not_recorded_over_the_next_senders(
+    ledger: Ledger, clock: FixedClock
+) -> None:
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    recorded = record(ledger, make_outcome())
+    stale = ledger.signals.claim([recorded.outcome_id], lease=LEASE)
+    clock.advance(LEASE.total_seconds() + 1)  # the first sender's lease passed mid-run
+    current = ledger.signals.claim([recorded.outcome_id], lease=LEASE)
+
+    assert ledger.signals.mark_sent(stale) == 0
+    assert len(ledger.signals.owed()) == 2
+    assert ledger.signals.mark_sent(current) == 2
+    assert ledger.signals.owed() == []
+
+
+def test_a_signal_held_by_a_sender_cannot_be_dismissed(ledger: Ledger) -> None:
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    recorded = record(ledger, make_outcome())
+    (first, second) = ledger.signals.claim([recorded.outcome_id], lease=LEASE)
+
+    assert ledger.signals.dismiss(first.id) is None
+    assert ledger.signals.mark_sent([second]) == 1
+    assert len(ledger.signals.owed()) == 1

@@ -33,6 +33,7 @@ from payhooks.storage import (
 __all__ = [
     "DOWNLOADS",
     "body_pruned",
+    "dismiss_signal",
     "download",
     "reprocess",
     "reprocess_one",
@@ -141,9 +142,22 @@ def send_owed(
     return report, left
 
 
+def _audited_run(
+    acting: Acting, *, delivery_id: int | None = None, identifier: str | None = None
+) -> tuple[SendReport, int]:
+    """:func:`send_owed`, with an entry in the audit log even when it fails after the
+    merchant's code ran (the ledger gone mid-way): who ran what is never lost."""
+    try:
+        return send_owed(acting, delivery_id=delivery_id, identifier=identifier)
+    except Exception:
+        acting.record_or_log("failed: the run stopped before its result could be read")
+        raise
+
+
 def sending_result(report: SendReport, left: int) -> tuple[str, str, dict[str, int]]:
     """What a person is told of a sending, its tone, and the audit entry's counts: green only
-    when receivers ran and every one returned; neutral when nothing ran."""
+    when receivers ran, every one returned and nothing is left owed; neutral when nothing ran
+    or something is still owed (held by another sender, or behind an earlier signal)."""
     counts = {
         "receivers_run": report.receivers_run,
         "returned": report.returned,
@@ -156,7 +170,7 @@ def sending_result(report: SendReport, left: int) -> tuple[str, str, dict[str, i
         said += f"; {left} signal(s) still owed"
     if report.raised:
         return said, "problem", counts
-    if not report.ran:
+    if not report.ran or left:
         return said, "neutral", counts
     return said, "succeeded", counts
 
@@ -194,7 +208,7 @@ def send_signals(delivery_id: int) -> BaseResponse:
     if not acting.ledger.signals.owed(delivery_id):
         acting.record("nothing owed", {"receivers_run": 0})
         return done(f"Delivery #{delivery_id} owes no signal: nothing was run.", back, "neutral")
-    report, left = send_owed(acting, delivery_id=delivery_id)
+    report, left = _audited_run(acting, delivery_id=delivery_id)
     said, tone, counts = sending_result(report, left)
     acting.record(said, counts)
     return done(f"Delivery #{delivery_id}: {said}.", back, tone)
@@ -208,10 +222,37 @@ def send_payment_signals(external_identifier: str) -> BaseResponse:
     if not acting.ledger.signals.owed(identifier=external_identifier):
         acting.record("nothing owed", {"receivers_run": 0})
         return done("This payment owes no signal: nothing was run.", back, "neutral")
-    report, left = send_owed(acting, identifier=external_identifier)
+    report, left = _audited_run(acting, identifier=external_identifier)
     said, tone, counts = sending_result(report, left)
     acting.record(said, counts)
     return done(f"{said[:1].upper()}{said[1:]}.", back, tone)
+
+
+def dismiss_signal(signal_id: int) -> BaseResponse:
+    """``POST /signals/<id>/dismiss``: mark one owed signal handled without running its
+    receivers (a person shipped the order by hand, or the receiver can never handle it), so
+    the payment's later signals follow. Audited with the person's note; refused (409) when it
+    is not owed or a sender holds it now."""
+    acting = begin_action("dismiss_signal", f"signal {signal_id}")
+    found = None
+    if 1 <= signal_id <= MAX_ID:
+        found = acting.ledger.signals.dismiss(signal_id)
+    if found is None:
+        acting.record("refused: console_signal_not_owed")
+        return error_page(
+            409,
+            "console_signal_not_owed",
+            "This signal is not owed, or a sender is running it now; nothing was changed.",
+        )
+    acting.record(
+        "marked handled without running",
+        {"signal": found.signal, "outcome_id": found.outcome_id, "delivery_id": found.delivery_id},
+    )
+    return done(
+        f"Signal #{signal_id} ({found.signal}) marked handled without running its receivers.",
+        url_for(".delivery", delivery_id=found.delivery_id),
+        "neutral",
+    )
 
 
 def download(delivery_id: int, form: str) -> Response:

@@ -113,6 +113,7 @@ def exceptions() -> str:
             found = reviews.get(drifted.external_identifier)
             drift_rows.append((drifted, found))
     failing = ledger.signals.failing(limit=MAX_LISTED)
+    failing_total, parked = ledger.signals.failing_counts()
     return render_template(
         "payhooks_console/exceptions.html",
         groups=_groups(rows, now),
@@ -123,7 +124,8 @@ def exceptions() -> str:
         drift=sorted(drift.items()),
         drift_rows=drift_rows,
         failing=failing,
-        parked=sum(1 for item in failing if item.parked),
+        failing_total=failing_total,
+        parked=parked,
         statuses=list(ReviewStatus),
         can_act=can_act(),
         now=now,

@@ -39,6 +39,7 @@ from payhooks.receiver.web.console.acting import (
     take_result,
 )
 from payhooks.receiver.web.console.action_views import (
+    dismiss_signal,
     download,
     reprocess,
     send_payment_signals,
@@ -149,6 +150,9 @@ blueprint.add_url_rule(
 )
 blueprint.add_url_rule(
     "/deliveries/<int:delivery_id>/download/<form>", "download", download, methods=["POST"]
+)
+blueprint.add_url_rule(
+    "/signals/<int:signal_id>/dismiss", "dismiss_signal", dismiss_signal, methods=["POST"]
 )
 blueprint.add_url_rule("/audit", "audit", audit, methods=["GET"])
 blueprint.add_url_rule("/exceptions", "exceptions", exceptions, methods=["GET"])
