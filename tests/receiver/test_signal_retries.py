@@ -15,11 +15,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from payhooks.receiver import PayHooks
-from payhooks.receiver.pipeline import RetryTimer
+from payhooks.receiver.pipeline import RetryTimer, process_stored_delivery
 from payhooks.receiver.settings import load_settings
 from payhooks.receiver.signal_retries import JITTER, SignalRetries
 from payhooks.receiver.web import RETRY_TIMER_KEY
-from tests.support.app import TEST_SECRET
+from payhooks.receiver.web.signal_sending import send_due
+from payhooks.storage import Ledger
+from tests.support.app import TEST_SECRET, notification_body
 
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 
@@ -174,3 +176,23 @@ def test_the_timer_holds_no_strong_reference_to_its_app(tmp_path: Path) -> None:
         assert gone() is None
     finally:
         timer.stop()
+
+
+def test_an_app_without_receivers_takes_no_owed_signal(tmp_path: Path) -> None:
+    """A checkout app sharing the ledger must not record the shipping app's signals as sent
+    with nothing run."""
+    database = tmp_path / "ledger.db"
+    checkout = Flask("checkout", instance_path=str(tmp_path))
+    checkout.config.update(PAYHOOKS_SECRETS=[TEST_SECRET], PAYHOOKS_DATABASE=str(database))
+    PayHooks(checkout)
+    with Ledger(database) as ledger:
+        ledger.receiver.record_delivery(dedupe_key="k", body=notification_body(), headers={})
+        stored = ledger.receiver.delivery(1)
+        assert stored is not None
+        process_stored_delivery(ledger, stored, time_zone=UTC, status_map=None, lease=None)
+        owed = len(ledger.signals.owed())
+
+        send_due(checkout)
+
+        assert owed == 2  # notification-received and payment-mismatch (unexpected)
+        assert len(ledger.signals.owed()) == owed

@@ -470,3 +470,68 @@ def test_a_delivery_that_owes_nothing_offers_no_run_and_a_forced_one_says_so_in_
         "neutral",
     )
     assert ledger.console.audit_log().rows[0].result == "nothing owed"
+
+
+def test_an_operator_marks_a_failing_signal_handled_without_running_it_audited(
+    acting_app: Flask, client: FlaskClient, ledger: Ledger, stuck: Stuck
+) -> None:
+    delivery_id = stuck()
+    stored = ledger.receiver.delivery(delivery_id)
+    assert stored is not None
+    process_stored_delivery(ledger, stored, time_zone=UTC, status_map=None, lease=None)
+    ran: list[int] = []
+
+    def down(sender: Flask, **extra: object) -> None:
+        ran.append(1)
+        raise RuntimeError("warehouse API down")
+
+    with signals.payment_succeeded.connected_to(down, sender=acting_app):
+        client.post(
+            f"/console/deliveries/{delivery_id}/send-signals",
+            data={"csrf_token": token(client, delivery_id)},
+            headers=OPERATOR,
+        )
+        (failing,) = ledger.signals.failing()
+        page = client.get(f"/console/deliveries/{delivery_id}", headers=OPERATOR).text
+        answer = client.post(
+            f"/console/signals/{failing.signal.id}/dismiss",
+            data={"csrf_token": token(client, delivery_id), "note": "shipped by hand"},
+            headers=OPERATOR,
+            follow_redirects=True,
+        )
+        again = client.post(
+            f"/console/signals/{failing.signal.id}/dismiss",
+            data={"csrf_token": token(client, delivery_id)},
+            headers=OPERATOR,
+        )
+
+    assert "Mark handled without running" in page
+    assert _flash(answer) == (
+        f"Signal #{failing.signal.id} (payment-succeeded) marked handled without running its "
+        "receivers.",
+        "neutral",
+    )
+    assert ran == [1]
+    assert ledger.signals.owed(delivery_id) == []
+    assert again.status_code == 409
+    entries = ledger.console.audit_log().rows
+    assert (entries[1].action, entries[1].result, entries[1].note) == (
+        "dismiss_signal",
+        "marked handled without running",
+        "shipped by hand",
+    )
+    assert entries[0].result == "refused: console_signal_not_owed"
+
+
+def test_a_viewer_cannot_mark_a_signal_handled(
+    client: FlaskClient, ledger: Ledger, stuck: Stuck
+) -> None:
+    delivery_id = stuck()
+    answer = client.post(
+        "/console/signals/1/dismiss",
+        data={"csrf_token": token(client, delivery_id, OPERATOR)},
+        headers=VIEWER,
+    )
+
+    assert answer.status_code == 403
+    assert ledger.console.audit_log().rows[0].result == "refused: console_forbidden_action"
