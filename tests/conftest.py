@@ -38,11 +38,13 @@ ENGINES = ("sqlite", "postgresql")
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Every test that uses the ``database`` (so ``ledger``, ``app``...) runs on each engine,
-    unless marked ``sqlite_only`` (WAL sync, the write lock, pragmas, the file itself). The
-    PostgreSQL runs carry the ``postgresql`` marker: ``-m 'not postgresql'`` leaves them out."""
+    unless marked ``sqlite_only`` (WAL sync, the write lock, pragmas, the file itself) or
+    ``postgresql_only`` (PostgreSQL's query plans). The PostgreSQL runs carry the
+    ``postgresql`` marker: ``-m 'not postgresql'`` leaves them out."""
     if "engine" in metafunc.fixturenames:
         only_sqlite = metafunc.definition.get_closest_marker("sqlite_only") is not None
-        engines = ENGINES[:1] if only_sqlite else ENGINES
+        only_postgresql = metafunc.definition.get_closest_marker("postgresql_only") is not None
+        engines = ENGINES[:1] if only_sqlite else ENGINES[1:] if only_postgresql else ENGINES
         on_server = {"postgresql": [pytest.mark.postgresql]}
         metafunc.parametrize(
             "engine", [pytest.param(engine, marks=on_server.get(engine, ())) for engine in engines]

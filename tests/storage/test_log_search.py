@@ -210,13 +210,12 @@ def test_a_transaction_id_search_reads_indexes_only(ledger: Ledger, stored: dict
     assert "INDEX deliveries_identifier" in search, search
 
 
+@pytest.mark.postgresql_only  # PostgreSQL's plans; SQLite's are the test above
 def test_a_transaction_id_search_is_index_lookups_on_postgresql_too(
-    ledger: Ledger, stored: dict[str, int], engine: str
+    ledger: Ledger, stored: dict[str, int]
 ) -> None:
     """With sequential scans priced out, PostgreSQL still finds an index path for every part
     of the search: a subquery inside the ``OR`` would have left it only the scan."""
-    if engine != "postgresql":
-        pytest.skip("PostgreSQL's plans; SQLite's are the test above")
     from payhooks.storage.delivery_log import _ENTRY_COLUMNS, _FROM, _where
 
     with ledger._engine.writer.write() as conn:
