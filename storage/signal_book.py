@@ -23,6 +23,22 @@ from payhooks.storage.times import Clock, to_text
 __all__ = ["SignalBook"]
 
 
+def _selection(
+    waiting: bool,
+    parked: bool,
+    delivery_id: int | None,
+    identifier: str | None,
+    tried_before: datetime | None,
+) -> Selection:
+    return Selection(
+        waiting=waiting,
+        parked=parked,
+        delivery_id=delivery_id,
+        identifier=identifier,
+        tried_before=None if tried_before is None else to_text(tried_before),
+    )
+
+
 class SignalBook:
     """Owed signals: :meth:`owed`, :meth:`claim`, :meth:`finish`, :meth:`failing`.
 
@@ -72,13 +88,7 @@ class SignalBook:
         """
         moment = self._clock()
         now, until = to_text(moment), to_text(moment + lease, argument="lease")
-        selection = Selection(
-            waiting=waiting,
-            parked=parked,
-            delivery_id=delivery_id,
-            identifier=identifier,
-            tried_before=None if tried_before is None else to_text(tried_before),
-        )
+        selection = _selection(waiting, parked, delivery_id, identifier, tried_before)
         with self._write(durable=False) as conn:
             if outcome_ids is None:
                 outcome_ids = owed_signals.claimable(
@@ -99,13 +109,7 @@ class SignalBook:
         """The outcomes, oldest first, whose owed signals :meth:`claim` with the same arguments
         would take now (a read): for a sender that claims them one at a time, so that no claim
         has to outlast more than one outcome's receivers."""
-        selection = Selection(
-            waiting=waiting,
-            parked=parked,
-            delivery_id=delivery_id,
-            identifier=identifier,
-            tried_before=None if tried_before is None else to_text(tried_before),
-        )
+        selection = _selection(waiting, parked, delivery_id, identifier, tried_before)
         with self._read() as conn:
             return owed_signals.claimable(
                 conn, now=to_text(self._clock()), limit=limit, selection=selection

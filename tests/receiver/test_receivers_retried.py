@@ -158,28 +158,38 @@ def test_the_last_round_parks_the_signal_and_only_retry_parked_runs_it(
     assert ledger.signals.owed() == []
 
 
-def test_a_payments_later_signals_wait_behind_its_parked_one_and_follow_once_it_returns(
+@pytest.fixture
+def refunded_behind_parked(
     app: Flask,
     client: FlaskClient,
     ledger: Ledger,
     make_body: BodyFactory,
     sign: SignFunction,
     warehouse: Warehouse,
-) -> None:
+) -> list[str]:
+    """order-1 paid, its payment-succeeded parked (the warehouse down), then refunded: the
+    payment statuses whose notification_received ran so far (a list that grows)."""
     heard: list[str] = []
 
     def on_any(sender: Flask, *, outcome: Any, **extra: Any) -> None:
         heard.append(outcome.payment_status)
 
-    signals.notification_received.connect(on_any, sender=app)
+    signals.notification_received.connect(on_any, sender=app, weak=False)
     _pay(client, ledger, make_body, sign)
-    _signals(app, "--now")  # parked
+    _signals(app, "--now")  # round 2 of 2 raises: parked
     refund = make_body(
         "wallet", external_identifier="order-1", transaction_id="ll-order-1", status="RF"
     )
     answer = client.post("/payhooks/notifications", data=refund, headers=sign(refund))
-
     assert answer.status_code == 200
+    return heard
+
+
+def test_a_payments_later_signals_wait_behind_its_parked_one_and_follow_once_it_returns(
+    app: Flask, ledger: Ledger, warehouse: Warehouse, refunded_behind_parked: list[str]
+) -> None:
+    heard = refunded_behind_parked
+
     assert heard == ["PS"]  # the refund's signals wait behind the parked payment-succeeded
     assert {s.signal for s in ledger.signals.owed()} >= {"notification-received"}
 
@@ -236,26 +246,10 @@ def test_the_receivers_check_fails_on_a_parked_signal_and_names_it(
 
 
 def test_a_dismissed_parked_signal_lets_the_payments_later_signals_follow_unrun(
-    app: Flask,
-    client: FlaskClient,
-    ledger: Ledger,
-    make_body: BodyFactory,
-    sign: SignFunction,
-    warehouse: Warehouse,
+    app: Flask, ledger: Ledger, warehouse: Warehouse, refunded_behind_parked: list[str]
 ) -> None:
-    heard: list[str] = []
-
-    def on_any(sender: Flask, *, outcome: Any, **extra: Any) -> None:
-        heard.append(outcome.payment_status)
-
-    signals.notification_received.connect(on_any, sender=app)
-    _pay(client, ledger, make_body, sign)
-    _signals(app, "--now")  # parked
-    (parked,) = ledger.signals.owed()
-    refund = make_body(
-        "wallet", external_identifier="order-1", transaction_id="ll-order-1", status="RF"
-    )
-    client.post("/payhooks/notifications", data=refund, headers=sign(refund))
+    heard = refunded_behind_parked
+    (parked,) = [s for s in ledger.signals.owed() if s.parked_at is not None]
 
     dismissed = _signals(app, "--dismiss", str(parked.id))
     again = _signals(app, "--dismiss", str(parked.id))
