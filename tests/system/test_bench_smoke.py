@@ -385,11 +385,13 @@ def test_the_health_bench_times_the_route_the_trivial_route_and_the_check() -> N
 
 
 def test_the_write_pages_bench_counts_every_commit_by_btree() -> None:
-    output = _run("-m", "bench.write_pages", "--count", "5", timeout=120)
+    output = _run("-m", "bench.write_pages", "--count", "5", "--receivers", "1", timeout=120)
 
     first, *btrees = output.strip().splitlines()
     match = re.fullmatch(
-        r"([\d.]+) WAL frames per delivery, ([\d.]+) commits per delivery \(5 deliveries\)", first
+        r"([\d.]+) WAL frames per delivery, ([\d.]+) commits per delivery "
+        r"\(5 deliveries, 1 receiver\(s\) per signal\)",
+        first,
     )
     assert match, output
     # At least the one durable commit per delivery, each writing the delivery's table.
