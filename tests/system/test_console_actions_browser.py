@@ -124,6 +124,8 @@ def test_a_viewer_sees_no_action_and_a_form_from_another_site_is_refused(
         stored = ledger.receiver.delivery(delivery_id)
         assert stored is not None
         assert stored.status is DeliveryStatus.PROCESSING_ERROR
+        # set_content keeps the console page's origin: a same-origin form without the token,
+        # refused for the token and audited (another origin's is not: the test below).
         assert ledger.console.audit_log().rows[0].result == "refused: console_csrf_failed"
 
 
@@ -157,3 +159,40 @@ def test_the_action_pages_fit_a_phone_and_run_nothing(
             assert page.locator("script").count() == 0
     finally:
         context.close()
+
+
+def test_a_form_from_another_origin_is_refused_and_not_audited_in_the_persons_name(
+    contexts: Callable[[dict[str, str]], BrowserContext],
+    stuck_server: tuple[LiveServer, int],
+    serve: Callable[[Flask], LiveServer],
+    database: Path | str,
+) -> None:
+    """A page on another port of the same host (another origin; the same site, so Chromium
+    sends the person's cookies) posts to the console: refused before the role or the token is
+    asked, and logged, for the audit log records what people did, not what a site made their
+    browser send."""
+    server, delivery_id = stuck_server
+    target = f"{server.url}/console/deliveries/{delivery_id}/reprocess"
+    other = Flask("another_site")
+
+    @other.get("/")
+    def prize() -> str:
+        return (
+            f'<!doctype html><title>Win</title><form method="post" action="{target}">'
+            '<input name="note" value="forged"><button type="submit">Win a prize</button></form>'
+        )
+
+    elsewhere = serve(other)
+    operator = contexts(OPERATOR).new_page()
+    operator.goto(f"{server.url}/console/deliveries/{delivery_id}")  # the session exists
+    operator.goto(f"{elsewhere.url}/")
+    operator.click("text=Win a prize")
+    operator.wait_for_load_state()
+
+    assert operator.url == target
+    assert operator.locator("[data-error]").get_attribute("data-error") == "console_csrf_failed"
+    with Ledger(database) as ledger:
+        stored = ledger.receiver.delivery(delivery_id)
+        assert stored is not None
+        assert stored.status is DeliveryStatus.PROCESSING_ERROR
+        assert ledger.console.audit_log().rows == ()

@@ -20,7 +20,11 @@ from werkzeug.wrappers import Response as BaseResponse
 from payhooks.receiver.state import STATE_KEY
 from payhooks.receiver.visible_text import visible
 from payhooks.receiver.web.console.access import ConsoleGrant, ConsoleRole, console_ledger
-from payhooks.receiver.web.console.csrf import ActionRefused, check_action_request
+from payhooks.receiver.web.console.csrf import (
+    ActionRefused,
+    check_action_request,
+    refuse_cross_site,
+)
 from payhooks.storage import Ledger, StorageError
 
 __all__ = [
@@ -143,6 +147,20 @@ def _note() -> str | None:
     return text
 
 
+def _log_cross_site(grant: ConsoleGrant, action: str) -> None:
+    """A request another site sent through a person's browser: a warning line for the
+    operator, with what the browser said, never an audit entry in that person's name (any site
+    could otherwise fill the log, or write what it likes there, as them)."""
+    logger.warning(
+        "payhooks console: refused a %s request that another site sent (Sec-Fetch-Site=%s, "
+        "Origin=%s) through the browser of %r; not audited in their name",
+        action,
+        visible(request.headers.get("Sec-Fetch-Site", "-"))[:40],
+        visible(request.headers.get("Origin", "-"))[:200],
+        grant.who,
+    )
+
+
 def begin_action(action: str, target: str | None, *, redrives: bool = False) -> Acting:
     """Let this action start, or refuse it (and audit the refusal).
 
@@ -154,6 +172,7 @@ def begin_action(action: str, target: str | None, *, redrives: bool = False) -> 
     """
     grant = current_grant()
     try:
+        refuse_cross_site()
         if grant.role is not ConsoleRole.OPERATOR:
             raise ActionRefused(
                 403,
@@ -170,7 +189,10 @@ def begin_action(action: str, target: str | None, *, redrives: bool = False) -> 
             )
         note = _note()
     except ActionRefused as refused:
-        Acting(grant, action, target, None).record_or_log(f"refused: {refused.code}")
+        if refused.cross_site:
+            _log_cross_site(grant, action)
+        else:
+            Acting(grant, action, target, None).record_or_log(f"refused: {refused.code}")
         raise
     return Acting(grant, action, target, note)
 

@@ -29,6 +29,7 @@ __all__ = [
     "actions_available",
     "check_action_request",
     "csrf_token",
+    "refuse_cross_site",
 ]
 
 #: Where the token lives in the app's session.
@@ -39,11 +40,29 @@ _ALLOWED_FETCH_SITES: Final = frozenset({"same-origin", "none"})
 
 
 class ActionRefused(Exception):
-    """An action that may not run: its page's status, stable code and one sentence."""
+    """An action that may not run: its page's status, stable code and one sentence;
+    ``cross_site`` when the browser said another site sent it (then it is nobody's action here:
+    it is logged, never audited in the name of the person whose browser carried it)."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(self, status: int, code: str, message: str, *, cross_site: bool = False) -> None:
         super().__init__(message)
         self.status, self.code, self.message = status, code, message
+        self.cross_site = cross_site
+
+
+def refuse_cross_site() -> None:
+    """Refuse a request another site sent, before anything else is asked of it (the role
+    included: a viewer's browser carrying another site's POST is not the viewer acting).
+
+    :raises ActionRefused: 400 ``console_csrf_failed``, marked ``cross_site``.
+    """
+    if not _same_origin():
+        raise ActionRefused(
+            400,
+            "console_csrf_failed",
+            "This action was sent from another site and is refused.",
+            cross_site=True,
+        )
 
 
 def actions_available() -> bool:
@@ -87,10 +106,7 @@ def check_action_request() -> None:
             "console_actions_unavailable",
             "Actions need the app's SECRET_KEY, which is not set; the pages still read.",
         )
-    if not _same_origin():
-        raise ActionRefused(
-            400, "console_csrf_failed", "This action was sent from another site and is refused."
-        )
+    refuse_cross_site()
     expected = session.get(SESSION_KEY)
     sent = request.form.get(FORM_FIELD, "")
     if (
