@@ -3,13 +3,14 @@
 For finance on a laptop, or anyone reading a ledger through a read-only role: no receiver is
 mounted (nothing can be posted, no signing key is needed), the server listens on 127.0.0.1
 only, and the one way in is a link carrying a one-time token, printed when it starts
-(:mod:`.login_token`), exchanged for a session cookie (:mod:`.app`).
+(:mod:`.login_token`), exchanged for a session cookie that only this run's pages are sent,
+under a random path prefix of the run's own (:mod:`.app`).
 """
 
 from __future__ import annotations
 
-from payhooks.receiver.standalone.app import create_console_app
+from payhooks.receiver.standalone.app import ConsoleRun, create_console_app
 from payhooks.receiver.standalone.command import console_command
 from payhooks.receiver.standalone.login_token import LoginToken
 
-__all__ = ["LoginToken", "console_command", "create_console_app"]
+__all__ = ["ConsoleRun", "LoginToken", "console_command", "create_console_app"]

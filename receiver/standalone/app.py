@@ -2,10 +2,18 @@
 
 No receiver: the app mounts :class:`~payhooks.receiver.Console` with the ledger named, so it
 needs no signing keys and nothing can post a notification to it. ``{prefix}/login?token=...``
-trades the one-time token for a session cookie (``HttpOnly``, ``SameSite=Strict``, signed with
-a key made for this run, so a restart logs everybody out) and redirects to the delivery log,
-so the token leaves the address bar and the browser's history holds a used one. The console's
-``authorize`` hook reads the role from that session; without one, every page is the 403 page.
+trades the one-time token for a session cookie (``HttpOnly``, ``SameSite=Strict``) and
+redirects to the delivery log, so the token leaves the address bar and the browser's history
+holds a used one. The console's ``authorize`` hook reads the role from that session; without
+one, every page is the 403 page.
+
+The session is the run's own. Cookies ignore ports, so every other server on 127.0.0.1 (a
+developer's app, another tool's page) would be sent a cookie scoped to the host alone, and
+could replay it. Each run therefore serves under a random path prefix (``/c/`` and 128 random
+bits) that nothing else on the host serves, with the cookie's ``Path`` set to it, so the
+browser sends the cookie to this console's pages only; the cookie's name is the run's own too,
+and it is signed with a key made for the run, so a cookie kept from an earlier run (or a
+restart) is refused.
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from flask import Flask, Request, Response, redirect, request, session, url_for
@@ -23,10 +32,12 @@ from payhooks.receiver.standalone.login_token import TOKEN_LIFETIME, LoginToken
 from payhooks.receiver.web.console import Console, ConsoleGrant, ConsoleRole
 from payhooks.receiver.web.console.answers import error_page
 
-__all__ = ["CONSOLE_PREFIX", "WHO_KEY", "create_console_app"]
+__all__ = ["COOKIE_PREFIX", "PATH_PREFIX", "WHO_KEY", "ConsoleRun", "create_console_app"]
 
-#: Where the standalone console's pages are.
-CONSOLE_PREFIX = "/console"
+#: Where each run's pages are: under this, then the run's random path segment.
+PATH_PREFIX = "/c/"
+#: Each run's session cookie is named this, then random hex digits.
+COOKIE_PREFIX = "payhooks_console_"
 #: The session's keys: the role granted at login, and the person's name (for an audit log).
 ROLE_KEY = "payhooks_console_role"
 WHO_KEY = "payhooks_console_who"
@@ -45,6 +56,27 @@ def _session_grant(request: Request) -> ConsoleGrant | None:
     return ConsoleGrant(ConsoleRole(role), who)
 
 
+@dataclass(frozen=True)
+class ConsoleRun:
+    """One run of the standalone console: its app, its login token, and where it serves.
+
+    The prefix and the cookie's name are secrets of the run as much as the token: a page
+    that knew the prefix could be served under it on another port and be sent the cookie.
+    """
+
+    app: Flask
+    token: LoginToken
+    #: The path every page is under, ``/c/<22 random characters>``; the cookie's ``Path``.
+    prefix: str = field(repr=False)
+    #: The session cookie's name, ``payhooks_console_<16 hex digits>``.
+    cookie_name: str
+
+    @property
+    def login_path(self) -> str:
+        """The login link's path and query, without the scheme and host: it carries the token."""
+        return f"{self.prefix}/login?token={self.token.value}"
+
+
 def create_console_app(
     database: str | os.PathLike[str],
     *,
@@ -55,8 +87,8 @@ def create_console_app(
     clock: Callable[[], datetime] = _utc_now,
     token_lifetime: timedelta = TOKEN_LIFETIME,
     settings: ReceiverSettings | None = None,
-) -> tuple[Flask, LoginToken]:
-    """The app, and the token its login link carries.
+) -> ConsoleRun:
+    """The app, the token its login link carries, and the run's own prefix and cookie name.
 
     :param role: what the person who logs in may do.
     :param who: their name, kept in the session beside the role: the audit log's ``who``.
@@ -66,19 +98,21 @@ def create_console_app(
     :raises ValueError: a ``who`` that :class:`~payhooks.receiver.ConsoleGrant` refuses.
     """
     ConsoleGrant(role, who)  # a name the audit log cannot take fails here, not at each page
+    prefix = PATH_PREFIX + secrets.token_urlsafe(16)  # 128 bits: no other server serves it
+    cookie_name = COOKIE_PREFIX + secrets.token_hex(8)
     app = Flask("payhooks_console")
     app.config.update(
-        SECRET_KEY=secrets.token_bytes(32),
-        SESSION_COOKIE_NAME="payhooks_console",
+        SECRET_KEY=secrets.token_bytes(32),  # the run's: an earlier run's cookie fails its check
+        SESSION_COOKIE_NAME=cookie_name,
         SESSION_COOKIE_HTTPONLY=True,
         SESSION_COOKIE_SAMESITE="Strict",
-        SESSION_COOKIE_PATH=CONSOLE_PREFIX,
+        SESSION_COOKIE_PATH=prefix,  # sent to this run's pages only, whatever the port
     )
     token = LoginToken(clock, token_lifetime)
     Console(
         app,
         authorize=_session_grant,
-        url_prefix=CONSOLE_PREFIX,
+        url_prefix=prefix,
         clock=clock,
         database=database,
         read_only=read_only,
@@ -99,5 +133,5 @@ def create_console_app(
         session[WHO_KEY] = who
         return redirect(url_for("payhooks_console.deliveries"), code=303)
 
-    app.add_url_rule(f"{CONSOLE_PREFIX}/login", "payhooks_console_login", login, methods=["GET"])
-    return app, token
+    app.add_url_rule(f"{prefix}/login", "payhooks_console_login", login, methods=["GET"])
+    return ConsoleRun(app, token, prefix, cookie_name)

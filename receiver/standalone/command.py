@@ -27,7 +27,7 @@ from payhooks.receiver.cli.common import (
     settings,
     shown,
 )
-from payhooks.receiver.standalone.app import CONSOLE_PREFIX, create_console_app
+from payhooks.receiver.standalone.app import create_console_app
 from payhooks.receiver.standalone.login_token import TOKEN_LIFETIME
 from payhooks.receiver.web.console import ConsoleRole
 from payhooks.storage import Ledger, NotALedgerError, StorageError, is_postgres_url
@@ -41,7 +41,7 @@ MAX_WHO_LENGTH: Final = 64
 
 
 class _SilentHandler(WSGIRequestHandler):
-    """No access log: its lines would carry the login link's token."""
+    """No access log: its lines would carry the login link's token and the run's prefix."""
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         return
@@ -109,7 +109,7 @@ def console_command(database: Path | str | None, port: int, role: str, who: str 
     configured = settings()  # the environment's, checked as every command reads them
     busy_timeout_ms = configured.busy_timeout_ms
     _check_ledger(target, read_only=read_only, busy_timeout_ms=busy_timeout_ms)
-    app, token = create_console_app(
+    run = create_console_app(
         target if is_postgres_url(target) else os.fspath(target),
         role=granted,
         who=name,
@@ -118,7 +118,7 @@ def console_command(database: Path | str | None, port: int, role: str, who: str 
         settings=configured if configured.keys else None,
     )
     try:
-        server = make_server(HOST, port, app, threaded=True, request_handler=_SilentHandler)
+        server = make_server(HOST, port, run.app, threaded=True, request_handler=_SilentHandler)
     except OSError as err:
         raise click.ClickException(
             f"Cannot listen on {HOST} port {port}: {err.strerror or err}."
@@ -129,7 +129,7 @@ def console_command(database: Path | str | None, port: int, role: str, who: str 
     try:  # from here on, Ctrl-C is how the command is meant to end
         click.echo(f"payhooks console on {shown(target)} ({mode}), as {granted.value} for {name}")
         click.echo(f"Open this link within {minutes} minutes; it works once:")
-        click.echo(f"  http://{HOST}:{real_port}{CONSOLE_PREFIX}/login?token={token.value}")
+        click.echo(f"  http://{HOST}:{real_port}{run.login_path}")
         click.echo("Press Ctrl-C to stop.")
         server.serve_forever(poll_interval=0.2)
     except KeyboardInterrupt:

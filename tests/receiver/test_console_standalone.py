@@ -17,30 +17,41 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
+from flask import Flask, request
 from flask.testing import FlaskClient
 
 from payhooks.storage import Ledger
 from payhooks.verify import key_fingerprint
 from tests.support.app import TEST_SECRET, BodyFactory, SignFunction
+from tests.support.browser import BROWSER_TIMEOUT_MS, chromium
+from tests.support.live_server import LiveServer
 from tests.support.postgres import PostgresServer
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
 
 pytestmark = pytest.mark.system
 
-_LINK = re.compile(r"(http://127\.0\.0\.1:(\d+)/console)/login\?token=([A-Za-z0-9_-]+)")
+_LINK = re.compile(
+    r"(http://127\.0\.0\.1:(\d+)(/c/[A-Za-z0-9_-]{22}))/login\?token=([A-Za-z0-9_-]+)"
+)
 
 
 @dataclass
 class Running:
     process: subprocess.Popen[str]
-    #: ``http://127.0.0.1:PORT/console``
+    #: ``http://127.0.0.1:PORT/c/RANDOM``
     base: str
     port: int
+    #: ``/c/RANDOM``: the run's own path prefix, the session cookie's ``Path``
+    prefix: str
     link: str
     printed: str
 
@@ -68,7 +79,7 @@ def _console(
             printed += line
             found = _LINK.search(line)
             if found:
-                yield Running(process, found[1], int(found[2]), found[0], printed)
+                yield Running(process, found[1], int(found[2]), found[3], found[0], printed)
                 return
         raise AssertionError(f"no link printed: {printed}{process.stderr.read()}")  # type: ignore[union-attr]
     finally:
@@ -107,10 +118,11 @@ def test_the_printed_link_logs_in_once_and_shows_the_delivery_log(
         with httpx.Client() as browser:
             login = browser.get(console.link)
             assert login.status_code == 303
-            assert login.headers["location"] == "/console/deliveries"
+            assert login.headers["location"] == f"{console.prefix}/deliveries"
             cookie = login.headers["set-cookie"]
             assert "HttpOnly" in cookie
             assert "SameSite=Strict" in cookie
+            assert f"Path={console.prefix};" in cookie
             log = browser.get(f"{console.base}/deliveries")
             assert log.status_code == 200
             assert delivered in log.text
@@ -123,6 +135,63 @@ def test_the_printed_link_logs_in_once_and_shows_the_delivery_log(
             assert _forbidden(again)
             assert delivered not in again.text
             assert _forbidden(second.get(f"{console.base}/deliveries"))
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Debian's Chromium, headless, for the module."""
+    yield from chromium()
+
+
+@pytest.fixture
+def other_server(serve: Callable[[Flask], LiveServer]) -> tuple[LiveServer, list[str]]:
+    """Another local server, on a port of its own: any page, each page's cookies kept (not
+    the favicon's, which the browser asks for when it likes)."""
+    cookies: list[str] = []
+    app = Flask("another_local_server")
+
+    @app.get("/", defaults={"path": ""})
+    @app.get("/<path:path>")
+    def any_page(path: str) -> str:
+        if path != "favicon.ico":
+            cookies.append(f"{request.path}: {request.headers.get('Cookie', '')}")
+        return "<!doctype html><title>another server</title><p>hello"
+
+    return serve(app), cookies
+
+
+@pytest.mark.sqlite_only
+def test_after_logging_in_the_browser_sends_the_session_to_no_other_local_server(
+    database: Path, delivered: str, browser: Browser, other_server: tuple[LiveServer, list[str]]
+) -> None:
+    """Cookies ignore ports: what keeps the session from another server on 127.0.0.1 is its
+    path, the run's random prefix. The browser visits that server's pages where a console is
+    usually served; the last visit, at the run's own prefix (which only the console knows),
+    shows that the browser would send the cookie there, so the others' silence means something."""
+    other, cookies = other_server
+    with _console("--database", str(database)) as console:
+        context = browser.new_context()
+        context.set_default_timeout(BROWSER_TIMEOUT_MS)
+        try:
+            page = context.new_page()
+            page.goto(console.link)
+            assert page.url == f"{console.base}/deliveries"
+            assert delivered in page.content()
+            (session,) = context.cookies()
+            assert session["path"] == console.prefix
+            assert session["name"].startswith("payhooks_console_")
+            for path in ("/", "/console", "/console/deliveries", "/c/", "/c/other/deliveries"):
+                page.goto(other.url + path)
+            page.goto(f"{other.url}{console.prefix}/deliveries")
+        finally:
+            context.close()
+
+    *elsewhere, at_the_prefix = cookies
+    assert elsewhere == [
+        f"{path}: "
+        for path in ("/", "/console", "/console/deliveries", "/c/", "/c/other/deliveries")
+    ]
+    assert at_the_prefix.startswith(f"{console.prefix}/deliveries: {session['name']}=")
 
 
 OTHER_SECRET = "whsec_" + base64.b64encode(b"a key that never signed anything").decode()
