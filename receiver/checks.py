@@ -94,8 +94,11 @@ class CheckLimits:
         if unknown:
             raise ValueError(f"unknown check {unknown[0]!r}; the checks are {CHECK_NAMES}")
         for name in ("max_failure_percent", "max_refused_percent"):
-            if not Decimal(0) <= getattr(self, name) <= Decimal(100):
-                raise ValueError(f"{name} must be from 0 to 100")
+            value = getattr(self, name)
+            # A NaN Decimal raises InvalidOperation when compared: ask first.
+            finite = value.is_finite() if isinstance(value, Decimal) else isinstance(value, int)
+            if not finite or not 0 <= value <= 100:
+                raise ValueError(f"{name} must be from 0 to 100, a Decimal")
         if self.min_deliveries < 1:
             raise ValueError("min_deliveries must be 1 or more")
 

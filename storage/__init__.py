@@ -33,6 +33,7 @@ from payhooks.storage.errors import (
     StorageError,
     StorageUnavailableError,
     UnknownDeliveryError,
+    UnreadableRowError,
 )
 from payhooks.storage.exception_reviews import ExceptionReview, ReviewStatus
 from payhooks.storage.finance import bucket_size_for
@@ -197,6 +198,7 @@ __all__ = [
     "SyncStatus",
     "UnknownCurrencyError",
     "UnknownDeliveryError",
+    "UnreadableRowError",
     "Vitals",
     "WindowCounts",
     "backup_ledger",

@@ -113,7 +113,7 @@ def to_delivery(values: tuple[Any, ...], *, is_new: bool = False) -> Delivery:
         id=delivery_id,
         dedupe_key=dedupe_key,
         reused_key_of=reused_key_of,
-        received_at=from_text(received_at),
+        received_at=from_text(received_at, column="deliveries.received_at"),
         headers=json.loads(headers),
         body=bytes(body),
         body_sha256=body_sha256,

@@ -275,7 +275,7 @@ def _entry_values(values: tuple[Any, ...]) -> dict[str, Any]:
     entry = dict(zip((each.name for each in fields(LoggedDelivery)), values, strict=True))
     minor, currency = entry["amount"], entry["currency"]
     return entry | {
-        "received_at": from_text(entry["received_at"]),
+        "received_at": from_text(entry["received_at"], column="deliveries.received_at"),
         "status": DeliveryStatus(entry["status"]),
         "amount": None if minor is None else from_minor_units(minor, currency),
     }
@@ -358,7 +358,7 @@ def select_rejected_page(
     rows = [
         RejectedDelivery(
             id=rejected_id,
-            received_at=from_text(received_at),
+            received_at=from_text(received_at, column="rejected_deliveries.received_at"),
             remote_addr=remote_addr,
             reason=reason,
             body_size=body_size,
@@ -379,7 +379,7 @@ def select_rejected(conn: Connection, rejected_id: int) -> RejectedDetails | Non
     found_id, received_at, remote_addr, reason, body_size, body = tuple(values)
     return RejectedDetails(
         id=found_id,
-        received_at=from_text(received_at),
+        received_at=from_text(received_at, column="rejected_deliveries.received_at"),
         remote_addr=remote_addr,
         reason=reason,
         body_size=body_size,

@@ -21,6 +21,7 @@ __all__ = [
     "StorageError",
     "StorageUnavailableError",
     "UnknownDeliveryError",
+    "UnreadableRowError",
 ]
 
 
@@ -108,3 +109,25 @@ class PostgresExtraMissingError(StorageError):
 
     def __init__(self) -> None:
         super().__init__("PostgreSQL needs the postgres extra: pip install 'payhooks[postgres]'.")
+
+
+class UnreadableRowError(StorageError):
+    """A stored value the ledger cannot read back: a time that is not ISO 8601 with its offset,
+    as payhooks writes every time (``yesterday``, a date alone, a time without a zone).
+
+    payhooks never writes one, so something else changed the row (a SQL tool, another
+    program). Raised where the value is read, so every reader (``payhooks check``, the
+    metrics, the console) fails in one sentence naming the column, never the value, instead
+    of a traceback.
+    """
+
+    code = "unreadable_row"
+
+    def __init__(self, column: str | None = None) -> None:
+        #: The table and column (``deliveries.received_at``), when the reader knows it.
+        self.column = column
+        what = "a stored time" if column is None else f"a value in {column}"
+        super().__init__(
+            f"The ledger holds {what} that is not a time as payhooks writes one "
+            "(ISO 8601 with its offset): something other than payhooks changed the row."
+        )

@@ -352,6 +352,8 @@ class Ledger:
         ledger's size (:mod:`payhooks.storage.vitals`).
 
         :raises ValueError: ``now`` is naive, or ``mismatch_window`` is not positive.
+        :raises UnreadableRowError: a time the figures read is not one payhooks writes (a
+            row changed outside payhooks), naming its column: the figures cannot be trusted.
         """
         moment = self._clock() if now is None else now
         to_text(moment, argument="now")

@@ -63,15 +63,17 @@ def sync_run_from_row(row: tuple[Any, ...] | None) -> SyncRun | None:
     ident, started, before, status, cursor, pages, items, error, updated, finished = row
     return SyncRun(
         id=ident,
-        started_at=from_text(started),
-        expected_before=from_text(before),
+        started_at=from_text(started, column="sync_runs.started_at"),
+        expected_before=from_text(before, column="sync_runs.expected_before"),
         status=SyncStatus(status),
         next_cursor=cursor,
         pages=pages,
         items=items,
         error=error,
-        updated_at=from_text(updated),
-        finished_at=None if finished is None else from_text(finished),
+        updated_at=from_text(updated, column="sync_runs.updated_at"),
+        finished_at=None
+        if finished is None
+        else from_text(finished, column="sync_runs.finished_at"),
     )
 
 

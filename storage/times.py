@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from payhooks.storage.errors import UnreadableRowError
+
 __all__ = ["Clock", "from_text", "system_clock", "to_text"]
 
 #: Returns the current time, timezone-aware. Tests inject a fixed one.
@@ -29,6 +31,18 @@ def to_text(moment: datetime, *, argument: str = "time") -> str:
     return moment.astimezone(UTC).isoformat()
 
 
-def from_text(text: str) -> datetime:
-    """A stored time back as an aware datetime in UTC."""
-    return datetime.fromisoformat(text)
+def from_text(text: str, *, column: str | None = None) -> datetime:
+    """A stored time back as an aware datetime in UTC.
+
+    :param column: where ``text`` was read (``deliveries.received_at``), for the error.
+    :raises UnreadableRowError: for text :func:`to_text` never writes (``yesterday``, a date
+        alone, a time without an offset): a naive time would fail later, in a comparison
+        with an aware one, far from the row that caused it.
+    """
+    try:
+        moment = datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        raise UnreadableRowError(column) from None
+    if moment.utcoffset() is None:
+        raise UnreadableRowError(column)
+    return moment

@@ -66,6 +66,7 @@ _ACCEPTED = ", ".join(f"'{status.value}'" for status in sorted(ACCEPTED_DELIVERY
 _ACCEPTED_VALUES = frozenset(status.value for status in ACCEPTED_DELIVERY_STATUSES)
 _FINISHED = ", ".join(f"'{status.value}'" for status in sorted(FINISHED_DELIVERY_STATUSES))
 _MISMATCHES = ", ".join(f"'{state.value}'" for state in sorted(MISMATCH_STATES))
+_RECEIVED: Final = "deliveries.received_at"
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,8 +200,10 @@ def _window(conn: Connection, since: str) -> tuple[WindowCounts, list[ErrorCause
     return counts, causes
 
 
-def _time(value: Any) -> datetime | None:
-    return None if value is None else from_text(value)
+def _time(value: Any, column: str) -> datetime | None:
+    """A stored time, or None; :class:`~payhooks.storage.UnreadableRowError` naming
+    ``column`` when it is not one payhooks wrote."""
+    return None if value is None else from_text(value, column=column)
 
 
 def _last_finished_and_accepted(conn: Connection) -> tuple[str | None, str | None]:
@@ -279,24 +282,26 @@ def read_vitals(conn: Connection, now: datetime, mismatch_window: timedelta = DA
     ).fetchall()
     return Vitals(
         now=now,
-        last_delivery_at=None if last is None else from_text(last[0]),
-        last_accepted_at=_time(accepted),
-        last_finished_at=_time(finished),
+        last_delivery_at=None if last is None else _time(last[0], _RECEIVED),
+        last_accepted_at=_time(accepted, _RECEIVED),
+        last_finished_at=_time(finished, _RECEIVED),
         last_hour=last_hour,
         last_day=last_day,
         errors=tuple(sorted(causes, key=lambda cause: (-cause.count, cause.origin, cause.code))),
         unsent_signals=unsent,
-        oldest_unsent_at=_time(oldest),
+        oldest_unsent_at=_time(oldest, "owed_signals.owed_at"),
         last_sync=sync_run_from_row(service_transactions.latest_run(conn)),
-        last_complete_sync_at=_time(complete),
+        last_complete_sync_at=_time(complete, "sync_runs.finished_at"),
         drift=drift,
         mismatches=mismatches,
         recent_mismatches=recent,
         mismatch_window=mismatch_window,
         failing_signals=failing,
         parked_signals=parked or 0,
-        oldest_failing_at=_time(oldest_failing),
+        oldest_failing_at=_time(oldest_failing, "signal_runs.started_at"),
         receiver_errors=sum(cause.count for cause in receiver_causes),
         refused_by_code={code: count for code, count, _ in refusals},
-        last_refused_at=_time(max((last for _, _, last in refusals), default=None)),
+        last_refused_at=_time(
+            max((last for _, _, last in refusals), default=None), "rejected_deliveries.received_at"
+        ),
     )

@@ -19,7 +19,7 @@ from flask import current_app
 from payhooks.receiver.checks import CHECK_NAMES, CheckLimits, CheckReport, evaluate, send_failed
 from payhooks.receiver.cli.common import database_option, fail_on_storage_errors, ledger_for
 from payhooks.receiver.cli.escaping import terminal_text
-from payhooks.receiver.cli.option_values import DURATION
+from payhooks.receiver.cli.option_values import DURATION, PERCENT
 
 __all__ = ["check"]
 
@@ -36,10 +36,9 @@ _DEFAULTS = CheckLimits()
 )
 @click.option(
     "--max-failure-rate",
-    type=click.FloatRange(0, 100),
-    default=float(_DEFAULTS.max_failure_percent),
+    type=PERCENT,
+    default=_DEFAULTS.max_failure_percent,
     show_default=True,
-    metavar="PERCENT",
     help="Fail when more of the last hour's deliveries failed.",
 )
 @click.option(
@@ -51,10 +50,9 @@ _DEFAULTS = CheckLimits()
 )
 @click.option(
     "--max-refused-rate",
-    type=click.FloatRange(0, 100),
-    default=float(_DEFAULTS.max_refused_percent),
+    type=PERCENT,
+    default=_DEFAULTS.max_refused_percent,
     show_default=True,
-    metavar="PERCENT",
     help="Fail when more of the last hour's requests were refused.",
 )
 @click.option(
@@ -104,9 +102,9 @@ _DEFAULTS = CheckLimits()
 @fail_on_storage_errors
 def check(
     max_silence: Any,
-    max_failure_rate: float,
+    max_failure_rate: Decimal,
     min_deliveries: int,
-    max_refused_rate: float,
+    max_refused_rate: Decimal,
     max_signal_age: Any,
     max_receiver_failing: Any,
     max_sync_age: Any,
@@ -122,9 +120,9 @@ def check(
     """
     limits = CheckLimits(
         max_silence=max_silence,
-        max_failure_percent=Decimal(str(max_failure_rate)),
+        max_failure_percent=max_failure_rate,
         min_deliveries=min_deliveries,
-        max_refused_percent=Decimal(str(max_refused_rate)),
+        max_refused_percent=max_refused_rate,
         max_signal_age=max_signal_age,
         max_receiver_failing=max_receiver_failing,
         max_sync_age=max_sync_age,

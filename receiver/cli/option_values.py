@@ -1,11 +1,16 @@
 """The values the ``payhooks`` commands read from the command line: amounts (whole minor
 units, 1 or more; a negative number is an amount, never an unknown option), ISO 4217 currency
-codes and ISO 8601 times, each refused in one sentence as bad usage (exit 2)."""
+codes, ISO 8601 times, durations, percentages and seconds, each refused in one sentence as bad
+usage (exit 2). ``nan`` and the infinities are never a number here: Python's ``float`` reads
+them, and they pass every range check (``nan`` compares false with everything)."""
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal, InvalidOperation
+from typing import Any
 
 import click
 
@@ -128,3 +133,45 @@ class Duration(click.ParamType):  # type: ignore[type-arg]
 
 #: The one instance the commands use: ``type=DURATION``.
 DURATION = Duration()
+
+
+class Percent(click.ParamType):  # type: ignore[type-arg]
+    """A PERCENT option: a number from 0 to 100, read as a ``Decimal`` (never through a float);
+    anything else (``nan``, ``inf``, ``101``) is bad usage (exit 2) in one sentence."""
+
+    name = "PERCENT"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> Decimal:
+        if isinstance(value, Decimal) and value.is_finite() and 0 <= value <= 100:
+            return value
+        try:
+            number = Decimal(str(value).strip())
+        except InvalidOperation:
+            number = Decimal("NaN")
+        if not number.is_finite() or not 0 <= number <= 100:
+            self.fail(f"{value!r} is not a percentage from 0 to 100 (such as 12.5).", param, ctx)
+        return number
+
+
+#: The one instance the commands use: ``type=PERCENT``.
+PERCENT = Percent()
+
+
+class Seconds(click.FloatRange):
+    """A number of seconds above 0 and at most ``highest``; ``nan`` and the infinities, which
+    :class:`click.FloatRange` lets through, are bad usage (exit 2) in one sentence."""
+
+    name = "SECONDS"
+
+    def __init__(self, highest: float) -> None:
+        super().__init__(min=0, min_open=True, max=highest)
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        seconds: float = super().convert(value, param, ctx)
+        if not math.isfinite(seconds):
+            self.fail(f"{value!r} is not a number of seconds.", param, ctx)
+        return seconds

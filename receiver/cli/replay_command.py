@@ -15,6 +15,7 @@ import click
 
 from payhooks.receiver.cli.common import SIGNING_KEY_ENV, resolve_scheme, scheme_option, signer_for
 from payhooks.receiver.cli.escaping import terminal_text
+from payhooks.receiver.cli.option_values import Seconds
 from payhooks.receiver.cli.sender import ReplayError, ReplayInterrupted, ReplayResult, load_payloads
 from payhooks.receiver.cli.sender import replay as send_all
 
@@ -60,10 +61,10 @@ __all__ = ["replay"]
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=Seconds(highest=86400),
     default=10.0,
     show_default=True,
-    help="Seconds to wait for each answer.",
+    help="Seconds to wait for each answer, at most 86400 (a day).",
 )
 def replay(
     paths: tuple[Path, ...],

@@ -163,7 +163,8 @@ def test_a_check_that_counts_nothing_has_empty_counts(name: str) -> None:
     assert decided(vitals(), name=name).counts == {}
 
 
-@pytest.mark.parametrize("percent", ["-1", "100.1"])
-def test_a_refused_share_outside_0_to_100_is_refused_at_construction(percent: str) -> None:
-    with pytest.raises(ValueError, match="max_refused_percent must be from 0 to 100"):
-        CheckLimits(max_refused_percent=Decimal(percent))
+@pytest.mark.parametrize("percent", ["-1", "100.1", "NaN", "sNaN", "Infinity", "-Infinity"])
+@pytest.mark.parametrize("name", ["max_failure_percent", "max_refused_percent"])
+def test_a_share_outside_0_to_100_is_refused_at_construction(percent: str, name: str) -> None:
+    with pytest.raises(ValueError, match=f"{name} must be from 0 to 100"):
+        CheckLimits(**{name: Decimal(percent)})  # type: ignore[arg-type]

@@ -19,6 +19,7 @@ from payhooks.storage import DeliveryStatus, Ledger, ListedTransaction, PaymentS
 from tests.support.app import AppFactory, notification_body, standard_webhooks_signer
 from tests.support.cli import clean_env, run
 from tests.support.factories import FixedClock, make_outcome, record
+from tests.support.unreadable_rows import SPOILED_COLUMNS, spoil
 
 __all__ = ["clean_env"]
 
@@ -363,6 +364,41 @@ def test_bad_usage_exits_2(database: Path | str, arguments: list[str]) -> None:
     result = check(database, *arguments)
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("option", ["--max-failure-rate", "--max-refused-rate"])
+@pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf", "Infinity", "sNaN", "101", "ten"])
+@pytest.mark.sqlite_only
+def test_a_rate_that_is_not_a_number_from_0_to_100_is_bad_usage_in_one_sentence(
+    database: Path | str, option: str, value: str
+) -> None:
+    """``nan`` passes every range check a float makes (it compares false with everything)."""
+    Ledger(database).close()
+
+    result = check(database, option, value)
+
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert result.stderr.splitlines()[-1] == (
+        f"Error: Invalid value for '{option}': '{value}' is not a percentage from 0 to 100 "
+        "(such as 12.5)."
+    )
+
+
+@pytest.mark.parametrize("column", SPOILED_COLUMNS)
+def test_a_stored_time_payhooks_never_writes_fails_the_check_in_one_sentence_naming_it(
+    ledger: Ledger, database: Path | str, column: str
+) -> None:
+    spoil(ledger, column)
+
+    result = check(database)
+
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    assert result.stderr.splitlines() == [
+        f"Error: The ledger holds a value in {column} that is not a time as payhooks writes one "
+        "(ISO 8601 with its offset): something other than payhooks changed the row."
+    ]
 
 
 @pytest.mark.sqlite_only

@@ -17,6 +17,7 @@ from payhooks.receiver import Metrics, receiver_state
 from payhooks.receiver.web.metrics.mount import MISSING_EXTRA
 from payhooks.storage import MISMATCH_STATES, DriftKind, Ledger
 from tests.support.app import AppFactory, BodyFactory, SignFunction
+from tests.support.unreadable_rows import SPOILED_COLUMNS, spoil
 
 NOTIFY = "/payhooks/notifications"
 METRICS = "/internal/metrics"
@@ -312,6 +313,18 @@ def test_a_ledger_that_cannot_be_read_gives_readable_zero_and_no_ledger_figure(
     database.write_bytes(b"this is not a ledger" * 100)
 
     found = samples(app.test_client())
+
+    assert found[("payhooks_ledger_readable", ())] == 0
+    assert not [name for name, _ in found if name == "payhooks_owed_signals"]
+
+
+@pytest.mark.parametrize("column", SPOILED_COLUMNS)
+def test_a_stored_time_payhooks_never_writes_gives_readable_zero_not_a_500(
+    metered: Flask, ledger: Ledger, column: str
+) -> None:
+    spoil(ledger, column)
+
+    found = samples(metered.test_client())
 
     assert found[("payhooks_ledger_readable", ())] == 0
     assert not [name for name, _ in found if name == "payhooks_owed_signals"]

@@ -239,6 +239,18 @@ def test_replay_command_exits_1_when_any_delivery_is_refused(
             ["replay", "a.json", "--url", "http://127.0.0.1:1/", "--scheme", "crc32"],
             "'crc32' is not one of",
         ),
+        (
+            ["replay", "a.json", "--url", "http://127.0.0.1:1/", "--timeout", "nan"],
+            "'nan' is not a number of seconds.",
+        ),
+        (
+            ["replay", "a.json", "--url", "http://127.0.0.1:1/", "--timeout", "inf"],
+            "inf is not in the range 0<x<=86400.",
+        ),
+        (
+            ["replay", "a.json", "--url", "http://127.0.0.1:1/", "--timeout", "1e15"],
+            "is not in the range 0<x<=86400.",
+        ),
     ],
 )
 def test_replay_command_bad_usage_exits_2(clean_env: Path, args: list[str], message: str) -> None:

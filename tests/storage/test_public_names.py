@@ -96,6 +96,7 @@ PUBLIC = (
     "UNEXPECTED_KIND",
     "UnknownCurrencyError",
     "UnknownDeliveryError",
+    "UnreadableRowError",
     "Vitals",
     "WindowCounts",
     "backup_ledger",

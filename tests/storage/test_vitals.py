@@ -18,10 +18,13 @@ from payhooks.storage import (
     ListedTransaction,
     PaymentState,
     ReconciliationState,
+    StorageError,
     SyncStatus,
+    UnreadableRowError,
     WindowCounts,
 )
 from tests.support.factories import T0, FixedClock, make_outcome, record
+from tests.support.unreadable_rows import SPOILED_COLUMNS, SPOILED_VALUES, spoil
 
 R = ReconciliationState
 
@@ -354,3 +357,19 @@ def test_a_naive_now_or_an_empty_window_is_refused(
 ) -> None:
     with pytest.raises(ValueError, match=message):
         ledger.vitals(now, mismatch_window=window)
+
+
+@pytest.mark.parametrize("value", SPOILED_VALUES)
+@pytest.mark.parametrize("column", SPOILED_COLUMNS)
+def test_a_stored_time_payhooks_never_writes_is_an_unreadable_row_error_naming_its_column(
+    ledger: Ledger, column: str, value: str
+) -> None:
+    spoil(ledger, column, value)
+
+    with pytest.raises(UnreadableRowError) as exc_info:
+        ledger.vitals()
+
+    assert (exc_info.value.code, exc_info.value.column) == ("unreadable_row", column)
+    assert isinstance(exc_info.value, StorageError)
+    assert column in exc_info.value.message
+    assert value not in exc_info.value.message  # the stored data stays out of the sentence

@@ -16,7 +16,7 @@ import pytest
 from flask import Flask
 
 from payhooks.receiver import Console
-from payhooks.storage import DeliveryStatus, Ledger
+from payhooks.storage import DeliveryStatus, Ledger, ReviewStatus
 from tests.support.app import AppFactory, BodyFactory
 from tests.support.browser import BROWSER_TIMEOUT_MS, SCREENS, chromium
 from tests.support.console_actions import OPERATOR, VIEWER, grant_hook
@@ -196,3 +196,33 @@ def test_a_form_from_another_origin_is_refused_and_not_audited_in_the_persons_na
         assert stored is not None
         assert stored.status is DeliveryStatus.PROCESSING_ERROR
         assert ledger.console.audit_log().rows == ()
+
+
+@pytest.mark.parametrize("identifier", [".", ".."])
+def test_a_payment_named_dot_or_dot_dot_opens_from_its_link_and_is_reviewed_from_its_form(
+    contexts: Callable[[dict[str, str]], BrowserContext],
+    stuck_server: tuple[LiveServer, int],
+    database: Path | str,
+    identifier: str,
+) -> None:
+    """Chromium removes ``.`` and ``..`` path segments (and their ``%2e`` spellings) from a
+    URL before it sends it: the console's links and forms for such a payment must still reach
+    it."""
+    server, _ = stuck_server
+    with Ledger(database) as ledger:
+        record(ledger, make_outcome(external_identifier=identifier))
+    page = contexts(OPERATOR).new_page()
+    page.goto(f"{server.url}/console/exceptions")
+    row = page.locator(f'tr[data-exception="{identifier}"]')
+
+    row.locator("a.identifier").click()
+    page.wait_for_load_state()
+
+    assert page.locator("h1 code.identifier").inner_text() == identifier
+    page.go_back()
+    row.locator('select[name="status"]').select_option("acknowledged")
+    row.locator('form.review button[type="submit"]').click()
+    page.wait_for_load_state()
+    assert page.locator(".flash").inner_text() == "Marked acknowledged."
+    with Ledger(database) as ledger:
+        assert ledger.console.reviews()[identifier].status is ReviewStatus.ACKNOWLEDGED

@@ -66,17 +66,26 @@ class Series:
 
 def bucket_starts(since: datetime, until: datetime, size: BucketSize) -> list[datetime]:
     """Every bucket's start in ``[since, until)``: hours, days, or weeks from Monday (the
-    first from ``since``)."""
-    starts = []
+    first from ``since``).
+
+    A step is added only when it lands before ``until``, so a period that ends at the last
+    day a datetime holds (9999-12-31) never computes the start of a bucket after it.
+    """
+    starts: list[datetime] = []
     moment = since
     while moment < until:
         starts.append(moment)
-        if size is BucketSize.WEEK:
-            monday = moment - timedelta(days=moment.weekday())
-            moment = monday.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=7)
-        else:
-            moment += _STEP[size]
+        step = _STEP.get(size) or _to_next_monday(moment)
+        if step >= until - moment:
+            break
+        moment += step
     return starts
+
+
+def _to_next_monday(moment: datetime) -> timedelta:
+    """From ``moment`` to the midnight starting the next week (weeks start on Monday)."""
+    into_day = moment - moment.replace(hour=0, minute=0, second=0, microsecond=0)
+    return timedelta(days=7 - moment.weekday()) - into_day
 
 
 def bucket_label(start: datetime, size: BucketSize) -> str:

@@ -7,7 +7,9 @@ with today) or ``from`` and ``until`` (``YYYY-MM-DD``, UTC, ``until`` exclusive)
 ``amount_max`` (major units; they need ``currency``), ``q`` (an identifier prefix); ``after``
 (the cursor) and ``limit``; ``view=table`` shows the chart as a table. Without a registered or
 paid range the rows are those opened in the period. Every value is checked here: a bad one is
-a :class:`~payhooks.receiver.web.console.query.BadQuery` naming it (a 400 page).
+a :class:`~payhooks.receiver.web.console.query.BadQuery` naming it (a 400 page). A period is
+checked whole, the period of equal length before it included (the page compares with it), so
+no date at the calendar's edges reaches arithmetic that would overflow.
 """
 
 from __future__ import annotations
@@ -176,6 +178,13 @@ def _period(args: MultiDict[str, str], today: date) -> tuple[datetime, datetime,
         raise BadQuery("from and until must be given together.")
     if not start < end or (end - start).days > MAX_DAYS:
         raise BadQuery(f"until must be after from, by at most {MAX_DAYS} days.")
+    if start - date.min < end - start:
+        # The page compares with the period of equal length just before this one, which a
+        # datetime cannot hold when it would begin before year 1.
+        raise BadQuery(
+            "from is too early: the period of equal length just before it, which the page "
+            "compares with, would begin before 0001-01-01."
+        )
     return _midnight(start), _midnight(end), None
 
 

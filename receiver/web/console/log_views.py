@@ -3,7 +3,9 @@
 Each page reads one page of rows and the count for the same filter; the "Older" link carries
 the cursor (``before``), so rows that arrive meanwhile never shift a page.
 The delivery log (the console's home) also reads the ledger's vitals once, at the console's
-clock, for the health strip on top (``_health.html``).
+clock, for the health strip on top (``_health.html``); a stored time the ledger cannot read
+(:class:`~payhooks.storage.UnreadableRowError`, a row changed outside payhooks) shows the
+strip as unreadable, naming the column, and the log below it as usual.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from flask import render_template, request
 
 from payhooks.receiver.web.console.access import console_ledger, current_access
 from payhooks.receiver.web.console.query import WINDOWS, parse_log_query
-from payhooks.storage import DeliveryErrorCode, DeliveryStatus
+from payhooks.storage import DeliveryErrorCode, DeliveryStatus, UnreadableRowError, Vitals
 
 __all__ = ["deliveries", "refused"]
 
@@ -24,6 +26,12 @@ def deliveries() -> str:
     wanted = query.delivery_filter(now)
     records = console_ledger().receiver
     page = records.delivery_log(wanted, before_id=query.before, limit=query.limit)
+    vitals: Vitals | None = None
+    unreadable = None
+    try:
+        vitals = console_ledger().vitals(now)
+    except UnreadableRowError as err:
+        unreadable = err.message
     return render_template(
         "payhooks_console/deliveries.html",
         query=query,
@@ -33,7 +41,8 @@ def deliveries() -> str:
         errors=list(DeliveryErrorCode),
         windows=WINDOWS,
         now=now,
-        vitals=console_ledger().vitals(now),
+        vitals=vitals,
+        unreadable=unreadable,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,13 +34,36 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+#: An identifier a browser would take for a dot segment, with any tildes before it: escaped.
+_DOTS = re.compile(r"~*\.\.?")
+#: The same, escaped: a tilde more.
+_ESCAPED_DOTS = re.compile(r"~+\.\.?")
+
+
 class _IdentifierConverter(ExternalIdentifierConverter):
-    """The receiver's identifier converter, but building URLs with every ``/`` quoted too: an
-    identifier such as ``a/../b`` stays one path segment, which a browser never resolves into
-    another payment's page. Routing decodes ``%2F`` back, so the rule still matches."""
+    """The receiver's identifier converter, but building URLs a browser sends as they are.
+
+    Every ``/`` is quoted: an identifier such as ``a/../b`` stays one path segment, which a
+    browser never resolves into another payment's page (routing decodes ``%2F`` back, so the
+    rule still matches). A whole identifier ``.`` or ``..`` would still be a dot segment,
+    which a browser removes before sending (``/payments/..`` goes to ``/``); ``%2E`` would not
+    help, for the URL standard treats ``%2e`` as a dot too. So such an identifier, with any
+    tildes before its dots, gets one tilde more in its URL (``.`` is ``~.``, ``..`` is
+    ``~..``, ``~.`` is ``~~.``), and routing takes one off: every identifier round-trips, and
+    no URL of one is a dot segment. Newlines are taken too, as every other character is.
+    """
+
+    regex = "(?s:.+?)"
+    #: Set again: werkzeug infers "one path segment" from a regex of a subclass too.
+    part_isolating = False
 
     def to_url(self, value: str) -> str:
+        if _DOTS.fullmatch(value):
+            value = "~" + value
         return quote(value, safe="")
+
+    def to_python(self, value: str) -> str:
+        return value[1:] if _ESCAPED_DOTS.fullmatch(value) else value
 
 
 class Console:

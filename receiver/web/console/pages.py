@@ -54,7 +54,7 @@ from payhooks.receiver.web.console.finance_views import reconciliation, reconcil
 from payhooks.receiver.web.console.log_views import deliveries, refused
 from payhooks.receiver.web.console.query import BadQuery
 from payhooks.receiver.web.console.record_views import delivery, payment, refused_request
-from payhooks.storage import StorageError
+from payhooks.storage import StorageError, UnreadableRowError
 
 __all__ = ["IDENTIFIER_CONVERTER", "blueprint"]
 
@@ -114,6 +114,8 @@ def _bad_query(err: BadQuery) -> Response:
 @blueprint.errorhandler(StorageError)
 def _storage_error(err: StorageError) -> Response:
     logger.error("payhooks console: the ledger failed: %s", err.message, exc_info=err)
+    if isinstance(err, UnreadableRowError):  # its sentence names the column, never the value
+        return error_page(503, "console_ledger_unreadable", err.message)
     return error_page(503, "console_storage_unavailable", "The ledger cannot be read now.")
 
 

@@ -47,6 +47,28 @@ def test_every_bucket_of_the_period_is_there_weeks_from_monday(
         assert {start.weekday() for start in starts[1:]} == {0}
 
 
+@pytest.mark.parametrize(
+    ("since", "size", "last"),
+    [
+        (
+            datetime(9999, 12, 30, tzinfo=UTC),
+            BucketSize.HOUR,
+            datetime(9999, 12, 30, 23, tzinfo=UTC),
+        ),
+        (datetime(9999, 11, 1, tzinfo=UTC), BucketSize.DAY, datetime(9999, 12, 30, tzinfo=UTC)),
+        (datetime(9997, 1, 5, tzinfo=UTC), BucketSize.WEEK, datetime(9999, 12, 27, tzinfo=UTC)),
+    ],
+)
+def test_a_period_ending_on_the_calendar_s_last_day_has_its_buckets_without_overflow(
+    since: datetime, size: BucketSize, last: datetime
+) -> None:
+    """The last bucket of a period up to 9999-12-31 would end after it: it is cut short."""
+    starts = bucket_starts(since, datetime(9999, 12, 31, tzinfo=UTC), size)
+
+    assert starts[0] == since
+    assert starts[-1] == last
+
+
 def test_the_bucket_holding_now_is_so_far_and_empty_buckets_are_zero_in_decimals() -> None:
     until = SINCE + timedelta(days=3)
     now = SINCE + timedelta(days=1, hours=5)

@@ -214,6 +214,40 @@ def test_a_bad_value_is_a_400_page_naming_it(
         assert "Traceback" not in html
 
 
+#: The period before ``from=0001-01-01`` (or any period whose equal-length predecessor starts
+#: before year 1) cannot exist, and the page compares with it.
+TOO_EARLY = "from is too early"
+
+
+@pytest.mark.parametrize(
+    ("query", "refusal"),
+    [
+        ("from=0001-01-01&until=0001-01-02", TOO_EARLY),
+        ("from=0001-01-01&until=0002-01-01", TOO_EARLY),
+        ("from=0001-01-02&until=0001-01-03", None),  # its predecessor is 0001-01-01
+        ("from=0001-01-02&until=0001-01-04", TOO_EARLY),  # its predecessor would start in year 0
+        ("from=0003-12-31&until=0006-12-31", TOO_EARLY),  # weeks, the predecessor in year 0
+        ("from=9999-12-30&until=9999-12-31", None),  # by the hour, up to the last day
+        ("from=9999-11-01&until=9999-12-31", None),  # by the day
+        ("from=9997-01-05&until=9999-12-31", None),  # by the week: the last week is cut short
+        ("registered_from=0001-01-01&registered_until=9999-12-31", None),
+        ("paid_from=0001-01-01&paid_until=9999-12-31", None),
+    ],
+)
+def test_periods_at_the_calendar_s_edges_are_served_or_a_400_naming_from(
+    console: FlaskClient, shop: Ledger, query: str, refusal: str | None
+) -> None:
+    for path in (PAGE, CSV):
+        answer = console.get(f"{path}?{query}", headers=VIEWER)
+        if refusal is None:
+            assert answer.status_code == 200, answer.get_data(as_text=True)
+            continue
+        page = parse_page(answer.get_data(as_text=True))
+        assert answer.status_code == 400
+        error = page.find("section", **{"data-error": "console_bad_query"})
+        assert error.find("h1").text().startswith(refusal)
+
+
 def test_the_export_is_audited_with_its_filter_and_row_count_before_a_byte_is_sent(
     console: FlaskClient, shop: Ledger
 ) -> None:

@@ -11,7 +11,10 @@ from html import unescape
 import pytest
 from flask.testing import FlaskClient
 
+from payhooks.storage import Ledger
 from tests.receiver.console.conftest import NOTIFY, VIEWER, Clock, Deliver
+from tests.support.page_html import parse_page
+from tests.support.unreadable_rows import SPOILED_COLUMNS, spoil
 
 LOG = "/console/deliveries"
 
@@ -99,4 +102,28 @@ def test_a_failing_figure_is_marked_by_a_class_without_script_or_inline_style(
     assert "style=" not in page
     assert "script-src" in answer.headers["Content-Security-Policy"] or (
         "default-src" in answer.headers["Content-Security-Policy"]
+    )
+
+
+@pytest.mark.parametrize("column", SPOILED_COLUMNS)
+def test_a_stored_time_payhooks_never_writes_shows_the_strip_unreadable_and_the_log_below(
+    console: FlaskClient, ledger: Ledger, column: str
+) -> None:
+    spoil(ledger, column)
+    if column == "deliveries.received_at":
+        # The log below lists the delivery whose time cannot be read: the page says so in the
+        # same sentence (never a traceback, never a 500).
+        answer = console.get(LOG, headers=VIEWER)
+        assert answer.status_code == 503
+        error = parse_page(answer.text).find(data_error="console_ledger_unreadable")
+        assert column in error.text()
+        return
+
+    figures = strip(console)
+
+    assert list(figures) == ["unreadable"]
+    assert figures["unreadable"] == (
+        f"The health figures cannot be read. The ledger holds a value in {column} that is not "
+        "a time as payhooks writes one (ISO 8601 with its offset): something other than "
+        "payhooks changed the row."
     )
