@@ -21,6 +21,7 @@ from flask.testing import FlaskClient
 from payhooks.storage import Ledger
 from tests.support.app import TEST_SECRET, SignFunction
 from tests.support.cli import clean_env, notification, record_notification, run
+from tests.support.disks import size_limited
 from tests.support.factories import T0, FixedClock
 from tests.support.retention import fill_old_deliveries, forge_archive
 
@@ -362,3 +363,26 @@ def test_prune_seals_a_whole_archive_and_reports_one_it_cannot_read(
     assert result.stderr.endswith("; look at it by hand.\n")
     assert Path(f"{archive}.sha256").exists()
     assert not Path(f"{broken}.sha256").exists()
+
+
+@pytest.mark.sqlite_only
+def test_a_backup_that_runs_out_of_room_fails_in_a_sentence_and_leaves_nothing(
+    database: Path, tmp_path: Path
+) -> None:
+    fill_old_deliveries(database, 400, body_size=8000)  # about 3.5 MB
+    backups = tmp_path / "backups"
+    backups.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAYHOOKS_")}
+
+    # No file this process writes may grow past 1 MiB: the copy fails as on a full disk.
+    done = size_limited(
+        1 << 20,
+        "payhooks.receiver",
+        ["backup", str(backups / "backup.db"), "--database", str(database)],
+        env=env,
+    )
+
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith(f"Error: Cannot back up {database}: ")
+    assert done.stderr.count("\n") == 1
+    assert list(backups.iterdir()) == []
