@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from payhooks.storage.archive_leftovers import ArchiveLeftovers
 from payhooks.storage.archives import ArchivedRow, ArchiveError, read_archive
 from payhooks.storage.audit import AuditEntry
 from payhooks.storage.currencies import (
@@ -131,6 +132,7 @@ __all__ = [
     "SYNCHRONOUS_MODES",
     "UNEXPECTED_KIND",
     "ArchiveError",
+    "ArchiveLeftovers",
     "ArchivedRow",
     "AuditEntry",
     "BucketSize",

@@ -15,7 +15,12 @@ ends in :class:`ArchiveError` with memory flat.
 Both files are written under a temporary name in the same folder, synced, then renamed: an
 archive that exists is whole. Nothing is dropped until both are in place, so a failure while
 archiving (a full disk) leaves the ledger as it was. Both are created readable by their owner
-only (0600), whatever the umask: an archive holds every body it dropped.
+only (0600), whatever the umask: an archive holds every body it dropped. While a temporary file
+is written its writer holds an exclusive ``flock`` on it, which the kernel releases when the
+process dies: :func:`writer_gone` tells a killed writer's leftovers from a live one's
+(:mod:`payhooks.storage.archive_leftovers` sweeps them), and :func:`seal_archive` gives a whole
+archive whose writer died between the two renames its checksum file, once every record reads
+back.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import gzip
 import hashlib
 import json
 import os
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +39,13 @@ from typing import IO, Any, Final
 
 from payhooks.storage.errors import StorageError
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: the age alone tells a writer gone
+    fcntl = None  # type: ignore[assignment]
+
 __all__ = [
+    "ARCHIVE_PREFIX",
     "ARCHIVE_SUFFIX",
     "MAX_ARCHIVED_BODY_BYTES",
     "MAX_ARCHIVE_BYTES",
@@ -41,9 +53,14 @@ __all__ = [
     "ArchiveWriter",
     "ArchivedRow",
     "checksum_path",
+    "partial_path",
     "read_archive",
+    "seal_archive",
+    "writer_gone",
 ]
 
+#: How the file name of an archive ``payhooks prune`` writes begins.
+ARCHIVE_PREFIX: Final = "payhooks-prune-"
 #: How an archive's file name ends.
 ARCHIVE_SUFFIX: Final = ".jsonl.gz"
 _CHUNK: Final = 1 << 20
@@ -98,9 +115,48 @@ def _sync_folder(folder: Path) -> None:
         os.close(handle)
 
 
+def partial_path(path: Path) -> Path:
+    """The temporary name ``path`` is written under until it is whole: hidden, in the same
+    folder (so the rename stays on one file system), ``.partial`` added."""
+    return path.with_name(f".{path.name}.partial")
+
+
 def _create_private(path: Path) -> int:
-    """Create ``path``, a new file readable and writable by its owner only; its descriptor."""
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    """Create ``path``, a new file readable and writable by its owner only, and hold an
+    exclusive ``flock`` on it until the descriptor is closed (or the process dies); its
+    descriptor."""
+    handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    if fcntl is not None:
+        # A file system without flock: the age alone tells a writer gone.
+        with contextlib.suppress(OSError):
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return handle
+
+
+def writer_gone(path: Path, *, idle_seconds: float, now: float | None = None) -> bool:
+    """Whether the temporary file ``path`` was left by a writer that is gone: nobody holds its
+    ``flock`` (a live writer does, from its creation to its rename) and it was not written for
+    ``idle_seconds`` (which also covers the instant between creating it and locking it, and
+    file systems where ``flock`` is not shared between hosts). False when it cannot be opened.
+
+    :param now: the file system's time now (``time.time()`` by default), against its mtime.
+    """
+    try:
+        handle = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        if fcntl is not None:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False  # its writer holds it: alive
+            except OSError:
+                pass  # a file system without flock: the age decides
+        idle = (time.time() if now is None else now) - os.fstat(handle).st_mtime
+        return idle >= idle_seconds
+    finally:
+        os.close(handle)
 
 
 class _HashingFile:
@@ -126,7 +182,7 @@ class ArchiveWriter:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._partial = path.with_name(f".{path.name}.partial")
+        self._partial = partial_path(path)
         if path.exists() or checksum_path(path).exists():
             raise ArchiveError(f"The archive {path} exists already; nothing was pruned.")
         try:
@@ -166,14 +222,7 @@ class ArchiveWriter:
             self._raw.close()
             digest = self._hashing.digest.hexdigest()
             os.replace(self._partial, self.path)
-            line = f"{digest}  {self.path.name}\n".encode()
-            partial_sum = checksum_path(self._partial)
-            with os.fdopen(_create_private(partial_sum), "wb") as handle:
-                handle.write(line)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(partial_sum, checksum_path(self.path))
-            _sync_folder(self.path.parent)
+            _write_checksum(self.path, digest)
         except OSError as err:
             self.discard()
             raise ArchiveError(f"Cannot write the archive {self.path}: {err.strerror}.") from err
@@ -186,6 +235,45 @@ class ArchiveWriter:
                 handle.close()
         for leftover in (self._partial, checksum_path(self._partial)):
             leftover.unlink(missing_ok=True)
+
+
+def _write_checksum(archive: Path, digest: str) -> None:
+    """Write ``archive``'s ``sha256sum`` line under a temporary name, sync it, rename it into
+    place and sync the folder.
+
+    :raises OSError: it could not be written; the temporary file may be left (the caller
+        removes it).
+    """
+    line = f"{digest}  {archive.name}\n".encode()
+    partial_sum = checksum_path(partial_path(archive))
+    with os.fdopen(_create_private(partial_sum), "wb") as handle:
+        handle.write(line)
+        handle.flush()
+        os.fsync(handle.fileno())
+        os.replace(partial_sum, checksum_path(archive))
+    _sync_folder(archive.parent)
+
+
+def seal_archive(path: Path) -> str:
+    """Write the missing checksum file of the archive ``path``, after reading every record of
+    it back (the gzip stream's own CRC and length, each body against its SHA-256, the caps of
+    :func:`read_archive`): what a writer stopped between renaming the archive and renaming its
+    checksum file leaves. Returns the archive's SHA-256 (hex).
+
+    :raises ArchiveError: the archive does not read back whole, has a checksum file already,
+        or the checksum file cannot be written (nothing is left of it then).
+    """
+    if checksum_path(path).exists():
+        raise ArchiveError(f"The archive {path} has a checksum file already.")
+    for _ in _records(path, MAX_ARCHIVED_BODY_BYTES, MAX_ARCHIVE_BYTES):
+        pass
+    try:
+        digest = _file_sha256(path)
+        _write_checksum(path, digest)
+    except OSError as err:
+        checksum_path(partial_path(path)).unlink(missing_ok=True)
+        raise ArchiveError(f"Cannot write the checksum file of {path}: {err.strerror}.") from err
+    return digest
 
 
 def _file_sha256(path: Path) -> str:
@@ -253,6 +341,11 @@ def read_archive(
     """
     archive = Path(path)
     _check_checksum(archive)
+    yield from _records(archive, max_body_bytes, max_total_bytes)
+
+
+def _records(archive: Path, max_body_bytes: int, max_total_bytes: int) -> Iterator[ArchivedRow]:
+    """The rows of ``archive`` as :func:`read_archive` reads them, its checksum file aside."""
     max_line = 4 * -(-max_body_bytes // 3) + _LINE_ROOM
     total = 0
     try:

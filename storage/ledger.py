@@ -375,9 +375,12 @@ class Ledger:
         """Archive into ``archive_dir``, then drop, the bodies and headers of the finished
         deliveries received more than ``older_than`` ago, and the refused requests as old
         (:mod:`payhooks.storage.retention`: what *finished* means, what stays). Each batch of
-        ``batch`` rows is one short transaction, so receivers keep writing meanwhile.
+        ``batch`` rows is one short transaction, so receivers keep writing meanwhile. First it
+        sweeps ``archive_dir`` of what a prune stopped before it left there
+        (:mod:`payhooks.storage.archive_leftovers`; the report's ``leftovers``).
 
-        :param dry_run: only count what would be archived; nothing is written.
+        :param dry_run: only count what would be archived, and find the leftovers; nothing is
+            written or removed.
         :raises ValueError: ``older_than`` not positive, ``batch`` outside 1 to 10000.
         :raises ArchiveError: the archive could not be written; nothing was dropped.
         """

@@ -13,7 +13,10 @@ The work goes in batches, each one short read or one short write transaction, so
 writing at the same time waits at most one batch (SQLite has one writer). The archive is
 written whole first; rows are emptied only when it and its checksum are on disk, and a row
 that stopped being finished in between (a signal owed anew) is left as it is: the check and
-the emptying are one statement. (On PostgreSQL, at READ COMMITTED, a signal owed by a
+the emptying are one statement. Before anything, a prune sweeps its archive folder of what a
+prune stopped before it left there (:mod:`payhooks.storage.archive_leftovers`), and every
+archive's name is its own (:func:`archive_name`), so a retry in the same second never finds its
+name taken. (On PostgreSQL, at READ COMMITTED, a signal owed by a
 transaction committing at that very instant can slip past the check; that costs nothing, for
 sending a signal reads the outcome, never the body.) The SQL is plain and runs on both engines.
 """
@@ -22,15 +25,18 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 from array import array
 from collections.abc import Callable, Collection, Iterator
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
+from payhooks.storage.archive_leftovers import ArchiveLeftovers, sweep_leftovers
 from payhooks.storage.archives import (
+    ARCHIVE_PREFIX,
     ARCHIVE_SUFFIX,
     ArchivedRow,
     ArchiveError,
@@ -107,12 +113,20 @@ class PruneReport:
     #: The bodies' bytes archived (dry: would be).
     body_bytes: int
     dry_run: bool
+    #: What prunes stopped before this one left in the archive folder, and what became of it
+    #: (dry: what would).
+    leftovers: ArchiveLeftovers = field(default_factory=ArchiveLeftovers)
 
 
-def archive_name(now: datetime) -> str:
-    """The file name of an archive written at ``now``:
-    ``payhooks-prune-20260501T120000Z.jsonl.gz``."""
-    return f"payhooks-prune-{now.strftime('%Y%m%dT%H%M%SZ')}{ARCHIVE_SUFFIX}"
+def archive_name(now: datetime, token: str | None = None) -> str:
+    """The file name of an archive written at ``now`` (UTC), its own:
+    ``payhooks-prune-20260501T120000.123456Z-9f86d081.jsonl.gz``. The time (to the
+    microsecond, fixed width) sorts the names by when they were written; ``token``, eight
+    random hex digits when None, makes two prunes in the same instant (two processes, a fixed
+    clock) write two files."""
+    token = secrets.token_hex(4) if token is None else token
+    stamp = now.astimezone(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    return f"{ARCHIVE_PREFIX}{stamp}-{token}{ARCHIVE_SUFFIX}"
 
 
 def _batches(
@@ -150,10 +164,11 @@ def prune(
         and their rows are in the archive.
     """
     cutoff = to_text(now - older_than, argument="now")
+    leftovers = sweep_leftovers(archive_dir, dry_run=dry_run)
     with read() as conn:
         last_delivery, last_rejected = conn.execute(_MAX_IDS).fetchone()
     if dry_run:
-        return _count(read, last_delivery, last_rejected, cutoff, batch)
+        return _count(read, last_delivery, last_rejected, cutoff, batch, leftovers)
     delivery_ids, rejected_ids = array("q"), array("q")
     body_bytes = 0
     writer = ArchiveWriter(archive_dir / archive_name(now))
@@ -191,14 +206,20 @@ def prune(
                 body_bytes += len(raw)
         if not writer.records:
             writer.discard()
-            return PruneReport(None, 0, 0, 0, 0, dry_run=False)
+            return PruneReport(None, 0, 0, 0, 0, dry_run=False, leftovers=leftovers)
         writer.commit()
     except BaseException:
         writer.discard()
         raise
     pruned = _drop(write, delivery_ids, rejected_ids, writer.path.name, to_text(now), batch)
     return PruneReport(
-        writer.path, len(delivery_ids), pruned, len(rejected_ids), body_bytes, dry_run=False
+        writer.path,
+        len(delivery_ids),
+        pruned,
+        len(rejected_ids),
+        body_bytes,
+        dry_run=False,
+        leftovers=leftovers,
     )
 
 
@@ -226,7 +247,12 @@ def _drop(
 
 
 def _count(
-    read: Read, last_delivery: int, last_rejected: int, cutoff: str, batch: int
+    read: Read,
+    last_delivery: int,
+    last_rejected: int,
+    cutoff: str,
+    batch: int,
+    leftovers: ArchiveLeftovers,
 ) -> PruneReport:
     """A dry run: what :func:`prune` would archive, read in the same batches; nothing written."""
     counts = []
@@ -237,7 +263,9 @@ def _count(
             count += len(rows)
             body_bytes += sum(size for _, _, size in rows)
         counts.append(count)
-    return PruneReport(None, counts[0], counts[0], counts[1], body_bytes, dry_run=True)
+    return PruneReport(
+        None, counts[0], counts[0], counts[1], body_bytes, dry_run=True, leftovers=leftovers
+    )
 
 
 def _checked_headers(row: ArchivedRow, path: Path, names: Collection[str] | None) -> str:

@@ -58,6 +58,31 @@ def check_command(archive: Path) -> str:
     return f"(cd {shlex.quote(str(archive.parent))} && sha256sum -c {checksums})"
 
 
+def _leftover_lines(report: PruneReport) -> list[str]:
+    """What the prune did (or, dry, would do) with what stopped prunes left in its folder."""
+    found = report.leftovers
+    lines = []
+    if found.removed:
+        verb = "Would remove" if report.dry_run else "Removed"
+        lines.append(
+            f"{verb} {len(found.removed)} temporary file(s) that stopped prunes left: "
+            + ", ".join(found.removed)
+            + "."
+        )
+    for name in found.sealed:
+        if report.dry_run:
+            lines.append(
+                f"Would read back {name}, which a stopped prune left without its checksum "
+                "file, and write that file."
+            )
+        else:
+            lines.append(
+                f"Wrote the checksum file a stopped prune left out for {name} (every record "
+                "read back and checked)."
+            )
+    return lines
+
+
 def _report_lines(report: PruneReport, older_than: timedelta) -> list[str]:
     what = (
         f"{report.archived_deliveries} deliveries' bodies and {report.rejected} refused "
@@ -122,15 +147,19 @@ def prune(
     Finished: processed or duplicate, with every signal its outcome owes sent. Outcomes, the
     reconciliation, the signals and each payment's story stay; a pruned delivery keeps its
     body_sha256 and says which archive holds its body. The archive (JSON Lines, gzip, bodies
-    in base64) and its sha256sum file are written whole before anything is dropped. Exit 1
-    when the archive cannot be written (nothing is dropped) or the ledger fails.
+    in base64) and its sha256sum file are written whole before anything is dropped. First,
+    what a stopped prune left in the folder is swept: its temporary files removed once their
+    writer is gone, a whole archive given its missing sha256sum file. Exit 1 when the archive
+    cannot be written (nothing is dropped) or the ledger fails.
     """
     target = resolve_database(database)
     folder = _archive_folder(archive, target)
     with ledger_for(target, read_only=dry_run) as ledger:
         report = ledger.prune(older_than, folder, dry_run=dry_run, batch=batch_size)
-    for line in _report_lines(report, older_than):
+    for line in [*_leftover_lines(report), *_report_lines(report, older_than)]:
         click.echo(line)
+    for name, why in report.leftovers.left:
+        click.echo(f"Left {name} as it is: {terminal_text(why)}; look at it by hand.", err=True)
 
 
 @click.command("restore-pruned")

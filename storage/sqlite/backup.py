@@ -9,6 +9,12 @@ synced and linked into place: a file at the destination is always a whole ledger
 (``os.link``) fails if the destination exists, even one created while the copy was made, so
 the backup never overwrites a file. The copy is created readable by its owner only (0600):
 it holds every payment, whatever mode the ledger has.
+
+A backup that fails (a full disk, an I/O error, a copy that does not check out, Ctrl-C) leaves
+nothing behind: the temporary file is removed, and so is every file SQLite may have made beside
+it while writing it (its rollback journal, and the ``-wal`` and ``-shm`` of a copy that took
+the ledger's WAL mode). One killed outright (``SIGKILL``) cannot clean up; the next backup to
+the same destination removes what it left before it starts.
 """
 
 from __future__ import annotations
@@ -21,6 +27,17 @@ from payhooks.storage.errors import NotALedgerError, StorageError, StorageUnavai
 from payhooks.storage.sqlite.opening import NOT_A_DATABASE, connect_read_only
 
 __all__ = ["backup_ledger"]
+
+#: The files SQLite may make beside a database it writes: the rollback journal while the copy
+#: is written, the WAL and its index once the copy holds the ledger's WAL mode.
+_SIDECARS = ("-journal", "-wal", "-shm")
+
+
+def _remove_partial(partial: Path) -> None:
+    """Remove the temporary copy and whatever SQLite made beside it; what is not there is
+    fine."""
+    for path in (partial, *(partial.with_name(partial.name + end) for end in _SIDECARS)):
+        path.unlink(missing_ok=True)
 
 
 def _sync(path: Path) -> None:
@@ -65,7 +82,7 @@ def backup_ledger(
     :raises NotALedgerError: ``source`` is not a payhooks ledger.
     :raises StorageUnavailableError: ``source`` cannot be opened or read.
     :raises StorageError: ``dest`` exists already, or the copy cannot be made or checked;
-        nothing is left at ``dest`` then.
+        nothing is left at ``dest`` then, nor beside it.
     """
     source_path, dest_path = Path(source), Path(dest)
     if dest_path.exists():
@@ -79,7 +96,7 @@ def backup_ledger(
         raise _unreadable(source_path, err) from err
     try:
         _check_source(src, source_path)
-        partial.unlink(missing_ok=True)
+        _remove_partial(partial)  # what a backup killed outright left
         # Created empty, owner-only, before SQLite opens it (which would use the umask).
         os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         dst = sqlite3.connect(partial)
@@ -104,5 +121,5 @@ def backup_ledger(
         raise StorageError(f"Cannot write {dest_path}: {err.strerror}.") from err
     finally:
         src.close()
-        partial.unlink(missing_ok=True)
+        _remove_partial(partial)
     return dest_path.stat().st_size

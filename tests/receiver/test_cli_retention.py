@@ -3,9 +3,14 @@ exit codes, and that ``show`` and ``deliveries show`` say where a pruned body we
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
 import re
+import signal
 import subprocess
+import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -16,14 +21,17 @@ from flask.testing import FlaskClient
 from payhooks.storage import Ledger
 from tests.support.app import TEST_SECRET, SignFunction
 from tests.support.cli import clean_env, notification, record_notification, run
+from tests.support.disks import size_limited
 from tests.support.factories import T0, FixedClock
-from tests.support.retention import forge_archive
+from tests.support.retention import fill_old_deliveries, forge_archive
 
 __all__ = ["clean_env"]
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
-ARCHIVE = re.compile(r"into (\S+payhooks-prune-\d{8}T\d{6}Z\.jsonl\.gz) ")
+#: An archive's name: the time to the microsecond, then a random token.
+NAME = r"payhooks-prune-\d{8}T\d{6}\.\d{6}Z-[0-9a-f]{8}\.jsonl\.gz"
+ARCHIVE = re.compile(rf"into (\S+{NAME}) ")
 
 
 @pytest.fixture
@@ -144,7 +152,7 @@ def test_the_printed_check_command_checks_the_archive_when_pasted_where_prune_ra
     )
 
     assert done.returncode == 0, command + done.stdout + done.stderr
-    assert re.fullmatch(r"payhooks-prune-\d{8}T\d{6}Z\.jsonl\.gz: OK\n", done.stdout)
+    assert re.fullmatch(rf"{NAME}: OK\n", done.stdout)
 
 
 @pytest.mark.parametrize(
@@ -280,3 +288,101 @@ def test_restore_puts_back_only_the_headers_the_configured_receiver_stores(
         details = ledger.receiver.delivery_details(old_ids["key-order-1"])
     assert details is not None
     assert dict(details.headers) == (headers if restored else {})
+
+
+def _aged(path: Path) -> None:
+    """``path`` as if untouched for ten minutes: past the sweep's wait for a writer."""
+    then = time.time() - 600
+    os.utime(path, (then, then))
+
+
+@pytest.mark.sqlite_only
+def test_a_prune_killed_while_archiving_leaves_what_the_next_prune_sweeps(
+    database: Path, tmp_path: Path
+) -> None:
+    fill_old_deliveries(database, 2000, body_size=2000)
+    archives = tmp_path / "archives"
+    archives.mkdir()
+    args = ["--older-than", "7d", "--archive", str(archives), "--batch-size", "2"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAYHOOKS_")}
+    killed = subprocess.Popen(
+        [sys.executable, "-m", "payhooks.receiver", "prune", *args, "--database", str(database)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not list(archives.glob(".*.partial")) and time.monotonic() < deadline:
+            assert killed.poll() is None, "the prune ended before it could be killed"
+            time.sleep(0.001)
+        killed.send_signal(signal.SIGKILL)  # mid-archive: nothing dropped yet
+    finally:
+        killed.kill()
+        killed.wait()
+    (partial,) = archives.glob(".*.partial")
+
+    # At once, the same second: its file is too fresh to call its writer gone, so it stays,
+    # and the retry writes an archive of its own.
+    code, output = _prune(database, archives)
+    assert code == 0, output
+    assert "Pruned 2000 deliveries' bodies" in output
+    assert partial.exists()
+
+    _aged(partial)
+    code, output = _prune(database, archives)
+    assert code == 0, output
+    assert f"Removed 1 temporary file(s) that stopped prunes left: {partial.name}." in output
+    assert [p.name for p in archives.glob(".*")] == []
+    assert len(list(archives.glob("*.jsonl.gz.sha256"))) == len(list(archives.glob("*.gz")))
+
+
+@pytest.mark.sqlite_only
+def test_prune_seals_a_whole_archive_and_reports_one_it_cannot_read(
+    database: Path, tmp_path: Path, old_ids: dict[str, int]
+) -> None:
+    _code, output = _prune(database, tmp_path)
+    (archive,) = ARCHIVE.findall(output)
+    Path(f"{archive}.sha256").unlink()  # killed between its two renames
+    broken = tmp_path / "payhooks-prune-20260101T000000Z.jsonl.gz"
+    broken.write_bytes(gzip.compress(b"{}\n")[:-4])
+    for path in (Path(archive), broken):
+        _aged(path)
+
+    result = run(
+        ["prune", "--older-than", "1d", "--archive", str(tmp_path), "--database", str(database)]
+    )
+
+    assert result.exit_code == 0, result.output + result.stderr
+    name = Path(archive).name
+    assert (
+        f"Wrote the checksum file a stopped prune left out for {name} (every record read back "
+        "and checked)." in result.stdout
+    )
+    assert result.stderr.startswith(f"Left {broken.name} as it is: ")
+    assert result.stderr.endswith("; look at it by hand.\n")
+    assert Path(f"{archive}.sha256").exists()
+    assert not Path(f"{broken}.sha256").exists()
+
+
+@pytest.mark.sqlite_only
+def test_a_backup_that_runs_out_of_room_fails_in_a_sentence_and_leaves_nothing(
+    database: Path, tmp_path: Path
+) -> None:
+    fill_old_deliveries(database, 400, body_size=8000)  # about 3.5 MB
+    backups = tmp_path / "backups"
+    backups.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAYHOOKS_")}
+
+    # No file this process writes may grow past 1 MiB: the copy fails as on a full disk.
+    done = size_limited(
+        1 << 20,
+        "payhooks.receiver",
+        ["backup", str(backups / "backup.db"), "--database", str(database)],
+        env=env,
+    )
+
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith(f"Error: Cannot back up {database}: ")
+    assert done.stderr.count("\n") == 1
+    assert list(backups.iterdir()) == []

@@ -12,7 +12,6 @@ import os
 import shutil
 import sqlite3
 import subprocess
-import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ from payhooks.receiver import PayHooks, receiver_state
 from payhooks.receiver.web.health import health_cache
 from payhooks.storage import SCHEMA_VERSION, Ledger, migrate
 from tests.support.app import TEST_SECRET, AppFactory
+from tests.support.disks import small_tmpfs
 from tests.support.live_server import eventually
 from tests.support.postgres import PostgresServer, find_bin_dir
 
@@ -226,20 +226,8 @@ def test_free_space_under_the_threshold_is_ledger_disk_full(
 def small_disk() -> Iterator[Path]:
     """A real 4 MiB file system (tmpfs), mounted for the test; skipped where mounting is not
     allowed (not root, or a container without the capability)."""
-    folder = Path(tempfile.mkdtemp(prefix="payhooks-small-disk-"))
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(folder)],
-        capture_output=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        folder.rmdir()
-        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.decode().strip()}")
-    try:
+    with small_tmpfs("4m") as folder:
         yield folder
-    finally:
-        subprocess.run(["umount", "-l", str(folder)], check=False)
-        folder.rmdir()
 
 
 @pytest.mark.sqlite_only

@@ -1,5 +1,5 @@
-"""``backup_ledger``: it never overwrites a file, even one created while the copy is made, and
-the copy is its owner's only."""
+"""``backup_ledger``: it never overwrites a file, even one created while the copy is made, the
+copy is its owner's only, and a copy that fills the disk leaves nothing behind."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from payhooks.storage import Ledger, StorageError, backup_ledger
+from tests.support.disks import small_tmpfs
+from tests.support.retention import fill_old_deliveries
 
 pytestmark = pytest.mark.sqlite_only
 
@@ -62,3 +64,15 @@ def test_the_copy_is_readable_by_its_owner_only(source: Path, tmp_path: Path) ->
     assert stat.S_IMODE(dest.stat().st_mode) == 0o600
     with Ledger(dest, create=False) as copy:
         assert copy.receiver.count_deliveries() == 1
+
+
+def test_a_backup_that_fills_a_real_disk_leaves_nothing_behind(database: Path) -> None:
+    fill_old_deliveries(database, 400, body_size=8000)  # about 3.5 MB
+    with small_tmpfs("1m") as disk:
+        with pytest.raises(StorageError) as exc_info:
+            backup_ledger(database, disk / "backup.db")
+
+        assert "full" in exc_info.value.message
+        assert list(disk.iterdir()) == []  # neither the copy nor its journal
+    with Ledger(database, create=False) as source:
+        assert source.receiver.count_deliveries() == 400

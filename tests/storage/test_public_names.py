@@ -16,6 +16,7 @@ from payhooks.storage import Ledger
 PUBLIC = (
     "ACCEPTED_DELIVERY_STATUSES",
     "ArchiveError",
+    "ArchiveLeftovers",
     "ArchivedRow",
     "AuditEntry",
     "BucketSize",
