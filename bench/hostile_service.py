@@ -3,8 +3,11 @@
 :class:`HostileService` answers ``GET /v4/transactions`` in one of :data:`BEHAVIOURS`: a gzip
 bomb (``--bomb-mib`` decoded, about a thousandth of it on the wire), a new cursor on every page
 forever, a page trickled one byte every ``--trickle-seconds``, a cursor of 70,000 characters,
-JSON nested 100,000 deep, and a page holding an item the ledger cannot store. The tests use it
-too (``tests/service/sync/test_hostile.py``).
+JSON nested 100,000 deep, a page holding an item the ledger cannot store, and a new cursor on
+every page whose 100 items each carry a status string never seen before (150 characters),
+forever or for ``fresh_pages`` pages. Any of them can wait ``pause_seconds`` before each
+answer. The tests use it too
+(``tests/service/sync/test_hostile.py``).
 
 Run by hand: ``python -m bench.hostile_service [--bomb-mib N] [--trickle-seconds S]``. For each
 behaviour it runs ``payhooks sync`` in a child process against a fresh ledger and prints its
@@ -30,7 +33,15 @@ from urllib.parse import parse_qs, urlsplit
 
 from payhooks.storage import Ledger
 
-BEHAVIOURS = ("gzip-bomb", "endless", "trickle", "huge-cursor", "deep", "bad-item")
+BEHAVIOURS = (
+    "gzip-bomb",
+    "endless",
+    "trickle",
+    "huge-cursor",
+    "deep",
+    "bad-item",
+    "fresh-statuses",
+)
 
 
 def item(number: int, **changes: Any) -> dict[str, Any]:
@@ -63,11 +74,21 @@ def _gzip_bomb(mib: int) -> bytes:
 class HostileService:
     """A real HTTP server on loopback answering the list in one hostile way."""
 
-    def __init__(self, behaviour: str, *, bomb_mib: int = 64, trickle_seconds: float = 0.2):
+    def __init__(
+        self,
+        behaviour: str,
+        *,
+        bomb_mib: int = 64,
+        trickle_seconds: float = 0.2,
+        pause_seconds: float = 0.0,
+        fresh_pages: int = 0,
+    ):
         if behaviour not in BEHAVIOURS:
             raise ValueError(f"behaviour must be one of {BEHAVIOURS}, not {behaviour!r}")
         self.behaviour = behaviour
         self.trickle_seconds = trickle_seconds
+        self.pause_seconds = pause_seconds
+        self.fresh_pages = fresh_pages
         self.bomb = _gzip_bomb(bomb_mib) if behaviour == "gzip-bomb" else b""
         self.requests = 0
         service = self
@@ -92,6 +113,7 @@ class HostileService:
     def answer(self, handler: BaseHTTPRequestHandler, cursor: str | None) -> None:
         headers = {"Content-Type": "application/json"}
         number = int(cursor.rsplit("-", 1)[1]) if cursor and cursor[-1].isdigit() else 0
+        time.sleep(self.pause_seconds)
         if self.behaviour == "gzip-bomb":
             body, headers["Content-Encoding"] = self.bomb, "gzip"
         elif self.behaviour == "endless":
@@ -100,6 +122,13 @@ class HostileService:
             body = page([item(number)], "c" * 70_000 if cursor is None else None)
         elif self.behaviour == "deep":
             body = b"[" * 100_000 + b"]" * 100_000
+        elif self.behaviour == "fresh-statuses":
+            fresh = [
+                item(100 * number + i, status=f"made-up-{100 * number + i:010}".ljust(150, "."))
+                for i in range(100)
+            ]
+            last = self.fresh_pages and number + 1 >= self.fresh_pages
+            body = page(fresh, None if last else f"page-{number + 1}")
         elif self.behaviour == "bad-item":
             bad = [item(2, external_identifier="x" * 250), item(3, id="tx-\u0000")]
             body = page([item(1), *bad, item(4)], None)

@@ -152,6 +152,8 @@ def prune(
     writer is gone, a whole archive given its missing sha256sum file. Exit 1 when the archive
     cannot be written (nothing is dropped) or the ledger fails.
     """
+    if older_than <= timedelta(0):
+        raise BadUsage("--older-than must be longer than 0s.")
     target = resolve_database(database)
     folder = _archive_folder(archive, target)
     with ledger_for(target, read_only=dry_run) as ledger:

@@ -26,6 +26,7 @@ from payhooks.receiver.cli.common import (
     settings,
 )
 from payhooks.receiver.cli.escaping import terminal_text
+from payhooks.receiver.cli.option_values import DURATION
 
 if TYPE_CHECKING:
     from payhooks.service import SyncProgress, SyncReport
@@ -63,6 +64,11 @@ def _print_drift(ledger: Ledger, report: SyncReport, summary: bool) -> None:
         click.echo(terminal_text("  ".join(fields)))
     for status, count in sorted(report.unknown_statuses.items()):
         click.echo(terminal_text(f"Unknown status string {status!r}: {count} transaction(s)."))
+    if report.other_unknown:
+        click.echo(
+            f"Other unknown status strings: {report.other_unknown} transaction(s) (only the "
+            f"first {len(report.unknown_statuses)} strings seen are named)."
+        )
     counts = ", ".join(f"{kind} {n}" for kind, n in sorted(report.drift.items()))
     click.echo(f"Drift: {counts}." if counts else "No drift: the service's list agrees.")
 
@@ -81,9 +87,17 @@ def _print_drift(ledger: Ledger, report: SyncReport, summary: bool) -> None:
 @click.option(
     "--max-pages",
     type=click.IntRange(min=1),
-    default=100_000,
+    default=20_000,  # payhooks.service.sync.DEFAULT_MAX_PAGES (the service extra may be absent)
     show_default=True,
     help="The most pages one run reads; the next sync resumes after them.",
+)
+@click.option(
+    "--max-duration",
+    type=DURATION,
+    default="1h",  # payhooks.service.sync.DEFAULT_MAX_DURATION
+    show_default=True,
+    help="How long one run goes on asking for pages (30s, 15m, 2h); the next sync resumes "
+    "where it stopped.",
 )
 @click.option(
     "--restart", is_flag=True, help="Start from the first page, not where a sync stopped."
@@ -111,6 +125,7 @@ def sync(
     limit: int | None,
     max_age: int | None,
     max_pages: int,
+    max_duration: timedelta,
     restart: bool,
     resend_sandbox: bool,
     sandbox_control_token: str | None,
@@ -124,6 +139,8 @@ def sync(
     expected, and expected payments the service does not have. Sync never settles a payment:
     the list is not signed. An interrupted sync resumes where it stopped.
     """
+    if max_duration <= timedelta(0):
+        raise BadUsage("--max-duration must be longer than 0s.")
     found = settings()
     url = service_url or found.service_url
     access_token = token or found.service_token
@@ -168,6 +185,7 @@ def sync(
                 max_age=timedelta(seconds=found.sync_max_age if max_age is None else max_age),
                 limit=limit,
                 max_pages=max_pages,
+                max_duration=max_duration,
                 resume=not restart,
                 progress=progress,
                 resend=resender,

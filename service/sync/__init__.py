@@ -10,7 +10,9 @@ from __future__ import annotations
 from payhooks.service.sync.resend import SandboxResender
 from payhooks.service.sync.run import (
     DEFAULT_MAX_AGE,
+    DEFAULT_MAX_DURATION,
     DEFAULT_MAX_PAGES,
+    DEFAULT_MAX_UNKNOWN_STATUSES,
     SyncInterruptedError,
     SyncProgress,
     SyncReport,
@@ -20,7 +22,9 @@ from payhooks.service.sync.status_map import DEFAULT_SYNC_STATUS_MAP, check_stat
 
 __all__ = [
     "DEFAULT_MAX_AGE",
+    "DEFAULT_MAX_DURATION",
     "DEFAULT_MAX_PAGES",
+    "DEFAULT_MAX_UNKNOWN_STATUSES",
     "DEFAULT_SYNC_STATUS_MAP",
     "SandboxResender",
     "SyncInterruptedError",

@@ -6,8 +6,12 @@ Why it is shaped so:
   it in one ledger transaction, and dropped. The drift is computed by SQL afterwards and
   streamed (:meth:`payhooks.storage.Ledger.sync_drift`), never collected. What grows with the
   list is the client's set of cursors already seen (its loop guard): one hash a page.
-  ``max_pages`` bounds a run, so a service answering a new cursor forever is not followed
-  forever; an item the ledger cannot store is recorded as drift and the page goes on.
+  ``max_pages`` and ``max_duration`` bound a run, so a service answering a new cursor forever,
+  however fast or slowly, is not followed forever: past either, the run stops ``interrupted``
+  with the reason, and the next one resumes from its cursor. The unknown status strings a
+  report names are the first ``max_unknown_statuses`` seen; items with any other are only
+  counted (each is ``unknown_status`` drift in the ledger all the same). An item the ledger
+  cannot store is recorded as drift and the page goes on.
 - **Safe to repeat, and resumable.** Items are upserted by the service's id, so a page read
   twice changes nothing. The run's cursor moves in the transaction that stores the page, so a
   run stopped by an error or Ctrl-C keeps every page it recorded, and the next sync goes on
@@ -22,6 +26,7 @@ Why it is shaped so:
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -42,7 +47,9 @@ from payhooks.storage import (
 
 __all__ = [
     "DEFAULT_MAX_AGE",
+    "DEFAULT_MAX_DURATION",
     "DEFAULT_MAX_PAGES",
+    "DEFAULT_MAX_UNKNOWN_STATUSES",
     "SyncInterruptedError",
     "SyncProgress",
     "SyncReport",
@@ -52,8 +59,14 @@ __all__ = [
 #: How long an expected payment may be absent from the service's list before a complete sync
 #: calls it ``missing_at_service`` (``PAYHOOKS_SYNC_MAX_AGE``).
 DEFAULT_MAX_AGE = timedelta(hours=24)
-#: The most pages one run reads (10^7 transactions at 100 a page); the next run resumes there.
-DEFAULT_MAX_PAGES = 100_000
+#: The most pages one run reads (2 x 10^6 transactions at 100 a page); the next run resumes
+#: there.
+DEFAULT_MAX_PAGES = 20_000
+#: The longest one run goes on asking for pages; the next run resumes where it stopped.
+DEFAULT_MAX_DURATION = timedelta(hours=1)
+#: The most distinct unknown status strings one report names (each at most 200 characters, as
+#: the ledger stores them); items carrying any other are counted in ``other_unknown``.
+DEFAULT_MAX_UNKNOWN_STATUSES = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,12 +88,16 @@ class SyncReport:
     pages: int
     items: int
     resumed: bool
-    #: Status strings the map did not know, with how many items carried each (this call).
+    #: Status strings the map did not know, with how many items carried each (this call): the
+    #: first ``max_unknown_statuses`` distinct ones seen.
     unknown_statuses: Mapping[str, int]
     #: Drift rows in the ledger after the sync, by kind.
     drift: Mapping[DriftKind, int]
     #: Transactions whose notification the ``resend`` hook asked the service to send again.
     resent: tuple[str, ...] = field(default=())
+    #: Items whose status the map did not know and :attr:`unknown_statuses` does not name (it
+    #: was full): counted, not kept.
+    other_unknown: int = 0
 
     @property
     def has_drift(self) -> bool:
@@ -132,6 +149,8 @@ def sync_transactions(
     max_age: timedelta = DEFAULT_MAX_AGE,
     limit: int | None = None,
     max_pages: int = DEFAULT_MAX_PAGES,
+    max_duration: timedelta = DEFAULT_MAX_DURATION,
+    max_unknown_statuses: int = DEFAULT_MAX_UNKNOWN_STATUSES,
     resume: bool = True,
     progress: Callable[[SyncProgress], None] | None = None,
     resend: Callable[[DriftRow], bool] | None = None,
@@ -144,40 +163,65 @@ def sync_transactions(
         ``missing_at_service``.
     :param limit: the page size asked for (the service's default when None).
     :param max_pages: the most pages this call reads; past them it stops, resumable.
+    :param max_duration: how long this call goes on asking for pages, checked after each page
+        (so one page's request, bounded by the client's timeout, may run past it); past it the
+        call stops, resumable.
+    :param max_unknown_statuses: the most distinct unknown status strings the report names;
+        items with others are counted in ``other_unknown``.
     :param resume: go on from where an unfinished sync stopped (True), or start over.
     :param progress: called after each page recorded.
     :param resend: called for each missed notification once the list is read; True when it
         asked the service to send the notification again.
     :raises SyncInterruptedError: the service or the ledger failed part way; what was recorded
         stays, and the run is ``interrupted`` with the reason.
-    :raises ValueError: a bad ``status_map``, ``max_age`` or ``max_pages`` (before anything is
-        asked).
+    :raises ValueError: a bad ``status_map``, ``max_age``, ``max_pages``, ``max_duration`` or
+        ``max_unknown_statuses`` (before anything is asked).
     """
+    started = time.monotonic()
     if max_pages < 1:
         raise ValueError(f"max_pages must be at least 1, not {max_pages!r}")
+    if max_duration <= timedelta(0):
+        raise ValueError(f"max_duration must be positive, not {max_duration!r}")
+    if max_unknown_statuses < 0:
+        raise ValueError(f"max_unknown_statuses must be 0 or more, not {max_unknown_statuses!r}")
+    limit_seconds = max_duration.total_seconds()
     mapping = check_status_map(DEFAULT_SYNC_STATUS_MAP if status_map is None else status_map)
     run = ledger.service.begin_sync(max_age=max_age, resume=resume)
     resumed = run.pages > 0
-    pages = items = 0
+    pages = items = other_unknown = 0
     unknown: Counter[str] = Counter()
 
     def report(
         current: SyncRun, drift: Mapping[DriftKind, int], resent: tuple[str, ...] = ()
     ) -> SyncReport:
-        return SyncReport(current, pages, items, resumed, dict(unknown), drift, resent)
+        return SyncReport(
+            current, pages, items, resumed, dict(unknown), drift, resent, other_unknown
+        )
 
     try:
         if not (resumed and run.next_cursor is None):  # else: read to its end already
             for page in client.transaction_pages(limit=limit, cursor=run.next_cursor):
                 listed = [_listed(item, mapping) for item in page.items]
-                unknown.update(i.status for i in listed if i.state is PaymentState.UNKNOWN)
+                for status in (i.status for i in listed if i.state is PaymentState.UNKNOWN):
+                    if status in unknown or len(unknown) < max_unknown_statuses:
+                        unknown[status] += 1
+                    else:
+                        other_unknown += 1
                 items += ledger.service.record_service_page(run.id, listed, page.next_cursor)
                 pages += 1
                 if progress is not None:
                     progress(SyncProgress(run.id, run.pages + pages, run.items + items, resumed))
-                if pages >= max_pages and page.next_cursor is not None:
+                if page.next_cursor is None:
+                    continue
+                if pages >= max_pages:
                     raise ServiceError(
                         f"this run read {pages} page(s), its most", code="too_many_pages"
+                    )
+                if (elapsed := time.monotonic() - started) >= limit_seconds:
+                    raise ServiceError(
+                        f"this run read {pages} page(s) in {elapsed:.0f} s, past its time "
+                        f"limit of {limit_seconds:g} s",
+                        code="run_time_limit",
                     )
     except (ServiceError, StorageError, KeyboardInterrupt) as err:
         reason = "interrupted" if isinstance(err, KeyboardInterrupt) else str(err).rstrip(".")

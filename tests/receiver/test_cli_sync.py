@@ -3,6 +3,7 @@ exit codes, the ``sync_drift`` signal, and the sandbox's resend."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,9 +13,15 @@ from flask import Flask
 
 from bench.hostile_service import HostileService
 from payhooks.receiver import PayHooks, signals
+from payhooks.receiver.cli.sync_command import sync as sync_command
 from payhooks.receiver.config import CONFIG_DEFAULTS
+from payhooks.receiver.durations import parse_duration
 from payhooks.service.sandbox import NotificationState, SandboxServer, SandboxSettings
-from payhooks.service.sync import DEFAULT_SYNC_STATUS_MAP
+from payhooks.service.sync import (
+    DEFAULT_MAX_DURATION,
+    DEFAULT_MAX_PAGES,
+    DEFAULT_SYNC_STATUS_MAP,
+)
 from payhooks.storage import DriftKind, Ledger, ReconciliationState
 from tests.support.cli import clean_env
 from tests.support.service import MERCHANT, card_transaction, wire
@@ -185,6 +192,49 @@ def test_max_pages_stops_a_run_that_the_next_one_resumes(app: Flask) -> None:
         run = ledger.service.last_sync()
     assert run is not None
     assert (run.pages, run.next_cursor) == (4, "page-4")
+
+
+def test_max_duration_stops_a_run_that_the_next_one_resumes(app: Flask) -> None:
+    with HostileService("endless", pause_seconds=0.2) as hostile:
+        url = ["--service-url", hostile.url, "--max-duration", "1s"]
+        first = app.test_cli_runner().invoke(args=["payhooks", "sync", *url])
+        second = app.test_cli_runner().invoke(args=["payhooks", "sync", *url])
+    assert first.exit_code == second.exit_code == 1
+    assert re.search(
+        r"\(this run read \d+ page\(s\) in 1 s, past its time limit of 1 s\)", first.output
+    )
+    assert "the next sync resumes there." in first.output
+    with Ledger(app.config["PAYHOOKS_DATABASE"]) as ledger:
+        run = ledger.service.last_sync()
+    assert run is not None
+    assert run.next_cursor == f"page-{run.pages}"
+
+
+@pytest.mark.parametrize("value", ["0s", "soon"])
+def test_a_max_duration_that_is_not_one_is_bad_usage(app: Flask, value: str) -> None:
+    result = app.test_cli_runner().invoke(args=["payhooks", "sync", "--max-duration", value])
+    assert result.exit_code == 2
+    assert "--max-duration" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_unknown_statuses_past_the_first_hundred_are_counted_in_one_line(app: Flask) -> None:
+    with HostileService("fresh-statuses", fresh_pages=2) as hostile:
+        result = app.test_cli_runner().invoke(
+            args=["payhooks", "sync", "--service-url", hostile.url, "--summary"]
+        )
+    assert result.exit_code == 0, result.output
+    assert result.output.count("Unknown status string 'made-up-") == 100
+    assert (
+        "Other unknown status strings: 100 transaction(s) (only the first 100 strings seen "
+        "are named)." in result.output
+    )
+
+
+def test_the_commands_bounds_default_to_the_syncs() -> None:
+    defaults = {param.name: param.default for param in sync_command.params}
+    assert defaults["max_pages"] == DEFAULT_MAX_PAGES
+    assert parse_duration(str(defaults["max_duration"])) == DEFAULT_MAX_DURATION
 
 
 def test_the_receivers_default_map_is_the_syncs() -> None:

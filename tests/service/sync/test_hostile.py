@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 import tracemalloc
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 
 import pytest
 
@@ -13,7 +14,7 @@ from bench.hostile_service import HostileService
 from payhooks.service import MalformedResponseError, SyncInterruptedError, TransportError
 from payhooks.service.client import RetryPolicy, ServiceClient
 from payhooks.service.sync import sync_transactions
-from payhooks.storage import DriftKind, Ledger
+from payhooks.storage import DriftKind, Ledger, SyncStatus
 
 
 @pytest.fixture
@@ -122,6 +123,49 @@ def test_endless_cursors_stop_at_max_pages_and_the_next_sync_resumes(
     run = ledger.service.last_sync()
     assert run is not None
     assert (run.pages, run.next_cursor) == (5, "page-5")
+
+
+def test_a_slow_endless_service_stops_at_the_time_limit_and_the_next_sync_resumes(
+    hostile_client: Callable[..., ServiceClient], ledger: Ledger
+) -> None:
+    client = hostile_client("endless", pause_seconds=0.05)
+    started = time.monotonic()
+    with pytest.raises(SyncInterruptedError) as exc_info:
+        sync_transactions(client, ledger, max_duration=timedelta(seconds=0.3), max_pages=200)
+    assert time.monotonic() - started < 5  # 200 pages would take 10 s
+    assert exc_info.value.resumable is True
+    assert exc_info.value.__cause__.code == "run_time_limit"  # type: ignore[union-attr]
+    assert "past its time limit of 0.3 s); what it recorded is kept, and the next sync " in (
+        exc_info.value.message
+    )
+    first = ledger.service.last_sync()
+    assert first is not None
+    assert first.status is SyncStatus.INTERRUPTED
+    assert first.error is not None
+    assert first.error.endswith("past its time limit of 0.3 s")
+    assert 1 <= first.pages < 200
+    with pytest.raises(SyncInterruptedError) as again:
+        sync_transactions(client, ledger, max_duration=timedelta(seconds=0.3), max_pages=200)
+    assert again.value.report.resumed
+    run = ledger.service.last_sync()
+    assert run is not None
+    assert run.id == first.id
+    assert run.pages > first.pages
+    assert run.next_cursor == f"page-{run.pages}"
+
+
+@pytest.mark.parametrize("kept", [0, 10])
+def test_fresh_unknown_statuses_are_named_up_to_the_bound_and_the_rest_counted(
+    hostile_client: Callable[..., ServiceClient], ledger: Ledger, kept: int
+) -> None:
+    client = hostile_client("fresh-statuses", fresh_pages=3)  # 300 items, 300 statuses
+    report = sync_transactions(client, ledger, max_unknown_statuses=kept)
+    assert report.items == 300
+    assert sorted(report.unknown_statuses) == [
+        f"made-up-{n:010}".ljust(150, ".") for n in range(kept)
+    ]
+    assert set(report.unknown_statuses.values()) <= {1}
+    assert report.other_unknown == 300 - kept
 
 
 def test_an_item_the_ledger_cannot_store_is_drift_and_the_sync_goes_on(
