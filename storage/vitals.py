@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, Final
 
+import payhooks.storage.owed_signals as owed_signals
 import payhooks.storage.service_transactions as service_transactions
 from payhooks.storage.id_windows import window_ids
 from payhooks.storage.records import MISMATCH_STATES, ReconciliationState
@@ -238,10 +239,7 @@ def read_vitals(conn: Connection, now: datetime, mismatch_window: timedelta = DA
         "SELECT count(*), min(owed_at) FROM owed_signals WHERE sent_at IS NULL"
     ).fetchone()
     # Through owed_signals_failing and signal_runs_errors: only such rows are in them.
-    failing, parked = conn.execute(
-        "SELECT count(*), sum(CASE WHEN parked_at IS NOT NULL THEN 1 ELSE 0 END) "
-        "FROM owed_signals WHERE sent_at IS NULL AND attempts > 0"
-    ).fetchone()
+    failing, parked = owed_signals.failing_counts(conn)
     # Since when a receiver has kept raising: the first raise of a signal still owed.
     (oldest_failing,) = conn.execute(
         "SELECT min(r.started_at) FROM owed_signals AS s "
@@ -297,7 +295,7 @@ def read_vitals(conn: Connection, now: datetime, mismatch_window: timedelta = DA
         recent_mismatches=recent,
         mismatch_window=mismatch_window,
         failing_signals=failing,
-        parked_signals=parked or 0,
+        parked_signals=parked,
         oldest_failing_at=_time(oldest_failing, "signal_runs.started_at"),
         receiver_errors=sum(cause.count for cause in receiver_causes),
         refused_by_code={code: count for code, count, _ in refusals},

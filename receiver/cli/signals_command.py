@@ -30,12 +30,24 @@ from payhooks.storage import OwedSignal
 __all__ = ["signals"]
 
 
+def _waiting(signal: OwedSignal, now: datetime) -> bool:
+    """Whether it waits for its retry's backoff (and is not parked)."""
+    due = signal.next_attempt_at
+    return signal.parked_at is None and due is not None and datetime.fromisoformat(due) > now
+
+
 def _state(signal: OwedSignal, now: datetime) -> str:
     if signal.parked_at is not None:
         return "parked"
-    if signal.next_attempt_at is not None and datetime.fromisoformat(signal.next_attempt_at) > now:
+    if _waiting(signal, now):
         return f"retry at {signal.next_attempt_at}"
     return "due"
+
+
+def _waiting_and_parked(owed: list[OwedSignal], now: datetime) -> tuple[int, int]:
+    """How many of ``owed`` wait for their retry, and how many are parked."""
+    waiting = sum(1 for row in owed if _waiting(row, now))
+    return waiting, sum(1 for row in owed if row.parked_at is not None)
 
 
 def _list(owed: list[OwedSignal], now: datetime) -> None:
@@ -48,8 +60,7 @@ def _list(owed: list[OwedSignal], now: datetime) -> None:
         if row.error:
             first = terminal_text(row.error.splitlines()[0])
             click.echo(f"         {first[:160]}")
-    parked = sum(1 for row in owed if row.parked_at is not None)
-    waiting = sum(1 for row in owed if _state(row, now).startswith("retry"))
+    waiting, parked = _waiting_and_parked(owed, now)
     click.echo(
         f"{len(owed)} signal(s) owed: {len(owed) - parked - waiting} due, {waiting} waiting for "
         f"a retry, {parked} parked. `flask payhooks signals --send` runs what is due (--now "
@@ -147,12 +158,12 @@ def signals(
         )
         left = ledger.signals.owed(identifier=identifier)
     if report.ran or report.signals_sent:
-        click.echo(report.describe()[:1].upper() + report.describe()[1:] + ".")
+        said = report.describe()
+        click.echo(said[:1].upper() + said[1:] + ".")
     else:
         click.echo(f"Nothing was run{whose}: no owed signal was due.")
     if left:
-        parked = sum(1 for row in left if row.parked_at is not None)
-        waiting = sum(1 for row in left if _state(row, now).startswith("retry"))
+        waiting, parked = _waiting_and_parked(left, now)
         held = len(left) - parked - waiting
         click.echo(
             f"Still owed: {len(left)} signal(s), {waiting} waiting for a retry (--now runs "

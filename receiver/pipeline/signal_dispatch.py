@@ -314,7 +314,8 @@ def send_owed(
 
     ``limit``: at most this many outcomes (a sweep's share); ``once_since``: run each signal at
     most once from then on (a command or a person's re-run: a receiver that raises again is
-    not run again in the same call). Without either, it runs until nothing is left.
+    not run again in the same call; without a ``limit``, it defaults to now). It runs until
+    nothing it may run is left.
     """
     report = SendReport()
     if limit is None and once_since is None:
