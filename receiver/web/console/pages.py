@@ -18,7 +18,8 @@ Routes, relative to the console's prefix, ``GET`` (and ``HEAD``) unless marked `
 - ``/static/console.css`` and ``/static/favicon.svg``: the stylesheet and the icon.
 - anything else under the prefix: the console's 404 page, after the guard.
 
-Every request but the static files' first passes the merchant's ``authorize`` hook. They are
+Every request but the static files' first passes the merchant's ``authorize`` hook, then waits
+for the person's turn (:mod:`.turns`: one console request per person at a time). They are
 the package's own files and say nothing about the ledger; leaving them open lets the 403 page
 be styled without a failed load.
 """
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, Response, g, redirect, request, url_for
+from flask import Blueprint, Response, current_app, g, redirect, request, url_for
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response as BaseResponse
 
@@ -54,6 +55,7 @@ from payhooks.receiver.web.console.finance_views import reconciliation, reconcil
 from payhooks.receiver.web.console.log_views import deliveries, refused
 from payhooks.receiver.web.console.query import BadQuery
 from payhooks.receiver.web.console.record_views import delivery, payment, refused_request
+from payhooks.receiver.web.console.turns import Turn, take_turn
 from payhooks.storage import StorageError, UnreadableRowError
 
 __all__ = ["IDENTIFIER_CONVERTER", "blueprint"]
@@ -82,7 +84,23 @@ def _guard() -> Response | None:
         return error_page(403, "console_forbidden", "You are not allowed to see this console.")
     g.payhooks_console_grant = grant
     g.payhooks_console_role = grant.role
+    turn = take_turn(current_app.instance_path, f"{grant.role.value} {grant.who}")
+    if turn is None:
+        return error_page(
+            429,
+            "console_busy",
+            "Another of your console pages is still loading; reload this one once it is done.",
+        )
+    g.payhooks_console_turn = turn
     return None
+
+
+@blueprint.teardown_request
+def _give_turn_back(_error: BaseException | None) -> None:
+    """The person's turn, given back however the request ended."""
+    turn: Turn | None = g.pop("payhooks_console_turn", None)
+    if turn is not None:
+        turn.release()
 
 
 @blueprint.context_processor
