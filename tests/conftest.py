@@ -12,7 +12,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from flask import Flask
@@ -30,24 +30,51 @@ from tests.support.app import (
     notification_body,
     standard_webhooks_signer,
 )
+from tests.support.browser import chromium
 from tests.support.live_server import LiveServer
 from tests.support.postgres import INSTALL_COMMAND, PostgresServer, find_bin_dir
 
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
+
 ENGINES = ("sqlite", "postgresql")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+#: The folders whose tests run on both engines by default: the ledger's own, and the system
+#: layer (real servers, kills, the docs walk) whole. Elsewhere the
+#: engine is SQLite unless a test (or its module) is marked ``both_engines``: the receiver's,
+#: the command line's and the console's tests test payhooks' logic, which is the same on either
+#: engine, and each wing keeps end-to-end tests marked to run on PostgreSQL too.
+BOTH_ENGINES_FOLDERS = ("tests/storage/", "tests/system/")
+
+
+def _engines_for(metafunc: pytest.Metafunc) -> tuple[str, ...]:
+    definition = metafunc.definition
+    if definition.get_closest_marker("sqlite_only") is not None:
+        return ENGINES[:1]
+    if definition.get_closest_marker("postgresql_only") is not None:
+        return ENGINES[1:]
+    if definition.get_closest_marker("both_engines") is not None:
+        return ENGINES
+    where = Path(str(definition.path)).resolve().relative_to(ROOT).as_posix()
+    return ENGINES if where.startswith(BOTH_ENGINES_FOLDERS) else ENGINES[:1]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Every test that uses the ``database`` (so ``ledger``, ``app``...) runs on each engine,
-    unless marked ``sqlite_only`` (WAL sync, the write lock, pragmas, the file itself) or
-    ``postgresql_only`` (PostgreSQL's query plans). The PostgreSQL runs carry the
-    ``postgresql`` marker: ``-m 'not postgresql'`` leaves them out."""
+    """Every test that uses the ``database`` (so ``ledger``, ``app``...) runs on the engines
+    :func:`_engines_for` gives: both for the ledger's tests and for tests marked
+    ``both_engines``, SQLite alone for the rest; ``sqlite_only`` (WAL sync, the write lock,
+    pragmas, the file itself) and ``postgresql_only`` (PostgreSQL's query plans) pin one. The
+    PostgreSQL runs carry the ``postgresql`` marker: ``-m 'not postgresql'`` leaves them out."""
     if "engine" in metafunc.fixturenames:
-        only_sqlite = metafunc.definition.get_closest_marker("sqlite_only") is not None
-        only_postgresql = metafunc.definition.get_closest_marker("postgresql_only") is not None
-        engines = ENGINES[:1] if only_sqlite else ENGINES[1:] if only_postgresql else ENGINES
         on_server = {"postgresql": [pytest.mark.postgresql]}
         metafunc.parametrize(
-            "engine", [pytest.param(engine, marks=on_server.get(engine, ())) for engine in engines]
+            "engine",
+            [
+                pytest.param(engine, marks=on_server.get(engine, ()))
+                for engine in _engines_for(metafunc)
+            ],
         )
 
 
@@ -119,6 +146,13 @@ def postgres_url(request: pytest.FixtureRequest) -> Iterator[str]:
     finally:
         close_pools(url)
         server.drop_database(url)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    """One headless Chromium for the whole session (per xdist worker); each test opens its own
+    context and page in it."""
+    yield from chromium()
 
 
 @pytest.fixture

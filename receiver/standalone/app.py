@@ -20,6 +20,9 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
+import tempfile
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -100,7 +103,11 @@ def create_console_app(
     ConsoleGrant(role, who)  # a name the audit log cannot take fails here, not at each page
     prefix = PATH_PREFIX + secrets.token_urlsafe(16)  # 128 bits: no other server serves it
     cookie_name = COOKIE_PREFIX + secrets.token_hex(8)
-    app = Flask("payhooks_console")
+    # The run's own folder for what the console keeps on disk (its per-person turns), never
+    # the folder the command was started in; removed with the app.
+    instance = tempfile.mkdtemp(prefix="payhooks-console-")
+    app = Flask("payhooks_console", instance_path=instance)
+    weakref.finalize(app, shutil.rmtree, instance, ignore_errors=True)
     app.config.update(
         SECRET_KEY=secrets.token_bytes(32),  # the run's: an earlier run's cookie fails its check
         SESSION_COOKIE_NAME=cookie_name,

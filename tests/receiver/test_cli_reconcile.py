@@ -47,6 +47,7 @@ def _rows(text: str) -> dict[str, dict[str, str]]:
     return {row["external_identifier"]: row for row in csv.DictReader(io.StringIO(text))}
 
 
+@pytest.mark.both_engines
 def test_reconcile_table_lists_every_payment_and_the_totals(database: Path) -> None:
     result = run(["reconcile", "--database", str(database)])
 

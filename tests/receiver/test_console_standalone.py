@@ -30,7 +30,7 @@ from flask.testing import FlaskClient
 from payhooks.storage import Ledger
 from payhooks.verify import key_fingerprint
 from tests.support.app import TEST_SECRET, BodyFactory, SignFunction
-from tests.support.browser import BROWSER_TIMEOUT_MS, chromium
+from tests.support.browser import BROWSER_TIMEOUT_MS
 from tests.support.live_server import LiveServer
 from tests.support.postgres import PostgresServer
 
@@ -135,12 +135,6 @@ def test_the_printed_link_logs_in_once_and_shows_the_delivery_log(
             assert _forbidden(again)
             assert delivered not in again.text
             assert _forbidden(second.get(f"{console.base}/deliveries"))
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """Debian's Chromium, headless, for the module."""
-    yield from chromium()
 
 
 @pytest.fixture

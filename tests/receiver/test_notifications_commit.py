@@ -28,6 +28,9 @@ NOTIFY = "/payhooks/notifications"
 
 Rows = Callable[..., list[dict[str, Any]]]
 
+#: The receiver's commit path, on each engine (tests/conftest.py: engines are opt-in here).
+pytestmark = pytest.mark.both_engines
+
 
 class BrokenZone(tzinfo):
     """A configured zone that passes the start-up check (a time in 2000) and fails on every

@@ -10,12 +10,16 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from flask import Flask
 
 from payhooks.receiver import signals
 from payhooks.receiver.pipeline import sweep_unclaimed
 from payhooks.storage import Ledger
 from tests.support.app import AppFactory, BodyFactory, SignFunction
+
+#: Leases under concurrent senders, on each engine (tests/conftest.py: engines are opt-in here).
+pytestmark = pytest.mark.both_engines
 
 
 def test_a_sweep_whose_claim_outlives_its_lease_never_runs_an_outcome_twice_at_once(

@@ -20,6 +20,9 @@ from payhooks.receiver import signals
 from payhooks.storage import Ledger
 from tests.support.app import AppFactory, BodyFactory, SignFunction
 
+#: Owed signals, on each engine (tests/conftest.py: engines are opt-in here).
+pytestmark = pytest.mark.both_engines
+
 
 class WorkerDied(BaseException):
     """Stands for the worker's death between the commit and the mark."""

@@ -29,7 +29,8 @@ from tests.support.service import (
     subscription,
 )
 
-pytestmark = pytest.mark.system
+#: The service's wing end to end, on each engine (tests/conftest.py: engines are opt-in here).
+pytestmark = [pytest.mark.system, pytest.mark.both_engines]
 
 Serve = Callable[[Flask], LiveServer]
 

@@ -32,7 +32,7 @@ from payhooks.service.client import (
 from payhooks.service.sandbox import NotificationState, SandboxServer, SandboxSettings
 from payhooks.storage import Ledger, ReconciliationState
 from tests.support.app import TEST_SECRET
-from tests.support.browser import BROWSER_TIMEOUT_MS, SCREENS, chromium
+from tests.support.browser import BROWSER_TIMEOUT_MS, SCREENS
 from tests.support.live_server import LiveServer
 
 if TYPE_CHECKING:
@@ -60,12 +60,6 @@ HOME = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Tea shop</title></head>
 <body><h1>Tea shop</h1></body></html>
 """
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """Debian's Chromium, headless, for the module."""
-    yield from chromium()
 
 
 @pytest.fixture

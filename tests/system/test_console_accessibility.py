@@ -20,7 +20,7 @@ from werkzeug.serving import make_server
 
 from payhooks.receiver import Console, PayHooks, receiver_state
 from tests.support.app import TEST_SECRET, notification_body, standard_webhooks_signer
-from tests.support.browser import BROWSER_TIMEOUT_MS, SCREENS, chromium
+from tests.support.browser import BROWSER_TIMEOUT_MS, SCREENS
 from tests.support.console_pages import (
     CONSOLE_PAGES,
     PREFIX,
@@ -46,11 +46,6 @@ _VIOLATIONS = """async () => {
     nodes: v.nodes.slice(0, 3).map(n => n.target.join(" ")),
   }));
 }"""
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    yield from chromium()
 
 
 class Served:

@@ -18,19 +18,13 @@ from flask import Flask
 from payhooks.receiver import Console
 from payhooks.storage import DeliveryStatus, Ledger, ReviewStatus
 from tests.support.app import AppFactory, BodyFactory
-from tests.support.browser import BROWSER_TIMEOUT_MS, SCREENS, chromium
+from tests.support.browser import BROWSER_TIMEOUT_MS, SCREENS
 from tests.support.console_actions import OPERATOR, VIEWER, grant_hook
 from tests.support.factories import make_outcome, record
 from tests.support.live_server import LiveServer
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, BrowserContext
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """Debian's Chromium, headless, for the module."""
-    yield from chromium()
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from flask import Flask
 from payhooks.receiver import Console
 from payhooks.storage import Ledger
 from tests.support.app import AppFactory, BodyFactory, SignFunction
-from tests.support.browser import BROWSER_TIMEOUT_MS, SCREENS, chromium
+from tests.support.browser import BROWSER_TIMEOUT_MS, SCREENS
 from tests.support.live_server import LiveServer
 
 if TYPE_CHECKING:
@@ -31,12 +31,6 @@ ROLE_HEADER = "X-Test-Console-Role"
 HOSTILE = '"><img src=x onerror=alert(1)><script>alert(2)</script>\u202ex'
 #: How the console shows it: the markup as text, the override as an escape.
 HOSTILE_SHOWN = '"><img src=x onerror=alert(1)><script>alert(2)</script>\\u202ex'
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """Debian's Chromium, headless, for the module."""
-    yield from chromium()
 
 
 class Watched:

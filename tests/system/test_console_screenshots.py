@@ -10,7 +10,7 @@ fails here. With ``PAYHOOKS_SCREENSHOTS=docs/images`` they are written there for
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,7 +19,7 @@ from flask import Flask
 
 from payhooks.receiver import Console
 from tests.support.app import AppFactory, BodyFactory, SignFunction
-from tests.support.browser import BROWSER_TIMEOUT_MS, SCREENS, chromium
+from tests.support.browser import BROWSER_TIMEOUT_MS, SCREENS
 from tests.support.console_pages import (
     CONSOLE_PAGES,
     PREFIX,
@@ -46,11 +46,6 @@ PICTURED = sorted(name for name in CONSOLE_PAGES if name != "not-found")
 #: the finance page's tiles with its chart, or its table, under them. The rows further down
 #: look as the ones above them.
 TOP_ONLY = {"deliveries": 800, "reconciliation": 850, "reconciliation-table": 850}
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    yield from chromium()
 
 
 @pytest.mark.sqlite_only

@@ -9,7 +9,7 @@ missing, failed under ``CI=true``.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -18,18 +18,13 @@ from flask import Flask
 
 from payhooks.receiver import Console
 from tests.support.app import AppFactory, BodyFactory, SignFunction
-from tests.support.browser import BROWSER_TIMEOUT_MS, chromium
+from tests.support.browser import BROWSER_TIMEOUT_MS
 from tests.support.live_server import LiveServer
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, ConsoleMessage
 
 ROLE_HEADER = "X-Test-Console-Role"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    yield from chromium()
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,7 +25,7 @@ from flask import Flask
 from payhooks.receiver import Console, Metrics, signals
 from payhooks.storage import Ledger, SignalEvent
 from tests.support.app import AppFactory, BodyFactory, SignFunction
-from tests.support.browser import BROWSER_TIMEOUT_MS, chromium
+from tests.support.browser import BROWSER_TIMEOUT_MS
 from tests.support.console_actions import OPERATOR, grant_hook
 from tests.support.live_server import LiveServer
 
@@ -55,11 +55,6 @@ class Warehouse:
             raise RuntimeError(f"warehouse timed out shipping {order}")
         if order not in self.shipped:
             self.shipped.append(order)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    yield from chromium()
 
 
 def _wait_for(condition: Callable[[], bool], what: str, seconds: float = 90) -> None:

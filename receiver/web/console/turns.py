@@ -27,8 +27,9 @@ from typing import Final
 
 try:
     import fcntl
+    _NO_FCNTL = False
 except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
+    _NO_FCNTL = True
 
 __all__ = ["TURNS_FOLDER", "TURN_WAIT_SECONDS", "Turn", "take_turn"]
 
@@ -87,21 +88,15 @@ def _process_turn(who: str, deadline: float) -> Turn | None:
     return Turn(lock.release)
 
 
-def _folder(instance_path: str) -> Path | None:
-    folder = Path(instance_path) / TURNS_FOLDER
-    try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError as err:
-        if instance_path not in _warned:
-            _warned.add(instance_path)
-            logger.warning(
-                "payhooks console: cannot make %s (%s); one request per person at a time is "
-                "kept per process, not per host",
-                folder,
-                err.strerror,
-            )
-        return None
-    return folder
+def _warn_once(folder: Path, err: OSError) -> None:
+    if str(folder) not in _warned:
+        _warned.add(str(folder))
+        logger.warning(
+            "payhooks console: cannot use %s (%s); one request per person at a time is kept "
+            "per process, not per host",
+            folder,
+            err.strerror,
+        )
 
 
 def take_turn(instance_path: str, who: str, wait_seconds: float | None = None) -> Turn | None:
@@ -109,7 +104,12 @@ def take_turn(instance_path: str, who: str, wait_seconds: float | None = None) -
     None when that took longer than ``wait_seconds`` (:data:`TURN_WAIT_SECONDS`)."""
     wait = TURN_WAIT_SECONDS if wait_seconds is None else wait_seconds
     deadline = time.monotonic() + wait
-    folder = _folder(instance_path) if fcntl is not None else None
-    if folder is None:
+    if _NO_FCNTL:
         return _process_turn(who, deadline)
-    return _file_turn(folder, who, deadline)
+    folder = Path(instance_path) / TURNS_FOLDER
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return _file_turn(folder, who, deadline)
+    except OSError as err:  # an instance folder this process may not write
+        _warn_once(folder, err)
+        return _process_turn(who, deadline)

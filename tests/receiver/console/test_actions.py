@@ -37,6 +37,7 @@ def _status(ledger: Ledger, delivery_id: int) -> DeliveryStatus:
     return found.status
 
 
+@pytest.mark.both_engines
 def test_an_operator_reprocesses_a_delivery_and_the_audit_log_names_them(
     client: FlaskClient, ledger: Ledger, stuck: Stuck
 ) -> None:
