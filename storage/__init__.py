@@ -10,6 +10,8 @@ from __future__ import annotations
 from payhooks.storage.archive_leftovers import ArchiveLeftovers
 from payhooks.storage.archives import ArchivedRow, ArchiveError, read_archive
 from payhooks.storage.audit import AuditEntry
+from payhooks.storage.audit_ageing import DEFAULT_AUDIT_HORIZON, AuditAgeing
+from payhooks.storage.audit_refusals import RefusalCount
 from payhooks.storage.currencies import (
     MINOR_UNIT_EXPONENTS,
     UnknownCurrencyError,
@@ -118,6 +120,7 @@ from payhooks.storage.vitals import (
 
 __all__ = [
     "ACCEPTED_DELIVERY_STATUSES",
+    "DEFAULT_AUDIT_HORIZON",
     "DEFAULT_HEALTH_LOCK_TIMEOUT_MS",
     "DEFAULT_MIN_FREE_BYTES",
     "DEFAULT_STATUS_MAP",
@@ -134,6 +137,7 @@ __all__ = [
     "ArchiveError",
     "ArchiveLeftovers",
     "ArchivedRow",
+    "AuditAgeing",
     "AuditEntry",
     "BucketSize",
     "ChartBucket",
@@ -180,6 +184,7 @@ __all__ = [
     "ReconciliationRow",
     "ReconciliationState",
     "RecordedOutcome",
+    "RefusalCount",
     "RegistrationEvent",
     "RejectedDelivery",
     "RejectedDetails",

@@ -1,9 +1,10 @@
 """What the console writes and reads of its own: ``Ledger.console``.
 
-The audit log (:mod:`payhooks.storage.audit`: append and page through, never change) and the
-exceptions' reviews (:mod:`payhooks.storage.exception_reviews`). An action that changes the
-ledger writes its audit entry inside the same transaction: open ``Ledger.transaction()``, make
-the change, call :meth:`ConsoleBook.audit`; a review and its entry are one write here.
+The audit log (:mod:`payhooks.storage.audit`: append and page through, never change), the
+refusals counted beside it (:mod:`payhooks.storage.audit_refusals`) and the exceptions'
+reviews (:mod:`payhooks.storage.exception_reviews`). An action that changes the ledger writes
+its audit entry inside the same transaction: open ``Ledger.transaction()``, make the change,
+call :meth:`ConsoleBook.audit`; a review and its entry are one write here.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 import payhooks.storage.audit as audit_log
+import payhooks.storage.audit_refusals as audit_refusals
 import payhooks.storage.exception_reviews as exception_reviews
 from payhooks.storage.audit import AuditEntry
+from payhooks.storage.audit_refusals import RefusalCount
 from payhooks.storage.checks import enum_member
 from payhooks.storage.delivery_log import LogPage
 from payhooks.storage.exception_reviews import ExceptionReview, ReviewStatus
@@ -77,6 +80,31 @@ class ConsoleBook:
         """
         with self._read() as conn:
             return audit_log.select_page(conn, before_id, limit)
+
+    def count_refusal(
+        self, *, who: str, role: str, action: str, code: str, target: str | None = None
+    ) -> None:
+        """Count one refused action: one more in the row of this person, role, action, code
+        and minute (the first refusal's ``target`` is the row's), in a commit of its own or
+        the open transaction's. Never an entry of its own: anybody can send refused requests.
+
+        :raises ValueError: an empty or overlong value, a target over
+            :data:`~payhooks.storage.audit_refusals.MAX_REFUSAL_TARGET_CHARS`, before anything
+            is written.
+        """
+        audit_refusals.check_refusal(who, role, action, code, target)
+        with self._write() as conn:
+            audit_refusals.count(
+                conn, at=self._clock(), who=who, role=role, action=action, code=code, target=target
+            )
+
+    def refusals(self, *, limit: int = 50) -> tuple[RefusalCount, ...]:
+        """The newest ``limit`` refusal counts, newest minute first.
+
+        :raises ValueError: ``limit`` outside 1 to 1000.
+        """
+        with self._read() as conn:
+            return audit_refusals.select_newest(conn, limit)
 
     def audit_for(self, target: str, *, limit: int = 100) -> tuple[AuditEntry, ...]:
         """The newest ``limit`` audit entries whose target is ``target`` (a payment's

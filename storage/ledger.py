@@ -23,6 +23,7 @@ import payhooks.storage.reconciliation as reconciliation
 import payhooks.storage.retention as retention
 import payhooks.storage.story as story
 import payhooks.storage.vitals as vitals
+from payhooks.storage.audit_ageing import DEFAULT_AUDIT_HORIZON
 from payhooks.storage.checks import (
     SYNCHRONOUS_MODES,
     check_amount,
@@ -371,6 +372,7 @@ class Ledger:
         *,
         dry_run: bool = False,
         batch: int = DEFAULT_PRUNE_BATCH,
+        audit_older_than: timedelta | None = None,
     ) -> PruneReport:
         """Archive into ``archive_dir``, then drop, the bodies and headers of the finished
         deliveries received more than ``older_than`` ago, and the refused requests as old
@@ -379,13 +381,28 @@ class Ledger:
         sweeps ``archive_dir`` of what a prune stopped before it left there
         (:mod:`payhooks.storage.archive_leftovers`; the report's ``leftovers``).
 
+        Then it ages the audit log: the entries made more than ``audit_older_than`` ago (by
+        default :data:`~payhooks.storage.audit_ageing.DEFAULT_AUDIT_HORIZON`, or
+        ``older_than`` when that is longer), and the refusal counts as old, go into an archive
+        of their own, then are deleted under a permit the triggers check, with an entry that
+        says so (:mod:`payhooks.storage.audit_ageing`; the report's ``audit``).
+
         :param dry_run: only count what would be archived, and find the leftovers; nothing is
             written or removed.
-        :raises ValueError: ``older_than`` not positive, ``batch`` outside 1 to 10000.
+        :raises ValueError: ``older_than`` not positive, ``audit_older_than`` shorter than it,
+            ``batch`` outside 1 to 10000.
         :raises ArchiveError: the archive could not be written; nothing was dropped.
         """
         if not isinstance(older_than, timedelta) or older_than <= timedelta(0):
             raise ValueError(f"older_than must be a positive timedelta; got {older_than!r}")
+        audit_horizon = max(older_than, DEFAULT_AUDIT_HORIZON)
+        if audit_older_than is not None:
+            if not isinstance(audit_older_than, timedelta) or audit_older_than < older_than:
+                raise ValueError(
+                    "audit_older_than must be a timedelta no shorter than older_than; "
+                    f"got {audit_older_than!r}"
+                )
+            audit_horizon = audit_older_than
         if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= 10000:
             raise ValueError(f"batch must be an int from 1 to 10000; got {batch!r}")
         return retention.prune(
@@ -393,6 +410,7 @@ class Ledger:
             self._write,
             now=self._clock(),
             older_than=older_than,
+            audit_older_than=audit_horizon,
             archive_dir=Path(archive_dir),
             dry_run=dry_run,
             batch=batch,

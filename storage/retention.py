@@ -1,5 +1,6 @@
 """``payhooks prune``: archive, then drop, the raw bodies of old finished deliveries and old
-refused requests; and put archived bodies back.
+refused requests, then age the audit log (:mod:`payhooks.storage.audit_ageing`); and put
+archived bodies back.
 
 A delivery is *finished* for pruning when it is ``processed`` or ``duplicate`` and no signal
 its outcome owes is unsent: nothing will parse its body again (``payhooks reprocess`` takes the
@@ -29,7 +30,7 @@ import secrets
 from array import array
 from collections.abc import Callable, Collection, Iterator
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
@@ -43,6 +44,7 @@ from payhooks.storage.archives import (
     ArchiveWriter,
     read_archive,
 )
+from payhooks.storage.audit_ageing import AuditAgeing, age_audit
 from payhooks.storage.encoding import to_json
 from payhooks.storage.sql import Connection
 from payhooks.storage.times import to_text
@@ -116,6 +118,8 @@ class PruneReport:
     #: What prunes stopped before this one left in the archive folder, and what became of it
     #: (dry: what would).
     leftovers: ArchiveLeftovers = field(default_factory=ArchiveLeftovers)
+    #: What became of the audit log's old entries (dry: what would); None before it ran.
+    audit: AuditAgeing | None = None
 
 
 def archive_name(now: datetime, token: str | None = None) -> str:
@@ -153,18 +157,44 @@ def prune(
     *,
     now: datetime,
     older_than: timedelta,
+    audit_older_than: timedelta,
     archive_dir: Path,
     dry_run: bool = False,
     batch: int = DEFAULT_PRUNE_BATCH,
 ) -> PruneReport:
-    """Archive, then drop, what was received before ``now - older_than`` (see the module).
+    """Archive, then drop, what was received before ``now - older_than`` (see the module);
+    then age the audit log past ``now - audit_older_than`` into an archive of its own
+    (:mod:`payhooks.storage.audit_ageing`).
 
-    :raises ArchiveError: the archive could not be written; nothing was dropped.
+    :raises ArchiveError: an archive could not be written; nothing it would hold was dropped.
     :raises StorageError: a batch could not be written; the batches before it stay pruned,
         and their rows are in the archive.
     """
-    cutoff = to_text(now - older_than, argument="now")
     leftovers = sweep_leftovers(archive_dir, dry_run=dry_run)
+    report = _prune_bodies(
+        read, write, now=now, older_than=older_than, archive_dir=archive_dir,
+        dry_run=dry_run, batch=batch, leftovers=leftovers,
+    )  # fmt: skip
+    ageing = age_audit(
+        read, write, now=now, older_than=audit_older_than,
+        archive_path=archive_dir / archive_name(now), dry_run=dry_run, batch=batch,
+    )  # fmt: skip
+    return replace(report, audit=ageing)
+
+
+def _prune_bodies(
+    read: Read,
+    write: Write,
+    *,
+    now: datetime,
+    older_than: timedelta,
+    archive_dir: Path,
+    dry_run: bool,
+    batch: int,
+    leftovers: ArchiveLeftovers,
+) -> PruneReport:
+    """The bodies' part of :func:`prune`."""
+    cutoff = to_text(now - older_than, argument="now")
     with read() as conn:
         last_delivery, last_rejected = conn.execute(_MAX_IDS).fetchone()
     if dry_run:

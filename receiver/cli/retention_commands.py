@@ -29,7 +29,7 @@ from payhooks.receiver.cli.escaping import terminal_text
 from payhooks.receiver.cli.option_values import DURATION
 from payhooks.receiver.durations import format_duration
 from payhooks.receiver.settings import STORED_HEADERS
-from payhooks.storage import NotALedgerError, PruneReport, backup_ledger
+from payhooks.storage import DEFAULT_AUDIT_HORIZON, NotALedgerError, PruneReport, backup_ledger
 
 __all__ = ["backup", "check_command", "prune", "restore_pruned"]
 
@@ -109,6 +109,26 @@ def _report_lines(report: PruneReport, older_than: timedelta) -> list[str]:
     return lines
 
 
+def _audit_lines(report: PruneReport, audit_older_than: timedelta) -> list[str]:
+    """What the prune did (or, dry, would do) with the audit log's old entries."""
+    aged = report.audit
+    if aged is None:
+        return []
+    what = (
+        f"{aged.entries} audit log entries and {aged.refusals} refusal counts made more than "
+        f"{format_duration(audit_older_than)} ago"
+    )
+    if aged.dry_run:
+        return [f"Would archive and delete {what}; nothing was changed (--dry-run)."]
+    if aged.archive is None:
+        return [f"No audit log entry is older than {format_duration(audit_older_than)}."]
+    return [
+        f"Archived {what} into {terminal_text(str(aged.archive))} with its sha256sum file, "
+        "then deleted them (the audit log records it: prune_audit_log); check it with:",
+        f"  {terminal_text(check_command(aged.archive))}",
+    ]
+
+
 @click.command("prune")
 @click.option(
     "--older-than",
@@ -124,6 +144,14 @@ def _report_lines(report: PruneReport, older_than: timedelta) -> list[str]:
     help="The folder to write the archive in. Default: the SQLite ledger's; required on "
     "PostgreSQL.",
 )
+@click.option(
+    "--audit-older-than",
+    type=DURATION,
+    default=None,
+    help="Archive, then delete, audit log entries made longer ago than this; at least "
+    f"--older-than. Default: {format_duration(DEFAULT_AUDIT_HORIZON)}, or --older-than when "
+    "longer.",
+)
 @click.option("--dry-run", is_flag=True, help="Count what would be pruned; change nothing.")
 @click.option(
     "--batch-size",
@@ -136,6 +164,7 @@ def _report_lines(report: PruneReport, older_than: timedelta) -> list[str]:
 @fail_on_storage_errors
 def prune(
     older_than: timedelta,
+    audit_older_than: timedelta | None,
     archive: Path | None,
     dry_run: bool,
     batch_size: int,
@@ -151,14 +180,32 @@ def prune(
     what a stopped prune left in the folder is swept: its temporary files removed once their
     writer is gone, a whole archive given its missing sha256sum file. Exit 1 when the archive
     cannot be written (nothing is dropped) or the ledger fails.
+
+    Then the audit log ages: its entries made longer ago than --audit-older-than, and the
+    refusal counts as old, go into an archive of their own, then are deleted through the one
+    path the audit log's triggers allow, and an entry says so.
     """
     if older_than <= timedelta(0):
         raise BadUsage("--older-than must be longer than 0s.")
+    if audit_older_than is None:
+        audit_older_than = max(older_than, DEFAULT_AUDIT_HORIZON)
+    elif audit_older_than < older_than:
+        raise BadUsage(
+            "--audit-older-than must be at least --older-than: the audit log is kept longer "
+            "than the bodies it speaks of."
+        )
     target = resolve_database(database)
     folder = _archive_folder(archive, target)
     with ledger_for(target, read_only=dry_run) as ledger:
-        report = ledger.prune(older_than, folder, dry_run=dry_run, batch=batch_size)
-    for line in [*_leftover_lines(report), *_report_lines(report, older_than)]:
+        report = ledger.prune(
+            older_than,
+            folder,
+            dry_run=dry_run,
+            batch=batch_size,
+            audit_older_than=audit_older_than,
+        )
+    lines = _report_lines(report, older_than) + _audit_lines(report, audit_older_than)
+    for line in [*_leftover_lines(report), *lines]:
         click.echo(line)
     for name, why in report.leftovers.left:
         click.echo(f"Left {name} as it is: {terminal_text(why)}; look at it by hand.", err=True)

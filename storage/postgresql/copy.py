@@ -44,6 +44,8 @@ TABLES = (
     "sync_runs",
     "service_transactions",
     "audit_log",
+    "audit_prune_permits",
+    "audit_refusals",
     "exception_reviews",
 )
 _WITH_IDS = (
@@ -57,6 +59,8 @@ _WITH_IDS = (
     "rejected_deliveries",
     "sync_runs",
     "audit_log",
+    "audit_prune_permits",
+    "audit_refusals",
 )
 
 

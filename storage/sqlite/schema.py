@@ -13,7 +13,8 @@ tools read them directly. Times are UTC ISO 8601 text (:mod:`payhooks.storage.ti
 the same names, is :mod:`payhooks.storage.postgresql.schema`, written out in its own spelling.
 No trigger computes anything: a payment's reconciliation row is computed in Python
 (:mod:`payhooks.storage.rules`) and stored by the transaction that changes one of its inputs.
-The only triggers refuse to change ``audit_log``, which is append-only.
+The only triggers refuse to change ``audit_log`` (append-only, but for what ``payhooks prune``
+archived under a permit) and ``audit_prune_permits``.
 """
 
 from __future__ import annotations
@@ -301,13 +302,54 @@ TABLES = (
     )""",
     # A record's own entries, for its page (a payment's notes).
     "CREATE INDEX audit_log_target ON audit_log (target, id)",
-    # Append-only: payhooks only inserts and reads; these refuse everything else.
+    # What payhooks prune archived of audit_log before it deleted it: the one permit to delete
+    # (audit_log_no_delete), kept as the record of each ageing; append-only too.
+    """
+    CREATE TABLE audit_prune_permits (
+        id INTEGER PRIMARY KEY,
+        at TEXT NOT NULL,
+        -- Entries with an id up to this and a time before the horizon may be deleted.
+        up_to_id INTEGER NOT NULL,
+        horizon TEXT NOT NULL,
+        archive TEXT NOT NULL,
+        archive_sha256 TEXT NOT NULL,
+        entries INTEGER NOT NULL
+    )""",
+    """
+    CREATE TRIGGER audit_prune_permits_no_update BEFORE UPDATE ON audit_prune_permits
+    BEGIN SELECT RAISE(ABORT, 'audit_prune_permits is append-only'); END""",
+    """
+    CREATE TRIGGER audit_prune_permits_no_delete BEFORE DELETE ON audit_prune_permits
+    BEGIN SELECT RAISE(ABORT, 'audit_prune_permits is append-only'); END""",
+    # Append-only: payhooks only inserts and reads; these refuse everything else, but for the
+    # entries the newest permit covers (archived by payhooks prune).
     """
     CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log
     BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END""",
     """
     CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log
+    WHEN NOT EXISTS (
+        SELECT 1 FROM audit_prune_permits AS p
+        WHERE p.id = (SELECT MAX(id) FROM audit_prune_permits)
+        AND OLD.id <= p.up_to_id AND OLD.at < p.horizon
+    )
     BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END""",
+    # Refused console actions, counted per person, action, code and minute: one row each.
+    """
+    CREATE TABLE audit_refusals (
+        id INTEGER PRIMARY KEY,
+        -- The start of the minute (UTC ISO 8601, as every time) the refusals fell in.
+        minute TEXT NOT NULL,
+        who TEXT NOT NULL,
+        role TEXT NOT NULL,
+        action TEXT NOT NULL,
+        code TEXT NOT NULL,
+        times INTEGER NOT NULL,
+        -- The first refused request's target, escaped and cut to 100 characters.
+        first_target TEXT,
+        last_at TEXT NOT NULL,
+        UNIQUE (minute, who, role, action, code)
+    )""",
     """
     CREATE TABLE exception_reviews (
         external_identifier TEXT NOT NULL PRIMARY KEY,

@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -160,6 +160,10 @@ def test_the_printed_check_command_checks_the_archive_when_pasted_where_prune_ra
     [
         (["--older-than", "soon"], "DURATION"),
         (["--older-than", "0s"], "--older-than must be longer than 0s."),
+        (
+            ["--older-than", "90d", "--audit-older-than", "30d"],
+            "--audit-older-than must be at least --older-than",
+        ),
         ([], "Missing option '--older-than'"),
         (["--older-than", "1d", "--archive", "no-such-folder"], "does not exist"),
     ],
@@ -171,6 +175,29 @@ def test_bad_usage_exits_2(
     assert result.exit_code == 2, result.output
     assert message in result.stderr
     assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_prune_ages_the_audit_log_into_its_own_archive_and_says_so(
+    database: Path | str, tmp_path: Path, old_ids: dict[str, int]
+) -> None:
+    with Ledger(database, clock=FixedClock(T0)) as ledger:
+        ledger.console.audit(who="ana", role="operator", action="reprocess", result="processed")
+    days = (datetime.now(UTC) - T0).days  # the entry's age: the command runs on the real clock
+    horizon = f"{days - 1}d"
+
+    dry = run(["prune", "--older-than", "1d", "--audit-older-than", horizon, "--dry-run",
+               "--archive", str(tmp_path), "--database", str(database)])  # fmt: skip
+    code, output = _prune(database, tmp_path, "--audit-older-than", horizon)
+
+    assert dry.exit_code == 0, dry.output
+    assert "Would archive and delete 1 audit log entries and 0 refusal counts" in dry.output
+    assert code == 0, output
+    assert "Archived 1 audit log entries and 0 refusal counts made more than" in output
+    (audit_archive,) = re.findall(rf"into (\S+{NAME}) with its sha256sum file, then", output)
+    assert Path(audit_archive).exists()
+    with Ledger(database) as ledger:
+        (entry,) = ledger.console.audit_log().rows
+    assert (entry.action, entry.detail["archive"]) == ("prune_audit_log", Path(audit_archive).name)
 
 
 @pytest.mark.postgresql

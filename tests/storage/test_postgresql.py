@@ -93,7 +93,13 @@ def test_the_schema_has_only_the_audit_logs_triggers_and_the_same_tables_as_sqli
         triggers = conn.execute(
             "SELECT tgname FROM pg_trigger WHERE NOT tgisinternal ORDER BY tgname"
         )
-        assert triggers.fetchall() == [("audit_log_no_change",), ("audit_log_no_truncate",)]
+        assert triggers.fetchall() == [
+            ("audit_log_no_change",),
+            ("audit_log_no_delete",),
+            ("audit_log_no_truncate",),
+            ("audit_prune_permits_no_change",),
+            ("audit_prune_permits_no_truncate",),
+        ]
         pg_tables = {
             name
             for (name,) in conn.execute(

@@ -25,6 +25,8 @@ def test_a_new_file_gets_every_table_and_the_view(tmp_path: Path) -> None:
         assert set(db.table_names()) == {
             "_sqlite_migrations",
             "audit_log",
+            "audit_prune_permits",
+            "audit_refusals",
             "exception_reviews",
             "payments",
             "creation_attempts",
@@ -45,6 +47,8 @@ def test_a_new_file_gets_every_table_and_the_view(tmp_path: Path) -> None:
         assert sorted(name for (name,) in triggers) == [
             "audit_log_no_delete",
             "audit_log_no_update",
+            "audit_prune_permits_no_delete",
+            "audit_prune_permits_no_update",
         ]
         assert ledger.schema_version == SCHEMA_VERSION
 

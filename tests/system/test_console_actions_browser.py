@@ -119,8 +119,8 @@ def test_a_viewer_sees_no_action_and_a_form_from_another_site_is_refused(
         assert stored is not None
         assert stored.status is DeliveryStatus.PROCESSING_ERROR
         # set_content keeps the console page's origin: a same-origin form without the token,
-        # refused for the token and audited (another origin's is not: the test below).
-        assert ledger.console.audit_log().rows[0].result == "refused: console_csrf_failed"
+        # refused for the token and counted (another origin's is not: the test below).
+        assert ledger.console.refusals()[0].code == "console_csrf_failed"
 
 
 def test_the_action_pages_fit_a_phone_and_run_nothing(

@@ -2,10 +2,12 @@
 audit entry, and the one-line result shown after the redirect.
 
 An action is a POST by an operator with this session's token (:mod:`.csrf`). A refused one
-(a viewer, a forged or stale form, an app without ``SECRET_KEY``) is written to the audit log
-too, with ``refused: <code>`` as its result, and changes nothing else; when the ledger cannot
-take that entry (a viewer's read-only ledger), it is logged instead and the refusal's own page
-follows. Its target is bounded (:func:`recorded_target`): it often comes from the URL.
+(a viewer, a forged or stale form, an app without ``SECRET_KEY``, a bad note) changes nothing
+and is counted, not written as an entry: one more in the row of its person, action, code and
+minute (``Ledger.console.count_refusal``), so a person sending refused requests in a loop
+adds a handful of rows, not one per request. When the ledger cannot take the count (a
+viewer's read-only ledger), it is logged instead and the refusal's own page follows. A target
+is bounded (:func:`recorded_target`): it often comes from the URL.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from payhooks.storage import Ledger, StorageError
 
 __all__ = [
     "MAX_NOTE_CHARS",
+    "MAX_REFUSED_TARGET_CHARS",
     "MAX_TARGET_CHARS",
     "RESULT_KEY",
     "RESULT_TONES",
@@ -47,6 +50,8 @@ __all__ = [
 MAX_NOTE_CHARS: Final = 1000
 #: The longest target an entry records (the audit log's limit).
 MAX_TARGET_CHARS: Final = 400
+#: The longest target a refusal's count keeps (the first refused request's).
+MAX_REFUSED_TARGET_CHARS: Final = 100
 #: Where the session keeps an action's result line until the next console page shows it. Not
 #: Flask's ``flash``: reading flashed messages takes the merchant's own too.
 RESULT_KEY: Final = "payhooks_console_result"
@@ -79,14 +84,15 @@ def merchant_app() -> object:
     return app
 
 
-def recorded_target(target: str | None) -> str | None:
+def recorded_target(target: str | None, longest: int = MAX_TARGET_CHARS) -> str | None:
     """``target`` as the audit log keeps it: as it is when the log can take it; else (a URL's
-    kilobytes, a NUL) escaped as the pages show it and cut to the log's limit, ending in ``…``,
-    so a forged request cannot write its own text at length, nor fail the entry's write."""
-    if target is None or (1 <= len(target) <= MAX_TARGET_CHARS and "\x00" not in target):
+    kilobytes, a NUL) escaped as the pages show it and cut to ``longest`` characters (the
+    log's limit), ending in ``…``, so a forged request cannot write its own text at length,
+    nor fail the entry's write."""
+    if target is None or (1 <= len(target) <= longest and "\x00" not in target):
         return target or None
     shown = visible(target)
-    return shown if len(shown) <= MAX_TARGET_CHARS else shown[: MAX_TARGET_CHARS - 1] + "…"
+    return shown if len(shown) <= longest else shown[: longest - 1] + "…"
 
 
 class Acting:
@@ -161,8 +167,30 @@ def _log_cross_site(grant: ConsoleGrant, action: str) -> None:
     )
 
 
+def _count_refusal(grant: ConsoleGrant, action: str, target: str | None, code: str) -> None:
+    """Count a refused action in its minute's row; when the ledger cannot take the count (a
+    viewer's read-only ledger, a database gone), a warning line instead: the refusal's page
+    must not turn into a 503 for want of its count."""
+    kept = recorded_target(target, MAX_REFUSED_TARGET_CHARS)
+    try:
+        console_ledger().console.count_refusal(
+            who=grant.who, role=grant.role.value, action=action, code=code, target=kept
+        )
+    except StorageError as err:
+        logger.warning(
+            "payhooks console: the audit log cannot count this refusal (%s), so it is logged: "
+            "who=%r role=%s action=%s target=%r result=%r",
+            err.message,
+            grant.who,
+            grant.role.value,
+            action,
+            kept,
+            f"refused: {code}",
+        )
+
+
 def begin_action(action: str, target: str | None, *, redrives: bool = False) -> Acting:
-    """Let this action start, or refuse it (and audit the refusal).
+    """Let this action start, or refuse it (and count the refusal: see the module).
 
     :param redrives: the action reprocesses or sends signals, which only the merchant's app
         can (:func:`can_redrive`).
@@ -192,7 +220,7 @@ def begin_action(action: str, target: str | None, *, redrives: bool = False) -> 
         if refused.cross_site:
             _log_cross_site(grant, action)
         else:
-            Acting(grant, action, target, None).record_or_log(f"refused: {refused.code}")
+            _count_refusal(grant, action, target, refused.code)
         raise
     return Acting(grant, action, target, note)
 

@@ -86,7 +86,7 @@ def _refused_form(client: FlaskClient, delivery_id: int, case: str) -> tuple[For
     ],
 )
 @pytest.mark.parametrize("action", ["reprocess", "send-signals", "download/raw"])
-def test_a_refused_action_changes_nothing_and_is_audited(
+def test_a_refused_action_changes_nothing_and_is_counted_for_its_person(
     client: FlaskClient,
     ledger: Ledger,
     case: str,
@@ -104,9 +104,15 @@ def test_a_refused_action_changes_nothing_and_is_audited(
     assert f'data-error="{code}"' in answer.get_data(as_text=True)
     assert answer.headers["Content-Security-Policy"].startswith("default-src 'none'")
     assert _status(ledger, delivery_id) is DeliveryStatus.PROCESSING_ERROR
-    (entry,) = ledger.console.audit_log().rows
-    assert entry.result == f"refused: {code}"
-    assert entry.who == headers[WHO]
+    assert ledger.console.audit_log().rows == ()
+    (refusal,) = ledger.console.refusals()
+    assert (refusal.who, refusal.action, refusal.code, refusal.times) == (
+        headers[WHO],
+        action.replace("/", "_").replace("-", "_"),
+        code,
+        1,
+    )
+    assert refusal.first_target == f"delivery {delivery_id}"
 
 
 @pytest.mark.parametrize(
@@ -286,6 +292,30 @@ def test_the_audit_page_lists_entries_for_a_viewer(client: FlaskClient, ledger: 
     assert "\\u202ex" in page.text
 
 
+def test_the_audit_page_shows_refusals_counted_escaped_on_its_first_page_only(
+    client: FlaskClient, ledger: Ledger
+) -> None:
+    for _ in range(3):
+        ledger.console.count_refusal(
+            who="<b>vic</b>",
+            role="viewer",
+            action="reprocess",
+            code="console_forbidden_action",
+            target="\u202eorder",
+        )
+    entry = ledger.console.audit(who="ana", role="operator", action="reprocess", result="ok")
+
+    first = client.get("/console/audit", headers=VIEWER).text
+    later = client.get(f"/console/audit?before={entry + 1}", headers=VIEWER).text
+
+    assert 'data-times="3"' in first
+    assert "3 time(s)" in first
+    assert "&lt;b&gt;vic&lt;/b&gt;" in first
+    assert "\\u202eorder" in first
+    assert "<b>vic</b>" not in first
+    assert "data-refusals" not in later
+
+
 @pytest.mark.parametrize(
     "browser_says",
     [{}, {"Origin": "null", "Sec-Fetch-Site": "same-origin"}, {"Origin": "http://localhost"}],
@@ -312,7 +342,7 @@ def test_a_console_on_a_ledger_of_its_own_offers_no_redrive_and_refuses_one(
 ) -> None:
     """Reprocessing needs the receiver's settings and resending the merchant's receivers: a
     console mounted on the ledger alone (as ``payhooks console`` mounts it) offers neither,
-    and a forged form is refused, audited, and changes nothing."""
+    and a forged form is refused, counted, and changes nothing."""
     delivery_id = stuck()
     app = Flask("standalone", instance_path=str(tmp_path))
     app.config["SECRET_KEY"] = "test"
@@ -331,8 +361,8 @@ def test_a_console_on_a_ledger_of_its_own_offers_no_redrive_and_refuses_one(
     assert answer.status_code == 409
     assert 'data-error="console_needs_receiver"' in answer.get_data(as_text=True)
     assert _status(ledger, delivery_id) is DeliveryStatus.PROCESSING_ERROR
-    (entry,) = ledger.console.audit_log().rows
-    assert entry.result == "refused: console_needs_receiver"
+    (refusal,) = ledger.console.refusals()
+    assert refusal.code == "console_needs_receiver"
 
 
 def test_a_pruned_delivery_says_where_its_body_went_and_is_not_downloaded(
@@ -561,4 +591,28 @@ def test_a_viewer_cannot_mark_a_signal_handled(
     )
 
     assert answer.status_code == 403
-    assert ledger.console.audit_log().rows[0].result == "refused: console_forbidden_action"
+    assert ledger.console.refusals()[0].code == "console_forbidden_action"
+
+
+def test_a_viewer_posting_in_a_loop_makes_a_few_counted_rows_not_one_per_request(
+    client: FlaskClient, ledger: Ledger, stuck: Stuck
+) -> None:
+    """A viewer who sends refused actions as fast as they can: the rows they make are bounded
+    by minutes x actions x codes, and the counts add up to the requests."""
+    delivery_id = stuck()
+    form = {"csrf_token": token(client, delivery_id, OPERATOR)}
+    actions = ("reprocess", "send-signals", "download/raw")
+
+    for number in range(200):
+        answer = client.post(
+            f"/console/deliveries/{delivery_id}/{actions[number % 3]}?x={'y' * 4000}",
+            data=form,
+            headers=VIEWER,
+        )
+        assert answer.status_code == 403
+
+    refusals = ledger.console.refusals()
+    assert ledger.console.audit_log().rows == ()
+    assert len(refusals) <= 2 * len(actions)  # the loop may cross one minute's edge
+    assert sum(refusal.times for refusal in refusals) == 200
+    assert {refusal.action for refusal in refusals} == {"reprocess", "send_signals", "download_raw"}

@@ -181,8 +181,8 @@ def test_a_name_the_audit_log_cannot_take_fails_at_creation(database: Path) -> N
 def test_a_viewers_refused_action_on_a_read_only_ledger_is_logged_not_a_503(
     console: ConsoleRun, database: Path | str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The refusal's entry cannot be written to a ledger opened read-only: the refusal's own
-    page still follows, and the entry goes to the log."""
+    """The refusal's count cannot be written to a ledger opened read-only: the refusal's own
+    page still follows, and the refusal goes to the log."""
     delivery_id = _delivery(database)
     run = create_console_app(database, role=ConsoleRole.VIEWER, who="Vic", read_only=True)
     client = _logged_in(run)
@@ -192,11 +192,12 @@ def test_a_viewers_refused_action_on_a_read_only_ledger_is_logged_not_a_503(
 
     assert answer.status_code == 403
     assert 'data-error="console_forbidden_action"' in answer.text
-    (logged,) = [r.getMessage() for r in caplog.records if "audit log cannot take" in r.message]
+    (logged,) = [r.getMessage() for r in caplog.records if "audit log cannot count" in r.message]
     assert "who='Vic'" in logged
     assert "result='refused: console_forbidden_action'" in logged
     with Ledger(database) as ledger:
         assert ledger.console.audit_log().rows == ()
+        assert ledger.console.refusals() == ()
     _close(run.app)
 
 
