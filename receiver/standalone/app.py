@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import os
 import secrets
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from flask import Flask, Request, Response, redirect, request, session, url_for
 from werkzeug.wrappers import Response as BaseResponse
@@ -87,6 +89,7 @@ def create_console_app(
     clock: Callable[[], datetime] = _utc_now,
     token_lifetime: timedelta = TOKEN_LIFETIME,
     settings: ReceiverSettings | None = None,
+    exports: str | os.PathLike[str] | None = None,
 ) -> ConsoleRun:
     """The app, the token its login link carries, and the run's own prefix and cookie name.
 
@@ -95,6 +98,9 @@ def create_console_app(
     :param read_only: open the ledger read-only (:class:`~payhooks.storage.Ledger`).
     :param settings: the scheme and keys to check a delivery's signature evidence with
         (:class:`~payhooks.receiver.Console`'s ``settings``); None: not checked here.
+    :param exports: the folder the run's exports are written to; by default one named for the
+        run in the system's temporary folder, made at the first export (``payhooks console``
+        passes a temporary folder it removes when it stops).
     :raises ValueError: a ``who`` that :class:`~payhooks.receiver.ConsoleGrant` refuses.
     """
     ConsoleGrant(role, who)  # a name the audit log cannot take fails here, not at each page
@@ -118,6 +124,9 @@ def create_console_app(
         read_only=read_only,
         busy_timeout_ms=busy_timeout_ms,
         settings=settings,
+        exports=exports
+        if exports is not None
+        else Path(tempfile.gettempdir()) / f"payhooks-console-exports-{secrets.token_hex(8)}",
     )
 
     def login() -> Response | BaseResponse:

@@ -1,7 +1,8 @@
 """What every console action does first and last: who may act, the CSRF check, the note, the
 audit entry, and the one-line result shown after the redirect.
 
-An action is a POST by an operator with this session's token (:mod:`.csrf`). A refused one
+An action is a POST by an operator (an export: by anyone the hook lets in) with this session's
+token (:mod:`.csrf`). A refused one
 (a viewer, a forged or stale form, an app without ``SECRET_KEY``) is written to the audit log
 too, with ``refused: <code>`` as its result, and changes nothing else; when the ledger cannot
 take that entry (a viewer's read-only ledger), it is logged instead and the refusal's own page
@@ -161,19 +162,25 @@ def _log_cross_site(grant: ConsoleGrant, action: str) -> None:
     )
 
 
-def begin_action(action: str, target: str | None, *, redrives: bool = False) -> Acting:
+def begin_action(
+    action: str, target: str | None, *, redrives: bool = False, any_role: bool = False
+) -> Acting:
     """Let this action start, or refuse it (and audit the refusal).
 
     :param redrives: the action reprocesses or sends signals, which only the merchant's app
         can (:func:`can_redrive`).
-    :raises ActionRefused: 403 ``console_forbidden_action`` for a viewer; what
-        :func:`~.csrf.check_action_request` raises; 400 ``console_bad_form`` for a bad note;
-        409 ``console_needs_receiver`` for a re-drive in a console without the receiver.
+    :param any_role: a viewer may take it too (an export: both roles read every row anyway).
+        It is still a ``POST`` checked for another site's request and for the session's
+        token, so no other site can take it in a person's name.
+    :raises ActionRefused: 403 ``console_forbidden_action`` for a viewer (unless
+        ``any_role``); what :func:`~.csrf.check_action_request` raises; 400
+        ``console_bad_form`` for a bad note; 409 ``console_needs_receiver`` for a re-drive in
+        a console without the receiver.
     """
     grant = current_grant()
     try:
         refuse_cross_site()
-        if grant.role is not ConsoleRole.OPERATOR:
+        if grant.role is not ConsoleRole.OPERATOR and not any_role:
             raise ActionRefused(
                 403,
                 "console_forbidden_action",
