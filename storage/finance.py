@@ -210,11 +210,20 @@ class FinanceBook:
             groups = list(conn.execute(sql, params))
         return _totals(groups)
 
-    def rows(self, wanted: FinanceFilter) -> Iterator[ReconciliationRow]:
-        """Every filtered row by identifier, streamed from a cursor (memory stays flat)."""
+    def rows(
+        self, wanted: FinanceFilter, *, connection_apart: bool = False
+    ) -> Iterator[ReconciliationRow]:
+        """Every filtered row by identifier, streamed from a cursor (memory stays flat).
+
+        :param connection_apart: read on a connection of the stream's own, for a read that may
+            take minutes (an export of every row): on PostgreSQL one opened for it and closed
+            at its end, never one of the process's pool, which the receiver needs; on SQLite
+            the ledger's own, as always.
+        """
         check_filter(wanted)
         sql, params = finance_sql.filtered_rows(wanted)
-        return self._engine.stream(lambda conn: conn.execute(sql, params), to_row)
+        stream = self._engine.stream_apart if connection_apart else self._engine.stream
+        return stream(lambda conn: conn.execute(sql, params), to_row)
 
 
 def _figures(

@@ -90,6 +90,7 @@ def create_console_app(
     clock: Callable[[], datetime] = _utc_now,
     token_lifetime: timedelta = TOKEN_LIFETIME,
     settings: ReceiverSettings | None = None,
+    exports: str | os.PathLike[str] | None = None,
 ) -> ConsoleRun:
     """The app, the token its login link carries, and the run's own prefix and cookie name.
 
@@ -98,12 +99,16 @@ def create_console_app(
     :param read_only: open the ledger read-only (:class:`~payhooks.storage.Ledger`).
     :param settings: the scheme and keys to check a delivery's signature evidence with
         (:class:`~payhooks.receiver.Console`'s ``settings``); None: not checked here.
+    :param exports: the folder the run's exports are written to; by default one in the run's
+        own temporary folder, removed with the app (``payhooks console`` passes a temporary
+        folder it removes when it stops).
     :raises ValueError: a ``who`` that :class:`~payhooks.receiver.ConsoleGrant` refuses.
     """
     ConsoleGrant(role, who)  # a name the audit log cannot take fails here, not at each page
     prefix = PATH_PREFIX + secrets.token_urlsafe(16)  # 128 bits: no other server serves it
     cookie_name = COOKIE_PREFIX + secrets.token_hex(8)
-    # The run's own folder for what the console keeps on disk (its per-person turns), never
+    # The run's own folder for what the console keeps on disk (its turns, by default its
+    # exports), never
     # the folder the command was started in; removed with the app.
     instance = tempfile.mkdtemp(prefix="payhooks-console-")
     app = Flask("payhooks_console", instance_path=instance)
@@ -125,6 +130,7 @@ def create_console_app(
         read_only=read_only,
         busy_timeout_ms=busy_timeout_ms,
         settings=settings,
+        exports=exports,
     )
 
     def login() -> Response | BaseResponse:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import tempfile
 import unicodedata
 from pathlib import Path
 from typing import Final
@@ -27,7 +28,7 @@ from payhooks.receiver.cli.common import (
     settings,
     shown,
 )
-from payhooks.receiver.standalone.app import create_console_app
+from payhooks.receiver.standalone.app import ConsoleRun, create_console_app
 from payhooks.receiver.standalone.login_token import TOKEN_LIFETIME
 from payhooks.receiver.web.console import ConsoleRole
 from payhooks.storage import Ledger, NotALedgerError, StorageError, is_postgres_url
@@ -109,14 +110,26 @@ def console_command(database: Path | str | None, port: int, role: str, who: str 
     configured = settings()  # the environment's, checked as every command reads them
     busy_timeout_ms = configured.busy_timeout_ms
     _check_ledger(target, read_only=read_only, busy_timeout_ms=busy_timeout_ms)
-    run = create_console_app(
-        target if is_postgres_url(target) else os.fspath(target),
-        role=granted,
-        who=name,
-        read_only=read_only,
-        busy_timeout_ms=busy_timeout_ms,
-        settings=configured if configured.keys else None,
-    )
+    # The run's exports live as long as the run: the folder goes when the command stops.
+    with tempfile.TemporaryDirectory(prefix="payhooks-console-exports-") as exports:
+        _serve(
+            create_console_app(
+                target if is_postgres_url(target) else os.fspath(target),
+                role=granted,
+                who=name,
+                read_only=read_only,
+                busy_timeout_ms=busy_timeout_ms,
+                settings=configured if configured.keys else None,
+                exports=exports,
+            ),
+            port,
+            f"payhooks console on {shown(target)} "
+            f"({'read-only' if read_only else 'read-write'}), as {granted.value} for {name}",
+        )
+
+
+def _serve(run: ConsoleRun, port: int, banner: str) -> None:
+    """Serve ``run`` on 127.0.0.1 until Ctrl-C, after printing ``banner`` and the link."""
     try:
         server = make_server(HOST, port, run.app, threaded=True, request_handler=_SilentHandler)
     except OSError as err:
@@ -125,9 +138,8 @@ def console_command(database: Path | str | None, port: int, role: str, who: str 
         ) from err
     real_port = server.socket.getsockname()[1]
     minutes = int(TOKEN_LIFETIME.total_seconds() // 60)
-    mode = "read-only" if read_only else "read-write"
     try:  # from here on, Ctrl-C is how the command is meant to end
-        click.echo(f"payhooks console on {shown(target)} ({mode}), as {granted.value} for {name}")
+        click.echo(banner)
         click.echo(f"Open this link within {minutes} minutes; it works once:")
         click.echo(f"  http://{HOST}:{real_port}{run.login_path}")
         click.echo("Press Ctrl-C to stop.")

@@ -2,7 +2,8 @@
 
 The rule of this folder, as of ``sqlite/``: engine-specific machinery only, and nothing above it
 knows PostgreSQL's pools, transactions or spellings. :mod:`.engine` checks the schema and reads;
-:mod:`.pools` keeps one connection pool per process and database, safe across ``fork()``;
+:mod:`.pools` keeps one connection pool per process and database, safe across ``fork()``, and
+:mod:`.dedicated` opens a connection of its own for a read too long to hold one of the pool's;
 :mod:`.writer` is the write protocol (a transaction at READ COMMITTED, savepoints inside, no
 lock file); :mod:`.schema` holds the schema, written out, one migration per release,
 parallel to SQLite's; :mod:`.dialect` and :mod:`.connection` let the table modules

@@ -25,6 +25,7 @@ from psycopg_pool import ConnectionPool
 from payhooks.storage.errors import SchemaBehindError
 from payhooks.storage.health import LedgerHealth
 from payhooks.storage.postgresql.connection import PostgresConnection
+from payhooks.storage.postgresql.dedicated import dedicated_rows
 from payhooks.storage.postgresql.dialect import to_postgres
 from payhooks.storage.postgresql.errors import translate_errors
 from payhooks.storage.postgresql.health import check_health
@@ -142,6 +143,20 @@ class PostgresEngine:
                 cursor.execute(to_postgres(sql), params)
                 for values in cursor:
                     yield convert(values)
+
+    def stream_apart(
+        self,
+        query: Callable[[Any], Any],
+        convert: Callable[[tuple[Any, ...]], _T],
+    ) -> Iterator[_T]:
+        """:meth:`stream`, but on a connection opened for this stream alone
+        (:func:`~.dedicated.dedicated_rows`), never one of the pool's, and outside any
+        transaction of this thread: for a read that may take minutes."""
+        recorder = _Recorder()
+        query(recorder)
+        return dedicated_rows(
+            self._url, recorder.sql, recorder.params, convert, busy_timeout_ms=self._busy_timeout_ms
+        )
 
     def health(self, *, min_free_bytes: int, lock_timeout_ms: int) -> LedgerHealth:
         """:func:`~payhooks.storage.postgresql.health.check_health`, on a connection had within

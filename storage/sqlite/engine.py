@@ -244,6 +244,16 @@ class SQLiteEngine:
             cursor = query(conn)
         return self._rows(cursor, convert)
 
+    def stream_apart(
+        self,
+        query: Callable[[Connection], Cursor],
+        convert: Callable[[tuple[Any, ...]], _T],
+    ) -> Iterator[_T]:
+        """:meth:`stream`: a SQLite ledger's connection is already its own (one per ledger,
+        shared with no other thread), so a long read holds nothing anyone else waits for; in
+        WAL mode it only keeps a checkpoint from passing its snapshot until it ends."""
+        return self.stream(query, convert)
+
     @staticmethod
     def _rows(cursor: Cursor, convert: Callable[[tuple[Any, ...]], _T]) -> Iterator[_T]:
         try:

@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from payhooks.storage import (
     SCHEMA_VERSION,
     DeliveryStatus,
+    FinanceFilter,
     Ledger,
     ListedTransaction,
     PaymentState,
@@ -412,6 +413,40 @@ def test_both_engines_reconcile_the_same_writes_alike(
 
 
 # -- streaming --------------------------------------------------------------------------------
+
+
+def test_a_stream_apart_reads_on_a_connection_of_its_own_never_one_of_the_pool_s(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An export reads for as long as its rows take: on a connection opened for it, so the
+    pool the receiver answers from lends nothing meanwhile; and the connection is gone when
+    the stream is."""
+    from payhooks.storage.postgresql import dedicated, pool_for
+
+    monkeypatch.setattr(dedicated, "DEDICATED_BATCH_ROWS", 2)
+    probe_sql = (
+        "SELECT state, query FROM pg_stat_activity "
+        "WHERE datname = current_database() AND application_name = %s"
+    )
+    with Ledger(postgres_url) as ledger:
+        for number in range(5):
+            ledger.expect_transaction(f"order-{number}", 2500, "CNY")
+        rows = ledger.finance.rows(FinanceFilter(), connection_apart=True)
+        first = next(rows)
+        stats = pool_for(postgres_url, busy_timeout_ms=5000).get_stats()
+        with psycopg.connect(postgres_url, autocommit=True) as probe:  # a fresh view each time
+            during = probe.execute(probe_sql, (dedicated.APPLICATION_NAME,)).fetchall()
+            rest = list(rows)
+            after = probe.execute(probe_sql, (dedicated.APPLICATION_NAME,)).fetchall()
+
+    assert stats["pool_size"] - stats["pool_available"] == 0  # none of the pool's lent out
+    assert [(state, query.split(" FROM ")[0]) for state, query in during] == [
+        ("idle in transaction", "FETCH FORWARD 2")
+    ]
+    assert after == []
+    assert [first.external_identifier, *(row.external_identifier for row in rest)] == [
+        f"order-{number}" for number in range(5)
+    ]
 
 
 def test_reconcile_streams_from_a_server_side_cursor_a_batch_at_a_time(

@@ -1,6 +1,7 @@
 """The finance page in a real browser (Debian's Chromium): opened with its filters in the URL,
 a row clicked through to its payment and on to the delivery showing the raw signed body, with
-no console error, no CSP violation and nothing loaded from elsewhere.
+no console error, no CSP violation and nothing loaded from elsewhere; and its export, from
+the form to the file.
 
 The browser is launched as in :mod:`tests.system.test_console_browser`: skipped where it is
 missing, failed under ``CI=true``.
@@ -8,6 +9,7 @@ missing, failed under ``CI=true``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -85,7 +87,9 @@ def test_finance_clicks_from_a_filtered_row_to_its_payment_to_the_signed_body(
         assert page.locator("tr[data-identifier]").all_inner_texts()[0].startswith("order-2")
         assert page.locator("tr[data-identifier]").count() == 1
         assert page.locator('svg[role="img"]').count() == 1
-        assert page.locator('input[name="state"][value="amount_mismatch"]').is_checked()
+        assert page.locator(
+            'form.filters input[name="state"][value="amount_mismatch"]'
+        ).is_checked()
         sheets = page.evaluate("Array.from(document.styleSheets, sheet => sheet.href)")
         assert sheets == [f"{finance_server.url}/console/static/console.css"]
 
@@ -103,5 +107,45 @@ def test_finance_clicks_from_a_filtered_row_to_its_payment_to_the_signed_body(
         assert errors == []
         assert messages == []
         assert [url for url in requested if not url.startswith(finance_server.url + "/")] == []
+    finally:
+        context.close()
+
+
+def test_finance_export_starts_from_its_form_and_downloads_when_its_page_says_ready(
+    browser: Browser, finance_server: LiveServer
+) -> None:
+    """The export is a form a viewer submits (its token and the page's filters hidden in it);
+    its page reloads itself without script until ready, and offers the file whose row count
+    and SHA-256 it shows."""
+    context = browser.new_context(extra_http_headers={ROLE_HEADER: "viewer"})
+    context.set_default_timeout(BROWSER_TIMEOUT_MS)
+    errors: list[str] = []
+    try:
+        page = context.new_page()
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.on(
+            "console",
+            lambda message: errors.append(message.text) if message.type == "error" else None,
+        )
+
+        page.goto(f"{finance_server.url}/console/reconciliation?period=7d&state=amount_mismatch")
+        page.click("form.export button[type=submit]")
+        page.wait_for_url("**/console/exports/*")
+        page.locator('[data-state="ready"]').wait_for()
+        link = page.locator("a.download")
+        assert link.get_attribute("download") is not None
+        # Through the context's own cookies and headers: headless Chromium cancels downloads
+        # it is asked to save, whatever the server sends.
+        fetched = page.request.get(f"{finance_server.url}{link.get_attribute('href')}")
+        body = fetched.body()
+
+        assert fetched.status == 200
+        assert "filename=reconciliation.csv" in fetched.headers["content-disposition"]
+        lines = body.decode().splitlines()
+        assert [line.split(",")[0] for line in lines[1:]] == ["order-2"]
+        assert page.locator("[data-rows]").inner_text() == "1"
+        assert page.locator("[data-sha256]").inner_text() == hashlib.sha256(body).hexdigest()
+        assert page.locator("script").count() == 0
+        assert errors == []
     finally:
         context.close()

@@ -18,6 +18,7 @@ from flask import Request, current_app
 
 from payhooks.receiver.ledgers import LedgerPool
 from payhooks.receiver.settings import ReceiverSettings
+from payhooks.receiver.web.console.export_files import ExportFolder
 from payhooks.storage import Ledger
 
 __all__ = [
@@ -128,14 +129,16 @@ def grant_for(authorize: Authorize, request: Request) -> ConsoleGrant | None:
 @dataclass(frozen=True, slots=True)
 class ConsoleAccess:
     """What one app's console needs at request time: its hook, its prefix, its clock, the
-    ledgers its pages read (the receiver's, or the console's own), and the settings it checks
-    signatures with when they are its own rather than the app's."""
+    ledgers its pages read (the receiver's, or the console's own), the settings it checks
+    signatures with when they are its own rather than the app's, and its exports' folder."""
 
     authorize: Authorize
     #: Without a trailing slash (``/console``).
     url_prefix: str
     clock: Callable[[], datetime]
     ledgers: LedgerPool
+    #: Where the finance page's exports are written (``Console(exports=...)``).
+    exports: ExportFolder
     #: ``Console(settings=...)``: the scheme and keys a delivery's signature evidence is checked
     #: with; None reads the app's config, as it is at each page.
     settings: ReceiverSettings | None = None

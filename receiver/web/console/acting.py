@@ -1,13 +1,14 @@
 """What every console action does first and last: who may act, the CSRF check, the note, the
 audit entry, and the one-line result shown after the redirect.
 
-An action is a POST by an operator with this session's token (:mod:`.csrf`). A refused one
-(a viewer, a forged or stale form, an app without ``SECRET_KEY``, a bad note) changes nothing
-and is counted, not written as an entry: one more in the row of its person, action, code and
-minute (``Ledger.console.count_refusal``), so a person sending refused requests in a loop
-adds a handful of rows, not one per request. When the ledger cannot take the count (a
-viewer's read-only ledger), it is logged instead and the refusal's own page follows. A target
-is bounded (:func:`recorded_target`): it often comes from the URL.
+An action is a POST by an operator (an export: by anyone the hook lets in) with this session's
+token (:mod:`.csrf`). A refused one (a viewer, a forged or stale form, an app without
+``SECRET_KEY``, a bad note) changes nothing and is counted, not written as an entry: one more
+in the row of its person, action, code and minute (``Ledger.console.count_refusal``), so a
+person sending refused requests in a loop adds a handful of rows, not one per request. When the
+ledger cannot take the count (a viewer's read-only ledger), it is logged instead and the
+refusal's own page follows. A target is bounded (:func:`recorded_target`): it often comes from
+the URL.
 """
 
 from __future__ import annotations
@@ -189,19 +190,25 @@ def _count_refusal(grant: ConsoleGrant, action: str, target: str | None, code: s
         )
 
 
-def begin_action(action: str, target: str | None, *, redrives: bool = False) -> Acting:
+def begin_action(
+    action: str, target: str | None, *, redrives: bool = False, any_role: bool = False
+) -> Acting:
     """Let this action start, or refuse it (and count the refusal: see the module).
 
     :param redrives: the action reprocesses or sends signals, which only the merchant's app
         can (:func:`can_redrive`).
-    :raises ActionRefused: 403 ``console_forbidden_action`` for a viewer; what
-        :func:`~.csrf.check_action_request` raises; 400 ``console_bad_form`` for a bad note;
-        409 ``console_needs_receiver`` for a re-drive in a console without the receiver.
+    :param any_role: a viewer may take it too (an export: both roles read every row anyway).
+        It is still a ``POST`` checked for another site's request and for the session's
+        token, so no other site can take it in a person's name.
+    :raises ActionRefused: 403 ``console_forbidden_action`` for a viewer (unless
+        ``any_role``); what :func:`~.csrf.check_action_request` raises; 400
+        ``console_bad_form`` for a bad note; 409 ``console_needs_receiver`` for a re-drive in
+        a console without the receiver.
     """
     grant = current_grant()
     try:
         refuse_cross_site()
-        if grant.role is not ConsoleRole.OPERATOR:
+        if grant.role is not ConsoleRole.OPERATOR and not any_role:
             raise ActionRefused(
                 403,
                 "console_forbidden_action",

@@ -1,5 +1,5 @@
-"""The finance page: a period's tiles against the previous period, the chart, the rows; and
-the CSV of exactly the rows the page's filters select.
+"""The finance page: a period's tiles against the previous period, the chart, the rows; its
+export of exactly the rows its filters select is an action (:mod:`.export_views`).
 
 Every figure is per currency. The reads are :attr:`payhooks.storage.Ledger.finance`'s, each one
 grouped in SQL over an index-backed range; the page reads one page of rows (by cursor) and the
@@ -12,15 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from tempfile import SpooledTemporaryFile
 from typing import Final
 
-from flask import Response, render_template, request
-from werkzeug.wsgi import wrap_file
+from flask import render_template, request
 
-from payhooks.receiver.report_csv import csv_header, csv_line
 from payhooks.receiver.web.console.access import console_ledger, current_access
-from payhooks.receiver.web.console.acting import Acting, current_grant
 from payhooks.receiver.web.console.chart import bucket_label, chart_series, draw_chart
 from payhooks.receiver.web.console.finance_query import KINDS, PERIODS, parse_finance_query
 from payhooks.storage import (
@@ -41,7 +37,6 @@ __all__ = [
     "TileLine",
     "compare",
     "reconciliation",
-    "reconciliation_csv",
 ]
 
 #: What a tile counts, one and many: payments (rows, an unexpected payment's included), or
@@ -73,8 +68,6 @@ TILES: Final = (
     ("drift", "Drift", "opened in the period, the service's list disagrees", PAYMENTS),
 )
 _ZERO = Figure(0, 0, Decimal(0))
-#: How much of an export is kept in memory before it spills to a temporary file.
-_SPOOL_BYTES: Final = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,45 +151,6 @@ def reconciliation() -> str:
         age=_age,
         minor=from_minor_units,
     )
-
-
-def reconciliation_csv() -> Response:
-    """``GET /reconciliation.csv``: exactly the rows the same URL's filters select on the page
-    (every page of them), as ``payhooks reconcile --format csv`` writes them.
-
-    Audited (``export_reconciliation_csv``, the filter and the row count): it hands every
-    payment's row to whoever asked. The rows are read into a temporary file (memory up to
-    1 MiB, then disk) before the first byte is sent, so the ledger's connection (on
-    PostgreSQL, one of the receiver's pool) is held for as long as the database takes to read
-    them, never for as long as a slow or stalled client takes to download.
-    """
-    query = parse_finance_query(request.args, current_access().clock())
-    spool = SpooledTemporaryFile(max_size=_SPOOL_BYTES)  # noqa: SIM115 (closed by the response)
-    try:
-        spool.write(csv_header().encode())
-        count = 0
-        for row in console_ledger().finance.rows(query.finance_filter()):
-            spool.write(csv_line(row).encode())
-            count += 1
-        shown = query.args(after=None)  # the page's own arguments do not change the rows
-        detail = {
-            "filter": {k: v for k, v in shown.items() if k not in ("limit", "view")},
-            "since": query.since.isoformat(),
-            "until": query.until.isoformat(),
-            "rows": count,
-        }
-        Acting(current_grant(), "export_reconciliation_csv", None, None).record_or_log(
-            f"{count} rows", detail
-        )
-        spool.seek(0)
-    except BaseException:
-        spool.close()
-        raise
-    response = Response(
-        wrap_file(request.environ, spool), mimetype="text/csv", direct_passthrough=True
-    )
-    response.headers["Content-Disposition"] = 'attachment; filename="reconciliation.csv"'
-    return response
 
 
 def _age(opened_at: datetime, now: datetime) -> str:

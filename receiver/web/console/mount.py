@@ -23,11 +23,15 @@ from payhooks.receiver.web.console.access import (
     current_access,
 )
 from payhooks.receiver.web.console.answers import secure
+from payhooks.receiver.web.console.export_files import ExportFolder
 from payhooks.receiver.web.console.filters import register_filters
 from payhooks.receiver.web.console.pages import IDENTIFIER_CONVERTER, blueprint
 from payhooks.storage import is_postgres_url
 
-__all__ = ["Console"]
+__all__ = ["EXPORTS_FOLDER", "Console"]
+
+#: The exports' folder in the app's instance folder, unless ``Console(exports=...)`` names one.
+EXPORTS_FOLDER = "payhooks-exports"
 
 
 def _utc_now() -> datetime:
@@ -95,6 +99,10 @@ class Console:
         scheme and keys a delivery's signature evidence is checked with, for a console that
         has no receiver's config to read them from (``payhooks console`` passes its
         environment's); None reads the app's config at each page.
+    :param exports: the folder the finance page's exports are written to, made (mode 0700)
+        at the first one; by default ``payhooks-exports`` in the app's instance folder. Every
+        worker process of the app must see the same folder: an export's page and download
+        may be served by another process than the one writing it.
     :raises ValueError: naming ``authorize`` (missing or not callable) or ``url_prefix``.
     """
 
@@ -109,6 +117,7 @@ class Console:
         read_only: bool = False,
         busy_timeout_ms: int = 5000,
         settings: ReceiverSettings | None = None,
+        exports: str | os.PathLike[str] | None = None,
     ) -> None:
         self.authorize: Authorize = check_authorize(authorize)
         if not isinstance(url_prefix, str) or not url_prefix.startswith("/") or url_prefix == "/":
@@ -118,6 +127,7 @@ class Console:
         self.url_prefix = url_prefix.rstrip("/")
         self.clock = clock
         self.settings = settings
+        self.exports = None if exports is None else Path(exports)
         self._ledgers: LedgerPool | None = None
         if database is not None:
             target = str(database) if is_postgres_url(database) else Path(database)
@@ -145,8 +155,14 @@ class Console:
                 f"PAYHOOKS_URL_PREFIX {receiver!r}; give the console a path of its own"
             )
         ledgers = self._ledgers if self._ledgers is not None else receiver_state(app).ledgers
+        exports = self.exports or Path(app.instance_path) / EXPORTS_FOLDER
         app.extensions[ACCESS_KEY] = ConsoleAccess(
-            self.authorize, self.url_prefix, self.clock, ledgers, self.settings
+            self.authorize,
+            self.url_prefix,
+            self.clock,
+            ledgers,
+            ExportFolder(exports),
+            self.settings,
         )
         app.url_map.converters[IDENTIFIER_CONVERTER] = _IdentifierConverter
         register_filters(app)

@@ -12,9 +12,11 @@ Routes, relative to the console's prefix, ``GET`` (and ``HEAD``) unless marked `
 - ``POST /deliveries/<id>/reprocess``, ``POST /deliveries/<id>/send-signals``,
   ``POST /deliveries/<id>/download/<raw|fixture>`` (:mod:`.action_views`);
   ``/deliveries/bulk`` and its ``POST`` (:mod:`.bulk_views`). Every ``POST`` is an operator's
-  action: CSRF-checked (:mod:`.csrf`) and audited (:mod:`.acting`).
-- ``/reconciliation``: the finance page; ``/reconciliation.csv``: its rows as CSV
-  (:mod:`.finance_views`).
+  action (an export: any role's): CSRF-checked (:mod:`.csrf`) and audited (:mod:`.acting`).
+- ``/reconciliation``: the finance page (:mod:`.finance_views`); ``POST /exports``: an
+  export of its rows, any role's; ``/exports/<id>``: the export's page;
+  ``/exports/<id>/reconciliation.csv``: its file; ``/reconciliation.csv``: a 303 to the
+  finance page, where exports start now (:mod:`.export_views`).
 - ``/static/console.css`` and ``/static/favicon.svg``: the stylesheet and the icon.
 - anything else under the prefix: the console's 404 page, after the guard.
 
@@ -51,7 +53,13 @@ from payhooks.receiver.web.console.audit_views import audit
 from payhooks.receiver.web.console.bulk_views import bulk_confirm, bulk_run
 from payhooks.receiver.web.console.csrf import ActionRefused, actions_available, csrf_token
 from payhooks.receiver.web.console.exceptions_views import exceptions, review
-from payhooks.receiver.web.console.finance_views import reconciliation, reconciliation_csv
+from payhooks.receiver.web.console.export_views import (
+    export_download,
+    export_page,
+    old_csv_link,
+    start_export,
+)
+from payhooks.receiver.web.console.finance_views import reconciliation
 from payhooks.receiver.web.console.log_views import deliveries, refused
 from payhooks.receiver.web.console.query import BadQuery
 from payhooks.receiver.web.console.record_views import delivery, payment, refused_request
@@ -198,7 +206,13 @@ blueprint.add_url_rule(
     merge_slashes=False,
 )
 blueprint.add_url_rule("/reconciliation", "reconciliation", reconciliation, methods=["GET"])
+blueprint.add_url_rule("/reconciliation.csv", "old_csv_link", old_csv_link, methods=["GET"])
+blueprint.add_url_rule("/exports", "start_export", start_export, methods=["POST"])
+blueprint.add_url_rule("/exports/<export_id>", "export_page", export_page, methods=["GET"])
 blueprint.add_url_rule(
-    "/reconciliation.csv", "reconciliation_csv", reconciliation_csv, methods=["GET"]
+    "/exports/<export_id>/reconciliation.csv",
+    "export_download",
+    export_download,
+    methods=["GET"],
 )
 blueprint.add_url_rule("/<path:rest>", "not_found", _not_found, methods=["GET"])

@@ -27,6 +27,7 @@ from typing import Final
 
 try:
     import fcntl
+
     _NO_FCNTL = False
 except ImportError:  # pragma: no cover - Windows
     _NO_FCNTL = True

@@ -20,6 +20,7 @@ from payhooks.receiver.web.console import ConsoleRole
 from payhooks.receiver.web.console.access import current_access
 from payhooks.storage import Ledger
 from tests.support.console_actions import token as page_token
+from tests.support.console_exports import start_export, wait_for_export
 from tests.support.factories import FixedClock
 
 
@@ -202,19 +203,25 @@ def test_a_viewers_refused_action_on_a_read_only_ledger_is_logged_not_a_503(
 
 
 def test_a_viewers_export_from_a_read_only_ledger_is_logged_and_served(
-    console: ConsoleRun, database: Path | str, caplog: pytest.LogCaptureFixture
+    console: ConsoleRun, database: Path | str, caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
-    run = create_console_app(database, role=ConsoleRole.VIEWER, who="Vic", read_only=True)
+    run = create_console_app(
+        database, role=ConsoleRole.VIEWER, who="Vic", read_only=True, exports=tmp_path / "out"
+    )
     client = _logged_in(run)
 
     with caplog.at_level(logging.WARNING, logger="payhooks"):
-        answer = client.get(f"{run.prefix}/reconciliation.csv")
-    text = answer.text
-    answer.close()  # as a server does: the export's temporary file goes with it
+        answer = start_export(client, {}, prefix=run.prefix)
+    page = wait_for_export(client, answer.headers["Location"])
+    download = client.get(f"{answer.headers['Location']}/reconciliation.csv")
+    text = download.text
+    download.close()  # as a server does: the file it streams from goes with it
 
-    assert answer.status_code == 200
+    assert answer.status_code == 303
+    assert (page.state, page.rows) == ("ready", 1)
     assert "order-9" in text
     (logged,) = [r.getMessage() for r in caplog.records if "audit log cannot take" in r.message]
     assert "action=export_reconciliation_csv" in logged
-    assert "result='1 rows'" in logged
+    assert "result='started'" in logged
+    assert sorted(path.suffix for path in (tmp_path / "out").glob("*.*")) == ["", ".csv", ".json"]
     _close(run.app)
