@@ -95,10 +95,12 @@ def test_a_post_without_the_session_s_token_is_refused_and_starts_nothing(
     assert answer.status_code == 400
     assert 'data-error="console_csrf_failed"' in answer.get_data(as_text=True)
     assert _exports(folder) == []
-    (entry,) = shop.console.audit_log().rows
-    assert (entry.action, entry.result) == (
+    assert shop.console.audit_log().rows == ()  # counted, not an entry
+    (counted,) = shop.console.refusals()
+    assert (counted.action, counted.code, counted.times) == (
         "export_reconciliation_csv",
-        "refused: console_csrf_failed",
+        "console_csrf_failed",
+        1,
     )
 
 
