@@ -195,7 +195,8 @@ def test_a_form_from_another_origin_is_refused_and_not_audited_in_the_persons_na
         stored = ledger.receiver.delivery(delivery_id)
         assert stored is not None
         assert stored.status is DeliveryStatus.PROCESSING_ERROR
-        assert ledger.console.audit_log().rows == ()
+        # Only what the person did: their own look at the body, before the other site's form.
+        assert [entry.action for entry in ledger.console.audit_log().rows] == ["view_body"]
 
 
 @pytest.mark.parametrize("identifier", [".", ".."])

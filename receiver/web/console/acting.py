@@ -35,6 +35,7 @@ __all__ = [
     "Acting",
     "begin_action",
     "can_act",
+    "can_read_bodies",
     "can_redrive",
     "current_grant",
     "done",
@@ -64,6 +65,12 @@ def can_act() -> bool:
     """Whether this request's person is an operator (the pages show the forms to them only)."""
     grant: ConsoleGrant | None = g.get("payhooks_console_grant")
     return grant is not None and grant.role is ConsoleRole.OPERATOR
+
+
+def can_read_bodies() -> bool:
+    """Whether this request's person reads bodies (the pages offer downloads to them only)."""
+    grant: ConsoleGrant | None = g.get("payhooks_console_grant")
+    return grant is not None and grant.shows_bodies
 
 
 def can_redrive() -> bool:
@@ -161,12 +168,17 @@ def _log_cross_site(grant: ConsoleGrant, action: str) -> None:
     )
 
 
-def begin_action(action: str, target: str | None, *, redrives: bool = False) -> Acting:
+def begin_action(
+    action: str, target: str | None, *, redrives: bool = False, reads_body: bool = False
+) -> Acting:
     """Let this action start, or refuse it (and audit the refusal).
 
     :param redrives: the action reprocesses or sends signals, which only the merchant's app
         can (:func:`can_redrive`).
-    :raises ActionRefused: 403 ``console_forbidden_action`` for a viewer; what
+    :param reads_body: the action hands out a body (a download), which only a grant that
+        reads bodies may (:attr:`~.access.ConsoleGrant.shows_bodies`).
+    :raises ActionRefused: 403 ``console_forbidden_action`` for a viewer, or for a body to a
+        grant that does not read bodies; what
         :func:`~.csrf.check_action_request` raises; 400 ``console_bad_form`` for a bad note;
         409 ``console_needs_receiver`` for a re-drive in a console without the receiver.
     """
@@ -178,6 +190,12 @@ def begin_action(action: str, target: str | None, *, redrives: bool = False) -> 
                 403,
                 "console_forbidden_action",
                 "Only an operator may act in the console; a viewer reads every page.",
+            )
+        if reads_body and not grant.shows_bodies:
+            raise ActionRefused(
+                403,
+                "console_forbidden_action",
+                "Your role does not show bodies, so it cannot download one.",
             )
         check_action_request()
         if redrives and not can_redrive():
