@@ -87,8 +87,9 @@ class ConsoleBook:
         there. For what a person may repeat on every page load (a body viewed): who saw what,
         and in which hour, is the evidence; a row per reload would only be noise.
 
-        The check and the append are one write: on SQLite, whose writes take turns, two loads
-        at once still leave one entry; on PostgreSQL two at the very same moment may leave two.
+        A view already recorded costs one indexed read and no write. A first one checks again
+        and appends in one write: on SQLite, whose writes take turns, two loads at once still
+        leave one entry; on PostgreSQL two at the very same moment may leave two.
 
         :param at: the moment of the view, as the caller's clock tells it (the console's),
             aware; its hour is the window.
@@ -97,15 +98,14 @@ class ConsoleBook:
         audit_log.check_entry(who, role, action, None, result, target=target)
         at_text = to_text(at, argument="at")  # a naive time is refused before its hour is read
         start = at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+        hour = {"start": to_text(start), "end": to_text(start + timedelta(hours=1))}
+        # A reload reads, and never waits for the writer the receiver uses; only a first view
+        # in the hour writes, checking again under the write lock.
+        with self._read() as conn:
+            if audit_log.entry_between(conn, who=who, action=action, target=target, **hour):
+                return None
         with self._write() as conn:
-            if audit_log.entry_between(
-                conn,
-                who=who,
-                action=action,
-                target=target,
-                start=to_text(start),
-                end=to_text(start + timedelta(hours=1)),
-            ):
+            if audit_log.entry_between(conn, who=who, action=action, target=target, **hour):
                 return None
             return audit_log.append(
                 conn,
