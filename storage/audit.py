@@ -25,6 +25,7 @@ __all__ = [
     "AuditEntry",
     "append",
     "check_entry",
+    "entry_between",
     "select_for_target",
     "select_page",
 ]
@@ -166,3 +167,17 @@ def select_for_target(conn: Connection, target: str, limit: int) -> tuple[AuditE
             (target, limit),
         ).fetchall()
     )
+
+
+def entry_between(
+    conn: Connection, *, who: str, action: str, target: str, start: str, end: str
+) -> bool:
+    """Whether ``who`` has an entry of ``action`` on ``target`` written at or after ``start``
+    and before ``end`` (stored times, :func:`~payhooks.storage.times.to_text`, which sort as
+    text). Read through the index ``audit_log_target``: one record's entries, not the log's."""
+    row = conn.execute(
+        "SELECT 1 FROM audit_log WHERE target = ? AND who = ? AND action = ? "
+        "AND at >= ? AND at < ? LIMIT 1",
+        (target, who, action, start, end),
+    ).fetchone()
+    return row is not None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import payhooks.storage.audit as audit_log
@@ -69,6 +70,54 @@ class ConsoleBook:
                 action=action,
                 target=target,
                 note=note,
+                detail=detail or {},
+                result=result,
+            )
+
+    def audit_once_an_hour(
+        self,
+        *,
+        who: str,
+        role: str,
+        action: str,
+        result: str,
+        target: str,
+        at: datetime,
+        detail: Mapping[str, Any] | None = None,
+    ) -> int | None:
+        """Append one entry at ``at`` unless ``who`` already has one of ``action`` on
+        ``target`` in the same clock hour (UTC); the new entry's id, or None when one was
+        there. For what a person may repeat on every page load (a body viewed): who saw what,
+        and in which hour, is the evidence; a row per reload would only be noise.
+
+        A view already recorded costs one indexed read and no write. A first one checks again
+        and appends in one write: on SQLite, whose writes take turns, two loads at once still
+        leave one entry; on PostgreSQL two at the very same moment may leave two.
+
+        :param at: the moment of the view, as the caller's clock tells it (the console's),
+            aware; its hour is the window.
+        :raises ValueError: an entry :meth:`audit` refuses, or a naive ``at``.
+        """
+        audit_log.check_entry(who, role, action, None, result, target=target)
+        at_text = to_text(at, argument="at")  # a naive time is refused before its hour is read
+        start = at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+        hour = {"start": to_text(start), "end": to_text(start + timedelta(hours=1))}
+        # A reload reads, and never waits for the writer the receiver uses; only a first view
+        # in the hour writes, checking again under the write lock.
+        with self._read() as conn:
+            if audit_log.entry_between(conn, who=who, action=action, target=target, **hour):
+                return None
+        with self._write() as conn:
+            if audit_log.entry_between(conn, who=who, action=action, target=target, **hour):
+                return None
+            return audit_log.append(
+                conn,
+                at=at_text,
+                who=who,
+                role=role,
+                action=action,
+                target=target,
+                note=None,
                 detail=detail or {},
                 result=result,
             )

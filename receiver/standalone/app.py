@@ -52,11 +52,12 @@ def _utc_now() -> datetime:
 
 def _session_grant(request: Request) -> ConsoleGrant | None:
     """The console's ``authorize`` hook: the role and the name the login put in the session
-    (so the audit log names the person), or None."""
+    (so the audit log names the person), or None. It reads bodies whatever the role: whoever
+    runs ``payhooks console`` can read the ledger's file, bodies and all, without it."""
     role, who = session.get(ROLE_KEY), session.get(WHO_KEY)
     if not isinstance(role, str) or not isinstance(who, str):
         return None
-    return ConsoleGrant(ConsoleRole(role), who)
+    return ConsoleGrant(ConsoleRole(role), who, bodies=True)
 
 
 @dataclass(frozen=True)

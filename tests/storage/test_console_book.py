@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import closing
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -224,3 +225,45 @@ def test_one_payments_review_reads_back_or_none(ledger: Ledger, clock: FixedCloc
         "order-1", ReviewStatus.RESOLVED, "unexpected", "ok", "bo", clock()
     )
     assert ledger.console.review_of("order-10") is None
+
+
+def _view(ledger: Ledger, at: datetime, **changes: Any) -> int | None:
+    values: dict[str, Any] = {
+        "who": "ana@example.com",
+        "role": "viewer",
+        "action": "view_body",
+        "result": "shown",
+        "target": "delivery 1",
+        "at": at,
+    }
+    return ledger.console.audit_once_an_hour(**(values | changes))
+
+
+def test_a_view_is_recorded_once_per_person_record_and_hour(ledger: Ledger) -> None:
+    hour = datetime(2026, 11, 21, 10, tzinfo=UTC)
+    first = _view(ledger, hour + timedelta(minutes=5))
+
+    again = [
+        _view(ledger, hour + timedelta(minutes=59, seconds=59, microseconds=999_999)),
+        _view(ledger, hour),
+    ]
+    others = [
+        _view(ledger, hour + timedelta(minutes=6), who="bo@example.com"),
+        _view(ledger, hour + timedelta(minutes=6), target="delivery 2"),
+        _view(ledger, hour + timedelta(minutes=6), action="download_raw"),
+        _view(ledger, hour + timedelta(hours=1)),
+        _view(ledger, hour - timedelta(microseconds=1)),
+    ]
+
+    assert first is not None
+    assert again == [None, None]
+    assert None not in others
+    entries = ledger.console.audit_log().rows
+    assert len(entries) == 6
+    assert entries[-1].at == hour + timedelta(minutes=5)  # the view's time, not the ledger's
+
+
+def test_a_view_at_a_naive_time_is_refused(ledger: Ledger) -> None:
+    with pytest.raises(ValueError, match="at must be timezone-aware"):
+        _view(ledger, datetime(2026, 11, 21, 10))
+    assert ledger.console.audit_log().rows == ()

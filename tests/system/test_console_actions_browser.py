@@ -189,7 +189,60 @@ def test_a_form_from_another_origin_is_refused_and_not_audited_in_the_persons_na
         stored = ledger.receiver.delivery(delivery_id)
         assert stored is not None
         assert stored.status is DeliveryStatus.PROCESSING_ERROR
+        # Only what the person did: their own look at the body, before the other site's form.
+        assert [entry.action for entry in ledger.console.audit_log().rows] == ["view_body"]
+
+
+@pytest.mark.parametrize(
+    ("host", "sent"),
+    [("127.0.0.1", "same-site"), ("localhost", "cross-site")],
+    ids=["another port", "another host"],
+)
+def test_a_delivery_opened_from_another_sites_link_holds_its_body_back_until_reopened_here(
+    contexts: Callable[[dict[str, str]], BrowserContext],
+    stuck_server: tuple[LiveServer, int],
+    serve: Callable[[Flask], LiveServer],
+    database: Path | str,
+    host: str,
+    sent: str,
+) -> None:
+    """A link on another site opens the page with the person's credentials (Lax cookies follow
+    a top-level navigation): Chromium says so in ``Sec-Fetch-Site``, and the page shows no
+    body and records nothing in their name; its own link, followed from the console, does."""
+    server, delivery_id = stuck_server
+    target = f"{server.url}/console/deliveries/{delivery_id}"
+    other = Flask("another_site")
+
+    @other.get("/")
+    def lure() -> str:
+        return f'<!doctype html><title>Look</title><a href="{target}">Look at this order</a>'
+
+    elsewhere = serve(other)
+    operator = contexts(OPERATOR).new_page()
+    operator.goto(elsewhere.url.replace("127.0.0.1", host) + "/")
+    with operator.expect_request(target) as opened:
+        operator.click("text=Look at this order")
+    operator.wait_for_load_state()
+
+    assert opened.value.all_headers()["sec-fetch-site"] == sent
+    assert operator.url == target
+    hidden = operator.locator("[data-body-hidden]")
+    assert hidden.get_attribute("data-body-hidden") == "cross_site"
+    assert operator.locator("pre.body").count() == 0
+    with Ledger(database) as ledger:
         assert ledger.console.audit_log().rows == ()
+
+    hidden.locator("text=Show the body").click()
+    operator.wait_for_load_state()
+
+    assert "merchant_transaction_id" in operator.locator("pre.body").inner_text()
+    with Ledger(database) as ledger:
+        (entry,) = ledger.console.audit_log().rows
+    assert (entry.who, entry.action, entry.target) == (
+        "ana@example.com",
+        "view_body",
+        f"delivery {delivery_id}",
+    )
 
 
 @pytest.mark.parametrize("identifier", [".", ".."])

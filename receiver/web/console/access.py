@@ -42,7 +42,8 @@ logger = logging.getLogger("payhooks")
 
 class ConsoleRole(StrEnum):
     """What a person may do in the console: both roles read every page; only
-    :attr:`OPERATOR` acts (reprocess, send signals, downloads, exception reviews)."""
+    :attr:`OPERATOR` acts (reprocess, send signals, downloads, exception reviews), and only
+    an operator reads bodies unless the grant says otherwise (:class:`ConsoleGrant`)."""
 
     #: Reads every page (finance, support).
     VIEWER = "viewer"
@@ -56,8 +57,8 @@ MAX_WHO_CHARS = 200
 
 @dataclass(frozen=True, slots=True)
 class ConsoleGrant:
-    """What the merchant's hook may return instead of a bare role: the role, and who the person
-    is, as the audit log should name them (a name, an email).
+    """What the merchant's hook may return instead of a bare role: the role, who the person
+    is, as the audit log should name them (a name, an email), and whether they read bodies.
 
     ::
 
@@ -67,21 +68,36 @@ class ConsoleGrant:
 
     :param role: a :class:`ConsoleRole` or its value.
     :param who: one line of 1 to 200 characters.
-    :raises ValueError: a role that is not one, or a ``who`` that is empty, too long or holds a
-        control character; raised inside the hook, it refuses the request like any hook error.
+    :param bodies: whether the pages show this person the bodies (a delivery's, a refused
+        request's kept start) and let them download one; None gives the role's default: an
+        operator reads them, a viewer does not. A body is a customer's payment: who may read
+        it is the merchant's decision, and each read is audited.
+    :raises ValueError: a role that is not one, a ``who`` that is empty, too long or holds a
+        control character, or a ``bodies`` that is neither a bool nor None; raised inside the
+        hook, it refuses the request like any hook error.
     """
 
     role: ConsoleRole
     who: str
+    bodies: bool | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "role", ConsoleRole(self.role))
+        if self.bodies is not None and not isinstance(self.bodies, bool):
+            raise ValueError(
+                f"ConsoleGrant: bodies must be True, False or None; got {self.bodies!r}"
+            )
         who = self.who
         if not isinstance(who, str) or not 1 <= len(who) <= MAX_WHO_CHARS or not who.isprintable():
             raise ValueError(
                 f"ConsoleGrant: who must be one printable line of 1 to {MAX_WHO_CHARS} "
                 f"characters; got {who!r}"
             )
+
+    @property
+    def shows_bodies(self) -> bool:
+        """Whether this person reads bodies: ``bodies`` as given, else the role's default."""
+        return self.role is ConsoleRole.OPERATOR if self.bodies is None else self.bodies
 
     @classmethod
     def unnamed(cls, role: ConsoleRole) -> ConsoleGrant:

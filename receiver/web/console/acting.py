@@ -39,6 +39,7 @@ __all__ = [
     "Acting",
     "begin_action",
     "can_act",
+    "can_read_bodies",
     "can_redrive",
     "current_grant",
     "done",
@@ -70,6 +71,12 @@ def can_act() -> bool:
     """Whether this request's person is an operator (the pages show the forms to them only)."""
     grant: ConsoleGrant | None = g.get("payhooks_console_grant")
     return grant is not None and grant.role is ConsoleRole.OPERATOR
+
+
+def can_read_bodies() -> bool:
+    """Whether this request's person reads bodies (the pages offer downloads to them only)."""
+    grant: ConsoleGrant | None = g.get("payhooks_console_grant")
+    return grant is not None and grant.shows_bodies
 
 
 def can_redrive() -> bool:
@@ -191,19 +198,26 @@ def _count_refusal(grant: ConsoleGrant, action: str, target: str | None, code: s
 
 
 def begin_action(
-    action: str, target: str | None, *, redrives: bool = False, any_role: bool = False
+    action: str,
+    target: str | None,
+    *,
+    redrives: bool = False,
+    any_role: bool = False,
+    reads_body: bool = False,
 ) -> Acting:
     """Let this action start, or refuse it (and count the refusal: see the module).
 
     :param redrives: the action reprocesses or sends signals, which only the merchant's app
         can (:func:`can_redrive`).
+    :param reads_body: the action hands out a body (a download), which only a grant that
+        reads bodies may (:attr:`~.access.ConsoleGrant.shows_bodies`).
     :param any_role: a viewer may take it too (an export: both roles read every row anyway).
         It is still a ``POST`` checked for another site's request and for the session's
         token, so no other site can take it in a person's name.
     :raises ActionRefused: 403 ``console_forbidden_action`` for a viewer (unless
-        ``any_role``); what :func:`~.csrf.check_action_request` raises; 400
-        ``console_bad_form`` for a bad note; 409 ``console_needs_receiver`` for a re-drive in
-        a console without the receiver.
+        ``any_role``), or for a body to a grant that does not read bodies; what
+        :func:`~.csrf.check_action_request` raises; 400 ``console_bad_form`` for a bad note;
+        409 ``console_needs_receiver`` for a re-drive in a console without the receiver.
     """
     grant = current_grant()
     try:
@@ -213,6 +227,12 @@ def begin_action(
                 403,
                 "console_forbidden_action",
                 "Only an operator may act in the console; a viewer reads every page.",
+            )
+        if reads_body and not grant.shows_bodies:
+            raise ActionRefused(
+                403,
+                "console_forbidden_action",
+                "Your role does not show bodies, so it cannot download one.",
             )
         check_action_request()
         if redrives and not can_redrive():

@@ -258,12 +258,12 @@ def dismiss_signal(signal_id: int) -> BaseResponse:
 def download(delivery_id: int, form: str) -> Response:
     """``POST /deliveries/<id>/download/<form>``: the stored body byte for byte, as an
     attachment: ``raw``, or ``fixture`` (named as ``payhooks deliveries export`` names it, the
-    file ``payhooks replay`` sends). Operator-only and audited: a body is a customer's
-    payment."""
+    file ``payhooks replay`` sends). Operator-only, for a grant that reads bodies, and
+    audited: a body is a customer's payment."""
     if form not in DOWNLOADS:
         return error_page(404, "console_not_found", "There is no such download.")
     action, name = DOWNLOADS[form]
-    acting = begin_action(action, _target(delivery_id))
+    acting = begin_action(action, _target(delivery_id), reads_body=True)
     delivery = _stored(acting, delivery_id)
     if delivery is None:
         return _not_found()

@@ -29,6 +29,7 @@ __all__ = [
     "actions_available",
     "check_action_request",
     "csrf_token",
+    "from_another_site",
     "refuse_cross_site",
 ]
 
@@ -48,6 +49,12 @@ class ActionRefused(Exception):
         super().__init__(message)
         self.status, self.code, self.message = status, code, message
         self.cross_site = cross_site
+
+
+def from_another_site() -> bool:
+    """Whether the browser says another site sent this request (a link or a redirect there
+    opening a console page, an action's form there): what nobody may do in a person's name."""
+    return not _same_origin()
 
 
 def refuse_cross_site() -> None:

@@ -38,6 +38,7 @@ from payhooks.receiver.web.console.access import current_access, grant_for
 from payhooks.receiver.web.console.acting import (
     MAX_NOTE_CHARS,
     can_act,
+    can_read_bodies,
     can_redrive,
     take_result,
 )
@@ -115,12 +116,14 @@ def _give_turn_back(_error: BaseException | None) -> None:
 def _role() -> dict[str, object]:
     """The role the hook granted, for the header (None on a refusal's page), and what the
     action forms need: whether this person may act, whether the app can (a ``SECRET_KEY``),
-    the CSRF token, the note's length; the last action's result line, shown once."""
+    the CSRF token, the note's length, whether it offers downloads (a grant that reads
+    bodies); the last action's result line, shown once."""
     return {
         "result": take_result(),
         "role": g.get("payhooks_console_role"),
         "can_act": can_act(),
         "can_redrive": can_act() and can_redrive(),
+        "can_download": can_act() and can_read_bodies(),
         "actions_available": actions_available(),
         "csrf_token": csrf_token,
         "max_note": MAX_NOTE_CHARS,

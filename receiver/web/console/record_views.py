@@ -1,6 +1,9 @@
 """One record whole: a delivery (headers, body, what came of it), a refused request (the start
 of its body and what it claims, unverified) and a payment's story, with the notes people left
-on it (its exception review and the audit entries that name it)."""
+on it (its exception review and the audit entries that name it).
+
+A body shows only to whom :func:`~.bodies.body_hidden` lets read it, each reading audited;
+the rest of a record (a body's size and SHA-256 included) shows to every role."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from flask import Response, current_app, render_template
 from payhooks.receiver.payloads.named import named_in_start
 from payhooks.receiver.web.console.access import console_ledger, current_access
 from payhooks.receiver.web.console.answers import error_page
+from payhooks.receiver.web.console.bodies import body_hidden, sha256_of
 from payhooks.receiver.web.console.evidence import evidence_settings, signature_evidence
 from payhooks.receiver.web.console.filters import pretty_body
 from payhooks.receiver.web.console.query import MAX_ID
@@ -28,15 +32,20 @@ def delivery(delivery_id: int) -> Response | str:
         details = console_ledger().receiver.delivery_details(delivery_id)
     if details is None:
         return error_page(404, "console_not_found", "There is no delivery with this id.")
-    body, is_json = pretty_body(details.body)
     signals = console_ledger().signals
+    owed, runs = signals.owed(delivery_id), signals.runs([delivery_id])
+    # A pruned delivery keeps no body to show; else the entry is written before the page.
+    hidden = None if details.pruned_at else body_hidden(f"delivery {delivery_id}")
+    body, is_json = ("", False) if hidden else pretty_body(details.body)
     return render_template(
         "payhooks_console/delivery.html",
         delivery=details,
-        owed=signals.owed(delivery_id),
-        runs=signals.runs([delivery_id]),
+        owed=owed,
+        runs=runs,
         body=body,
         body_is_json=is_json,
+        body_hidden=hidden,
+        body_sha256=sha256_of(details.body),
         evidence=signature_evidence(
             evidence_settings(current_access().settings, current_app.config),
             details.headers,
@@ -50,9 +59,11 @@ def refused_request(rejected_id: int) -> Response | str:
     """``GET /deliveries/refused/<id>``: one refused request, or the 404 page (never kept, or
     pruned since: only the newest are kept).
 
-    Every role that reads the refused log reads this, body included, as every role reads a
-    delivery's body (downloads are operators'). What the body names is read defensively from
-    the kept bytes (:func:`~payhooks.receiver.payloads.named.named_in_start`) and shown as a
+    Every role that reads the refused log reads this; the kept start of the body only whom
+    :func:`~.bodies.body_hidden` lets, as a delivery's. What the body names (a payment's
+    identifier, a transaction id: what the delivery log lists of every delivery) is read
+    defensively from the kept bytes
+    (:func:`~payhooks.receiver.payloads.named.named_in_start`) and shown to every role as a
     claim: the signature did not hold, so it links to a search, never to a payment's page.
     """
     details = None
@@ -60,12 +71,15 @@ def refused_request(rejected_id: int) -> Response | str:
         details = console_ledger().receiver.rejected_details(rejected_id)
     if details is None:
         return error_page(404, "console_not_found", "There is no refused request with this id.")
-    body, is_json = pretty_body(details.body)
+    hidden = body_hidden(f"refused request {rejected_id}")
+    body, is_json = ("", False) if hidden else pretty_body(details.body)
     return render_template(
         "payhooks_console/refused_request.html",
         rejected=details,
         body=body,
         body_is_json=is_json,
+        body_hidden=hidden,
+        body_sha256=sha256_of(details.body),
         named=named_in_start(details.body),
     )
 

@@ -166,8 +166,13 @@ def test_the_audit_log_names_the_person_who_logged_in(
 
     assert answer.status_code == 200
     with Ledger(database) as ledger:
-        (entry,) = ledger.console.audit_log().rows
-    assert (entry.who, entry.role, entry.action) == ("Ana Lima", "operator", "download_raw")
+        downloaded, viewed = ledger.console.audit_log().rows  # the page showed the body first
+    assert (downloaded.who, downloaded.role, downloaded.action) == (
+        "Ana Lima",
+        "operator",
+        "download_raw",
+    )
+    assert (viewed.who, viewed.action) == ("Ana Lima", "view_body")
     _close(run.app)
 
 
@@ -224,4 +229,58 @@ def test_a_viewers_export_from_a_read_only_ledger_is_logged_and_served(
     assert "action=export_reconciliation_csv" in logged
     assert "result='started'" in logged
     assert sorted(path.suffix for path in (tmp_path / "out").glob("*.*")) == ["", ".csv", ".json"]
+    _close(run.app)
+
+
+def _body_delivery(database: Path | str) -> int:
+    with Ledger(database) as ledger:
+        return ledger.receiver.record_delivery(
+            dedupe_key="k-body", body=b'{"card_holder": "Lin Wei"}', headers={}
+        ).id
+
+
+def test_a_viewer_of_the_standalone_console_reads_bodies_and_each_read_is_audited(
+    console: ConsoleRun, database: Path | str
+) -> None:
+    """Whoever runs ``payhooks console`` can read the ledger's file, bodies and all: its pages
+    show them to every role it lets in, and record each read as the mounted console does."""
+    delivery_id = _body_delivery(database)
+    run = create_console_app(database, role=ConsoleRole.VIEWER, who="Vic", read_only=False)
+    client = _logged_in(run)
+
+    page = client.get(f"{run.prefix}/deliveries/{delivery_id}")
+
+    assert page.status_code == 200
+    assert "Lin Wei" in page.text
+    assert "data-body-hidden" not in page.text
+    with Ledger(database) as ledger:
+        (entry,) = ledger.console.audit_log().rows
+    assert (entry.who, entry.role, entry.action, entry.target) == (
+        "Vic",
+        "viewer",
+        "view_body",
+        f"delivery {delivery_id}",
+    )
+    _close(run.app)
+
+
+def test_a_body_read_from_a_read_only_ledger_is_logged_and_shown(
+    console: ConsoleRun, database: Path | str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A ledger opened read-only cannot take the read's entry: the warning carries it, and the
+    page still shows the body (its reader can read the file anyway)."""
+    delivery_id = _body_delivery(database)
+    run = create_console_app(database, role=ConsoleRole.VIEWER, who="Vic", read_only=True)
+    client = _logged_in(run)
+
+    with caplog.at_level(logging.WARNING, logger="payhooks"):
+        page = client.get(f"{run.prefix}/deliveries/{delivery_id}")
+
+    assert page.status_code == 200
+    assert "Lin Wei" in page.text
+    (logged,) = [r.getMessage() for r in caplog.records if "audit log cannot take" in r.message]
+    assert "who='Vic'" in logged
+    assert f"action=view_body target='delivery {delivery_id}'" in logged
+    with Ledger(database) as ledger:
+        assert ledger.console.audit_log().rows == ()
     _close(run.app)
