@@ -252,8 +252,17 @@ def _finance_pages() -> list[Page]:
         rows = ledger.reconcile(since=quarter.since, until=quarter.until)
         return write_report(rows, _Sink(), "csv")
 
+    three_years = "?from=2023-05-01&until=2026-05-01"
     return [
         Page("finance, 7d (default)", "/reconciliation", _finance("")),
+        # The most expensive page a viewer can ask for: every row of the ledger grouped.
+        Page(
+            "finance, 3 years",
+            f"/reconciliation{three_years}",
+            _finance(three_years),
+            goal=RATIO_GOAL,
+            p95_goal=None,
+        ),
         Page("finance, 90d", "/reconciliation?period=90d", _finance("?period=90d")),
         Page(
             "finance, 90d, table",

@@ -31,6 +31,7 @@ from payhooks.receiver.settings import ReceiverSettings
 from payhooks.receiver.standalone.login_token import TOKEN_LIFETIME, LoginToken
 from payhooks.receiver.web.console import Console, ConsoleGrant, ConsoleRole
 from payhooks.receiver.web.console.answers import error_page
+from payhooks.receiver.web.console.limits import DEFAULT_TIME_LIMIT_MS
 
 __all__ = ["COOKIE_PREFIX", "PATH_PREFIX", "WHO_KEY", "ConsoleRun", "create_console_app"]
 
@@ -87,6 +88,7 @@ def create_console_app(
     clock: Callable[[], datetime] = _utc_now,
     token_lifetime: timedelta = TOKEN_LIFETIME,
     settings: ReceiverSettings | None = None,
+    time_limit_ms: int = DEFAULT_TIME_LIMIT_MS,
 ) -> ConsoleRun:
     """The app, the token its login link carries, and the run's own prefix and cookie name.
 
@@ -95,6 +97,8 @@ def create_console_app(
     :param read_only: open the ledger read-only (:class:`~payhooks.storage.Ledger`).
     :param settings: the scheme and keys to check a delivery's signature evidence with
         (:class:`~payhooks.receiver.Console`'s ``settings``); None: not checked here.
+    :param time_limit_ms: how long one page's reads may take together
+        (:class:`~payhooks.receiver.Console`'s ``time_limit_ms``).
     :raises ValueError: a ``who`` that :class:`~payhooks.receiver.ConsoleGrant` refuses.
     """
     ConsoleGrant(role, who)  # a name the audit log cannot take fails here, not at each page
@@ -118,6 +122,7 @@ def create_console_app(
         read_only=read_only,
         busy_timeout_ms=busy_timeout_ms,
         settings=settings,
+        time_limit_ms=time_limit_ms,
     )
 
     def login() -> Response | BaseResponse:

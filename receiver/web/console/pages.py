@@ -51,10 +51,16 @@ from payhooks.receiver.web.console.bulk_views import bulk_confirm, bulk_run
 from payhooks.receiver.web.console.csrf import ActionRefused, actions_available, csrf_token
 from payhooks.receiver.web.console.exceptions_views import exceptions, review
 from payhooks.receiver.web.console.finance_views import reconciliation, reconciliation_csv
+from payhooks.receiver.web.console.limits import (
+    begin_time_limit,
+    end_time_limit,
+    limit_text,
+    stopped_counting,
+)
 from payhooks.receiver.web.console.log_views import deliveries, refused
 from payhooks.receiver.web.console.query import BadQuery
 from payhooks.receiver.web.console.record_views import delivery, payment, refused_request
-from payhooks.storage import StorageError, UnreadableRowError
+from payhooks.storage import ReadTimeLimitError, StorageError, UnreadableRowError
 
 __all__ = ["IDENTIFIER_CONVERTER", "blueprint"]
 
@@ -82,7 +88,11 @@ def _guard() -> Response | None:
         return error_page(403, "console_forbidden", "You are not allowed to see this console.")
     g.payhooks_console_grant = grant
     g.payhooks_console_role = grant.role
+    begin_time_limit()
     return None
+
+
+blueprint.teardown_request(end_time_limit)
 
 
 @blueprint.context_processor
@@ -98,6 +108,7 @@ def _role() -> dict[str, object]:
         "actions_available": actions_available(),
         "csrf_token": csrf_token,
         "max_note": MAX_NOTE_CHARS,
+        "stopped": stopped_counting(),
     }
 
 
@@ -109,6 +120,18 @@ def _action_refused(err: ActionRefused) -> Response:
 @blueprint.errorhandler(BadQuery)
 def _bad_query(err: BadQuery) -> Response:
     return error_page(400, "console_bad_query", err.message)
+
+
+@blueprint.errorhandler(ReadTimeLimitError)
+def _time_limit(err: ReadTimeLimitError) -> Response:
+    """A page whose own rows could not be read within the console's time limit."""
+    logger.warning("payhooks console: %s stopped at its time limit", request.endpoint)
+    return error_page(
+        503,
+        "console_time_limit",
+        f"This page stopped after {limit_text(err.limit_ms)}, the console's time limit: "
+        "narrow the period or the filters, or ask the command line (payhooks reconcile).",
+    )
 
 
 @blueprint.errorhandler(StorageError)
