@@ -209,9 +209,10 @@ class Ledger:
         """Bound every read made in the block to ``limit_ms`` milliseconds from its start, all
         of them together: the one that runs past it is stopped on the database (SQLite
         interrupts the statement; PostgreSQL cancels it by ``statement_timeout``) and raises
-        :class:`~payhooks.storage.ReadTimeLimitError`, and later reads in the block raise it
-        as soon as they run. For people's questions (the console's pages), so that no page
-        holds a worker or a connection for longer than the limit.
+        :class:`~payhooks.storage.ReadTimeLimitError`, and so does a later read in the block
+        at its first look at the clock (on SQLite every thousand steps of the statement: one
+        too short to reach it still finishes). For people's questions (the console's pages),
+        so that no page holds a worker or a connection for longer than the limit.
 
         Writes are never limited, nor reads inside a :meth:`transaction`. A block inside
         another keeps the deadline that comes first. On SQLite the limit is the ledger's (one
