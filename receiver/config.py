@@ -17,6 +17,8 @@ docs/configuration.md):
   to disk before the answer, so an acknowledged delivery survives a power loss; ``NORMAL`` (opt-in)
   is much cheaper per commit but survives only a crash of the process, not of the machine: the
   last acknowledged deliveries can vanish, and the service will not send them again.
+- ``PAYHOOKS_POSTGRES_POOL_SIZE`` (10): on PostgreSQL, the most connections each process's
+  receiver pool opens (1 to 1000); a console mounted in the same process has a pool of its own.
 - ``PAYHOOKS_HEALTH_MIN_FREE_BYTES`` (64 MiB) and ``PAYHOOKS_HEALTH_LOCK_TIMEOUT_MS`` (100):
   the ``/health`` route reports a SQLite ledger full below that much free space in its folder,
   and locked when the write lock is not free within that time (on PostgreSQL: a connection).
@@ -58,6 +60,7 @@ from typing import Any
 from payhooks.storage import (
     DEFAULT_HEALTH_LOCK_TIMEOUT_MS,
     DEFAULT_MIN_FREE_BYTES,
+    DEFAULT_POOL_SIZE,
     DEFAULT_STATUS_MAP,
 )
 
@@ -86,6 +89,7 @@ CONFIG_DEFAULTS: Mapping[str, Any] = {
     "PAYHOOKS_URL_PREFIX": "/payhooks",
     "PAYHOOKS_BUSY_TIMEOUT_MS": 5000,
     "PAYHOOKS_SQLITE_SYNCHRONOUS": "FULL",
+    "PAYHOOKS_POSTGRES_POOL_SIZE": DEFAULT_POOL_SIZE,
     "PAYHOOKS_HEALTH_MIN_FREE_BYTES": DEFAULT_MIN_FREE_BYTES,
     "PAYHOOKS_HEALTH_LOCK_TIMEOUT_MS": DEFAULT_HEALTH_LOCK_TIMEOUT_MS,
     "PAYHOOKS_SIGNALS_LEASE_SECONDS": 300,
@@ -203,6 +207,7 @@ ENV_PARSERS: Mapping[str, Callable[[str], Any]] = {
     "PAYHOOKS_URL_PREFIX": str,
     "PAYHOOKS_BUSY_TIMEOUT_MS": int,
     "PAYHOOKS_SQLITE_SYNCHRONOUS": str,
+    "PAYHOOKS_POSTGRES_POOL_SIZE": int,
     "PAYHOOKS_HEALTH_MIN_FREE_BYTES": int,
     "PAYHOOKS_HEALTH_LOCK_TIMEOUT_MS": int,
     "PAYHOOKS_SIGNALS_LEASE_SECONDS": int,

@@ -25,7 +25,7 @@ import threading
 import weakref
 from pathlib import Path
 
-from payhooks.storage import Ledger, StorageError, is_postgres_url, redacted
+from payhooks.storage import DEFAULT_POOL_SIZE, Ledger, StorageError, is_postgres_url, redacted
 
 __all__ = ["LedgerPool"]
 
@@ -73,6 +73,10 @@ class LedgerPool:
     :param synchronous: each ledger's ``synchronous`` option (``"FULL"`` or ``"NORMAL"``).
     :param read_only: open each ledger read-only (:class:`~payhooks.storage.Ledger`'s
         ``read_only``): for people who only read, as the standalone console's viewers.
+    :param pool_size: PostgreSQL: the most connections the process's pool for ``pool_name``
+        opens (:class:`~payhooks.storage.Ledger`'s ``pool_size``).
+    :param pool_name: PostgreSQL: whose pool (``"receiver"``, ``"console"``): two ledger
+        pools of different names in one process never share connections.
     """
 
     def __init__(
@@ -82,12 +86,16 @@ class LedgerPool:
         busy_timeout_ms: int,
         synchronous: str = "FULL",
         read_only: bool = False,
+        pool_size: int = DEFAULT_POOL_SIZE,
+        pool_name: str = "receiver",
     ) -> None:
         #: The database file (or URL) this pool opens.
         self.path: str | Path = path if is_postgres_url(path) else Path(path)
         self.busy_timeout_ms = busy_timeout_ms
         self.synchronous = synchronous
         self.read_only = read_only
+        self.pool_size = pool_size
+        self.pool_name = pool_name
         self._local = threading.local()
         # Holders inherited across a fork are kept referenced, never closed or collected:
         # closing a connection the parent still uses could checkpoint or remove its WAL files.
@@ -107,6 +115,8 @@ class LedgerPool:
                 synchronous=self.synchronous,
                 check_same_thread=False,
                 read_only=self.read_only,
+                pool_size=self.pool_size,
+                pool_name=self.pool_name,
             )
         )
         self._local.holder = holder

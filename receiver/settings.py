@@ -25,7 +25,9 @@ from payhooks.receiver.signal_retries import SignalRetries
 from payhooks.storage import (
     DEFAULT_HEALTH_LOCK_TIMEOUT_MS,
     DEFAULT_MIN_FREE_BYTES,
+    DEFAULT_POOL_SIZE,
     DEFAULT_STATUS_MAP,
+    MAX_POOL_SIZE,
     SYNCHRONOUS_MODES,
     PaymentState,
 )
@@ -74,6 +76,8 @@ class ReceiverSettings:
     return_redirect: str | None
     #: ``PAYHOOKS_SHOP_URL``, checked: where the customer's pages link back to, or None.
     shop_url: str | None = None
+    #: ``PAYHOOKS_POSTGRES_POOL_SIZE``: the receiver's pool per process on PostgreSQL.
+    postgres_pool_size: int = DEFAULT_POOL_SIZE
     #: Where and as whom ``payhooks sync`` lists the service's transactions (None: not set).
     service_url: str | None = None
     service_token: str | None = field(default=None, repr=False)
@@ -190,6 +194,7 @@ def load_settings(config: Mapping[str, Any], *, require_keys: bool = True) -> Re
         url_prefix=prefix,
         busy_timeout_ms=_positive_int(merged, "PAYHOOKS_BUSY_TIMEOUT_MS"),
         synchronous=_synchronous(merged),
+        postgres_pool_size=_pool_size(merged),
         return_max_age=_positive_int(merged, "PAYHOOKS_RETURN_MAX_AGE"),
         return_redirect=check_redirect_template(merged["PAYHOOKS_RETURN_REDIRECT"]),
         shop_url=check_shop_url(merged["PAYHOOKS_SHOP_URL"]),
@@ -301,6 +306,17 @@ def _positive_int(config: Mapping[str, Any], key: str) -> int:
     value = config[key]
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"{key} must be a positive integer, got {value!r}")
+    return value
+
+
+def _pool_size(config: Mapping[str, Any]) -> int:
+    """From 1 to 1000 connections: each one is a server process on PostgreSQL's side."""
+    value = config["PAYHOOKS_POSTGRES_POOL_SIZE"]
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_POOL_SIZE:
+        raise ValueError(
+            f"PAYHOOKS_POSTGRES_POOL_SIZE must be an integer from 1 to {MAX_POOL_SIZE}, "
+            f"got {value!r}"
+        )
     return value
 
 

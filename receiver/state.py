@@ -112,6 +112,7 @@ def build_state(config: Mapping[str, Any], *, serving: bool = True) -> ReceiverS
         settings.database if is_postgres_url(settings.database) else Path(settings.database),
         busy_timeout_ms=settings.busy_timeout_ms,
         synchronous=settings.synchronous,
+        pool_size=settings.postgres_pool_size,
     )
     return ReceiverState(
         verifier=settings.verifier,

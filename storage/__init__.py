@@ -31,6 +31,7 @@ from payhooks.storage.errors import (
     ConflictError,
     NotALedgerError,
     PostgresExtraMissingError,
+    ReadTimeLimitError,
     SchemaBehindError,
     SchemaVersionError,
     StorageError,
@@ -38,6 +39,7 @@ from payhooks.storage.errors import (
     UnknownDeliveryError,
     UnreadableRowError,
 )
+from payhooks.storage.exception_queue import MismatchCount
 from payhooks.storage.exception_reviews import ExceptionReview, ReviewStatus
 from payhooks.storage.finance import bucket_size_for
 from payhooks.storage.finance_rows import (
@@ -61,7 +63,7 @@ from payhooks.storage.ledger import (
     SYNCHRONOUS_MODES,
     Ledger,
 )
-from payhooks.storage.limits import MAX_AMOUNT_MINOR
+from payhooks.storage.limits import DEFAULT_POOL_SIZE, MAX_AMOUNT_MINOR, MAX_POOL_SIZE
 from payhooks.storage.log_search import DeliveryErrorCode
 from payhooks.storage.migrations import CopyReport, copy_ledger, migrate
 from payhooks.storage.records import (
@@ -123,11 +125,13 @@ __all__ = [
     "DEFAULT_AUDIT_HORIZON",
     "DEFAULT_HEALTH_LOCK_TIMEOUT_MS",
     "DEFAULT_MIN_FREE_BYTES",
+    "DEFAULT_POOL_SIZE",
     "DEFAULT_STATUS_MAP",
     "FAILED_DELIVERY_STATUSES",
     "FINISHED_DELIVERY_STATUSES",
     "HEALTH_CODES",
     "MAX_AMOUNT_MINOR",
+    "MAX_POOL_SIZE",
     "MINOR_UNIT_EXPONENTS",
     "MISMATCH_STATES",
     "SCHEMA_VERSION",
@@ -169,6 +173,7 @@ __all__ = [
     "ListedTransaction",
     "LogPage",
     "LoggedDelivery",
+    "MismatchCount",
     "NotALedgerError",
     "Outcome",
     "OutcomeEvent",
@@ -180,6 +185,7 @@ __all__ = [
     "PeriodOverview",
     "PostgresExtraMissingError",
     "PruneReport",
+    "ReadTimeLimitError",
     "ReceiverRun",
     "ReconciliationRow",
     "ReconciliationState",

@@ -9,19 +9,23 @@ call :meth:`ConsoleBook.audit`; a review and its entry are one write here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import payhooks.storage.audit as audit_log
 import payhooks.storage.audit_refusals as audit_refusals
+import payhooks.storage.exception_queue as exception_queue
 import payhooks.storage.exception_reviews as exception_reviews
 from payhooks.storage.audit import AuditEntry
 from payhooks.storage.audit_refusals import RefusalCount
 from payhooks.storage.checks import enum_member
 from payhooks.storage.delivery_log import LogPage
+from payhooks.storage.exception_queue import MismatchCount
 from payhooks.storage.exception_reviews import ExceptionReview, ReviewStatus
+from payhooks.storage.reconciliation import to_row
+from payhooks.storage.rows import ReconciliationRow
 from payhooks.storage.times import Clock, to_text
 
 __all__ = ["ConsoleBook"]
@@ -211,3 +215,26 @@ class ConsoleBook:
         it still holds), or None when nobody reviewed it."""
         with self._read() as conn:
             return exception_reviews.select_one(conn, external_identifier)
+
+    # -- the exceptions queue ----------------------------------------------------------------
+
+    def mismatch_counts(self, now: datetime, ages: Sequence[timedelta]) -> list[MismatchCount]:
+        """The mismatched payments counted in SQL by state, age bucket (``ages``: where each
+        starts, youngest first, the first 0) and currency of the money received, with that
+        money: a few rows however many payments (:mod:`payhooks.storage.exception_queue`).
+
+        :raises ValueError: ``now`` is naive.
+        """
+        to_text(now, argument="now")
+        with self._read() as conn:
+            return exception_queue.count_mismatches(conn, now, ages)
+
+    def mismatches(self, limit: int) -> list[ReconciliationRow]:
+        """The ``limit`` mismatched payments opened first, read alone (never the others).
+
+        :raises ValueError: ``limit`` is not from 1 to 10000.
+        """
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10000:
+            raise ValueError(f"limit must be an int from 1 to 10000; got {limit!r}")
+        with self._read() as conn:
+            return [to_row(values) for values in exception_queue.select_mismatches(conn, limit)]

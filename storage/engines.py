@@ -18,6 +18,7 @@ from sqlite_utils import Database
 
 from payhooks.storage.errors import PostgresExtraMissingError
 from payhooks.storage.health import LedgerHealth
+from payhooks.storage.limits import DEFAULT_POOL_SIZE
 from payhooks.storage.sql import Connection
 from payhooks.storage.sqlite.engine import SQLiteEngine
 from payhooks.storage.targets import is_postgres_url
@@ -53,6 +54,8 @@ class Engine(Protocol):
 
     def lock_payment(self, conn: Connection, external_identifier: str) -> None: ...
 
+    def time_limit(self, limit_ms: int) -> AbstractContextManager[None]: ...
+
     def health(self, *, min_free_bytes: int, lock_timeout_ms: int) -> LedgerHealth: ...
 
     def close(self) -> None: ...
@@ -76,9 +79,11 @@ def open_engine(
     check_same_thread: bool,
     create: bool = True,
     read_only: bool = False,
+    pool_size: int = DEFAULT_POOL_SIZE,
+    pool_name: str = "receiver",
 ) -> Engine:
     """Open ``target`` with its engine; the SQLite-only options are ignored on PostgreSQL
-    (which is never created on open)."""
+    (which is never created on open), and the pool's on SQLite (which has none)."""
     if is_postgres_url(target):
         require_postgres()
         from payhooks.storage.postgresql.engine import PostgresEngine
@@ -88,6 +93,8 @@ def open_engine(
             busy_timeout_ms=busy_timeout_ms,
             synchronous=synchronous,
             read_only=read_only,
+            pool_size=pool_size,
+            pool_name=pool_name,
         )
     return SQLiteEngine(
         target,

@@ -16,6 +16,7 @@ __all__ = [
     "ConflictError",
     "NotALedgerError",
     "PostgresExtraMissingError",
+    "ReadTimeLimitError",
     "SchemaBehindError",
     "SchemaVersionError",
     "StorageError",
@@ -131,3 +132,26 @@ class UnreadableRowError(StorageError):
             f"The ledger holds {what} that is not a time as payhooks writes one "
             "(ISO 8601 with its offset): something other than payhooks changed the row."
         )
+
+
+class ReadTimeLimitError(StorageError):
+    """A read inside :meth:`~payhooks.storage.Ledger.read_time_limit` ran out of its time and
+    was interrupted (SQLite's progress handler, PostgreSQL's ``statement_timeout``).
+
+    Nothing was written and nothing is wrong with the ledger: the question asked more of it
+    than the caller allowed. A page can show what it read before, and say where it stopped.
+    """
+
+    code = "read_time_limit"
+
+    def __init__(self, limit_ms: int) -> None:
+        #: The limit the read ran out of, in milliseconds.
+        self.limit_ms = limit_ms
+        super().__init__(f"The read stopped after {_duration_text(limit_ms)}, its time limit.")
+
+
+def _duration_text(ms: int) -> str:
+    """A limit as a person reads it: ``2 s``, ``1.5 s``, ``250 ms``."""
+    if ms < 1000:
+        return f"{ms} ms"
+    return f"{ms / 1000:g} s"

@@ -40,7 +40,13 @@ from payhooks.storage.health import (
     DEFAULT_MIN_FREE_BYTES,
     LedgerHealth,
 )
-from payhooks.storage.limits import DEFAULT_MAX_REJECTED, DEFAULT_MAX_RETURNS
+from payhooks.storage.limits import (
+    DEFAULT_MAX_REJECTED,
+    DEFAULT_MAX_RETURNS,
+    DEFAULT_POOL_SIZE,
+    check_pool_size,
+)
+from payhooks.storage.read_limits import check_limit_ms
 from payhooks.storage.receiver_records import ReceiverRecords
 from payhooks.storage.records import ReconciliationState
 from payhooks.storage.retention import DEFAULT_PRUNE_BATCH, PruneReport
@@ -90,6 +96,11 @@ class Ledger:
         ``query_only``, never migrated; PostgreSQL's ``default_transaction_read_only``. A schema
         behind is :class:`~payhooks.storage.SchemaBehindError`; a write raises
         :class:`~payhooks.storage.StorageUnavailableError`.
+    :param pool_size: PostgreSQL: the most connections this process's pool for ``pool_name``
+        opens (``PAYHOOKS_POSTGRES_POOL_SIZE`` for the receiver's), 1 to 1000.
+    :param pool_name: PostgreSQL: whose pool this ledger borrows from (``"receiver"``,
+        ``"console"``): one pool per process, database and name, so a console mounted beside
+        the receiver never takes the connections the receiver needs.
 
     Opening migrates a SQLite file forward when it is behind; a PostgreSQL database behind is
     refused with :class:`~payhooks.storage.StorageUnavailableError` until ``payhooks migrate``.
@@ -110,8 +121,13 @@ class Ledger:
         check_same_thread: bool = True,
         create: bool = True,
         read_only: bool = False,
+        pool_size: int = DEFAULT_POOL_SIZE,
+        pool_name: str = "receiver",
     ) -> None:
         sync_mode = check_options(busy_timeout_ms, max_rejected, max_returns, synchronous)
+        check_pool_size(pool_size)
+        if not isinstance(pool_name, str) or not pool_name.isidentifier():
+            raise ValueError(f"pool_name must be a word such as 'console'; got {pool_name!r}")
         #: ``"FULL"`` or ``"NORMAL"``: how durable each write is when it returns.
         self.synchronous: str = sync_mode
         self._clock: Clock = clock or system_clock
@@ -123,6 +139,8 @@ class Ledger:
             check_same_thread=check_same_thread,
             create=create,
             read_only=read_only,
+            pool_size=pool_size,
+            pool_name=pool_name,
         )
         #: How many schema migrations the database has (:data:`~payhooks.storage.SCHEMA_VERSION`).
         self.schema_version: int = self._engine.schema_version
@@ -186,6 +204,25 @@ class Ledger:
 
     def __repr__(self) -> str:
         return f"<Ledger {self._engine.name!r}>"
+
+    @contextmanager
+    def read_time_limit(self, limit_ms: int) -> Iterator[Ledger]:
+        """Bound every read made in the block to ``limit_ms`` milliseconds from its start, all
+        of them together: the one that runs past it is stopped on the database (SQLite
+        interrupts the statement; PostgreSQL cancels it by ``statement_timeout``) and raises
+        :class:`~payhooks.storage.ReadTimeLimitError`, and so does a later read in the block
+        at its first look at the clock (on SQLite every thousand steps of the statement: one
+        too short to reach it still finishes). For people's questions (the console's pages),
+        so that no page holds a worker or a connection for longer than the limit.
+
+        Writes are never limited, nor reads inside a :meth:`transaction`. A block inside
+        another keeps the deadline that comes first. On SQLite the limit is the ledger's (one
+        connection, one thread); on PostgreSQL the calling thread's.
+
+        :raises ValueError: ``limit_ms`` is not an int from 1 to 3,600,000.
+        """
+        with self._engine.time_limit(check_limit_ms(limit_ms)):
+            yield self
 
     @contextmanager
     def transaction(self, *, savepoints: bool = True) -> Iterator[Ledger]:

@@ -345,7 +345,15 @@ class ServiceRecords:
         with self._read() as conn:
             return sync_run_from_row(service_transactions.latest_run(conn))
 
-    def sync_drift(self) -> Iterator[DriftRow]:
+    def sync_drift(self, *, limit: int | None = None) -> Iterator[DriftRow]:
         """Stream the ``sync_drift`` view: every disagreement between the service's list and
-        the ledger, as of now (a notification that arrived since removes its row)."""
-        return self._engine.stream(service_transactions.select_drift, _drift)
+        the ledger, as of now (a notification that arrived since removes its row); with
+        ``limit``, only the first that many (the database reads no more)."""
+        return self._engine.stream(
+            lambda conn: service_transactions.select_drift(conn, limit=limit), _drift
+        )
+
+    def drift_counts(self) -> dict[DriftKind, int]:
+        """How many rows of ``sync_drift`` there are of each kind, counted in SQL."""
+        with self._read() as conn:
+            return service_transactions.count_drift(conn)

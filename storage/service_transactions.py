@@ -29,6 +29,7 @@ from typing import Any, Final
 
 from payhooks.storage.records import STATE_RANK, PaymentState
 from payhooks.storage.sql import Connection, Cursor
+from payhooks.storage.sync_rows import DriftKind
 
 __all__ = [
     "DRIFT_COLUMNS",
@@ -162,10 +163,19 @@ def latest_run(conn: Connection) -> tuple[Any, ...] | None:
     return row
 
 
-def select_drift(conn: Connection) -> Cursor:
+def select_drift(conn: Connection, limit: int | None = None) -> Cursor:
     """A cursor over ``sync_drift`` (:data:`DRIFT_COLUMNS`), streamed by the caller: listed
-    transactions first, then missing payments, each by identifier."""
-    return conn.execute(
+    transactions first, then missing payments, each by identifier; the first ``limit``."""
+    sql = (
         f"SELECT {', '.join(DRIFT_COLUMNS)} FROM sync_drift "  # noqa: S608
         "ORDER BY kind = 'missing_at_service', external_identifier, transaction_id"
     )
+    if limit is None:
+        return conn.execute(sql)
+    return conn.execute(sql + " LIMIT ?", (limit,))
+
+
+def count_drift(conn: Connection) -> dict[DriftKind, int]:
+    """The rows of ``sync_drift`` per kind."""
+    rows = conn.execute("SELECT kind, COUNT(*) FROM sync_drift GROUP BY kind")
+    return {DriftKind(kind): int(count) for kind, count in rows}

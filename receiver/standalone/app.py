@@ -34,6 +34,7 @@ from payhooks.receiver.settings import ReceiverSettings
 from payhooks.receiver.standalone.login_token import TOKEN_LIFETIME, LoginToken
 from payhooks.receiver.web.console import Console, ConsoleGrant, ConsoleRole
 from payhooks.receiver.web.console.answers import error_page
+from payhooks.receiver.web.console.limits import DEFAULT_TIME_LIMIT_MS
 
 __all__ = ["COOKIE_PREFIX", "PATH_PREFIX", "WHO_KEY", "ConsoleRun", "create_console_app"]
 
@@ -92,6 +93,7 @@ def create_console_app(
     token_lifetime: timedelta = TOKEN_LIFETIME,
     settings: ReceiverSettings | None = None,
     exports: str | os.PathLike[str] | None = None,
+    time_limit_ms: int = DEFAULT_TIME_LIMIT_MS,
 ) -> ConsoleRun:
     """The app, the token its login link carries, and the run's own prefix and cookie name.
 
@@ -103,6 +105,8 @@ def create_console_app(
     :param exports: the folder the run's exports are written to; by default one in the run's
         own temporary folder, removed with the app (``payhooks console`` passes a temporary
         folder it removes when it stops).
+    :param time_limit_ms: how long one page's reads may take together
+        (:class:`~payhooks.receiver.Console`'s ``time_limit_ms``).
     :raises ValueError: a ``who`` that :class:`~payhooks.receiver.ConsoleGrant` refuses.
     """
     ConsoleGrant(role, who)  # a name the audit log cannot take fails here, not at each page
@@ -132,6 +136,7 @@ def create_console_app(
         busy_timeout_ms=busy_timeout_ms,
         settings=settings,
         exports=exports,
+        time_limit_ms=time_limit_ms,
     )
 
     def login() -> Response | BaseResponse:

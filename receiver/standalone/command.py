@@ -31,6 +31,7 @@ from payhooks.receiver.cli.common import (
 from payhooks.receiver.standalone.app import ConsoleRun, create_console_app
 from payhooks.receiver.standalone.login_token import TOKEN_LIFETIME
 from payhooks.receiver.web.console import ConsoleRole
+from payhooks.receiver.web.console.limits import DEFAULT_TIME_LIMIT_MS, MAX_TIME_LIMIT_MS
 from payhooks.storage import Ledger, NotALedgerError, StorageError, is_postgres_url
 
 __all__ = ["HOST", "MAX_WHO_LENGTH", "console_command"]
@@ -92,7 +93,16 @@ def _check_ledger(target: Path | str, *, read_only: bool, busy_timeout_ms: int) 
     help="What the person logging in may do. A viewer's ledger is opened read-only.",
 )
 @click.option("--who", default=None, help="Your name, for the record. Default: your user name.")
-def console_command(database: Path | str | None, port: int, role: str, who: str | None) -> None:
+@click.option(
+    "--time-limit-ms",
+    type=click.IntRange(1, MAX_TIME_LIMIT_MS),
+    default=DEFAULT_TIME_LIMIT_MS,
+    show_default=True,
+    help="How long one page's reads may take together; past it a count stops, and says so.",
+)
+def console_command(
+    database: Path | str | None, port: int, role: str, who: str | None, time_limit_ms: int
+) -> None:
     """Serve the console on 127.0.0.1 for one person, and print the link to open.
 
     The link carries a login token that works once, within 10 minutes; the browser then keeps
@@ -121,6 +131,7 @@ def console_command(database: Path | str | None, port: int, role: str, who: str 
                 busy_timeout_ms=busy_timeout_ms,
                 settings=configured if configured.keys else None,
                 exports=exports,
+                time_limit_ms=time_limit_ms,
             ),
             port,
             f"payhooks console on {shown(target)} "

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from payhooks.storage.postgresql.engine import PostgresEngine
 from payhooks.storage.postgresql.errors import from_postgres_error, translate_errors
-from payhooks.storage.postgresql.pools import POOL_MAX_SIZE, close_pools, pool_for
+from payhooks.storage.postgresql.pools import DEFAULT_POOL_SIZE, close_pools, pool_for
 from payhooks.storage.postgresql.schema import MIGRATIONS, SCHEMA_VERSION, migrate, schema_version
 
 __all__ = [
+    "DEFAULT_POOL_SIZE",
     "MIGRATIONS",
-    "POOL_MAX_SIZE",
     "SCHEMA_VERSION",
     "PostgresEngine",
     "close_pools",

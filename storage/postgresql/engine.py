@@ -16,22 +16,25 @@ retries rather than losing anything.
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+import psycopg
 from psycopg_pool import ConnectionPool
 
-from payhooks.storage.errors import SchemaBehindError
+from payhooks.storage.errors import ReadTimeLimitError, SchemaBehindError
 from payhooks.storage.health import LedgerHealth
-from payhooks.storage.postgresql.connection import PostgresConnection
+from payhooks.storage.postgresql.connection import PostgresConnection, limit_statement
 from payhooks.storage.postgresql.dedicated import dedicated_rows
 from payhooks.storage.postgresql.dialect import to_postgres
 from payhooks.storage.postgresql.errors import translate_errors
 from payhooks.storage.postgresql.health import check_health
-from payhooks.storage.postgresql.pools import pool_for
+from payhooks.storage.postgresql.pools import DEFAULT_POOL_SIZE, pool_for
 from payhooks.storage.postgresql.schema import SCHEMA_VERSION, schema_version
 from payhooks.storage.postgresql.writer import Writer
+from payhooks.storage.read_limits import ReadDeadline
 from payhooks.storage.sql import Connection
 from payhooks.storage.targets import redacted
 
@@ -55,16 +58,39 @@ class PostgresEngine:
     :param synchronous: ``"FULL"`` or ``"NORMAL"``, already checked by the ledger.
     :param read_only: every transaction read-only (``default_transaction_read_only``), for a
         role that may only ``SELECT``; a pool of its own.
+    :param pool_size: the most connections this process's pool for ``pool_name`` opens.
+    :param pool_name: whose pool (``"receiver"``, ``"console"``): ledgers of one name share
+        the process's pool, and another name never takes a connection from it.
     """
 
-    __slots__ = ("_busy_timeout_ms", "_read_only", "_url", "name", "schema_version", "writer")
+    __slots__ = (
+        "_busy_timeout_ms",
+        "_limits",
+        "_pool_name",
+        "_pool_size",
+        "_read_only",
+        "_url",
+        "name",
+        "schema_version",
+        "writer",
+    )
 
     def __init__(
-        self, url: str, *, busy_timeout_ms: int, synchronous: str, read_only: bool = False
+        self,
+        url: str,
+        *,
+        busy_timeout_ms: int,
+        synchronous: str,
+        read_only: bool = False,
+        pool_size: int = DEFAULT_POOL_SIZE,
+        pool_name: str = "receiver",
     ) -> None:
         #: The URL without its password: for ``repr``.
         self.name = redacted(url)
         self._url, self._busy_timeout_ms, self._read_only = url, busy_timeout_ms, read_only
+        self._pool_size, self._pool_name = pool_size, pool_name
+        # Each thread's read time limit (a ledger may be used by several threads here).
+        self._limits = threading.local()
         #: Makes every write: :meth:`Writer.write`.
         self.writer = Writer(self._pool, synchronous=synchronous)
         with self.read() as conn:
@@ -90,24 +116,61 @@ class PostgresEngine:
     def _pool(self) -> ConnectionPool[Any]:
         """The calling process's pool (:func:`~.pools.pool_for`: a dictionary lookup by process
         id, so a ledger carried across ``fork()`` opens the child's own)."""
-        return pool_for(self._url, busy_timeout_ms=self._busy_timeout_ms, read_only=self._read_only)
+        return pool_for(
+            self._url,
+            busy_timeout_ms=self._busy_timeout_ms,
+            read_only=self._read_only,
+            size=self._pool_size,
+            name=self._pool_name,
+        )
 
     @property
     def database(self) -> Any:
         """There is no ``sqlite_utils.Database`` on PostgreSQL."""
         raise AttributeError("a PostgreSQL ledger has no sqlite_utils Database")
 
+    def _deadline(self) -> ReadDeadline | None:
+        deadline: ReadDeadline | None = getattr(self._limits, "deadline", None)
+        return deadline
+
+    @contextmanager
+    def time_limit(self, limit_ms: int) -> Iterator[None]:
+        """Cancel any read of this thread that runs on past ``limit_ms`` from now, until the
+        block ends: each read is a transaction whose statements get what is left as their
+        ``statement_timeout``; the server's ``QueryCanceled`` is raised as
+        :class:`ReadTimeLimitError`. A read inside a write transaction is not limited. Inside
+        another limit that ends first, the outer one holds."""
+        outer = self._deadline()
+        deadline = ReadDeadline(limit_ms)
+        if outer is not None and outer.at <= deadline.at:
+            yield
+            return
+        self._limits.deadline = deadline
+        try:
+            yield
+        finally:
+            self._limits.deadline = outer
+
     @contextmanager
     def read(self) -> Iterator[PostgresConnection]:
         """A connection for reads: the open transaction's on this thread, else one borrowed
-        from the pool (autocommit: each statement reads what is committed)."""
+        from the pool (autocommit: each statement reads what is committed; under a time
+        limit, in a transaction of its own whose statements the limit bounds)."""
         open_conn = self.writer.current()
+        deadline = self._deadline()
         with translate_errors():
             if open_conn is not None:
                 yield PostgresConnection(open_conn)
                 return
             with self._pool().connection() as conn:
-                yield PostgresConnection(conn)
+                if deadline is None:
+                    yield PostgresConnection(conn)
+                    return
+                try:
+                    with conn.transaction():
+                        yield PostgresConnection(conn, deadline)
+                except psycopg.errors.QueryCanceled as err:
+                    raise ReadTimeLimitError(deadline.limit_ms) from err
 
     def stream(
         self,
@@ -134,15 +197,23 @@ class PostgresEngine:
                     rows = conn.execute(sql, params).fetchall()
                 yield from map(convert, rows)
                 return
+            deadline = self._deadline()
             with (
                 self._pool().connection() as conn,
                 conn.transaction(),
                 conn.cursor(name=f"payhooks_stream_{next(_cursor_names)}") as cursor,
             ):
+                if deadline is not None:  # each fetch: what was left when the stream began
+                    limit_statement(conn, deadline)
                 cursor.itersize = STREAM_BATCH_ROWS
-                cursor.execute(to_postgres(sql), params)
-                for values in cursor:
-                    yield convert(values)
+                try:
+                    cursor.execute(to_postgres(sql), params)
+                    for values in cursor:
+                        yield convert(values)
+                except psycopg.errors.QueryCanceled as err:
+                    if deadline is None:
+                        raise
+                    raise ReadTimeLimitError(deadline.limit_ms) from err
 
     def stream_apart(
         self,

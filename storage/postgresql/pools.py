@@ -1,11 +1,16 @@
-"""One psycopg connection pool per process and database, shared by that process's ledgers.
+"""One psycopg connection pool per process, database and purpose, shared by that process's
+ledgers of that purpose.
 
 A receiver keeps one :class:`~payhooks.storage.Ledger` per thread
 (:class:`payhooks.receiver.ledgers.LedgerPool`); on PostgreSQL those ledgers are light, and
 each borrows a connection from the process's one pool for each read or write (or for a whole
-:meth:`~payhooks.storage.Ledger.transaction`). So a process holds at most
-:data:`POOL_MAX_SIZE` connections however many threads it runs, and the server sees
-workers times that, not threads.
+:meth:`~payhooks.storage.Ledger.transaction`). So a process holds at most its pool's size
+(``PAYHOOKS_POSTGRES_POOL_SIZE``, :data:`DEFAULT_POOL_SIZE` unless set) connections however
+many threads it runs, and the server sees workers times that, not threads.
+
+A pool is named for whom it serves (``"receiver"``, ``"console"``): a console mounted in the
+receiver's process opens a pool of its own on the same database, so people paging through
+the console never hold the connections a notification needs to be stored.
 
 A pool must not cross a ``fork()``: its connections' sockets would be shared with the parent,
 and its worker threads do not survive. gunicorn ``--preload`` forks workers from a master
@@ -20,20 +25,18 @@ from __future__ import annotations
 import math
 import os
 import threading
-from typing import Any, Final
+from typing import Any
 
 import psycopg
 from psycopg_pool import ConnectionPool
 
 from payhooks.storage.errors import StorageUnavailableError
+from payhooks.storage.limits import DEFAULT_POOL_SIZE
 
-__all__ = ["POOL_MAX_SIZE", "pool_for"]
-
-#: The most connections one process opens to one database.
-POOL_MAX_SIZE: Final = 10
+__all__ = ["DEFAULT_POOL_SIZE", "close_pools", "pool_for"]
 
 _lock = threading.Lock()
-_pools: dict[tuple[int, str, int, bool], ConnectionPool[Any]] = {}
+_pools: dict[tuple[int, str, int, bool, str, int], ConnectionPool[Any]] = {}
 # Pools inherited across a fork: referenced forever, never closed in the child.
 _inherited: list[ConnectionPool[Any]] = []
 
@@ -48,8 +51,16 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def pool_for(url: str, *, busy_timeout_ms: int, read_only: bool = False) -> ConnectionPool[Any]:
-    """This process's pool for ``url``, opened on first use.
+def pool_for(
+    url: str,
+    *,
+    busy_timeout_ms: int,
+    read_only: bool = False,
+    size: int = DEFAULT_POOL_SIZE,
+    name: str = "receiver",
+) -> ConnectionPool[Any]:
+    """This process's pool for ``url`` and ``name`` (whom it serves), opened on first use with
+    at most ``size`` connections.
 
     With ``read_only``, its connections start every transaction read-only
     (``default_transaction_read_only``): the server refuses any write, whatever the role may do.
@@ -62,7 +73,7 @@ def pool_for(url: str, *, busy_timeout_ms: int, read_only: bool = False) -> Conn
     host, password or database) raises its cause now, rather than a checkout timeout after
     the pool's retries.
     """
-    key = (os.getpid(), url, busy_timeout_ms, read_only)
+    key = (os.getpid(), url, busy_timeout_ms, read_only, name, size)
     with _lock:
         pool = _pools.get(key)
         if pool is None:
@@ -79,11 +90,11 @@ def pool_for(url: str, *, busy_timeout_ms: int, read_only: bool = False) -> Conn
             pool = ConnectionPool(
                 url,
                 min_size=1,
-                max_size=POOL_MAX_SIZE,
+                max_size=size,
                 kwargs=kwargs,
                 timeout=busy_timeout_ms / 1000,
                 check=ConnectionPool.check_connection,
-                name=f"payhooks-{os.getpid()}",
+                name=f"payhooks-{name}-{os.getpid()}",
                 open=False,
             )
             pool.open(wait=False)

@@ -23,8 +23,9 @@ from typing import Any, TypeVar
 
 from sqlite_utils import Database
 
-from payhooks.storage.errors import SchemaBehindError
+from payhooks.storage.errors import ReadTimeLimitError, SchemaBehindError, StorageError
 from payhooks.storage.health import LedgerHealth
+from payhooks.storage.read_limits import ReadDeadline
 from payhooks.storage.sql import Connection, Cursor
 from payhooks.storage.sqlite.errors import from_sqlite_error, translate_errors
 from payhooks.storage.sqlite.health import check_health
@@ -34,9 +35,13 @@ from payhooks.storage.sqlite.wal_sync import WalSync
 from payhooks.storage.sqlite.write_lock import WriteLock
 from payhooks.storage.sqlite.writer import Writer
 
-__all__ = ["SQLiteEngine", "configure"]
+__all__ = ["PROGRESS_STEPS", "SQLiteEngine", "configure"]
 
 _T = TypeVar("_T")
+
+#: How many virtual machine steps SQLite runs between two looks at a read's deadline: about a
+#: tenth of a millisecond of work, so an interrupted read stops within a millisecond of it.
+PROGRESS_STEPS = 1000
 
 
 def configure(db: Database, *, busy_timeout_ms: int) -> None:
@@ -136,6 +141,7 @@ class SQLiteEngine:
         "_busy_timeout_ms",
         "_closed",
         "_conn",
+        "_deadline",
         "database",
         "file",
         "name",
@@ -212,6 +218,7 @@ class SQLiteEngine:
             sync_commits=sync_commits,
         )
         self._closed = False
+        self._deadline: ReadDeadline | None = None
 
     #: Which engine this is.
     kind = "sqlite"
@@ -230,7 +237,46 @@ class SQLiteEngine:
         try:
             yield self._conn
         except sqlite3.Error as err:
-            raise from_sqlite_error(err) from err
+            raise self._error(err) from err
+
+    def _error(self, err: sqlite3.Error) -> StorageError:
+        """The ledger's error for ``err``: an interrupt under a time limit is the limit's."""
+        deadline = self._deadline
+        interrupted = getattr(err, "sqlite_errorcode", None) == sqlite3.SQLITE_INTERRUPT
+        if deadline is not None and interrupted:
+            return ReadTimeLimitError(deadline.limit_ms)
+        return from_sqlite_error(err)
+
+    @contextmanager
+    def time_limit(self, limit_ms: int) -> Iterator[None]:
+        """Interrupt any read that runs on past ``limit_ms`` from now, until the block ends.
+
+        A progress handler looks at the clock every :data:`PROGRESS_STEPS` steps and, once the
+        deadline has passed, makes SQLite stop the statement (``SQLITE_INTERRUPT``), raised as
+        :class:`ReadTimeLimitError`. A statement inside a transaction (a write) is never
+        interrupted. Inside another limit that ends first, the outer one holds.
+        """
+        outer = self._deadline
+        deadline = ReadDeadline(limit_ms)
+        if outer is not None and outer.at <= deadline.at:
+            yield
+            return
+        self._deadline = deadline
+        if outer is None:
+            self._conn.set_progress_handler(self._past_deadline, PROGRESS_STEPS)
+        try:
+            yield
+        finally:
+            self._deadline = outer
+            if outer is None:
+                self._conn.set_progress_handler(None, 0)
+
+    def _past_deadline(self) -> int:
+        """SQLite's progress handler: nonzero interrupts the running statement."""
+        deadline = self._deadline
+        if deadline is None or self._conn.in_transaction:
+            return 0
+        return 1 if time.monotonic() >= deadline.at else 0
 
     def stream(
         self,
@@ -254,12 +300,13 @@ class SQLiteEngine:
         WAL mode it only keeps a checkpoint from passing its snapshot until it ends."""
         return self.stream(query, convert)
 
-    @staticmethod
-    def _rows(cursor: Cursor, convert: Callable[[tuple[Any, ...]], _T]) -> Iterator[_T]:
+    def _rows(self, cursor: Cursor, convert: Callable[[tuple[Any, ...]], _T]) -> Iterator[_T]:
         try:
-            with translate_errors():
+            try:
                 for values in cursor:
                     yield convert(values)
+            except sqlite3.Error as err:
+                raise self._error(err) from err
         finally:
             with suppress(sqlite3.Error):
                 cursor.close()

@@ -218,6 +218,11 @@ TABLES = (
     CREATE INDEX payment_states_mismatches ON payment_states (state, updated_at)
     WHERE state IN ('amount_mismatch', 'currency_mismatch', 'duplicate_payment', 'unexpected',
         'unknown_status')""",
+    # The mismatched payments by when they were opened: the exceptions queue lists the oldest.
+    """
+    CREATE INDEX payment_states_mismatches_opened ON payment_states (opened_at)
+    WHERE state IN ('amount_mismatch', 'currency_mismatch', 'duplicate_payment', 'unexpected',
+        'unknown_status')""",
     # The rows with drift alone: the sync_drift view finds them without reading every payment.
     "CREATE INDEX payment_states_drift ON payment_states (drift) WHERE drift IS NOT NULL",
     """

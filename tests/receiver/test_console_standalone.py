@@ -401,3 +401,14 @@ def test_who_must_be_a_plain_name(tmp_path: Path, who: str) -> None:
 
     assert done.returncode == 2
     assert "--who must be a name" in done.stderr
+
+
+@pytest.mark.parametrize("limit", ["0", "3600001", "two", "1.5"])
+def test_a_time_limit_that_is_not_whole_ms_in_range_is_bad_usage(
+    tmp_path: Path, limit: str
+) -> None:
+    done = _run("--database", str(tmp_path / "payhooks.db"), "--time-limit-ms", limit)
+
+    assert done.returncode == 2
+    assert "--time-limit-ms" in done.stderr
+    assert "Traceback" not in done.stderr

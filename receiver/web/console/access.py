@@ -158,6 +158,8 @@ class ConsoleAccess:
     #: ``Console(settings=...)``: the scheme and keys a delivery's signature evidence is checked
     #: with; None reads the app's config, as it is at each page.
     settings: ReceiverSettings | None = None
+    #: ``Console(time_limit_ms=...)``: how long one page's reads may take together.
+    time_limit_ms: int = 2000
 
     def covers(self, path: str) -> bool:
         """Whether ``path`` is under the console's prefix."""

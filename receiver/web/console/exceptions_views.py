@@ -13,11 +13,10 @@ status is an operator's action (CSRF, audited with the review in one write).
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from itertools import islice
 from typing import Final
 
 from flask import render_template, request, url_for
@@ -27,10 +26,13 @@ from payhooks.receiver.web.console.access import console_ledger, current_access
 from payhooks.receiver.web.console.acting import begin_action, can_act, done
 from payhooks.receiver.web.console.answers import error_page
 from payhooks.receiver.web.console.csrf import ActionRefused
+from payhooks.receiver.web.console.limits import counted
 from payhooks.storage import (
     MISMATCH_STATES,
+    DriftKind,
     DriftRow,
     ExceptionReview,
+    MismatchCount,
     ReconciliationRow,
     ReviewStatus,
     from_minor_units,
@@ -79,49 +81,55 @@ class Item:
     review: ExceptionReview | None
 
 
-def _groups(rows: list[ReconciliationRow], now: datetime) -> list[Group]:
+def _groups(counts: list[MismatchCount]) -> list[Group]:
+    """The ledger's counts (grouped in SQL) folded into one group per state."""
     groups: dict[str, Group] = {}
-    for row in rows:
-        group = groups.setdefault(row.state.value, Group(row.state.value))
-        group.count += 1
-        group.ages[age_of(row.opened_at, now)] += 1
-        if row.received_amount_minor is not None:
-            currency = row.received_currency or row.currency
-            amount = from_minor_units(row.received_amount_minor, currency)
-            group.received[currency] = group.received.get(currency, Decimal(0)) + amount
+    for found in counts:
+        group = groups.setdefault(found.state.value, Group(found.state.value))
+        group.count += found.payments
+        group.ages[AGES[found.age][0]] += found.payments
+        if found.received_amount_minor is not None:
+            amount = from_minor_units(found.received_amount_minor, found.currency)
+            group.received[found.currency] = group.received.get(found.currency, Decimal(0)) + amount
     return sorted(groups.values(), key=lambda group: group.state)
 
 
 def exceptions() -> str:
-    """``GET /exceptions``: the queue."""
+    """``GET /exceptions``: the queue. The rows listed are read alone (the oldest
+    :data:`MAX_LISTED`), then the counts, grouped in SQL, which stop at the console's time
+    limit (:mod:`.limits`): the page then lists its rows and says where it stopped counting."""
     ledger = console_ledger()
     now = current_access().clock()
-    rows = list(ledger.reconcile(state=MISMATCH_STATES))
     reviews = ledger.console.reviews()
     items = []
-    for row in islice(sorted(rows, key=lambda r: r.opened_at), MAX_LISTED):
+    for row in ledger.console.mismatches(MAX_LISTED):
         found = reviews.get(row.external_identifier)
         status = ReviewStatus.OPEN if found is None else found.status_for(row.state.value)
         current = found is not None and found.reviewed_state == row.state.value
         shown = found if current else None
         items.append(Item(row, age_of(row.opened_at, now), status, shown))
-    drift: defaultdict[str, int] = defaultdict(int)
-    drift_rows: list[tuple[DriftRow, ExceptionReview | None]] = []
-    for drifted in ledger.service.sync_drift():
-        drift[drifted.kind.value] += 1
-        if len(drift_rows) < MAX_LISTED:
-            found = reviews.get(drifted.external_identifier)
-            drift_rows.append((drifted, found))
+    drift_rows: list[tuple[DriftRow, ExceptionReview | None]] = [
+        (drifted, reviews.get(drifted.external_identifier))
+        for drifted in ledger.service.sync_drift(limit=MAX_LISTED)
+    ]
     failing = ledger.signals.failing(limit=MAX_LISTED)
     failing_total, parked = ledger.signals.failing_counts()
+    counts = counted(lambda: ledger.console.mismatch_counts(now, [age for _, age in AGES]))
+    drift_counts = counted(ledger.service.drift_counts)
+    drift: dict[DriftKind, int | None] = (
+        dict.fromkeys({row.kind for row, _ in drift_rows})  # the kinds listed, uncounted
+        if drift_counts is None
+        else dict(drift_counts)
+    )
+    groups = None if counts is None else _groups(counts)
     return render_template(
         "payhooks_console/exceptions.html",
-        groups=_groups(rows, now),
+        groups=groups or [],
         ages=[name for name, _ in AGES],
         items=items,
-        total=len(rows),
+        total=None if groups is None else sum(group.count for group in groups),
         listed=MAX_LISTED,
-        drift=sorted(drift.items()),
+        drift=sorted((kind.value, count) for kind, count in drift.items()),
         drift_rows=drift_rows,
         failing=failing,
         failing_total=failing_total,

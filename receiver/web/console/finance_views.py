@@ -2,8 +2,10 @@
 export of exactly the rows its filters select is an action (:mod:`.export_views`).
 
 Every figure is per currency. The reads are :attr:`payhooks.storage.Ledger.finance`'s, each one
-grouped in SQL over an index-backed range; the page reads one page of rows (by cursor) and the
-totals of the whole filtered set.
+grouped in SQL over an index-backed range; the page reads one page of rows (by cursor), then
+the tiles, the chart and the totals of the whole filtered set: over a long period of a large
+ledger those stop at the console's time limit (:mod:`.limits`), and the page shows its rows
+and says where it stopped counting.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from flask import render_template, request
 from payhooks.receiver.web.console.access import console_ledger, current_access
 from payhooks.receiver.web.console.chart import bucket_label, chart_series, draw_chart
 from payhooks.receiver.web.console.finance_query import KINDS, PERIODS, parse_finance_query
+from payhooks.receiver.web.console.limits import counted
 from payhooks.storage import (
     MISMATCH_STATES,
     Figure,
@@ -126,24 +129,34 @@ def reconciliation() -> str:
     query = parse_finance_query(request.args, now)
     finance = console_ledger().finance
     size = bucket_size_for(query.since, query.until)
-    overview = finance.overview(query.since, query.until, size)
-    previous = finance.figures(*query.previous)
-    series = chart_series(overview.buckets, query.since, query.until, size, now)
     wanted = query.finance_filter()
     opened = FinanceFilter(registered_since=query.since, registered_until=query.until)
+    # The rows first (one page), then the figures, which stop at the time limit (:mod:`.limits`).
+    page = finance.page(wanted, after=query.after, limit=query.limit)
+    overview = counted(lambda: finance.overview(query.since, query.until, size))
+    previous = None if overview is None else counted(lambda: finance.figures(*query.previous))
+    series = (
+        []
+        if overview is None
+        else chart_series(overview.buckets, query.since, query.until, size, now)
+    )
+    if overview is None or wanted == opened:
+        # The default view's rows are the period's: their totals came with the overview.
+        totals = None if overview is None else overview.totals
+    else:
+        totals = counted(lambda: finance.totals(wanted))
     return render_template(
         "payhooks_console/finance.html",
         query=query,
         now=now,
-        tiles=_tiles(overview.figures, previous),
+        tiles=[] if overview is None or previous is None else _tiles(overview.figures, previous),
         previous=query.previous,
         size=size,
         series=series,
         charts=[draw_chart(one, size, index) for index, one in enumerate(series)],
         bucket_label=bucket_label,
-        page=finance.page(wanted, after=query.after, limit=query.limit),
-        # The default view's rows are the period's: their totals came with the overview.
-        totals=overview.totals if wanted == opened else finance.totals(wanted),
+        page=page,
+        totals=totals,
         periods=PERIODS,
         kinds=KINDS,
         states=list(ReconciliationState),

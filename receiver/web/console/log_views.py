@@ -1,6 +1,7 @@
 """The delivery log and the refused requests: newest first, filtered by the URL, in pages.
 
-Each page reads one page of rows and the count for the same filter; the "Older" link carries
+Each page reads one page of rows and then the count for the same filter (which stops at the
+console's time limit: :mod:`.limits`); the "Older" link carries
 the cursor (``before``), so rows that arrive meanwhile never shift a page.
 The delivery log (the console's home) also reads the ledger's vitals once, at the console's
 clock, for the health strip on top (``_health.html``); a stored time the ledger cannot read
@@ -13,8 +14,15 @@ from __future__ import annotations
 from flask import render_template, request
 
 from payhooks.receiver.web.console.access import console_ledger, current_access
+from payhooks.receiver.web.console.limits import counted, limit_text
 from payhooks.receiver.web.console.query import WINDOWS, parse_log_query
-from payhooks.storage import DeliveryErrorCode, DeliveryStatus, UnreadableRowError, Vitals
+from payhooks.storage import (
+    DeliveryErrorCode,
+    DeliveryStatus,
+    ReadTimeLimitError,
+    UnreadableRowError,
+    Vitals,
+)
 
 __all__ = ["deliveries", "refused"]
 
@@ -32,11 +40,13 @@ def deliveries() -> str:
         vitals = console_ledger().vitals(now)
     except UnreadableRowError as err:
         unreadable = err.message
+    except ReadTimeLimitError as err:
+        unreadable = f"They stopped after {limit_text(err.limit_ms)}, the console's time limit."
     return render_template(
         "payhooks_console/deliveries.html",
         query=query,
         page=page,
-        count=records.count_deliveries(wanted),
+        count=counted(lambda: records.count_deliveries(wanted)),
         statuses=list(DeliveryStatus),
         errors=list(DeliveryErrorCode),
         windows=WINDOWS,
@@ -58,7 +68,7 @@ def refused() -> str:
         "payhooks_console/refused.html",
         query=query,
         page=page,
-        count=records.count_rejected(since=since),
+        count=counted(lambda: records.count_rejected(since=since)),
         windows=WINDOWS,
         now=now,
     )

@@ -25,13 +25,19 @@ from payhooks.receiver.web.console.access import (
 from payhooks.receiver.web.console.answers import secure
 from payhooks.receiver.web.console.export_files import ExportFolder
 from payhooks.receiver.web.console.filters import register_filters
+from payhooks.receiver.web.console.limits import DEFAULT_TIME_LIMIT_MS, MAX_TIME_LIMIT_MS
 from payhooks.receiver.web.console.pages import IDENTIFIER_CONVERTER, blueprint
-from payhooks.storage import is_postgres_url
+from payhooks.storage import MAX_POOL_SIZE, is_postgres_url
 
-__all__ = ["EXPORTS_FOLDER", "Console"]
+__all__ = ["CONSOLE_POOL", "DEFAULT_CONSOLE_POOL_SIZE", "EXPORTS_FOLDER", "Console"]
 
 #: The exports' folder in the app's instance folder, unless ``Console(exports=...)`` names one.
 EXPORTS_FOLDER = "payhooks-exports"
+#: The name of the console's PostgreSQL pool (the receiver's is ``"receiver"``).
+CONSOLE_POOL = "console"
+#: The console's pool per process, unless ``Console(pool_size=...)`` says: a few people
+#: paging need fewer connections than the service's notifications.
+DEFAULT_CONSOLE_POOL_SIZE = 4
 
 
 def _utc_now() -> datetime:
@@ -103,7 +109,15 @@ class Console:
         at the first one; by default ``payhooks-exports`` in the app's instance folder. Every
         worker process of the app must see the same folder: an export's page and download
         may be served by another process than the one writing it.
-    :raises ValueError: naming ``authorize`` (missing or not callable) or ``url_prefix``.
+    :param time_limit_ms: how long one page's reads may take together (docs/console.md,
+        "Limits"): past it a count stops and the page says so, or the page answers 503
+        ``console_time_limit``; 1 to 3,600,000.
+    :param pool_size: on PostgreSQL, the most connections the console's own pool opens per
+        process. The console never borrows the receiver's: mounted beside it, it opens its
+        own ledgers (and pool) on the same database, so pages never hold the connections a
+        notification needs.
+    :raises ValueError: naming ``authorize`` (missing or not callable), ``url_prefix``,
+        ``time_limit_ms`` or ``pool_size``.
     """
 
     def __init__(
@@ -118,8 +132,24 @@ class Console:
         busy_timeout_ms: int = 5000,
         settings: ReceiverSettings | None = None,
         exports: str | os.PathLike[str] | None = None,
+        time_limit_ms: int = DEFAULT_TIME_LIMIT_MS,
+        pool_size: int = DEFAULT_CONSOLE_POOL_SIZE,
     ) -> None:
         self.authorize: Authorize = check_authorize(authorize)
+        if isinstance(time_limit_ms, bool) or not isinstance(time_limit_ms, int):
+            raise ValueError(f"Console: time_limit_ms must be an int; got {time_limit_ms!r}")
+        if not 1 <= time_limit_ms <= MAX_TIME_LIMIT_MS:
+            raise ValueError(
+                f"Console: time_limit_ms must be from 1 to {MAX_TIME_LIMIT_MS}; got {time_limit_ms}"
+            )
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int):
+            raise ValueError(f"Console: pool_size must be an int; got {pool_size!r}")
+        if not 1 <= pool_size <= MAX_POOL_SIZE:
+            raise ValueError(
+                f"Console: pool_size must be from 1 to {MAX_POOL_SIZE}; got {pool_size}"
+            )
+        self.time_limit_ms = time_limit_ms
+        self.pool_size = pool_size
         if not isinstance(url_prefix, str) or not url_prefix.startswith("/") or url_prefix == "/":
             raise ValueError(
                 f"Console: url_prefix must start with / and name a path; got {url_prefix!r}"
@@ -131,7 +161,13 @@ class Console:
         self._ledgers: LedgerPool | None = None
         if database is not None:
             target = str(database) if is_postgres_url(database) else Path(database)
-            self._ledgers = LedgerPool(target, busy_timeout_ms=busy_timeout_ms, read_only=read_only)
+            self._ledgers = LedgerPool(
+                target,
+                busy_timeout_ms=busy_timeout_ms,
+                read_only=read_only,
+                pool_size=pool_size,
+                pool_name=CONSOLE_POOL,
+            )
         if app is not None:
             self.init_app(app)
 
@@ -154,7 +190,7 @@ class Console:
                 f"Console: url_prefix {self.url_prefix!r} overlaps the receiver's "
                 f"PAYHOOKS_URL_PREFIX {receiver!r}; give the console a path of its own"
             )
-        ledgers = self._ledgers if self._ledgers is not None else receiver_state(app).ledgers
+        ledgers = self._ledgers if self._ledgers is not None else self._beside(app)
         exports = self.exports or Path(app.instance_path) / EXPORTS_FOLDER
         app.extensions[ACCESS_KEY] = ConsoleAccess(
             self.authorize,
@@ -163,11 +199,25 @@ class Console:
             ledgers,
             ExportFolder(exports),
             self.settings,
+            time_limit_ms=self.time_limit_ms,
         )
         app.url_map.converters[IDENTIFIER_CONVERTER] = _IdentifierConverter
         register_filters(app)
         app.register_blueprint(blueprint, url_prefix=self.url_prefix)
         app.after_request(_secure_console_responses)
+
+    def _beside(self, app: Flask) -> LedgerPool:
+        """The console's own ledgers on the receiver's database: its own connections (SQLite)
+        or its own pool (PostgreSQL), never the ones the receiver stores notifications with;
+        writable, for operators act through them."""
+        receiver = receiver_state(app).ledgers
+        return LedgerPool(
+            receiver.path,
+            busy_timeout_ms=receiver.busy_timeout_ms,
+            synchronous=receiver.synchronous,
+            pool_size=self.pool_size,
+            pool_name=CONSOLE_POOL,
+        )
 
     def __repr__(self) -> str:
         return f"<Console {self.url_prefix}>"

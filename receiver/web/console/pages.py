@@ -61,11 +61,17 @@ from payhooks.receiver.web.console.export_views import (
     start_export,
 )
 from payhooks.receiver.web.console.finance_views import reconciliation
+from payhooks.receiver.web.console.limits import (
+    begin_time_limit,
+    end_time_limit,
+    limit_text,
+    stopped_counting,
+)
 from payhooks.receiver.web.console.log_views import deliveries, refused
 from payhooks.receiver.web.console.query import BadQuery
 from payhooks.receiver.web.console.record_views import delivery, payment, refused_request
 from payhooks.receiver.web.console.turns import Turn, take_turn
-from payhooks.storage import StorageError, UnreadableRowError
+from payhooks.storage import ReadTimeLimitError, StorageError, UnreadableRowError
 
 __all__ = ["IDENTIFIER_CONVERTER", "blueprint"]
 
@@ -101,12 +107,14 @@ def _guard() -> Response | None:
             "Another of your console pages is still loading; reload this one once it is done.",
         )
     g.payhooks_console_turn = turn
+    begin_time_limit()  # after the wait for the turn: the limit is the page's own reading
     return None
 
 
 @blueprint.teardown_request
-def _give_turn_back(_error: BaseException | None) -> None:
-    """The person's turn, given back however the request ended."""
+def _end_request(error: BaseException | None) -> None:
+    """The time limit ended and the person's turn given back, however the request ended."""
+    end_time_limit(error)
     turn: Turn | None = g.pop("payhooks_console_turn", None)
     if turn is not None:
         turn.release()
@@ -127,6 +135,7 @@ def _role() -> dict[str, object]:
         "actions_available": actions_available(),
         "csrf_token": csrf_token,
         "max_note": MAX_NOTE_CHARS,
+        "stopped": stopped_counting(),
     }
 
 
@@ -138,6 +147,18 @@ def _action_refused(err: ActionRefused) -> Response:
 @blueprint.errorhandler(BadQuery)
 def _bad_query(err: BadQuery) -> Response:
     return error_page(400, "console_bad_query", err.message)
+
+
+@blueprint.errorhandler(ReadTimeLimitError)
+def _time_limit(err: ReadTimeLimitError) -> Response:
+    """A page whose own rows could not be read within the console's time limit."""
+    logger.warning("payhooks console: %s stopped at its time limit", request.endpoint)
+    return error_page(
+        503,
+        "console_time_limit",
+        f"This page stopped after {limit_text(err.limit_ms)}, the console's time limit: "
+        "narrow the period or the filters, or ask the command line (payhooks reconcile).",
+    )
 
 
 @blueprint.errorhandler(StorageError)
