@@ -37,7 +37,14 @@ from payhooks.storage.audit_refusals import minute_of
 from payhooks.storage.sql import Connection
 from payhooks.storage.times import to_text
 
-__all__ = ["DEFAULT_AUDIT_HORIZON", "PRUNE_ACTION", "PRUNE_WHO", "AuditAgeing", "age_audit"]
+__all__ = [
+    "DEFAULT_AUDIT_HORIZON",
+    "PRUNE_ACTION",
+    "PRUNE_WHO",
+    "AuditAgeing",
+    "age_audit",
+    "check_prune",
+]
 
 #: How old an audit entry must be before ``payhooks prune`` ages it, unless told otherwise:
 #: more than a year, so a year's audit is always in the ledger.
@@ -185,3 +192,26 @@ def _delete(write: Context, table: str, ids: array[int], batch: int) -> None:
         marks = ", ".join("?" for _ in chunk)
         with write() as conn:
             conn.execute(f"DELETE FROM {table} WHERE id IN ({marks})", tuple(chunk))  # noqa: S608
+
+
+def check_prune(older_than: object, audit_older_than: object, batch: object) -> timedelta:
+    """The audit log's horizon for a prune of ``older_than``: ``audit_older_than`` when given,
+    else the longer of :data:`DEFAULT_AUDIT_HORIZON` and
+    ``older_than`` (the audit log never ages faster than the bodies it speaks of).
+
+    :raises ValueError: ``older_than`` not positive, ``audit_older_than`` shorter than it,
+        ``batch`` outside 1 to 10000.
+    """
+    if not isinstance(older_than, timedelta) or older_than <= timedelta(0):
+        raise ValueError(f"older_than must be a positive timedelta; got {older_than!r}")
+    horizon = max(older_than, DEFAULT_AUDIT_HORIZON)
+    if audit_older_than is not None:
+        if not isinstance(audit_older_than, timedelta) or audit_older_than < older_than:
+            raise ValueError(
+                "audit_older_than must be a timedelta no shorter than older_than; "
+                f"got {audit_older_than!r}"
+            )
+        horizon = audit_older_than
+    if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= 10000:
+        raise ValueError(f"batch must be an int from 1 to 10000; got {batch!r}")
+    return horizon

@@ -23,7 +23,7 @@ import payhooks.storage.reconciliation as reconciliation
 import payhooks.storage.retention as retention
 import payhooks.storage.story as story
 import payhooks.storage.vitals as vitals
-from payhooks.storage.audit_ageing import DEFAULT_AUDIT_HORIZON
+from payhooks.storage.audit_ageing import check_prune
 from payhooks.storage.checks import (
     SYNCHRONOUS_MODES,
     check_amount,
@@ -175,8 +175,7 @@ class Ledger:
         return self._engine.kind
 
     def close(self) -> None:
-        """Close the connection if the ledger opened it (never a PostgreSQL pool, which is the
-        process's). Safe to call twice."""
+        """Close the ledger's connection (never a PostgreSQL pool); safe to call twice."""
         self._engine.close()
 
     def health(
@@ -188,10 +187,9 @@ class Ledger:
         """Whether the ledger answers, can be written now and has this code's schema, found
         without writing anything (:mod:`payhooks.storage.health`).
 
-        :param min_free_bytes: SQLite: less free space than this in the file's folder is
+        :param min_free_bytes: SQLite: less free space in the file's folder is
             ``ledger_disk_full``.
-        :param lock_timeout_ms: SQLite: how long to wait for the write lock, taken and let go
-            at once; PostgreSQL: for a connection.
+        :param lock_timeout_ms: how long to wait for SQLite's write lock or a connection.
         :raises StorageError: the database failed in a way the check does not name.
         """
         return self._engine.health(min_free_bytes=min_free_bytes, lock_timeout_ms=lock_timeout_ms)
@@ -418,30 +416,15 @@ class Ledger:
         sweeps ``archive_dir`` of what a prune stopped before it left there
         (:mod:`payhooks.storage.archive_leftovers`; the report's ``leftovers``).
 
-        Then it ages the audit log: the entries made more than ``audit_older_than`` ago (by
-        default :data:`~payhooks.storage.audit_ageing.DEFAULT_AUDIT_HORIZON`, or
-        ``older_than`` when that is longer), and the refusal counts as old, go into an archive
-        of their own, then are deleted under a permit the triggers check, with an entry that
-        says so (:mod:`payhooks.storage.audit_ageing`; the report's ``audit``).
+        Then it ages the audit log past ``audit_older_than`` (:func:`~.audit_ageing.check_prune`
+        gives the default) into an archive of its own, deleted under a permit the triggers
+        check (:mod:`payhooks.storage.audit_ageing`; the report's ``audit``).
 
-        :param dry_run: only count what would be archived, and find the leftovers; nothing is
-            written or removed.
-        :raises ValueError: ``older_than`` not positive, ``audit_older_than`` shorter than it,
-            ``batch`` outside 1 to 10000.
+        :param dry_run: only count what would be archived, and find the leftovers.
+        :raises ValueError: what :func:`~.audit_ageing.check_prune` raises.
         :raises ArchiveError: the archive could not be written; nothing was dropped.
         """
-        if not isinstance(older_than, timedelta) or older_than <= timedelta(0):
-            raise ValueError(f"older_than must be a positive timedelta; got {older_than!r}")
-        audit_horizon = max(older_than, DEFAULT_AUDIT_HORIZON)
-        if audit_older_than is not None:
-            if not isinstance(audit_older_than, timedelta) or audit_older_than < older_than:
-                raise ValueError(
-                    "audit_older_than must be a timedelta no shorter than older_than; "
-                    f"got {audit_older_than!r}"
-                )
-            audit_horizon = audit_older_than
-        if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= 10000:
-            raise ValueError(f"batch must be an int from 1 to 10000; got {batch!r}")
+        audit_horizon = check_prune(older_than, audit_older_than, batch)
         return retention.prune(
             self._read,
             self._write,
@@ -457,10 +440,9 @@ class Ledger:
         self, archive: str | os.PathLike[str], *, header_names: Collection[str] | None = None
     ) -> tuple[int, int]:
         """Put back the bodies and headers an archive of :meth:`prune` holds, into the
-        deliveries still pruned with the same ``body_sha256``; each body is checked against its
-        SHA-256 first, and each delivery's headers against what a receiver stores (a JSON
-        object of a few short strings; names among ``header_names``, when given: the
-        verifier's and ``STORED_HEADERS``). Returns (deliveries restored, rows in the archive).
+        deliveries still pruned with the same ``body_sha256``, each checked first (its SHA-256;
+        its headers, as a receiver stores them, named among ``header_names`` when given).
+        Returns (deliveries restored, rows in the archive).
 
         :raises ArchiveError: the archive is missing, damaged, does not match its checksum, or
             holds headers a receiver would not have stored.

@@ -12,7 +12,7 @@ when it is torn down. A read that runs past it is stopped on the database:
   exceptions queue's counts) is read last, through :func:`counted`: when it stops, the page
   shows its rows and says "stopped counting after 2 s" where the figure would be.
 
-The CSV export is not a page: it is bounded by its own way out of the request. ``POST``
+The CSV export is not a page: it is written outside the request, from a cursor of its own. ``POST``
 actions write, and writes are never limited.
 """
 
@@ -41,8 +41,8 @@ __all__ = [
 DEFAULT_TIME_LIMIT_MS: Final = 2000
 #: The longest limit a console accepts: an hour (the ledger's own bound).
 MAX_TIME_LIMIT_MS: Final = 3_600_000
-#: Endpoints whose reads are not a page's: the export.
-_UNLIMITED: Final = frozenset({"payhooks_console.reconciliation_csv"})
+#: Endpoints that are not pages: an export's download sends a file and reads no row.
+_UNLIMITED: Final = frozenset({"payhooks_console.export_download"})
 
 _T = TypeVar("_T")
 
