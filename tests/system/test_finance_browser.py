@@ -16,9 +16,9 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import pytest
-from flask import Flask
+from flask import Flask, Request
 
-from payhooks.receiver import Console
+from payhooks.receiver import Console, ConsoleGrant, ConsoleRole
 from tests.support.app import AppFactory, BodyFactory, SignFunction
 from tests.support.browser import BROWSER_TIMEOUT_MS
 from tests.support.live_server import LiveServer
@@ -27,6 +27,13 @@ if TYPE_CHECKING:
     from playwright.sync_api import Browser, ConsoleMessage
 
 ROLE_HEADER = "X-Test-Console-Role"
+
+
+def _finance_person(request: Request) -> ConsoleGrant | None:
+    """The role the test header names, for a person of finance whom the merchant lets read
+    bodies (a viewer's are hidden unless the hook grants them: docs/console.md#bodies)."""
+    role = request.headers.get(ROLE_HEADER)
+    return None if role is None else ConsoleGrant(ConsoleRole(role), "fin@example.com", bodies=True)
 
 
 @pytest.fixture
@@ -39,7 +46,7 @@ def finance_server(
     """The receiver and a console on loopback: two registered orders, one underpaid, both paid
     yesterday through real signed notifications."""
     app = make_app()
-    Console(app, authorize=lambda request: request.headers.get(ROLE_HEADER))
+    Console(app, authorize=_finance_person)
     client = app.test_client()
     with app.app_context():
         from payhooks.receiver import receiver_state
