@@ -74,6 +74,8 @@ _ACTION = re.compile(r'action="([^"]*)"')
 _HIDDEN = re.compile(r'<input\b[^>]*type="hidden"[^>]*>')
 _NAME = re.compile(r'name="([^"]*)"')
 _VALUE = re.compile(r'value="([^"]*)"')
+_ERROR = re.compile(r'data-error="([a-z_]+)"')
+_STATE = re.compile(r'class="export-state" data-state="([a-z]+)"')
 _DOWNLOAD = re.compile(r'href="([^"]*/exports/[^"]*\.csv)"')
 
 
@@ -106,8 +108,12 @@ def _viewer(base: str, page: str, who: str, stop: threading.Event, load: Load) -
             started = time.perf_counter()
             answer = client.get(page)
             load.page_seconds.append(time.perf_counter() - started)
-            stopped = "stopped" in answer.text
-            load.pages[f"{answer.status_code}{' stopped' if stopped else ''}"] += 1
+            error = _ERROR.search(answer.text)
+            if error:
+                load.pages[f"{answer.status_code} {error.group(1)}"] += 1
+            else:
+                stopped = "stopped counting" in answer.text
+                load.pages[f"{answer.status_code}{' stopped counting' if stopped else ''}"] += 1
 
 
 def _exporter(base: str, page: str, who: str, stop: threading.Event, load: Load) -> None:
@@ -122,13 +128,14 @@ def _exporter(base: str, page: str, who: str, stop: threading.Event, load: Load)
                 continue
             where = str(answer.url)
             while not stop.is_set():
-                found = _DOWNLOAD.search(answer.text)
-                if found:
-                    csv = client.get(unescape(found.group(1)))
-                    load.exports[f"downloaded {csv.status_code}"] += 1
+                state = _STATE.search(answer.text)
+                if state and state.group(1) == "ready":
+                    found = _DOWNLOAD.search(answer.text)
+                    csv = client.get(unescape(found.group(1))) if found else None
+                    load.exports[f"downloaded {csv.status_code if csv else 'no link'}"] += 1
                     break
-                if "failed" in answer.text or "stopped" in answer.text:
-                    load.exports["failed"] += 1
+                if state is None or state.group(1) != "running":
+                    load.exports[f"{state.group(1) if state else answer.status_code}"] += 1
                     break
                 stop.wait(0.5)
                 answer = client.get(where)

@@ -468,3 +468,29 @@ def test_a_bench_refuses_zero_rounds_or_requests_before_it_starts(
     assert result.returncode == 2, result.stderr[-2000:]
     assert f"argument {argument}: 0 is less than 1" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.skipif(not HAS_PROC, reason="finding gunicorn's workers to renice reads /proc")
+def test_bench_console_load_times_the_receiver_beside_viewers_and_exports_in_both_layouts(
+    tmp_path: Path,
+) -> None:
+    """Every notification of every layout answered 200 (the bench stops on any other), the
+    viewers' pages answered (200, or the console's own 429 and time-limit 503, never a 500),
+    and the exports downloaded, both where the console shares the receiver's workers and in
+    processes of its own."""
+    out = _run(
+        "-m", "bench.console_load", "--n", "2000", "--rounds", "1", "--notifications", "20",
+        "--database", str(tmp_path / "console.db"),
+        timeout=BENCH_LIMIT,
+    )  # fmt: skip
+    for layout in ("alone", "shared", "own processes"):
+        assert re.search(rf"{layout} \|\s+[\d.]+ \|\s+[\d.]+ \| {RATIO}", out), out
+    pages = re.findall(r"viewers' pages: \{([^}]*)\}", out)
+    assert len(pages) == 2, out
+    allowed = {"200", "200 stopped counting", "429 console_busy", "503 console_time_limit"}
+    for answered in pages:
+        seen = set(re.findall(r"'([^']*)': \d+", answered))
+        assert seen, out
+        assert seen <= allowed, out
+    exports = re.findall(r"exports: \{([^}]*)\}", out.split("layout |")[1])
+    assert all("'downloaded 200'" in found for found in exports), out
