@@ -16,7 +16,6 @@ Expected errors never print a traceback.
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import wraps
@@ -26,7 +25,6 @@ from typing import Any, ParamSpec, TypeVar
 import click
 from flask import Flask, current_app
 from flask.cli import ScriptInfo
-from sqlite_utils import Database
 
 from payhooks.receiver.config import KEY_CONFIG, config_from_env
 from payhooks.receiver.settings import ReceiverSettings, load_settings
@@ -46,7 +44,6 @@ __all__ = [
     "database_option",
     "fail_on_storage_errors",
     "ledger_for",
-    "ledger_transaction",
     "resolve_database",
     "resolve_scheme",
     "scheme_option",
@@ -227,59 +224,6 @@ def ledger_for(
         ) from err
     with ledger:
         yield ledger
-
-
-@contextmanager
-def ledger_transaction(database: Path | str | None) -> Iterator[Ledger]:
-    """A ledger whose every write inside the block is one transaction: all or nothing.
-
-    On SQLite the ledger joins a transaction its caller opened on a database the caller owns
-    (its writes become savepoints); on PostgreSQL the block is the ledger's own
-    :meth:`~payhooks.storage.Ledger.transaction`. Either way the block's writes commit
-    together at the end or, if anything raises (Ctrl-C included), not at all; a SQLite file
-    the block created is then removed again, so nothing is left that looks like a ledger.
-    """
-    path = resolve_database(database)
-    if isinstance(path, str):
-        with ledger_for(path) as ledger, ledger.transaction():
-            yield ledger
-        return
-    created = not path.exists()
-    try:
-        with _sqlite_transaction(path) as ledger:
-            yield ledger
-    except BaseException:
-        if created:
-            for suffix in ("", "-wal", "-shm", "-journal", ".lock"):
-                Path(f"{path}{suffix}").unlink(missing_ok=True)
-        raise
-
-
-@contextmanager
-def _sqlite_transaction(path: Path) -> Iterator[Ledger]:
-    try:
-        db = Database(os.fspath(path), execute_plugins=False)
-    except sqlite3.Error as err:
-        raise click.ClickException(f"Cannot open the ledger at {path}: {err}") from err
-    try:
-        try:
-            ledger = Ledger(db, busy_timeout_ms=_busy_timeout_ms())
-        except StorageError as err:
-            raise click.ClickException(f"Cannot open the ledger at {path}: {err.message}") from err
-        conn = db.conn
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as err:
-            raise click.ClickException(f"The ledger at {path} is busy: {err}") from err
-        try:
-            yield ledger
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-    finally:
-        db.close()
 
 
 # -- signatures --------------------------------------------------------------------------------
