@@ -13,7 +13,7 @@ from flask import Flask
 
 from bench.hostile_service import HostileService
 from payhooks.receiver import PayHooks, signals
-from payhooks.receiver.cli.sync_command import sync as sync_command
+from payhooks.receiver.cli.sync import sync as sync_command
 from payhooks.receiver.config import CONFIG_DEFAULTS
 from payhooks.receiver.durations import parse_duration
 from payhooks.service.sandbox import NotificationState, SandboxServer, SandboxSettings
