@@ -1,14 +1,25 @@
-"""``payhooks check``: the ledger's health for cron and monitoring (docs/operations.md).
+"""``payhooks check`` and ``signals``: the ledger's health for cron and monitoring
+(docs/operations.md), and the signals it owes.
 
 Reads the vital figures once (``Ledger.vitals``), decides each check
 (:func:`payhooks.receiver.checks.evaluate`) and prints one line per check, or JSON. Exit 0
 when every check passes, 1 when one fails, 2 for bad usage. Under ``flask payhooks check``
 it also sends ``check_failed`` in the merchant's app for each failing check.
+
+``payhooks signals``: the signals still owed to the merchant's code (the backlog ``check``
+watches), and running them. A signal is owed from the commit that makes it owed until every
+receiver connected to it has returned. One whose receiver raised waits for its retry (backoff),
+or is parked after its last allowed round; a worker that died holding one leaves it to the next
+sender after its lease. ``payhooks signals`` lists them; ``flask payhooks signals --send`` runs,
+in the app, exactly the receivers still owed of what is due (``--now`` also what waits for its
+backoff, ``--retry-parked`` also what is parked, ``--identifier`` only one payment's), each
+claimed with the lease so no signal runs twice at once, and says what ran.
 """
 
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -17,11 +28,22 @@ import click
 from flask import current_app
 
 from payhooks.receiver.checks import CHECK_NAMES, CheckLimits, CheckReport, evaluate, send_failed
-from payhooks.receiver.cli.common import database_option, fail_on_storage_errors, ledger_for
-from payhooks.receiver.cli.escaping import terminal_text
+from payhooks.receiver.cli.common import (
+    database_option,
+    fail_on_storage_errors,
+    ledger_for,
+    settings,
+    terminal_text,
+)
+from payhooks.receiver.cli.deliveries import app_or_none
 from payhooks.receiver.cli.option_values import DURATION, PERCENT
+from payhooks.receiver.pipeline import send_owed
+from payhooks.storage import OwedSignal
 
-__all__ = ["check"]
+__all__ = [
+    "check",
+    "signals",
+]
 
 _DEFAULTS = CheckLimits()
 
@@ -146,3 +168,150 @@ def _print(report: CheckReport, output: str) -> None:
     for result in report.results:
         word = "ok" if result.ok else "FAILED"
         click.echo(terminal_text(f"{word} {result.name}: {result.detail}"))
+
+
+def _waiting(signal: OwedSignal, now: datetime) -> bool:
+    """Whether it waits for its retry's backoff (and is not parked)."""
+    due = signal.next_attempt_at
+    return signal.parked_at is None and due is not None and datetime.fromisoformat(due) > now
+
+
+def _state(signal: OwedSignal, now: datetime) -> str:
+    if signal.parked_at is not None:
+        return "parked"
+    if _waiting(signal, now):
+        return f"retry at {signal.next_attempt_at}"
+    return "due"
+
+
+def _waiting_and_parked(owed: list[OwedSignal], now: datetime) -> tuple[int, int]:
+    """How many of ``owed`` wait for their retry, and how many are parked."""
+    waiting = sum(1 for row in owed if _waiting(row, now))
+    return waiting, sum(1 for row in owed if row.parked_at is not None)
+
+
+def _list(owed: list[OwedSignal], now: datetime) -> None:
+    click.echo("id       outcome  delivery  signal               rounds  state / owed at")
+    for row in owed:
+        click.echo(
+            f"{row.id:<8} {row.outcome_id:<8} {row.delivery_id:<9} {row.signal:<20} "
+            f"{row.attempts:<7} {_state(row, now)} (owed at {row.owed_at})"
+        )
+        if row.error:
+            first = terminal_text(row.error.splitlines()[0])
+            click.echo(f"         {first[:160]}")
+    waiting, parked = _waiting_and_parked(owed, now)
+    click.echo(
+        f"{len(owed)} signal(s) owed: {len(owed) - parked - waiting} due, {waiting} waiting for "
+        f"a retry, {parked} parked. `flask payhooks signals --send` runs what is due (--now "
+        "also what waits, --retry-parked also what is parked)."
+    )
+
+
+def _dismiss(database: Path | None, signal_id: int) -> None:
+    with ledger_for(database) as ledger:
+        found = ledger.signals.dismiss(signal_id)
+    if found is None:
+        raise click.ClickException(
+            f"Signal #{signal_id} is not owed, or a sender holds it now; `payhooks signals` "
+            "lists what is owed."
+        )
+    click.echo(
+        f"Signal #{signal_id} ({found.signal} of outcome #{found.outcome_id}, delivery "
+        f"#{found.delivery_id}) marked handled without running its receivers."
+    )
+
+
+@click.command()
+@click.option("--send", is_flag=True, help="Run the receivers still owed of what is due.")
+@click.option(
+    "--now",
+    "now_too",
+    is_flag=True,
+    help="Also what waits for its retry's backoff (implies --send).",
+)
+@click.option(
+    "--retry-parked",
+    is_flag=True,
+    help="Also the parked signals (implies --send).",
+)
+@click.option("--identifier", help="Only this payment's signals (its external identifier).")
+@click.option(
+    "--dismiss",
+    "dismiss_id",
+    type=click.IntRange(min=1),
+    metavar="ID",
+    help="Mark the owed signal with this id (the listing's first column) handled without "
+    "running its receivers, so the payment's later signals follow.",
+)
+@database_option
+@fail_on_storage_errors
+def signals(
+    send: bool,
+    now_too: bool,
+    retry_parked: bool,
+    identifier: str | None,
+    dismiss_id: int | None,
+    database: Path | None,
+) -> None:
+    """List the signals still owed to the app's receivers; with --send, run them.
+
+    A signal is owed until every receiver connected to it has returned: one whose receiver
+    raised is retried with a backoff, then parked. --send runs, for what is due and no other
+    sender holds, exactly the receivers that have not returned; --now also runs what waits for
+    its backoff, --retry-parked also what is parked. Sending needs the app (`flask payhooks
+    signals --send`); plain `payhooks signals --send` refuses (exit 2). Exit 1 when a receiver
+    raised (the signal stays owed, with its error).
+    """
+    config = settings()  # first: inside `flask payhooks`, this pushes the app's context
+    if dismiss_id is not None:
+        if send or now_too or retry_parked:
+            raise click.UsageError("--dismiss runs nothing: give it without --send.")
+        _dismiss(database, dismiss_id)
+        return
+    send = send or now_too or retry_parked
+    app = app_or_none() if send else None
+    if send and app is None:
+        raise click.UsageError(
+            "Outside your app there are no receivers to run: run `flask payhooks signals "
+            "--send` in the app."
+        )
+    now = datetime.now().astimezone()
+    with ledger_for(database) as ledger:
+        owed = ledger.signals.owed(identifier=identifier)
+        whose = "" if identifier is None else f" for {terminal_text(identifier)}"
+        if not owed:
+            click.echo(f"No signal is owed{whose}.")
+            return
+        if app is None:
+            _list(owed, now)
+            return
+        report = send_owed(
+            app,
+            ledger,
+            lease=timedelta(seconds=config.signals_lease_seconds),
+            retries=config.signal_retries,
+            waiting=now_too,
+            parked=retry_parked,
+            identifier=identifier,
+            once_since=datetime.now().astimezone(),
+        )
+        left = ledger.signals.owed(identifier=identifier)
+    if report.ran or report.signals_sent:
+        said = report.describe()
+        click.echo(said[:1].upper() + said[1:] + ".")
+    else:
+        click.echo(f"Nothing was run{whose}: no owed signal was due.")
+    if left:
+        waiting, parked = _waiting_and_parked(left, now)
+        held = len(left) - parked - waiting
+        click.echo(
+            f"Still owed: {len(left)} signal(s), {waiting} waiting for a retry (--now runs "
+            f"them), {parked} parked (--retry-parked runs them), {held} held by another "
+            "sender or held back behind an earlier signal of their payment."
+        )
+    if report.raised:
+        raise click.ClickException(
+            f"{report.raised} receiver run(s) raised; `payhooks signals` lists what is still "
+            "owed, with the errors."
+        )

@@ -24,8 +24,8 @@ from payhooks.receiver.cli.common import (
     fail_on_storage_errors,
     ledger_for,
     settings,
+    terminal_text,
 )
-from payhooks.receiver.cli.escaping import terminal_text
 from payhooks.receiver.cli.option_values import DURATION
 
 if TYPE_CHECKING:
