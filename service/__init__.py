@@ -38,8 +38,8 @@ from payhooks.service.errors import (
 
 if TYPE_CHECKING:
     from payhooks.service.client import ServiceClient
+    from payhooks.service.sandbox import SandboxResender
     from payhooks.service.sync import (
-        SandboxResender,
         SyncInterruptedError,
         SyncProgress,
         SyncReport,
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
 _LOADED_ON_USE = {
     "ServiceClient": "payhooks.service.client",
-    "SandboxResender": "payhooks.service.sync",
+    "SandboxResender": "payhooks.service.sandbox",
     "SyncInterruptedError": "payhooks.service.sync",
     "SyncProgress": "payhooks.service.sync",
     "SyncReport": "payhooks.service.sync",

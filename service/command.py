@@ -8,11 +8,17 @@ It prints what a developer needs to point a client and a receiver at it: the bas
 access token with every scope, the merchant account, and the notification scheme with the key
 the receiver must be configured with. Exit codes: 0 stopped, 1 a failure it reports (the port
 is taken), 2 bad usage. Its errors are one sentence each, worded as ``payhooks serve``'s.
+
+``payhooks sandbox resend`` is the sandbox's own: it asks a running sandbox to resend each
+notification the ledger's last ``payhooks sync`` found missed. It lives here, not in ``sync``,
+because the production sync never talks to a sandbox (the interface has no resend).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+from pathlib import Path
 
 import click
 
@@ -27,7 +33,7 @@ class _BadUsage(click.ClickException):
     exit_code = 2
 
 
-@click.command("sandbox")
+@click.group("sandbox", invoke_without_command=True)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
 @click.option("--port", default=8400, show_default=True, type=click.IntRange(0, 65535))
 @click.option(
@@ -70,7 +76,9 @@ class _BadUsage(click.ClickException):
     help="Bearer token the control API (/sandbox/...) requires (env "
     "PAYHOOKS_SANDBOX_CONTROL_TOKEN); needed to bind a --host other than loopback.",
 )
+@click.pass_context
 def sandbox_command(
+    ctx: click.Context,
     host: str,
     port: int,
     notification_url: str | None,
@@ -81,7 +89,12 @@ def sandbox_command(
     notify_attempts: int,
     control_token: str | None,
 ) -> None:
-    """Run a local sandbox of the payment service (API, hosted page, signed notifications)."""
+    """Run a local sandbox of the payment service (API, hosted page, signed notifications).
+
+    Its one command, resend, asks a running sandbox to resend what payhooks sync found missed.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
     try:
         from payhooks.service.sandbox import SandboxServer, SandboxSettings
     except ImportError as err:
@@ -133,3 +146,60 @@ def sandbox_command(
         click.echo(f"  export {key_config}={settings.verifying_key}")
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how it is meant to stop
         server.serve_forever()
+
+
+@sandbox_command.command("resend")
+@click.option(
+    "--sandbox-url",
+    envvar="PAYHOOKS_SERVICE_URL",
+    metavar="URL",
+    help="The running sandbox (default: PAYHOOKS_SERVICE_URL, as payhooks sync reads it).",
+)
+@click.option(
+    "--control-token",
+    envvar="PAYHOOKS_SANDBOX_CONTROL_TOKEN",
+    metavar="TOKEN",
+    help="The sandbox's control token, if it was started with one (default: "
+    "PAYHOOKS_SANDBOX_CONTROL_TOKEN).",
+)
+@click.option(
+    "--database",
+    envvar="PAYHOOKS_DATABASE",
+    metavar="PATH_OR_URL",
+    help="The ledger payhooks sync wrote: a SQLite file or a postgresql:// URL. Default: "
+    "$PAYHOOKS_DATABASE, else ./payhooks.db.",
+)
+def resend_command(
+    sandbox_url: str | None, control_token: str | None, database: str | None
+) -> None:
+    """Ask the sandbox to resend each notification payhooks sync found missed."""
+    if not sandbox_url:
+        raise _BadUsage("payhooks sandbox resend needs --sandbox-url or PAYHOOKS_SERVICE_URL.")
+    target: str = database or "payhooks.db"
+    try:
+        from payhooks.service.errors import ServiceError
+        from payhooks.service.sandbox import SandboxResender, resend_missed
+        from payhooks.storage import Ledger, NotALedgerError, StorageError, is_postgres_url
+    except ImportError as err:
+        if err.name != "httpx":
+            raise
+        raise click.ClickException(
+            "payhooks sandbox needs the service extra: pip install 'payhooks[service]'."
+        ) from err
+    if not is_postgres_url(target) and not os.path.exists(target):
+        raise _BadUsage(
+            f"There is no ledger at {target}: pass --database or set PAYHOOKS_DATABASE."
+        )
+    try:
+        with (
+            Ledger(
+                target if is_postgres_url(target) else Path(target), create=False, read_only=True
+            ) as ledger,
+            SandboxResender(sandbox_url, control_token=control_token) as resender,
+        ):
+            resent = resend_missed(ledger, resender)
+    except NotALedgerError as err:
+        raise _BadUsage(err.message) from err
+    except (StorageError, ServiceError) as err:
+        raise click.ClickException(err.message) from err
+    click.echo(f"Asked the sandbox to resend {len(resent)} notification(s).")

@@ -11,12 +11,31 @@ Exit codes (docs/cli.md): 0 success, 1 a failure the command reports
 (:class:`click.ClickException`), 2 bad usage (:class:`click.UsageError`, click's own parameter
 checks, and :class:`BadUsage` for a ledger file that does not exist or is not a ledger).
 Expected errors never print a traceback.
+
+Text from a webhook body is made safe for where a report puts it. An ``unexpected`` row's
+identifier and every transaction id come from notification bodies: the signature says the
+service sent them, not that they are harmless. Each output gets its own rule, and none changes
+what a tool reading the report exactly gets back:
+
+- CSV: :func:`csv_field`, the OWASP rule against formulas, lives in
+  :mod:`payhooks.receiver.report_csv`, which the console's CSV export shares; it is
+  re-exported here.
+- A terminal obeys escape sequences, and a newline draws a row of its own in a table.
+  :func:`terminal_text` shows every control character as a visible escape (``\\x1b``,
+  ``\\n``), and a backslash as ``\\\\`` so that an escape on screen is never ambiguous.
+- JSON (:func:`terminal_json`, for JSON Lines and documents alike) writes each character
+  :func:`terminal_text` would escape as a JSON ``\\u`` escape: the document decodes to the
+  exact values and shows inert on a terminal, and the characters JSON leaves raw that some line
+  readers (Python's ``str.splitlines``, JavaScript before ES2019) treat as line breaks are
+  escaped too, so one record stays on one line.
+
+The last two are :mod:`payhooks.receiver.visible_text`'s rule under the command line's names:
+the console's pages show the same text the same way.
 """
 
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import wraps
@@ -26,10 +45,12 @@ from typing import Any, ParamSpec, TypeVar
 import click
 from flask import Flask, current_app
 from flask.cli import ScriptInfo
-from sqlite_utils import Database
 
 from payhooks.receiver.config import KEY_CONFIG, config_from_env
+from payhooks.receiver.report_csv import FORMULA_TRIGGERS, csv_field
 from payhooks.receiver.settings import ReceiverSettings, load_settings
+from payhooks.receiver.visible_text import visible as terminal_text
+from payhooks.receiver.visible_text import visible_json as terminal_json
 from payhooks.storage import (
     Ledger,
     NotALedgerError,
@@ -41,18 +62,21 @@ from payhooks.verify import DEFAULT_SCHEME, SCHEMES, Signer, Verifier, get_signe
 
 __all__ = [
     "DEFAULT_DATABASE",
+    "FORMULA_TRIGGERS",
     "SIGNING_KEY_ENV",
     "BadUsage",
+    "csv_field",
     "database_option",
     "fail_on_storage_errors",
     "ledger_for",
-    "ledger_transaction",
     "resolve_database",
     "resolve_scheme",
     "scheme_option",
     "settings",
     "shown",
     "signer_for",
+    "terminal_json",
+    "terminal_text",
     "verifier_for",
 ]
 
@@ -227,59 +251,6 @@ def ledger_for(
         ) from err
     with ledger:
         yield ledger
-
-
-@contextmanager
-def ledger_transaction(database: Path | str | None) -> Iterator[Ledger]:
-    """A ledger whose every write inside the block is one transaction: all or nothing.
-
-    On SQLite the ledger joins a transaction its caller opened on a database the caller owns
-    (its writes become savepoints); on PostgreSQL the block is the ledger's own
-    :meth:`~payhooks.storage.Ledger.transaction`. Either way the block's writes commit
-    together at the end or, if anything raises (Ctrl-C included), not at all; a SQLite file
-    the block created is then removed again, so nothing is left that looks like a ledger.
-    """
-    path = resolve_database(database)
-    if isinstance(path, str):
-        with ledger_for(path) as ledger, ledger.transaction():
-            yield ledger
-        return
-    created = not path.exists()
-    try:
-        with _sqlite_transaction(path) as ledger:
-            yield ledger
-    except BaseException:
-        if created:
-            for suffix in ("", "-wal", "-shm", "-journal", ".lock"):
-                Path(f"{path}{suffix}").unlink(missing_ok=True)
-        raise
-
-
-@contextmanager
-def _sqlite_transaction(path: Path) -> Iterator[Ledger]:
-    try:
-        db = Database(os.fspath(path), execute_plugins=False)
-    except sqlite3.Error as err:
-        raise click.ClickException(f"Cannot open the ledger at {path}: {err}") from err
-    try:
-        try:
-            ledger = Ledger(db, busy_timeout_ms=_busy_timeout_ms())
-        except StorageError as err:
-            raise click.ClickException(f"Cannot open the ledger at {path}: {err.message}") from err
-        conn = db.conn
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as err:
-            raise click.ClickException(f"The ledger at {path} is busy: {err}") from err
-        try:
-            yield ledger
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-    finally:
-        db.close()
 
 
 # -- signatures --------------------------------------------------------------------------------

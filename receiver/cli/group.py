@@ -13,18 +13,16 @@ from __future__ import annotations
 
 import click
 
-from payhooks.receiver.cli.check_command import check
-from payhooks.receiver.cli.database_commands import copy_ledger, migrate_command
-from payhooks.receiver.cli.deliveries_command import deliveries
-from payhooks.receiver.cli.delivery_commands import reprocess
-from payhooks.receiver.cli.escaping import terminal_text
-from payhooks.receiver.cli.ledger_commands import expect, reconcile
-from payhooks.receiver.cli.replay_command import replay
-from payhooks.receiver.cli.retention_commands import backup, prune, restore_pruned
-from payhooks.receiver.cli.show_command import show
-from payhooks.receiver.cli.signals_command import signals
-from payhooks.receiver.cli.signing_commands import keygen, sign, verify_command
-from payhooks.receiver.cli.sync_command import sync
+from payhooks.receiver.cli.check import check, signals
+from payhooks.receiver.cli.common import terminal_text
+from payhooks.receiver.cli.database import copy_ledger, migrate_command
+from payhooks.receiver.cli.deliveries import deliveries, reprocess
+from payhooks.receiver.cli.ledger import expect, reconcile
+from payhooks.receiver.cli.replay import replay
+from payhooks.receiver.cli.retention import backup, prune, restore_pruned
+from payhooks.receiver.cli.show import show
+from payhooks.receiver.cli.signing import keygen, sign, verify_command
+from payhooks.receiver.cli.sync import sync
 
 __all__ = ["IN_APP_COMMANDS", "EscapingGroup", "payhooks_group"]
 
@@ -53,7 +51,7 @@ IN_APP_COMMANDS: tuple[click.Command, ...] = (
 
 class EscapingGroup(click.Group):
     """A group whose commands' error messages reach the terminal with control characters
-    escaped (:func:`~payhooks.receiver.cli.escaping.terminal_text`): they may quote text from
+    escaped (:func:`~payhooks.receiver.cli.common.terminal_text`): they may quote text from
     outside, such as the service's error message or a file's name."""
 
     def invoke(self, ctx: click.Context) -> object:

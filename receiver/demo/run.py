@@ -31,10 +31,10 @@ from flask import Flask
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 from payhooks.receiver.cli.reports import Totals, write_report, write_totals
-from payhooks.receiver.cli.sender import Connection, Payload, ReplayResult, send_signed
 from payhooks.receiver.demo.app import create_app
 from payhooks.receiver.demo.sandbox_flow import run_sandbox_act
 from payhooks.receiver.state import STATE_KEY, receiver_state
+from payhooks.receiver.testing import Connection, Payload, ReplayResult, send_signed
 from payhooks.receiver.web.returns import return_url
 from payhooks.storage import Ledger
 from payhooks.verify import DEFAULT_SCHEME, Signer, generate_keypair, get_signer

@@ -17,6 +17,7 @@ from payhooks.service.sandbox.notifications import (
     NotificationState,
 )
 from payhooks.service.sandbox.records import SandboxError
+from payhooks.service.sandbox.resend import SandboxResender, resend_missed
 from payhooks.service.sandbox.server import SandboxServer
 from payhooks.service.sandbox.settings import (
     DEFAULT_SCOPES,
@@ -36,9 +37,11 @@ __all__ = [
     "NotificationState",
     "Sandbox",
     "SandboxError",
+    "SandboxResender",
     "SandboxServer",
     "SandboxSettings",
     "Settlement",
     "create_app",
     "issue_token",
+    "resend_missed",
 ]

@@ -7,7 +7,6 @@ payment (docs/sync.md).
 
 from __future__ import annotations
 
-from payhooks.service.sync.resend import SandboxResender
 from payhooks.service.sync.run import (
     DEFAULT_MAX_AGE,
     DEFAULT_MAX_DURATION,
@@ -26,7 +25,6 @@ __all__ = [
     "DEFAULT_MAX_PAGES",
     "DEFAULT_MAX_UNKNOWN_STATUSES",
     "DEFAULT_SYNC_STATUS_MAP",
-    "SandboxResender",
     "SyncInterruptedError",
     "SyncProgress",
     "SyncReport",

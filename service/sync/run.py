@@ -19,9 +19,9 @@ Why it is shaped so:
   resumed: the list has no "changed since" filter, so only a pass from the first page sees a
   status that changed on an old transaction.
 - **It never settles.** The list is not signed like a notification: what it says is stored
-  beside the outcomes and only compared. A missed notification is flagged for a person, or
-  the ``resend`` hook asks the service to send it again (the sandbox has such a resend; the
-  interface shows none), and the notification, verified, settles it.
+  beside the outcomes and only compared. A missed notification is flagged for a person, who
+  asks the service to send it again (the interface shows no way to; the sandbox has one,
+  ``payhooks sandbox resend``), and the notification, verified, settles it.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 
 from payhooks.service.client import ServiceClient, Transaction
@@ -37,7 +37,6 @@ from payhooks.service.errors import MalformedResponseError, ServiceError, Servic
 from payhooks.service.sync.status_map import DEFAULT_SYNC_STATUS_MAP, check_status_map, state_for
 from payhooks.storage import (
     DriftKind,
-    DriftRow,
     Ledger,
     ListedTransaction,
     PaymentState,
@@ -93,8 +92,6 @@ class SyncReport:
     unknown_statuses: Mapping[str, int]
     #: Drift rows in the ledger after the sync, by kind.
     drift: Mapping[DriftKind, int]
-    #: Transactions whose notification the ``resend`` hook asked the service to send again.
-    resent: tuple[str, ...] = field(default=())
     #: Items whose status the map did not know and :attr:`unknown_statuses` does not name (it
     #: was full): counted, not kept.
     other_unknown: int = 0
@@ -153,7 +150,6 @@ def sync_transactions(
     max_unknown_statuses: int = DEFAULT_MAX_UNKNOWN_STATUSES,
     resume: bool = True,
     progress: Callable[[SyncProgress], None] | None = None,
-    resend: Callable[[DriftRow], bool] | None = None,
 ) -> SyncReport:
     """Read the service's transaction list into ``ledger`` and report the drift.
 
@@ -170,8 +166,6 @@ def sync_transactions(
         items with others are counted in ``other_unknown``.
     :param resume: go on from where an unfinished sync stopped (True), or start over.
     :param progress: called after each page recorded.
-    :param resend: called for each missed notification once the list is read; True when it
-        asked the service to send the notification again.
     :raises SyncInterruptedError: the service or the ledger failed part way; what was recorded
         stays, and the run is ``interrupted`` with the reason.
     :raises ValueError: a bad ``status_map``, ``max_age``, ``max_pages``, ``max_duration`` or
@@ -191,12 +185,8 @@ def sync_transactions(
     pages = items = other_unknown = 0
     unknown: Counter[str] = Counter()
 
-    def report(
-        current: SyncRun, drift: Mapping[DriftKind, int], resent: tuple[str, ...] = ()
-    ) -> SyncReport:
-        return SyncReport(
-            current, pages, items, resumed, dict(unknown), drift, resent, other_unknown
-        )
+    def report(current: SyncRun, drift: Mapping[DriftKind, int]) -> SyncReport:
+        return SyncReport(current, pages, items, resumed, dict(unknown), drift, other_unknown)
 
     try:
         if not (resumed and run.next_cursor is None):  # else: read to its end already
@@ -245,14 +235,6 @@ def sync_transactions(
         ) from err
     finished = ledger.service.end_sync(run.id)
     drift: Counter[DriftKind] = Counter()
-    resent: list[str] = []
     for row in ledger.service.sync_drift():
         drift[row.kind] += 1
-        if (
-            resend is not None
-            and row.kind is DriftKind.MISSED_NOTIFICATION
-            and row.transaction_id is not None
-            and resend(row)
-        ):
-            resent.append(row.transaction_id)
-    return report(finished, dict(drift), tuple(resent))
+    return report(finished, dict(drift))

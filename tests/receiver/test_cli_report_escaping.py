@@ -18,7 +18,7 @@ from flask.testing import FlaskClient
 from hypothesis import given
 from hypothesis import strategies as st
 
-from payhooks.receiver.cli.escaping import (
+from payhooks.receiver.cli.common import (
     FORMULA_TRIGGERS,
     csv_field,
     terminal_json,

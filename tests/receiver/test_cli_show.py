@@ -17,7 +17,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from payhooks.receiver.cli.escaping import terminal_text
+from payhooks.receiver.cli.common import terminal_text
 from payhooks.receiver.cli.reports import REPORT_FIELDS
 from payhooks.storage import Ledger
 from tests.support.app import BodyFactory, SignFunction

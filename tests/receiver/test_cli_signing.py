@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from payhooks.receiver.cli.signing_commands import DEFAULT_SIGNING_KEY_FILE
+from payhooks.receiver.cli.signing import DEFAULT_SIGNING_KEY_FILE
 from payhooks.verify import SCHEMES, generate_keypair, get_signer, get_verifier, key_fingerprint
 from tests.support.app import TEST_SECRET
 from tests.support.cli import clean_env, notification, run

@@ -1,5 +1,5 @@
 """``flask payhooks sync`` in a merchant's app, against the sandbox over HTTP: its settings, its
-exit codes, the ``sync_drift`` signal, and the sandbox's resend."""
+exit codes, the ``sync_drift`` signal; and ``payhooks sandbox resend`` after it."""
 
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from flask import Flask
 
 from bench.hostile_service import HostileService
 from payhooks.receiver import PayHooks, signals
-from payhooks.receiver.cli.sync_command import sync as sync_command
+from payhooks.receiver.cli.sync import sync as sync_command
 from payhooks.receiver.config import CONFIG_DEFAULTS
+from payhooks.receiver.console import payhooks as console_script
 from payhooks.receiver.durations import parse_duration
 from payhooks.service.sandbox import NotificationState, SandboxServer, SandboxSettings
 from payhooks.service.sync import (
@@ -101,16 +103,46 @@ def test_an_agreeing_list_sends_nothing_and_fail_on_drift_exits_1_only_on_drift(
     assert "differ (1 row(s))" in drifted.output
 
 
-def test_the_sandbox_resends_a_missed_notification_when_asked(
+def test_the_sandbox_resends_what_the_sync_found_missed_when_asked(
     app: Flask, sandbox: SandboxServer
 ) -> None:
     paid_at_the_sandbox(sandbox)
-    result = app.test_cli_runner().invoke(args=["payhooks", "sync", "--resend-sandbox"])
+    synced = app.test_cli_runner().invoke(args=["payhooks", "sync"])
+    assert synced.exit_code == 0, synced.output
+    assert len(sandbox.notifications()) == 1  # the production sync asks the sandbox nothing
+    result = CliRunner().invoke(
+        console_script,
+        ["sandbox", "resend", "--database", app.config["PAYHOOKS_DATABASE"]],
+        env={"PAYHOOKS_SERVICE_URL": sandbox.url},
+    )
     assert result.exit_code == 0, result.output
-    assert "Asked the sandbox to resend 1 notification(s)." in result.output
+    assert result.output == "Asked the sandbox to resend 1 notification(s).\n"
     dropped, resent = sandbox.notifications()
     assert dropped.state is NotificationState.DROPPED
     assert resent.resend_of == dropped.id
+
+
+def test_the_production_sync_has_no_sandbox_option(app: Flask) -> None:
+    result = app.test_cli_runner().invoke(args=["payhooks", "sync", "--resend-sandbox"])
+    assert result.exit_code == 2
+    assert "No such option '--resend-sandbox'" in result.output
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ([], "payhooks sandbox resend needs --sandbox-url or PAYHOOKS_SERVICE_URL."),
+        (["--sandbox-url", "http://127.0.0.1:9", "--database", "missing.db"], "no ledger at"),
+    ],
+)
+def test_the_sandbox_resend_without_its_sandbox_or_ledger_is_bad_usage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, arguments: list[str], message: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(console_script, ["sandbox", "resend", *arguments], env={})
+    assert result.exit_code == 2
+    assert message in result.output
+    assert "Traceback" not in result.output
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from payhooks.receiver.cli.sender import (
+from payhooks.receiver.demo import create_app
+from payhooks.receiver.demo.run import serving
+from payhooks.receiver.testing import (
     Connection,
     Payload,
     ReplayError,
@@ -23,8 +25,6 @@ from payhooks.receiver.cli.sender import (
     replay,
     send_signed,
 )
-from payhooks.receiver.demo import create_app
-from payhooks.receiver.demo.run import serving
 from payhooks.storage import Ledger, ReconciliationState
 from payhooks.verify import generate_keypair, get_signer
 from tests.support.cli import clean_env, notification, run

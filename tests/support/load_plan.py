@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from payhooks.receiver.cli.sender import Connection, Payload, send_signed
+from payhooks.receiver.testing import Connection, Payload, send_signed
 from payhooks.storage import (
     Ledger,
     ReconciliationState,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from payhooks.receiver.cli.sender import Connection, Payload, send_signed
+from payhooks.receiver.testing import Connection, Payload, send_signed
 from payhooks.verify import get_signer
 from tests.support.cli import notification
 from tests.support.processes import free_port

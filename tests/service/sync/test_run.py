@@ -12,16 +12,15 @@ import pytest
 from flask import Flask
 
 from payhooks.service.client import RetryPolicy, ServiceClient
-from payhooks.service.sandbox import SandboxServer
+from payhooks.service.sandbox import SandboxResender, SandboxServer, resend_missed
 from payhooks.service.sync import (
     DEFAULT_SYNC_STATUS_MAP,
-    SandboxResender,
     SyncInterruptedError,
     SyncProgress,
     sync_transactions,
 )
 from payhooks.storage import DriftKind, Ledger, ReconciliationState, SyncStatus
-from tests.support.app import TEST_SECRET, AppFactory
+from tests.support.app import AppFactory
 from tests.support.live_server import LiveServer
 from tests.support.service import MERCHANT, card_transaction, wire
 
@@ -150,9 +149,10 @@ def test_a_resent_notification_resolves_the_drift_it_explains(
     ledger: Ledger,
 ) -> None:
     pay_cards(creator, sandbox_with_receiver, ["order-1", "order-2"], {"order-2"})
-    with SandboxResender(sandbox_with_receiver.url, access_token="unused") as resend:
-        report = sync_transactions(lister, ledger, resend=resend)
-    assert report.resent == (sandbox_with_receiver.notifications()[1].transaction_id,)
+    sync_transactions(lister, ledger)
+    with SandboxResender(sandbox_with_receiver.url) as resender:
+        resent = resend_missed(ledger, resender)
+    assert resent == (sandbox_with_receiver.notifications()[1].transaction_id,)
     assert sandbox_with_receiver.wait_for_notifications(10)
     assert missed(ledger) == set()
     assert ledger.state("order-2") is R.PAID
@@ -234,7 +234,8 @@ def test_the_resender_needs_no_secret_and_says_when_it_has_nothing(
     stray["payment_method"]["payment_method_data"]["card"]["number"] = "4000000000003220"
     created = sandbox_with_receiver.sandbox.create_transaction(MERCHANT, stray)
     assert created["status"] == "processing"
-    with SandboxResender(sandbox_with_receiver.url, access_token=TEST_SECRET) as resend:
-        report = sync_transactions(lister, ledger, resend=resend)
+    report = sync_transactions(lister, ledger)
+    with SandboxResender(sandbox_with_receiver.url) as resender:
+        resent = resend_missed(ledger, resender)
     assert report.drift == {}
-    assert report.resent == ()
+    assert resent == ()

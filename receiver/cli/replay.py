@@ -3,7 +3,7 @@
 It doubles as a load generator: ``--repeat`` sends everything again (each time with a fresh
 ``webhook-id``, as distinct deliveries, unless ``--same-id`` makes them redeliveries) and
 ``--concurrency`` sends from several threads. The sending itself is
-:mod:`payhooks.receiver.cli.sender`, usable from Python.
+:mod:`payhooks.receiver.testing`, usable from Python.
 """
 
 from __future__ import annotations
@@ -13,11 +13,16 @@ from pathlib import Path
 
 import click
 
-from payhooks.receiver.cli.common import SIGNING_KEY_ENV, resolve_scheme, scheme_option, signer_for
-from payhooks.receiver.cli.escaping import terminal_text
+from payhooks.receiver.cli.common import (
+    SIGNING_KEY_ENV,
+    resolve_scheme,
+    scheme_option,
+    signer_for,
+    terminal_text,
+)
 from payhooks.receiver.cli.option_values import Seconds
-from payhooks.receiver.cli.sender import ReplayError, ReplayInterrupted, ReplayResult, load_payloads
-from payhooks.receiver.cli.sender import replay as send_all
+from payhooks.receiver.testing import ReplayError, ReplayInterrupted, ReplayResult, load_payloads
+from payhooks.receiver.testing import replay as send_all
 
 __all__ = ["replay"]
 

@@ -24,7 +24,7 @@ from payhooks.receiver.cli.common import (
     database_option,
     fail_on_storage_errors,
     ledger_for,
-    ledger_transaction,
+    resolve_database,
 )
 from payhooks.receiver.cli.expected_csv import (
     ExpectedPayment,
@@ -158,20 +158,32 @@ def _register(ledger: Ledger, payment: ExpectedPayment) -> bool:
     )
 
 
+def _remove_ledger_files(database: Path | str) -> None:
+    """Remove a SQLite ledger and its companions (log, shared memory, write lock)."""
+    for suffix in ("", "-wal", "-shm", "-journal", ".lock"):
+        Path(f"{database}{suffix}").unlink(missing_ok=True)
+
+
 def _open_csv(path: Path) -> TextIO:
     # utf-8-sig: spreadsheets often start the file with a byte-order mark.
     return path.open(encoding="utf-8-sig", newline="")
 
 
 def _expect_csv(path: Path, database: Path | None) -> None:
-    """Check the whole file, then register it in one transaction, reading it a second time
-    (see :mod:`payhooks.receiver.cli.expected_csv`): memory stays bounded, whatever the size."""
+    """Check the whole file, then register it in one of the ledger's transactions, reading it
+    a second time (see :mod:`payhooks.receiver.cli.expected_csv`): memory stays bounded,
+    whatever the size. All or nothing: a failure, Ctrl-C included, rolls every row back, and
+    a SQLite file this command created is removed again, so nothing is left that looks like a
+    ledger."""
+    target = resolve_database(database)
+    created = isinstance(target, Path) and not target.exists()
     new = 0
     try:
         with _open_csv(path) as handle:
             checked = check_expected_payments(handle)
         with (
-            ledger_transaction(database) as ledger,
+            ledger_for(target, must_exist=False) as ledger,
+            ledger.transaction(),
             _open_csv(path) as handle,
             click.progressbar(length=checked.rows, label="Registering", file=_stderr()) as bar,
         ):
@@ -183,12 +195,16 @@ def _expect_csv(path: Path, database: Path | None) -> None:
                         f"{path}: line {payment.line}: {err.message} Nothing was registered."
                     ) from err
                 bar.update(1)
-    except ExpectedPaymentsError as err:
-        for error in err.errors:
-            click.echo(f"{path}: {error}", err=True)
-        raise click.ClickException(f"{path}: {err.message}") from err
-    except (OSError, UnicodeDecodeError) as err:
-        raise click.ClickException(f"{path} cannot be read: {err}.") from err
+    except BaseException as err:
+        if created:
+            _remove_ledger_files(target)
+        if isinstance(err, ExpectedPaymentsError):
+            for error in err.errors:
+                click.echo(f"{path}: {error}", err=True)
+            raise click.ClickException(f"{path}: {err.message}") from err
+        if isinstance(err, (OSError, UnicodeDecodeError)):
+            raise click.ClickException(f"{path} cannot be read: {err}.") from err
+        raise
     unchanged = checked.rows - checked.repeated - new
     click.echo(
         f"Registered {new} payment(s) from {path}"

@@ -7,8 +7,7 @@ import socket
 import pytest
 
 from payhooks.service import TransportError
-from payhooks.service.sandbox import SandboxServer, SandboxSettings
-from payhooks.service.sync import SandboxResender
+from payhooks.service.sandbox import SandboxResender, SandboxServer, SandboxSettings
 from payhooks.storage import DriftKind, DriftRow
 
 

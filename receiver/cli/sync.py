@@ -24,8 +24,8 @@ from payhooks.receiver.cli.common import (
     fail_on_storage_errors,
     ledger_for,
     settings,
+    terminal_text,
 )
-from payhooks.receiver.cli.escaping import terminal_text
 from payhooks.receiver.cli.option_values import DURATION
 
 if TYPE_CHECKING:
@@ -102,18 +102,6 @@ def _print_drift(ledger: Ledger, report: SyncReport, summary: bool) -> None:
 @click.option(
     "--restart", is_flag=True, help="Start from the first page, not where a sync stopped."
 )
-@click.option(
-    "--resend-sandbox",
-    is_flag=True,
-    help="Ask the sandbox at the service URL to resend each missed notification.",
-)
-@click.option(
-    "--sandbox-control-token",
-    envvar="PAYHOOKS_SANDBOX_CONTROL_TOKEN",
-    metavar="TOKEN",
-    help="With --resend-sandbox: the sandbox's control token, if it was started with one "
-    "(default: PAYHOOKS_SANDBOX_CONTROL_TOKEN).",
-)
 @click.option("--summary", is_flag=True, help="Print the drift's counts, not one line each.")
 @click.option("--fail-on-drift", is_flag=True, help="Exit 1 when any drift is found.")
 @database_option
@@ -127,8 +115,6 @@ def sync(
     max_pages: int,
     max_duration: timedelta,
     restart: bool,
-    resend_sandbox: bool,
-    sandbox_control_token: str | None,
     summary: bool,
     fail_on_drift: bool,
     database: Path | None,
@@ -156,12 +142,7 @@ def sync(
     assert access_token is not None
     assert account is not None
     try:
-        from payhooks.service import (
-            SandboxResender,
-            ServiceClient,
-            ServiceError,
-            sync_transactions,
-        )
+        from payhooks.service import ServiceClient, ServiceError, sync_transactions
     except ImportError as err:
         raise click.ClickException(
             "payhooks sync needs the service extra: pip install 'payhooks[service]'."
@@ -172,11 +153,6 @@ def sync(
     except ValueError as err:
         raise BadUsage(f"payhooks sync cannot use its settings: {err}.") from err
     with ledger_for(database) as ledger, client:
-        resender = (
-            SandboxResender(url, access_token=access_token, control_token=sandbox_control_token)
-            if resend_sandbox
-            else None
-        )
         try:
             report = sync_transactions(
                 client,
@@ -188,22 +164,17 @@ def sync(
                 max_duration=max_duration,
                 resume=not restart,
                 progress=progress,
-                resend=resender,
             )
         except ServiceError as err:
             raise click.ClickException(err.message) from err
         finally:
             if progress is not None:
                 sys.stderr.write("\n")
-            if resender is not None:
-                resender.close()
         click.echo(
             f"Read {report.pages} page(s), {report.items} transaction(s)"
             + (f", resuming sync {report.run.id}." if report.resumed else ".")
         )
         _print_drift(ledger, report, summary)
-        if report.resent:
-            click.echo(f"Asked the sandbox to resend {len(report.resent)} notification(s).")
     if report.has_drift and current_app and "payhooks" in current_app.extensions:
         app = current_app._get_current_object()  # type: ignore[attr-defined]
         signals.sync_drift.send(app, report=report, drift=dict(report.drift))

@@ -24,8 +24,8 @@ from payhooks.receiver.cli.common import (
     resolve_database,
     settings,
     shown,
+    terminal_text,
 )
-from payhooks.receiver.cli.escaping import terminal_text
 from payhooks.receiver.cli.option_values import DURATION
 from payhooks.receiver.durations import format_duration
 from payhooks.receiver.settings import STORED_HEADERS

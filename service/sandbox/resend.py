@@ -1,10 +1,13 @@
-"""Asking the sandbox to send a missed notification again, through its control API.
+"""Asking the sandbox to send a missed notification again, through its control API:
+``payhooks sandbox resend``.
 
-The interface shows no resend endpoint, so there is none for the real service; the sandbox
-has ``POST /sandbox/notifications/<n>/resend`` (docs/service.md). :class:`SandboxResender` is
-a ``resend`` hook for :func:`~payhooks.service.sync.sync_transactions`: for a missed
-notification it resends the newest notification the sandbox logged for that transaction.
-Sync still settles nothing: the receiver verifies what arrives, as for any notification.
+The interface shows no resend endpoint, so there is none for the real service, and the
+production ``payhooks sync`` never talks to a sandbox; the sandbox has
+``POST /sandbox/notifications/<n>/resend`` (docs/service.md). :func:`resend_missed` reads the
+missed notifications the ledger's sync found (``missed_notification`` rows of the
+``sync_drift`` view) and, for each, :class:`SandboxResender` resends the newest notification the
+sandbox logged for that transaction. Nothing here settles: the receiver verifies what arrives,
+as for any notification.
 """
 
 from __future__ import annotations
@@ -14,9 +17,9 @@ from typing import Any
 import httpx
 
 from payhooks.service.errors import TransportError
-from payhooks.storage import DriftRow
+from payhooks.storage import DriftKind, DriftRow, Ledger
 
-__all__ = ["SandboxResender"]
+__all__ = ["SandboxResender", "resend_missed"]
 
 
 class SandboxResender:
@@ -30,15 +33,17 @@ class SandboxResender:
         self,
         base_url: str,
         *,
-        access_token: str,
+        access_token: str | None = None,
         control_token: str | None = None,
         timeout: float = 10.0,
     ) -> None:
         """:param control_token: the sandbox's control token, sent instead of
-        ``access_token`` when the sandbox was started with one."""
+        ``access_token`` when the sandbox was started with one (without one, its control API
+        is open, on loopback only, and neither is needed)."""
+        token = control_token or access_token
         self._http = httpx.Client(
             base_url=base_url.rstrip("/"),
-            headers={"Authorization": f"Bearer {control_token or access_token}"},
+            headers={"Authorization": f"Bearer {token}"} if token else {},
             timeout=timeout,
         )
         self._latest: dict[str, int] | None = None
@@ -71,3 +76,21 @@ class SandboxResender:
             return False
         self._call("POST", f"/sandbox/notifications/{found}/resend")
         return True
+
+
+def resend_missed(ledger: Ledger, resender: SandboxResender) -> tuple[str, ...]:
+    """Ask the sandbox to resend each notification the ledger's sync found missed.
+
+    :returns: the transactions whose notification the sandbox was asked to send again (one
+        the sandbox never logged is skipped).
+    :raises TransportError: the sandbox's control API failed or refused.
+    """
+    resent: list[str] = []
+    for row in ledger.service.sync_drift():
+        if (
+            row.kind is DriftKind.MISSED_NOTIFICATION
+            and row.transaction_id is not None
+            and resender(row)
+        ):
+            resent.append(row.transaction_id)
+    return tuple(resent)

@@ -2,7 +2,7 @@
 
 Text for people: a short header from the payment's reconciliation row, then one line per event,
 oldest first: its time (UTC, ISO 8601), its kind, its details. Every line is escaped for the
-terminal as a whole (:func:`~payhooks.receiver.cli.escaping.terminal_text`): identifiers,
+terminal as a whole (:func:`~payhooks.receiver.cli.common.terminal_text`): identifiers,
 errors, descriptions and status strings came from outside. JSON for tools: one document,
 ``{"payment": {...}, "events": [...]}``, exact (only JSON's own escapes), amounts as decimal
 strings in major units and times in ISO 8601 with their offset.
@@ -21,8 +21,13 @@ from typing import Any, Literal
 
 import click
 
-from payhooks.receiver.cli.common import database_option, fail_on_storage_errors, ledger_for
-from payhooks.receiver.cli.escaping import terminal_json, terminal_text
+from payhooks.receiver.cli.common import (
+    database_option,
+    fail_on_storage_errors,
+    ledger_for,
+    terminal_json,
+    terminal_text,
+)
 from payhooks.receiver.cli.reports import REPORT_FIELDS, report_record
 from payhooks.storage import (
     CreationAttemptEvent,
