@@ -9,23 +9,13 @@ from __future__ import annotations
 
 from payhooks.storage.archive_leftovers import ArchiveLeftovers
 from payhooks.storage.archives import ArchivedRow, ArchiveError, read_archive
-from payhooks.storage.audit import AuditEntry
 from payhooks.storage.audit_ageing import DEFAULT_AUDIT_HORIZON, AuditAgeing
-from payhooks.storage.audit_refusals import RefusalCount
 from payhooks.storage.currencies import (
     MINOR_UNIT_EXPONENTS,
     UnknownCurrencyError,
     from_minor_units,
     minor_unit_exponent,
     to_minor_units,
-)
-from payhooks.storage.delivery_log import (
-    DeliveryDetails,
-    DeliveryFilter,
-    LoggedDelivery,
-    LogPage,
-    RejectedDelivery,
-    RejectedDetails,
 )
 from payhooks.storage.errors import (
     ConflictError,
@@ -39,20 +29,6 @@ from payhooks.storage.errors import (
     UnknownDeliveryError,
     UnreadableRowError,
 )
-from payhooks.storage.exception_queue import MismatchCount
-from payhooks.storage.exception_reviews import ExceptionReview, ReviewStatus
-from payhooks.storage.finance import bucket_size_for
-from payhooks.storage.finance_rows import (
-    UNEXPECTED_KIND,
-    BucketSize,
-    ChartBucket,
-    Figure,
-    FilteredTotal,
-    FinanceFilter,
-    FinancePage,
-    PeriodFigures,
-    PeriodOverview,
-)
 from payhooks.storage.health import (
     DEFAULT_HEALTH_LOCK_TIMEOUT_MS,
     DEFAULT_MIN_FREE_BYTES,
@@ -64,8 +40,51 @@ from payhooks.storage.ledger import (
     Ledger,
 )
 from payhooks.storage.limits import DEFAULT_POOL_SIZE, MAX_AMOUNT_MINOR, MAX_POOL_SIZE
-from payhooks.storage.log_search import DeliveryErrorCode
 from payhooks.storage.migrations import CopyReport, copy_ledger, migrate
+from payhooks.storage.reads.audit import AuditEntry
+from payhooks.storage.reads.audit_refusals import RefusalCount
+from payhooks.storage.reads.delivery_log import (
+    DeliveryDetails,
+    DeliveryFilter,
+    LoggedDelivery,
+    LogPage,
+    RejectedDelivery,
+    RejectedDetails,
+)
+from payhooks.storage.reads.exception_queue import MismatchCount
+from payhooks.storage.reads.exception_reviews import ExceptionReview, ReviewStatus
+from payhooks.storage.reads.finance import bucket_size_for
+from payhooks.storage.reads.finance_rows import (
+    UNEXPECTED_KIND,
+    BucketSize,
+    ChartBucket,
+    Figure,
+    FilteredTotal,
+    FinanceFilter,
+    FinancePage,
+    PeriodFigures,
+    PeriodOverview,
+)
+from payhooks.storage.reads.log_search import DeliveryErrorCode
+from payhooks.storage.reads.story_rows import (
+    CreationAttemptEvent,
+    DeliveryEvent,
+    EventKind,
+    OutcomeEvent,
+    PaymentStory,
+    RegistrationEvent,
+    ReturnEvent,
+    SignalEvent,
+    StoryEvent,
+    SyncSightingEvent,
+)
+from payhooks.storage.reads.vitals import (
+    ACCEPTED_DELIVERY_STATUSES,
+    FAILED_DELIVERY_STATUSES,
+    ErrorCause,
+    Vitals,
+    WindowCounts,
+)
 from payhooks.storage.records import (
     DEFAULT_STATUS_MAP,
     MISMATCH_STATES,
@@ -89,18 +108,6 @@ from payhooks.storage.rows import (
 )
 from payhooks.storage.signal_rows import FailingSignal, ReceiverRun, SignalRound, SignalRun
 from payhooks.storage.sqlite import SCHEMA_VERSION, backup_ledger
-from payhooks.storage.story_rows import (
-    CreationAttemptEvent,
-    DeliveryEvent,
-    EventKind,
-    OutcomeEvent,
-    PaymentStory,
-    RegistrationEvent,
-    ReturnEvent,
-    SignalEvent,
-    StoryEvent,
-    SyncSightingEvent,
-)
 from payhooks.storage.sync_rows import (
     CreationAttempt,
     CreationFailure,
@@ -112,13 +119,6 @@ from payhooks.storage.sync_rows import (
     SyncStatus,
 )
 from payhooks.storage.targets import is_postgres_url, redacted
-from payhooks.storage.vitals import (
-    ACCEPTED_DELIVERY_STATUSES,
-    FAILED_DELIVERY_STATUSES,
-    ErrorCause,
-    Vitals,
-    WindowCounts,
-)
 
 __all__ = [
     "ACCEPTED_DELIVERY_STATUSES",

@@ -16,7 +16,7 @@ from payhooks.receiver.web.console.chart import (
     draw_chart,
 )
 from payhooks.storage import BucketSize, ChartBucket, Figure
-from payhooks.storage.finance_rows import figure
+from payhooks.storage.reads.finance_rows import figure
 
 SINCE = datetime(2026, 11, 19, tzinfo=UTC)  # a Thursday
 

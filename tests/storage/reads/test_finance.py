@@ -20,8 +20,8 @@ from payhooks.storage import (
     ReconciliationState,
     bucket_size_for,
 )
-from payhooks.storage.finance_rows import Figure
-from payhooks.storage.finance_sql import RECEIVED_SQL, filtered_rows, next_prefix
+from payhooks.storage.reads.finance_rows import Figure
+from payhooks.storage.reads.finance_sql import RECEIVED_SQL, filtered_rows, next_prefix
 from tests.support.factories import T0, FixedClock, make_outcome, record
 
 R = ReconciliationState
