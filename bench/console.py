@@ -74,8 +74,8 @@ from payhooks.receiver.cli.reports import write_report
 from payhooks.receiver.web.console.export_files import ExportFolder
 from payhooks.receiver.web.console.export_writer import write_export
 from payhooks.receiver.web.console.finance_query import parse_finance_query
-from payhooks.storage import FinanceFilter, Ledger
-from payhooks.storage.reads import finance_sql
+from payhooks.storage import Ledger
+from payhooks.storage.reads import FinanceFilter, finance_sql
 from payhooks.storage.reads.finance import bucket_size_for
 from payhooks.storage.times import to_text
 from payhooks.storage.views import RECONCILIATION_COLUMNS

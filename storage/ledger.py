@@ -142,7 +142,7 @@ class Ledger:
             pool_size=pool_size,
             pool_name=pool_name,
         )
-        #: How many schema migrations the database has (:data:`~payhooks.storage.SCHEMA_VERSION`).
+        #: How many migrations the database has (:data:`~payhooks.storage.sqlite.SCHEMA_VERSION`).
         self.schema_version: int = self._engine.schema_version
         # Every write: a transaction, or a savepoint of the open one (the write protocol).
         self._write = self._engine.writer.write

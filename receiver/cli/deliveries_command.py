@@ -28,13 +28,8 @@ from payhooks.receiver.cli.delivery_views import (
 )
 from payhooks.receiver.cli.escaping import terminal_json, terminal_text
 from payhooks.receiver.cli.option_values import moment_callback
-from payhooks.storage import (
-    DeliveryDetails,
-    DeliveryErrorCode,
-    DeliveryFilter,
-    DeliveryStatus,
-    Ledger,
-)
+from payhooks.storage import DeliveryStatus, Ledger
+from payhooks.storage.reads import DeliveryDetails, DeliveryErrorCode, DeliveryFilter
 
 __all__ = ["deliveries"]
 

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from payhooks.receiver.cli.escaping import terminal_text
 from payhooks.receiver.visible_text import body_as_text, json_lines_of
-from payhooks.storage import DeliveryDetails, LoggedDelivery, RejectedDelivery
+from payhooks.storage.reads import DeliveryDetails, LoggedDelivery, RejectedDelivery
 
 __all__ = [
     "DELIVERY_HEADER",

@@ -24,7 +24,7 @@ import click
 from payhooks.receiver.cli.common import database_option, fail_on_storage_errors, ledger_for
 from payhooks.receiver.cli.escaping import terminal_json, terminal_text
 from payhooks.receiver.cli.reports import REPORT_FIELDS, report_record
-from payhooks.storage import (
+from payhooks.storage.reads import (
     CreationAttemptEvent,
     DeliveryEvent,
     OutcomeEvent,

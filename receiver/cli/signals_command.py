@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -25,7 +26,9 @@ from payhooks.receiver.cli.common import (
 from payhooks.receiver.cli.delivery_commands import app_or_none
 from payhooks.receiver.cli.escaping import terminal_text
 from payhooks.receiver.pipeline import send_owed
-from payhooks.storage import OwedSignal
+
+if TYPE_CHECKING:
+    from payhooks.storage.rows import OwedSignal
 
 __all__ = ["signals"]
 

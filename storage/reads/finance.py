@@ -116,8 +116,8 @@ class FinanceBook:
         self._engine = engine
 
     def figures(self, since: datetime, until: datetime) -> PeriodFigures:
-        """The tiles of ``[since, until)`` (:class:`~payhooks.storage.PeriodFigures` says
-        which time selects each).
+        """The tiles of ``[since, until)``
+        (:class:`~payhooks.storage.reads.finance_rows.PeriodFigures` says which time selects each).
 
         :raises ValueError: a naive time, or ``until`` not after ``since``.
         """

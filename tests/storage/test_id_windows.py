@@ -11,8 +11,9 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from payhooks.storage import DeliveryFilter, Ledger
+from payhooks.storage import Ledger
 from payhooks.storage.id_windows import EMPTY_RANGE, id_range
+from payhooks.storage.reads import DeliveryFilter
 from tests.support.factories import T0
 
 

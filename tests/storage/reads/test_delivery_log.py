@@ -10,11 +10,10 @@ from typing import Any
 
 import pytest
 
-from payhooks.storage import (
+from payhooks.storage import DeliveryStatus, Ledger
+from payhooks.storage.reads import (
     DeliveryDetails,
     DeliveryFilter,
-    DeliveryStatus,
-    Ledger,
     LoggedDelivery,
     RejectedDelivery,
     RejectedDetails,

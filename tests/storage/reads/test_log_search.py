@@ -8,13 +8,8 @@ from typing import Any
 
 import pytest
 
-from payhooks.storage import (
-    DeliveryErrorCode,
-    DeliveryFilter,
-    Ledger,
-    ListedTransaction,
-    PaymentState,
-)
+from payhooks.storage import Ledger, ListedTransaction, PaymentState
+from payhooks.storage.reads import DeliveryErrorCode, DeliveryFilter
 from payhooks.storage.reads.log_search import prefix_bounds
 from tests.support.factories import T0, make_outcome, raise_in_round
 
