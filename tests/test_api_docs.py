@@ -92,4 +92,3 @@ def test_the_faces_stay_within_their_sizes() -> None:
     assert len(tables["payhooks.storage"]) <= 45
     assert len(tables["payhooks.storage.reads"]) <= 25
     assert len(tables["payhooks.receiver"]) <= 20
-
