@@ -34,7 +34,7 @@ Run::
     python -m bench.console --n 100000 --start-postgres  # on a throwaway PostgreSQL server
 
 The finance page is measured too: ``/reconciliation`` (its default period, 90 days, and 90
-days with the chart as a table) against the statements of ``storage/finance_sql.py`` it runs,
+days with the chart as a table) against the statements of ``storage/reads/finance_sql.py`` it runs,
 its 90-day chart (``Ledger.finance.buckets``, the SQL and the folding into buckets) against the
 bare daily aggregates (goal 2x), and the console's export of the 90 days' rows (what its
 writer does outside the request, run here on this thread, into a file) against what
@@ -74,8 +74,9 @@ from payhooks.receiver.cli.reports import write_report
 from payhooks.receiver.web.console.export_files import ExportFolder
 from payhooks.receiver.web.console.export_writer import write_export
 from payhooks.receiver.web.console.finance_query import parse_finance_query
-from payhooks.storage import FinanceFilter, Ledger, finance_sql
-from payhooks.storage.finance import bucket_size_for
+from payhooks.storage import Ledger
+from payhooks.storage.reads import FinanceFilter, finance_sql
+from payhooks.storage.reads.finance import bucket_size_for
 from payhooks.storage.times import to_text
 from payhooks.storage.views import RECONCILIATION_COLUMNS
 from payhooks.verify import generate_keypair

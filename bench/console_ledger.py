@@ -35,9 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.reconcile import INSERT_STATE_SQL, check_sample, sample_identifiers, state_rows
-from payhooks.storage import STATE_RANK, Ledger, PaymentState, migrate
+from payhooks.storage import Ledger, PaymentState, migrate
 from payhooks.storage.limits import DEFAULT_MAX_REJECTED
 from payhooks.storage.payment_states import COLUMNS as PAYMENT_STATE_COLUMNS
+from payhooks.storage.records import STATE_RANK
 from payhooks.storage.times import to_text
 
 __all__ = ["END", "SPAN", "build", "built_n", "delivery_at", "identifier"]

@@ -70,10 +70,11 @@ from typing import Any
 from bench.postgres import add_arguments, postgres_database, settings
 from bench.proc_cpu import TICKS_PER_SECOND, cpu_ticks
 from bench.rounds import alternate, at_least, ratios
-from payhooks.storage import STATE_RANK, Ledger, PaymentKind, PaymentState, migrate
+from payhooks.storage import Ledger, PaymentKind, PaymentState, migrate
 from payhooks.storage.payment_states import COLUMNS as PAYMENT_STATE_COLUMNS
 from payhooks.storage.payment_states import _values as payment_state_values
 from payhooks.storage.payment_states import refresh
+from payhooks.storage.records import STATE_RANK
 from payhooks.storage.rules import (
     Expectation,
     Inputs,

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from payhooks.receiver.checks import CheckLimits, CheckReport, CheckResult, run_checks
     from payhooks.receiver.config import config_from_env
     from payhooks.receiver.extension import PayHooks
-    from payhooks.receiver.payloads import PayloadError, load_status_map, parse_notification
+    from payhooks.receiver.payloads import PayloadError, parse_notification
     from payhooks.receiver.settings import ReceiverSettings, load_settings
     from payhooks.receiver.signals import (
         notification_received,
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
         payment_succeeded,
     )
     from payhooks.receiver.state import ReceiverState, receiver_state
-    from payhooks.receiver.web import ReturnView, blueprint, return_url
+    from payhooks.receiver.web import blueprint, return_url
     from payhooks.receiver.web.console import Console, ConsoleGrant, ConsoleRole
     from payhooks.receiver.web.metrics import Metrics
 
@@ -50,11 +50,9 @@ _HOMES = {
     "PayloadError": "payhooks.receiver.payloads",
     "ReceiverSettings": "payhooks.receiver.settings",
     "ReceiverState": "payhooks.receiver.state",
-    "ReturnView": "payhooks.receiver.web",
     "blueprint": "payhooks.receiver.web",
     "config_from_env": "payhooks.receiver.config",
     "load_settings": "payhooks.receiver.settings",
-    "load_status_map": "payhooks.receiver.payloads",
     "notification_received": "payhooks.receiver.signals",
     "parse_notification": "payhooks.receiver.payloads",
     "payment_failed": "payhooks.receiver.signals",
@@ -77,11 +75,9 @@ __all__ = [
     "PayloadError",
     "ReceiverSettings",
     "ReceiverState",
-    "ReturnView",
     "blueprint",
     "config_from_env",
     "load_settings",
-    "load_status_map",
     "notification_received",
     "parse_notification",
     "payment_failed",

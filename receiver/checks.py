@@ -1,6 +1,6 @@
 """The health checks: the ledger's vital figures against the operator's limits.
 
-:func:`evaluate` decides, from one :class:`payhooks.storage.Vitals`, each check's pass or fail
+:func:`evaluate` decides, from one :class:`payhooks.storage.reads.Vitals`, each check's pass or fail
 with one line saying why; it keeps no state, so cron can run it as often as it likes.
 ``payhooks check`` prints the result (docs/cli.md); :func:`run_checks` runs it in the
 merchant's app, for their scheduler, and sends :data:`payhooks.receiver.signals.check_failed`
@@ -39,7 +39,7 @@ from flask import Flask, current_app
 from payhooks.receiver import signals
 from payhooks.receiver.durations import format_duration
 from payhooks.receiver.state import receiver_state
-from payhooks.storage import Vitals
+from payhooks.storage.reads import Vitals
 
 __all__ = [
     "CHECK_NAMES",

@@ -73,5 +73,5 @@ sync_drift = _signals.signal("sync-drift")
 #: merchant's app, never by the plain ``payhooks check``) once for each check that fails: the
 #: signal for alerting in the app. Not about one outcome, so its keyword arguments are its
 #: own: ``check``, the failing :class:`payhooks.receiver.CheckResult` (its ``name`` is stable),
-#: and ``vitals``, the :class:`payhooks.storage.Vitals` it was decided on.
+#: and ``vitals``, the :class:`payhooks.storage.reads.Vitals` it was decided on.
 check_failed = _signals.signal("check-failed")

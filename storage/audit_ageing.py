@@ -10,7 +10,7 @@ SHA-256), and so does an entry in the log itself, ``prune_audit_log`` by ``payho
 written with the permit and never covered by it. After the deletes the permit covers only
 rows that are gone; an entry appended later has a higher id.
 
-The refusal counts (:mod:`payhooks.storage.audit_refusals`) of the minutes before the horizon
+The refusal counts (:mod:`payhooks.storage.reads.audit_refusals`) of the minutes before the horizon
 go into the same archive and are deleted with the entries: they are counts, not evidence, so
 no permit guards them, but a prune that drops rows keeps a copy of what it dropped.
 
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from payhooks.storage.archives import ArchiveWriter
-from payhooks.storage.audit_refusals import minute_of
+from payhooks.storage.reads.audit_refusals import minute_of
 from payhooks.storage.sql import Connection
 from payhooks.storage.times import to_text
 

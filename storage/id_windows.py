@@ -4,8 +4,8 @@
 index costs every write, so neither indexes ``received_at``. Their ids increase with it,
 though (a row is stored with the time it arrived, one writer at a time), so the first row of
 a window is found by a search over ids, a few round trips of primary-key lookups, and the window is
-read as a primary-key range. The health strip (:mod:`payhooks.storage.vitals`) counts its
-windows so, and the delivery log (:mod:`payhooks.storage.delivery_log`) filters by them.
+read as a primary-key range. The health strip (:mod:`payhooks.storage.reads.vitals`) counts its
+windows so, and the delivery log (:mod:`payhooks.storage.reads.delivery_log`) filters by them.
 
 Rows stored out of time order (one stored with an explicit, earlier ``received_at``; a clock
 stepped back) break the assumption: the search probes some rows only, so a bound lands on

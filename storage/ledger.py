@@ -19,10 +19,10 @@ from sqlite_utils import Database
 
 import payhooks.storage.payment_states as payment_states
 import payhooks.storage.payments as payments
+import payhooks.storage.reads.story as story
+import payhooks.storage.reads.vitals as vitals
 import payhooks.storage.reconciliation as reconciliation
 import payhooks.storage.retention as retention
-import payhooks.storage.story as story
-import payhooks.storage.vitals as vitals
 from payhooks.storage.audit_ageing import check_prune
 from payhooks.storage.checks import (
     SYNCHRONOUS_MODES,
@@ -31,10 +31,8 @@ from payhooks.storage.checks import (
     enum_member,
     payment_values,
 )
-from payhooks.storage.console_book import ConsoleBook
 from payhooks.storage.engines import Engine, open_engine
 from payhooks.storage.errors import ConflictError
-from payhooks.storage.finance import FinanceBook
 from payhooks.storage.health import (
     DEFAULT_HEALTH_LOCK_TIMEOUT_MS,
     DEFAULT_MIN_FREE_BYTES,
@@ -47,15 +45,17 @@ from payhooks.storage.limits import (
     check_pool_size,
 )
 from payhooks.storage.read_limits import check_limit_ms
+from payhooks.storage.reads.console_book import ConsoleBook
+from payhooks.storage.reads.finance import FinanceBook
+from payhooks.storage.reads.story_rows import PaymentStory
+from payhooks.storage.reads.vitals import Vitals
 from payhooks.storage.receiver_records import ReceiverRecords
 from payhooks.storage.records import ReconciliationState
 from payhooks.storage.retention import DEFAULT_PRUNE_BATCH, PruneReport
 from payhooks.storage.rows import PaymentKind, ReconciliationRow, SummaryRow
 from payhooks.storage.service_records import ServiceRecords
 from payhooks.storage.signal_book import SignalBook
-from payhooks.storage.story_rows import PaymentStory
 from payhooks.storage.times import Clock, system_clock, to_text
-from payhooks.storage.vitals import Vitals
 
 __all__ = ["DEFAULT_MAX_REJECTED", "DEFAULT_MAX_RETURNS", "SYNCHRONOUS_MODES", "Ledger"]
 
@@ -142,7 +142,7 @@ class Ledger:
             pool_size=pool_size,
             pool_name=pool_name,
         )
-        #: How many schema migrations the database has (:data:`~payhooks.storage.SCHEMA_VERSION`).
+        #: How many migrations the database has (:data:`~payhooks.storage.sqlite.SCHEMA_VERSION`).
         self.schema_version: int = self._engine.schema_version
         # Every write: a transaction, or a savepoint of the open one (the write protocol).
         self._write = self._engine.writer.write
@@ -385,7 +385,7 @@ class Ledger:
         changed within ``mismatch_window``).
 
         A read only, in one connection; its cost follows the last day's traffic, not the
-        ledger's size (:mod:`payhooks.storage.vitals`).
+        ledger's size (:mod:`payhooks.storage.reads.vitals`).
 
         :raises ValueError: ``now`` is naive, or ``mismatch_window`` is not positive.
         :raises UnreadableRowError: a time the figures read is not one payhooks writes (a

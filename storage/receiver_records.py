@@ -9,12 +9,15 @@ from datetime import datetime
 from typing import Any
 
 import payhooks.storage.deliveries as deliveries
-import payhooks.storage.delivery_log as delivery_log
 import payhooks.storage.outcomes as outcomes
+import payhooks.storage.reads.delivery_log as delivery_log
 import payhooks.storage.rejected_deliveries as rejected_deliveries
 import payhooks.storage.returns as returns
 from payhooks.storage.checks import check_amount, check_delivery, enum_member, markable_status
-from payhooks.storage.delivery_log import (
+from payhooks.storage.engines import Engine
+from payhooks.storage.errors import UnknownDeliveryError
+from payhooks.storage.payment_states import Refresh
+from payhooks.storage.reads.delivery_log import (
     DeliveryDetails,
     DeliveryFilter,
     LoggedDelivery,
@@ -22,9 +25,6 @@ from payhooks.storage.delivery_log import (
     RejectedDelivery,
     RejectedDetails,
 )
-from payhooks.storage.engines import Engine
-from payhooks.storage.errors import UnknownDeliveryError
-from payhooks.storage.payment_states import Refresh
 from payhooks.storage.records import Outcome
 from payhooks.storage.rows import Delivery, DeliveryStatus, RecordedOutcome, ReturnKind
 from payhooks.storage.times import Clock, to_text

@@ -57,7 +57,7 @@ _SELECT_FAILURE = (
 
 def sync_run_from_row(row: tuple[Any, ...] | None) -> SyncRun | None:
     """A row of ``service_transactions.latest_run`` as a :class:`SyncRun` (None for none):
-    shared with :mod:`payhooks.storage.vitals`, which reads the last run in its own query."""
+    shared with :mod:`payhooks.storage.reads.vitals`, which reads the last run in its own query."""
     if row is None:
         return None
     ident, started, before, status, cursor, pages, items, error, updated, finished = row

@@ -1,6 +1,6 @@
 """What the ledger keeps of a signal's sending: each receiver's run, a round, a failing signal.
 
-A signal (a row of ``owed_signals``, :class:`~payhooks.storage.OwedSignal`) is owed until
+A signal (a row of ``owed_signals``, :class:`~payhooks.storage.rows.OwedSignal`) is owed until
 every receiver connected to it has returned. Each round of sending runs the receivers that have
 not returned yet and is recorded as one :class:`SignalRound`. A first round in which every
 receiver returned is kept compactly on the signal's own row (the common case costs a delivery

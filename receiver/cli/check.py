@@ -22,7 +22,7 @@ import json
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from flask import current_app
@@ -38,7 +38,9 @@ from payhooks.receiver.cli.common import (
 from payhooks.receiver.cli.deliveries import app_or_none
 from payhooks.receiver.cli.option_values import DURATION, PERCENT
 from payhooks.receiver.pipeline import send_owed
-from payhooks.storage import OwedSignal
+
+if TYPE_CHECKING:
+    from payhooks.storage.rows import OwedSignal
 
 __all__ = [
     "check",

@@ -46,13 +46,8 @@ from payhooks.receiver.pipeline import (
     delivery_ids,
     reprocess_deliveries,
 )
-from payhooks.storage import (
-    DeliveryDetails,
-    DeliveryErrorCode,
-    DeliveryFilter,
-    DeliveryStatus,
-    Ledger,
-)
+from payhooks.storage import DeliveryStatus, Ledger
+from payhooks.storage.reads import DeliveryDetails, DeliveryErrorCode, DeliveryFilter
 
 __all__ = [
     "app_or_none",

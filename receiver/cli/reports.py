@@ -37,14 +37,8 @@ from payhooks.receiver.report_csv import (
     report_record,
 )
 from payhooks.receiver.visible_text import body_as_text, json_lines_of
-from payhooks.storage import (
-    MISMATCH_STATES,
-    DeliveryDetails,
-    LoggedDelivery,
-    ReconciliationRow,
-    RejectedDelivery,
-    from_minor_units,
-)
+from payhooks.storage import MISMATCH_STATES, ReconciliationRow, from_minor_units
+from payhooks.storage.reads import DeliveryDetails, LoggedDelivery, RejectedDelivery
 
 __all__ = [
     "DELIVERY_HEADER",

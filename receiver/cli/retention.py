@@ -13,6 +13,7 @@ from __future__ import annotations
 import shlex
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -29,7 +30,10 @@ from payhooks.receiver.cli.common import (
 from payhooks.receiver.cli.option_values import DURATION
 from payhooks.receiver.durations import format_duration
 from payhooks.receiver.settings import STORED_HEADERS
-from payhooks.storage import DEFAULT_AUDIT_HORIZON, NotALedgerError, PruneReport, backup_ledger
+from payhooks.storage import DEFAULT_AUDIT_HORIZON, NotALedgerError, backup_ledger
+
+if TYPE_CHECKING:
+    from payhooks.storage.retention import PruneReport
 
 __all__ = ["backup", "check_command", "prune", "restore_pruned"]
 

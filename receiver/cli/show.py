@@ -29,7 +29,7 @@ from payhooks.receiver.cli.common import (
     terminal_text,
 )
 from payhooks.receiver.cli.reports import REPORT_FIELDS, report_record
-from payhooks.storage import (
+from payhooks.storage.reads import (
     CreationAttemptEvent,
     DeliveryEvent,
     OutcomeEvent,

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta, tzinfo
 from functools import partial
+from typing import TYPE_CHECKING
 
 from payhooks.receiver.payloads import PayloadError, parse_notification
 from payhooks.storage import (
@@ -31,12 +32,14 @@ from payhooks.storage import (
     DeliveryStatus,
     Ledger,
     Outcome,
-    OwedSignal,
     PaymentState,
     ReconciliationState,
     StorageError,
     StorageUnavailableError,
 )
+
+if TYPE_CHECKING:
+    from payhooks.storage.rows import OwedSignal
 
 __all__ = [
     "DEFAULT_SIGNAL_LEASE",
@@ -58,9 +61,9 @@ class ProcessedDelivery:
 
     delivery_id: int
     #: What the delivery is now: ``processed``, ``duplicate`` or ``conflicting_outcome`` (the
-    #: ledger's :attr:`payhooks.storage.RecordedOutcome.delivery_status`), or ``malformed_json``,
-    #: ``invalid_payload``, ``processing_error``. For a :attr:`redelivery`, ``duplicate``:
-    #: the answer, while the stored row keeps its own status.
+    #: ledger's :attr:`payhooks.storage.rows.RecordedOutcome.delivery_status`), or
+    #: ``malformed_json``, ``invalid_payload``, ``processing_error``. For a :attr:`redelivery`,
+    #: ``duplicate``: the answer, while the stored row keeps its own status.
     status: DeliveryStatus
     #: The payment's reconciliation state after the outcome was recorded (for a redelivery:
     #: that of the payment its stored outcome names); None otherwise.

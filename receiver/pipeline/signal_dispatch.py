@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import groupby
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from blinker import NamedSignal
 
@@ -32,12 +32,14 @@ from payhooks.receiver.signal_retries import SignalRetries
 from payhooks.storage import (
     Ledger,
     Outcome,
-    OwedSignal,
     ReceiverRun,
     ReconciliationState,
     SignalRound,
     StorageError,
 )
+
+if TYPE_CHECKING:
+    from payhooks.storage.rows import OwedSignal
 
 __all__ = [
     "SendReport",

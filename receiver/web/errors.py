@@ -40,7 +40,7 @@ ERROR_CODES: Mapping[str, int] = {
     "processing_error": 503,
     "non_canonical_body": 401,
     "forbidden": 403,
-    # GET /health (payhooks.storage.HEALTH_CODES): the ledger could not take a write now.
+    # GET /health (payhooks.storage.health.HEALTH_CODES): the ledger could not take a write now.
     "ledger_read_only": 503,
     "ledger_disk_full": 503,
     "ledger_locked": 503,

@@ -2,9 +2,9 @@
 
 For load balancers and orchestrators: 200 when the ledger answers, can be written and has this
 payhooks' schema; otherwise 503 in the JSON error shape, with one of
-:data:`payhooks.storage.HEALTH_CODES` (and ``Retry-After``), so a probe takes the receiver out
-of rotation before the service's deliveries start failing. It says nothing about payments and
-nothing secret: the engine and the schema version at most.
+:data:`payhooks.storage.health.HEALTH_CODES` (and ``Retry-After``), so a probe takes the
+receiver out of rotation before the service's deliveries start failing. It says nothing about
+payments and nothing secret: the engine and the schema version at most.
 
 It writes nothing (:meth:`payhooks.storage.Ledger.health`), and anyone may ask, as often as
 they like: each process answers from its last probe for a second and probes once at a time

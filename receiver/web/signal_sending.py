@@ -12,13 +12,16 @@ import logging
 import weakref
 from collections.abc import Mapping
 from functools import partial
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from flask import Flask, current_app
 
 from payhooks.receiver.pipeline import RetryTimer, has_receivers, send_claimed, sweep_unclaimed
 from payhooks.receiver.state import ReceiverState, receiver_state
-from payhooks.storage import Outcome, OwedSignal, StorageError
+from payhooks.storage import Outcome, StorageError
+
+if TYPE_CHECKING:
+    from payhooks.storage.rows import OwedSignal
 
 __all__ = ["RETRY_TIMER_KEY", "install_retry_timer", "send_after_answer", "send_due"]
 

@@ -31,6 +31,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from payhooks.service.client import ServiceClient, Transaction
 from payhooks.service.errors import MalformedResponseError, ServiceError, ServiceResponseError
@@ -41,8 +42,10 @@ from payhooks.storage import (
     ListedTransaction,
     PaymentState,
     StorageError,
-    SyncRun,
 )
+
+if TYPE_CHECKING:
+    from payhooks.storage.sync_rows import SyncRun
 
 __all__ = [
     "DEFAULT_MAX_AGE",

@@ -10,7 +10,8 @@ import pytest
 
 from payhooks.receiver import CheckLimits, CheckResult
 from payhooks.receiver.checks import evaluate
-from payhooks.storage import Vitals, WindowCounts
+from payhooks.storage.reads import Vitals
+from payhooks.storage.reads.vitals import WindowCounts
 from tests.support.factories import T0
 
 

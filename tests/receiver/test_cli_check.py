@@ -15,7 +15,8 @@ from click.testing import Result
 from flask import Flask
 
 from payhooks.receiver import CheckLimits, CheckResult, run_checks, signals
-from payhooks.storage import DeliveryStatus, Ledger, ListedTransaction, PaymentState, Vitals
+from payhooks.storage import DeliveryStatus, Ledger, ListedTransaction, PaymentState
+from payhooks.storage.reads import Vitals
 from tests.support.app import AppFactory, notification_body, standard_webhooks_signer
 from tests.support.cli import clean_env, run
 from tests.support.factories import FixedClock, make_outcome, record

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from payhooks.storage import SCHEMA_VERSION, Ledger
+from payhooks.storage import Ledger
+from payhooks.storage.sqlite import SCHEMA_VERSION
 from tests.support.cli import clean_env, run
 from tests.support.read_only import fingerprint, unwritable
 

@@ -22,7 +22,8 @@ from flask import Flask
 
 from payhooks.receiver import PayHooks, receiver_state
 from payhooks.receiver.web.health import health_cache
-from payhooks.storage import SCHEMA_VERSION, Ledger, migrate
+from payhooks.storage import Ledger, migrate
+from payhooks.storage.sqlite import SCHEMA_VERSION
 from tests.support.app import TEST_SECRET, AppFactory
 from tests.support.disks import small_tmpfs
 from tests.support.live_server import eventually

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from payhooks.storage import ArchiveLeftovers, Ledger, read_archive
-from payhooks.storage.archive_leftovers import IDLE_SECONDS, sweep_leftovers
+from payhooks.storage import Ledger, read_archive
+from payhooks.storage.archive_leftovers import IDLE_SECONDS, ArchiveLeftovers, sweep_leftovers
 from payhooks.storage.archives import ArchiveWriter, checksum_path, partial_path
 from payhooks.storage.retention import archive_name
 from tests.support.factories import T0, FixedClock, make_outcome

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from payhooks.storage import ArchiveError, read_archive
-from payhooks.storage.archives import checksum_path
+from payhooks.storage import read_archive
+from payhooks.storage.archives import ArchiveError, checksum_path
 
 
 def _record(row_id: int, body: bytes) -> bytes:

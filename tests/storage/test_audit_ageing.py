@@ -17,7 +17,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from payhooks.storage import ArchiveError, Ledger, StorageError, read_archive
+from payhooks.storage import Ledger, StorageError, read_archive
+from payhooks.storage.archives import ArchiveError
 from tests.support.factories import FixedClock
 
 DAY = timedelta(days=1)

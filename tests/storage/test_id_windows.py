@@ -11,8 +11,9 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from payhooks.storage import DeliveryFilter, Ledger
+from payhooks.storage import Ledger
 from payhooks.storage.id_windows import EMPTY_RANGE, id_range
+from payhooks.storage.reads import DeliveryFilter
 from tests.support.factories import T0
 
 
@@ -125,7 +126,7 @@ def test_only_the_tables_ordered_by_time_are_searched() -> None:
 @pytest.mark.sqlite_only  # SQLite's query plans
 @pytest.mark.parametrize("until", [None, _at(5)])
 def test_a_windowed_log_reads_a_primary_key_range(ledger: Ledger, until: datetime | None) -> None:
-    from payhooks.storage.delivery_log import _ENTRY_COLUMNS, _FROM, _where
+    from payhooks.storage.reads.delivery_log import _ENTRY_COLUMNS, _FROM, _where
 
     _store(ledger, IN_ORDER)
     conn = ledger.database.conn

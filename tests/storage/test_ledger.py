@@ -19,9 +19,9 @@ from payhooks.storage import (
     PaymentState,
     ReconciliationState,
     StorageError,
-    UnknownDeliveryError,
 )
 from payhooks.storage.currencies import UnknownCurrencyError
+from payhooks.storage.errors import UnknownDeliveryError
 from tests.support.engines import tables
 from tests.support.factories import T0, FixedClock, make_outcome, raise_in_round, record
 

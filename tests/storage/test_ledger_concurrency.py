@@ -15,14 +15,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from payhooks.storage import (
-    SCHEMA_VERSION,
-    DeliveryStatus,
-    Ledger,
-    Outcome,
-    ReconciliationState,
-    StorageError,
-)
+from payhooks.storage import DeliveryStatus, Ledger, Outcome, ReconciliationState, StorageError
+from payhooks.storage.sqlite import SCHEMA_VERSION
 from tests.support.factories import make_outcome
 
 WORKERS = 4

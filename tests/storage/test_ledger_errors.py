@@ -16,8 +16,8 @@ from payhooks.storage import (
     ReconciliationState,
     StorageError,
     StorageUnavailableError,
-    UnknownDeliveryError,
 )
+from payhooks.storage.errors import UnknownDeliveryError
 from tests.support.factories import make_outcome, record
 
 

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from payhooks.storage import Ledger, UnknownDeliveryError
+from payhooks.storage import Ledger
+from payhooks.storage.errors import UnknownDeliveryError
 from tests.support.factories import make_outcome
 
 _UNIQUE = itertools.count()

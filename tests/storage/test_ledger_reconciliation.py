@@ -18,13 +18,13 @@ from sqlite_utils import Database
 from payhooks.storage import (
     MAX_AMOUNT_MINOR,
     MISMATCH_STATES,
-    STATE_RANK,
     Ledger,
     PaymentKind,
     PaymentState,
     ReconciliationRow,
     ReconciliationState,
 )
+from payhooks.storage.records import STATE_RANK
 from tests.support.engines import tables
 from tests.support.factories import T0, FixedClock, make_outcome, record
 

@@ -17,8 +17,8 @@ from payhooks.storage import (
     PaymentKind,
     PaymentState,
     ReconciliationState,
-    SyncStatus,
 )
+from payhooks.storage.sync_rows import SyncStatus
 from tests.support.engines import tables
 from tests.support.factories import FixedClock, make_outcome, record
 

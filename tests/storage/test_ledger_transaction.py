@@ -10,14 +10,8 @@ import psycopg
 import pytest
 from sqlite_utils import Database
 
-from payhooks.storage import (
-    DeliveryStatus,
-    Ledger,
-    StorageError,
-    StorageUnavailableError,
-    UnknownDeliveryError,
-)
-from payhooks.storage.errors import NESTED_WRITE_FAILED
+from payhooks.storage import DeliveryStatus, Ledger, StorageError, StorageUnavailableError
+from payhooks.storage.errors import NESTED_WRITE_FAILED, UnknownDeliveryError
 from tests.support.factories import make_outcome
 
 

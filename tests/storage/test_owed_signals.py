@@ -7,7 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from payhooks.storage import Ledger, OwedSignal, PaymentState, ReceiverRun, SignalRound
+from payhooks.storage import Ledger, PaymentState, ReceiverRun, SignalRound
+from payhooks.storage.rows import OwedSignal
 from tests.support.engines import tables
 from tests.support.factories import FixedClock, make_outcome, raise_in_round, record
 

@@ -25,9 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from payhooks.storage import (
-    SCHEMA_VERSION,
     DeliveryStatus,
-    FinanceFilter,
     Ledger,
     ListedTransaction,
     PaymentState,
@@ -37,6 +35,8 @@ from payhooks.storage import (
     migrate,
 )
 from payhooks.storage.postgresql import close_pools
+from payhooks.storage.reads import FinanceFilter
+from payhooks.storage.sqlite import SCHEMA_VERSION
 from tests.support.cli import run
 from tests.support.engines import tables
 from tests.support.factories import FixedClock, make_outcome, record

@@ -7,7 +7,8 @@ from decimal import Decimal
 
 import pytest
 
-from payhooks.storage import DEFAULT_STATUS_MAP, STATE_RANK, PaymentState
+from payhooks.storage import DEFAULT_STATUS_MAP, PaymentState
+from payhooks.storage.records import STATE_RANK
 from tests.support.factories import make_outcome
 
 

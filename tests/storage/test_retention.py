@@ -18,14 +18,9 @@ from typing import Any
 
 import pytest
 
-from payhooks.storage import (
-    ArchiveError,
-    DeliveryEvent,
-    DeliveryStatus,
-    Ledger,
-    read_archive,
-)
-from payhooks.storage.archives import ARCHIVE_SUFFIX
+from payhooks.storage import DeliveryStatus, Ledger, read_archive
+from payhooks.storage.archives import ARCHIVE_SUFFIX, ArchiveError
+from payhooks.storage.reads import DeliveryEvent
 from payhooks.storage.retention import archive_name
 from tests.support.factories import FixedClock, make_outcome
 from tests.support.retention import forge_archive

@@ -9,14 +9,9 @@ from pathlib import Path
 import pytest
 from sqlite_utils import Database
 
-from payhooks.storage import (
-    SCHEMA_VERSION,
-    DeliveryStatus,
-    Ledger,
-    ReconciliationState,
-    SchemaVersionError,
-)
-from payhooks.storage.sqlite import MIGRATIONS
+from payhooks.storage import DeliveryStatus, Ledger, ReconciliationState
+from payhooks.storage.errors import SchemaVersionError
+from payhooks.storage.sqlite import MIGRATIONS, SCHEMA_VERSION
 
 
 def test_a_new_file_gets_every_table_and_the_view(tmp_path: Path) -> None:

@@ -15,7 +15,8 @@ from click.testing import CliRunner, Result
 
 from payhooks.receiver.console import payhooks
 from payhooks.receiver.payloads import parse_notification
-from payhooks.storage import Ledger, RecordedOutcome
+from payhooks.storage import Ledger
+from payhooks.storage.rows import RecordedOutcome
 
 
 @pytest.fixture

@@ -11,16 +11,8 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from payhooks.storage import (
-    Flow,
-    Ledger,
-    Outcome,
-    OwedSignal,
-    PaymentState,
-    ReceiverRun,
-    RecordedOutcome,
-    SignalRound,
-)
+from payhooks.storage import Flow, Ledger, Outcome, PaymentState, ReceiverRun, SignalRound
+from payhooks.storage.rows import OwedSignal, RecordedOutcome
 
 __all__ = ["T0", "FixedClock", "make_outcome", "record"]
 

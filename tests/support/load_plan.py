@@ -26,13 +26,8 @@ from decimal import Decimal
 from typing import Any
 
 from payhooks.receiver.testing import Connection, Payload, send_signed
-from payhooks.storage import (
-    Ledger,
-    ReconciliationState,
-    SummaryRow,
-    from_minor_units,
-    minor_unit_exponent,
-)
+from payhooks.storage import Ledger, ReconciliationState, from_minor_units, minor_unit_exponent
+from payhooks.storage.rows import SummaryRow
 from payhooks.verify import Signer
 
 __all__ = [

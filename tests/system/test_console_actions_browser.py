@@ -16,7 +16,8 @@ import pytest
 from flask import Flask
 
 from payhooks.receiver import Console
-from payhooks.storage import DeliveryStatus, Ledger, ReviewStatus
+from payhooks.storage import DeliveryStatus, Ledger
+from payhooks.storage.reads import ReviewStatus
 from tests.support.app import AppFactory, BodyFactory
 from tests.support.browser import BROWSER_TIMEOUT_MS, SCREENS
 from tests.support.console_actions import OPERATOR, VIEWER, grant_hook

@@ -23,7 +23,8 @@ import pytest
 from flask import Flask
 
 from payhooks.receiver import Console, Metrics, signals
-from payhooks.storage import Ledger, SignalEvent
+from payhooks.storage import Ledger
+from payhooks.storage.reads import SignalEvent
 from tests.support.app import AppFactory, BodyFactory, SignFunction
 from tests.support.browser import BROWSER_TIMEOUT_MS
 from tests.support.console_actions import OPERATOR, grant_hook

@@ -18,12 +18,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from markupsafe import Markup, escape
 
 from payhooks.receiver.web.console.filters import visible
-from payhooks.storage import BucketSize, ChartBucket, from_minor_units
+from payhooks.storage import from_minor_units
+from payhooks.storage.reads import BucketSize
+
+if TYPE_CHECKING:
+    from payhooks.storage.reads.finance_rows import ChartBucket
 
 __all__ = ["Point", "Series", "bucket_label", "bucket_starts", "chart_series", "draw_chart"]
 

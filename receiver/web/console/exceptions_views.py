@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from flask import render_template, request, url_for
 from werkzeug.wrappers import Response as BaseResponse
@@ -31,12 +31,14 @@ from payhooks.storage import (
     MISMATCH_STATES,
     DriftKind,
     DriftRow,
-    ExceptionReview,
-    MismatchCount,
     ReconciliationRow,
-    ReviewStatus,
     from_minor_units,
 )
+from payhooks.storage.reads import ReviewStatus
+
+if TYPE_CHECKING:
+    from payhooks.storage.reads.exception_queue import MismatchCount
+    from payhooks.storage.reads.exception_reviews import ExceptionReview
 
 __all__ = ["AGES", "MAX_LISTED", "exceptions", "review"]
 

@@ -33,7 +33,8 @@ from payhooks.receiver.web.console.export_files import (
     ExportRecord,
     ExportState,
 )
-from payhooks.storage import FinanceFilter, ReconciliationRow, StorageError
+from payhooks.storage import ReconciliationRow, StorageError
+from payhooks.storage.reads import FinanceFilter
 
 __all__ = ["CHUNK_BYTES", "start_writer", "write_export"]
 

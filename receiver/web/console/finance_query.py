@@ -24,14 +24,8 @@ from typing import Any, Final
 from werkzeug.datastructures import MultiDict
 
 from payhooks.receiver.web.console.query import MAX_IDENTIFIER_LENGTH, MAX_LIMIT, BadQuery
-from payhooks.storage import (
-    MINOR_UNIT_EXPONENTS,
-    UNEXPECTED_KIND,
-    FinanceFilter,
-    PaymentKind,
-    ReconciliationState,
-    to_minor_units,
-)
+from payhooks.storage import MINOR_UNIT_EXPONENTS, PaymentKind, ReconciliationState, to_minor_units
+from payhooks.storage.reads import UNEXPECTED_KIND, FinanceFilter
 
 __all__ = [
     "DEFAULT_PERIOD",

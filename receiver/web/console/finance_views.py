@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from flask import render_template, request
 
@@ -22,15 +22,11 @@ from payhooks.receiver.web.console.access import console_ledger, current_access
 from payhooks.receiver.web.console.chart import bucket_label, chart_series, draw_chart
 from payhooks.receiver.web.console.finance_query import KINDS, PERIODS, parse_finance_query
 from payhooks.receiver.web.console.limits import counted
-from payhooks.storage import (
-    MISMATCH_STATES,
-    Figure,
-    FinanceFilter,
-    PeriodFigures,
-    ReconciliationState,
-    bucket_size_for,
-    from_minor_units,
-)
+from payhooks.storage import MISMATCH_STATES, ReconciliationState, from_minor_units
+from payhooks.storage.reads import Figure, FinanceFilter, bucket_size_for
+
+if TYPE_CHECKING:
+    from payhooks.storage.reads.finance_rows import PeriodFigures
 
 __all__ = [
     "PAID_TRANSACTIONS",
@@ -47,8 +43,9 @@ __all__ = [
 PAYMENTS: Final = ("payment", "payments")
 PAID_TRANSACTIONS: Final = ("payment or period", "payments or periods")
 
-#: The tiles, in order: the name of a :class:`~payhooks.storage.PeriodFigures` field, its
-#: heading, what its amount is, and what its count counts.
+#: The tiles, in order: the name of a
+#: :class:`~payhooks.storage.reads.finance_rows.PeriodFigures` field, its heading, what its
+#: amount is, and what its count counts.
 TILES: Final = (
     ("expected", "Expected", "registered in the period", PAYMENTS),
     ("received", "Received", "paid in the period (a subscription: each period)", PAID_TRANSACTIONS),

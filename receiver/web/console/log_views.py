@@ -16,13 +16,8 @@ from flask import render_template, request
 from payhooks.receiver.web.console.access import console_ledger, current_access
 from payhooks.receiver.web.console.limits import counted, limit_text
 from payhooks.receiver.web.console.query import WINDOWS, parse_log_query
-from payhooks.storage import (
-    DeliveryErrorCode,
-    DeliveryStatus,
-    ReadTimeLimitError,
-    UnreadableRowError,
-    Vitals,
-)
+from payhooks.storage import DeliveryStatus, ReadTimeLimitError, UnreadableRowError
+from payhooks.storage.reads import DeliveryErrorCode, Vitals
 
 __all__ = ["deliveries", "refused"]
 

@@ -1,7 +1,7 @@
 """The delivery log's filters as the URL carries them, so that a view can be shared.
 
 ``status`` (repeated), ``identifier``, ``code`` (the outcome's status code), ``error`` (a
-:class:`~payhooks.storage.DeliveryErrorCode`), ``q`` (the free-text search: an identifier
+:class:`~payhooks.storage.reads.DeliveryErrorCode`), ``q`` (the free-text search: an identifier
 prefix, a delivery key or the service's transaction id), ``window`` (``1h``, ``24h``, ``7d``,
 ``all``), ``before`` (the cursor: rows with a smaller id) and ``limit``. Every value is checked
 here; a bad one is a :class:`BadQuery` (a 400 page), never a value handed on to the database to
@@ -18,7 +18,8 @@ from typing import Any, Final
 
 from werkzeug.datastructures import MultiDict
 
-from payhooks.storage import DeliveryErrorCode, DeliveryFilter, DeliveryStatus
+from payhooks.storage import DeliveryStatus
+from payhooks.storage.reads import DeliveryErrorCode, DeliveryFilter
 
 __all__ = [
     "DEFAULT_LIMIT",

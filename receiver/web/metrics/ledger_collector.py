@@ -26,7 +26,8 @@ from typing import Any
 from flask import Flask
 
 from payhooks.receiver.state import receiver_state
-from payhooks.storage import DriftKind, StorageError, Vitals
+from payhooks.storage import DriftKind, StorageError
+from payhooks.storage.reads import Vitals
 
 __all__ = ["LedgerCollector"]
 

@@ -15,7 +15,8 @@ from flask import Flask, Request
 from flask.testing import FlaskClient
 
 from payhooks.receiver import Console, ConsoleGrant, ConsoleRole
-from payhooks.storage import AuditEntry, Ledger
+from payhooks.storage import Ledger
+from payhooks.storage.reads import AuditEntry
 from tests.receiver.console.conftest import NOTIFY, Clock, Deliver
 from tests.support.app import AppFactory
 from tests.support.cli import notification, record_notification

@@ -15,8 +15,8 @@ from payhooks.receiver.web.console.chart import (
     chart_series,
     draw_chart,
 )
-from payhooks.storage import BucketSize, ChartBucket, Figure
-from payhooks.storage.finance_rows import figure
+from payhooks.storage.reads import BucketSize, Figure
+from payhooks.storage.reads.finance_rows import ChartBucket, figure
 
 SINCE = datetime(2026, 11, 19, tzinfo=UTC)  # a Thursday
 

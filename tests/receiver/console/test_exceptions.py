@@ -10,7 +10,8 @@ import pytest
 from flask.testing import FlaskClient
 
 from payhooks.receiver.web.console.exceptions_views import age_of
-from payhooks.storage import Ledger, ReviewStatus
+from payhooks.storage import Ledger
+from payhooks.storage.reads import ReviewStatus
 from tests.support.console_actions import OPERATOR, VIEWER, token
 from tests.support.factories import make_outcome, record
 

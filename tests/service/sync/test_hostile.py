@@ -14,7 +14,8 @@ from bench.hostile_service import HostileService
 from payhooks.service import MalformedResponseError, SyncInterruptedError, TransportError
 from payhooks.service.client import RetryPolicy, ServiceClient
 from payhooks.service.sync import sync_transactions
-from payhooks.storage import DriftKind, Ledger, SyncStatus
+from payhooks.storage import DriftKind, Ledger
+from payhooks.storage.sync_rows import SyncStatus
 
 
 @pytest.fixture

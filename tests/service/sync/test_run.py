@@ -19,7 +19,8 @@ from payhooks.service.sync import (
     SyncProgress,
     sync_transactions,
 )
-from payhooks.storage import DriftKind, Ledger, ReconciliationState, SyncStatus
+from payhooks.storage import DriftKind, Ledger, ReconciliationState
+from payhooks.storage.sync_rows import SyncStatus
 from tests.support.app import AppFactory
 from tests.support.live_server import LiveServer
 from tests.support.service import MERCHANT, card_transaction, wire

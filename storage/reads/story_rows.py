@@ -7,7 +7,7 @@ it happened, by the ledger's clock, or the service's list for a sighting) and ``
 came from outside (identifiers, errors, descriptions, status strings) is exactly as stored:
 whoever shows it escapes it for where it goes.
 
-:mod:`payhooks.storage.story` reads them.
+:mod:`payhooks.storage.reads.story` reads them.
 """
 
 from __future__ import annotations

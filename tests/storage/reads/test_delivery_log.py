@@ -10,11 +10,10 @@ from typing import Any
 
 import pytest
 
-from payhooks.storage import (
+from payhooks.storage import DeliveryStatus, Ledger
+from payhooks.storage.reads import (
     DeliveryDetails,
     DeliveryFilter,
-    DeliveryStatus,
-    Ledger,
     LoggedDelivery,
     RejectedDelivery,
     RejectedDetails,
@@ -234,7 +233,7 @@ def test_bad_arguments_are_refused_naming_the_argument(
 def test_the_log_of_one_payment_or_of_problems_reads_an_index(
     ledger: Ledger, stored: dict[str, int], wanted: DeliveryFilter, index: str
 ) -> None:
-    from payhooks.storage.delivery_log import _ENTRY_COLUMNS, _FROM, _where
+    from payhooks.storage.reads.delivery_log import _ENTRY_COLUMNS, _FROM, _where
 
     where, params = _where(ledger.database.conn, wanted, None)
     sql = f"SELECT {_ENTRY_COLUMNS} {_FROM}{where} ORDER BY d.id DESC LIMIT 5"

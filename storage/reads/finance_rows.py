@@ -1,5 +1,5 @@
 """What finance's aggregations take and give back: a filter, figures per currency, chart
-buckets, a page of rows (``Ledger.finance``, :mod:`payhooks.storage.finance`).
+buckets, a page of rows (``Ledger.finance``, :mod:`payhooks.storage.reads.finance`).
 
 Money is never added across currencies: every figure is keyed by its currency code, with the
 minor units the SQL summed and the same amount as an exact Decimal in major units.
@@ -130,7 +130,7 @@ class PeriodOverview:
 
     figures: PeriodFigures
     buckets: list[ChartBucket]
-    #: Per currency, as :meth:`~payhooks.storage.finance.FinanceBook.totals` gives them for
+    #: Per currency, as :meth:`~payhooks.storage.reads.finance.FinanceBook.totals` gives them for
     #: the rows opened in the period.
     totals: list[FilteredTotal]
 

@@ -1,7 +1,7 @@
 """Finance's questions of the ledger, grouped in SQL: ``Ledger.finance``.
 
 A period's tiles, a chart's buckets, a filtered set of rows in pages, its totals and its CSV
-stream. The SQL is :mod:`payhooks.storage.finance_sql`; here its few grouped rows are folded
+stream. The SQL is :mod:`payhooks.storage.reads.finance_sql`; here its few grouped rows are folded
 into figures per currency (never added across currencies) and checked arguments are turned
 into its parameters.
 
@@ -20,10 +20,10 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-import payhooks.storage.finance_sql as finance_sql
+import payhooks.storage.reads.finance_sql as finance_sql
 from payhooks.storage.currencies import from_minor_units
 from payhooks.storage.engines import Engine
-from payhooks.storage.finance_rows import (
+from payhooks.storage.reads.finance_rows import (
     UNEXPECTED_KIND,
     BucketSize,
     ChartBucket,
@@ -116,8 +116,8 @@ class FinanceBook:
         self._engine = engine
 
     def figures(self, since: datetime, until: datetime) -> PeriodFigures:
-        """The tiles of ``[since, until)`` (:class:`~payhooks.storage.PeriodFigures` says
-        which time selects each).
+        """The tiles of ``[since, until)``
+        (:class:`~payhooks.storage.reads.finance_rows.PeriodFigures` says which time selects each).
 
         :raises ValueError: a naive time, or ``until`` not after ``since``.
         """

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-from payhooks.storage.delivery_log import LogPage, check_page
+from payhooks.storage.reads.delivery_log import LogPage, check_page
 from payhooks.storage.sql import Connection
 from payhooks.storage.times import from_text
 

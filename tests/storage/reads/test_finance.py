@@ -11,17 +11,10 @@ from typing import Any
 
 import pytest
 
-from payhooks.storage import (
-    MISMATCH_STATES,
-    BucketSize,
-    FinanceFilter,
-    Ledger,
-    PaymentState,
-    ReconciliationState,
-    bucket_size_for,
-)
-from payhooks.storage.finance_rows import Figure
-from payhooks.storage.finance_sql import RECEIVED_SQL, filtered_rows, next_prefix
+from payhooks.storage import MISMATCH_STATES, Ledger, PaymentState, ReconciliationState
+from payhooks.storage.reads import BucketSize, FinanceFilter, bucket_size_for
+from payhooks.storage.reads.finance_rows import Figure
+from payhooks.storage.reads.finance_sql import RECEIVED_SQL, filtered_rows, next_prefix
 from tests.support.factories import T0, FixedClock, make_outcome, record
 
 R = ReconciliationState

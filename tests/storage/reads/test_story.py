@@ -19,26 +19,28 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from payhooks.storage import (
-    CreationAttemptEvent,
     CreationState,
-    DeliveryEvent,
     DeliveryStatus,
     DriftKind,
-    EventKind,
     Ledger,
     ListedTransaction,
-    OutcomeEvent,
     PaymentKind,
     PaymentState,
-    PaymentStory,
     ReconciliationState,
+)
+from payhooks.storage.reads import (
+    CreationAttemptEvent,
+    DeliveryEvent,
+    OutcomeEvent,
+    PaymentStory,
     RegistrationEvent,
     ReturnEvent,
-    ReturnKind,
     SignalEvent,
     StoryEvent,
     SyncSightingEvent,
 )
+from payhooks.storage.reads.story_rows import EventKind
+from payhooks.storage.rows import ReturnKind
 from tests.support.app import BodyFactory, SignFunction
 from tests.support.factories import T0, FixedClock, make_outcome, record
 from tests.support.stories import RECEIVER_ERROR, STORY, live_the_story

@@ -13,16 +13,15 @@ from payhooks.storage import (
     MISMATCH_STATES,
     DeliveryStatus,
     DriftKind,
-    ErrorCause,
     Ledger,
     ListedTransaction,
     PaymentState,
     ReconciliationState,
     StorageError,
-    SyncStatus,
     UnreadableRowError,
-    WindowCounts,
 )
+from payhooks.storage.reads.vitals import ErrorCause, WindowCounts
+from payhooks.storage.sync_rows import SyncStatus
 from tests.support.factories import T0, FixedClock, make_outcome, record
 from tests.support.unreadable_rows import SPOILED_COLUMNS, SPOILED_VALUES, spoil
 

@@ -1,8 +1,8 @@
 """What the console writes and reads of its own: ``Ledger.console``.
 
-The audit log (:mod:`payhooks.storage.audit`: append and page through, never change), the
-refusals counted beside it (:mod:`payhooks.storage.audit_refusals`) and the exceptions'
-reviews (:mod:`payhooks.storage.exception_reviews`). An action that changes the ledger writes
+The audit log (:mod:`payhooks.storage.reads.audit`: append and page through, never change), the
+refusals counted beside it (:mod:`payhooks.storage.reads.audit_refusals`) and the exceptions'
+reviews (:mod:`payhooks.storage.reads.exception_reviews`). An action that changes the ledger writes
 its audit entry inside the same transaction: open ``Ledger.transaction()``, make the change,
 call :meth:`ConsoleBook.audit`; a review and its entry are one write here.
 """
@@ -14,16 +14,16 @@ from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import payhooks.storage.audit as audit_log
-import payhooks.storage.audit_refusals as audit_refusals
-import payhooks.storage.exception_queue as exception_queue
-import payhooks.storage.exception_reviews as exception_reviews
-from payhooks.storage.audit import AuditEntry
-from payhooks.storage.audit_refusals import RefusalCount
+import payhooks.storage.reads.audit as audit_log
+import payhooks.storage.reads.audit_refusals as audit_refusals
+import payhooks.storage.reads.exception_queue as exception_queue
+import payhooks.storage.reads.exception_reviews as exception_reviews
 from payhooks.storage.checks import enum_member
-from payhooks.storage.delivery_log import LogPage
-from payhooks.storage.exception_queue import MismatchCount
-from payhooks.storage.exception_reviews import ExceptionReview, ReviewStatus
+from payhooks.storage.reads.audit import AuditEntry
+from payhooks.storage.reads.audit_refusals import RefusalCount
+from payhooks.storage.reads.delivery_log import LogPage
+from payhooks.storage.reads.exception_queue import MismatchCount
+from payhooks.storage.reads.exception_reviews import ExceptionReview, ReviewStatus
 from payhooks.storage.reconciliation import to_row
 from payhooks.storage.rows import ReconciliationRow
 from payhooks.storage.times import Clock, to_text
@@ -62,7 +62,7 @@ class ConsoleBook:
         transaction's; its id.
 
         :raises ValueError: an empty or overlong value (see
-            :func:`payhooks.storage.audit.check_entry`), before anything is written.
+            :func:`payhooks.storage.reads.audit.check_entry`), before anything is written.
         """
         audit_log.check_entry(who, role, action, note, result, target=target)
         with self._write() as conn:
@@ -142,7 +142,7 @@ class ConsoleBook:
         the open transaction's. Never an entry of its own: anybody can send refused requests.
 
         :raises ValueError: an empty or overlong value, a target over
-            :data:`~payhooks.storage.audit_refusals.MAX_REFUSAL_TARGET_CHARS`, before anything
+            :data:`~payhooks.storage.reads.audit_refusals.MAX_REFUSAL_TARGET_CHARS`, before anything
             is written.
         """
         audit_refusals.check_refusal(who, role, action, code, target)
@@ -221,7 +221,7 @@ class ConsoleBook:
     def mismatch_counts(self, now: datetime, ages: Sequence[timedelta]) -> list[MismatchCount]:
         """The mismatched payments counted in SQL by state, age bucket (``ages``: where each
         starts, youngest first, the first 0) and currency of the money received, with that
-        money: a few rows however many payments (:mod:`payhooks.storage.exception_queue`).
+        money: a few rows however many payments (:mod:`payhooks.storage.reads.exception_queue`).
 
         :raises ValueError: ``now`` is naive.
         """

@@ -1,6 +1,6 @@
 """The delivery log's narrower filters: our error code, and the free-text search.
 
-Kept apart from :mod:`payhooks.storage.delivery_log` so its query stays one screen: each
+Kept apart from :mod:`payhooks.storage.reads.delivery_log` so its query stays one screen: each
 function here adds constant SQL fragments and their parameters, never a value spliced into the
 text (the search looks a transaction id up first, and passes what it found as parameters). Both
 engines compare text byte by byte (SQLite's ``BINARY``, PostgreSQL's ``COLLATE "C"`` on every

@@ -8,14 +8,9 @@ from typing import Any
 
 import pytest
 
-from payhooks.storage import (
-    DeliveryErrorCode,
-    DeliveryFilter,
-    Ledger,
-    ListedTransaction,
-    PaymentState,
-)
-from payhooks.storage.log_search import prefix_bounds
+from payhooks.storage import Ledger, ListedTransaction, PaymentState
+from payhooks.storage.reads import DeliveryErrorCode, DeliveryFilter
+from payhooks.storage.reads.log_search import prefix_bounds
 from tests.support.factories import T0, make_outcome, raise_in_round
 
 
@@ -185,8 +180,8 @@ def test_a_transaction_id_only_the_sync_listed_finds_its_payments_deliveries(
 
 @pytest.mark.sqlite_only  # SQLite's query plans
 def test_a_transaction_id_search_reads_indexes_only(ledger: Ledger, stored: dict[str, int]) -> None:
-    from payhooks.storage.delivery_log import _ENTRY_COLUMNS, _FROM, _where
-    from payhooks.storage.log_search import _NAMED_BY_TRANSACTION
+    from payhooks.storage.reads.delivery_log import _ENTRY_COLUMNS, _FROM, _where
+    from payhooks.storage.reads.log_search import _NAMED_BY_TRANSACTION
 
     lookup = " ".join(
         row[3]
@@ -216,7 +211,7 @@ def test_a_transaction_id_search_is_index_lookups_on_postgresql_too(
 ) -> None:
     """With sequential scans priced out, PostgreSQL still finds an index path for every part
     of the search: a subquery inside the ``OR`` would have left it only the scan."""
-    from payhooks.storage.delivery_log import _ENTRY_COLUMNS, _FROM, _where
+    from payhooks.storage.reads.delivery_log import _ENTRY_COLUMNS, _FROM, _where
 
     with ledger._engine.writer.write() as conn:
         where, params = _where(conn, DeliveryFilter(text="ll-4"), None)

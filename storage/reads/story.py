@@ -1,7 +1,7 @@
 """Reading one payment's story: one query per table that knows it, turned into events.
 
 SQL selects each table's rows for one ``external_identifier`` (the signals through the
-payment's outcomes); Python builds the events (:mod:`payhooks.storage.story_rows`) and puts
+payment's outcomes); Python builds the events (:mod:`payhooks.storage.reads.story_rows`) and puts
 them in time order. The statements are plain SQL both engines run, with ``?`` placeholders
 (:mod:`payhooks.storage.postgresql.dialect`). Nothing is written.
 
@@ -19,10 +19,7 @@ from typing import Any, Final
 
 import payhooks.storage.creation_attempts as creation_attempts
 import payhooks.storage.reconciliation as reconciliation
-from payhooks.storage.records import PaymentState
-from payhooks.storage.rows import DeliveryStatus, PaymentKind, ReturnKind
-from payhooks.storage.sql import Connection
-from payhooks.storage.story_rows import (
+from payhooks.storage.reads.story_rows import (
     CreationAttemptEvent,
     DeliveryEvent,
     OutcomeEvent,
@@ -33,6 +30,9 @@ from payhooks.storage.story_rows import (
     StoryEvent,
     SyncSightingEvent,
 )
+from payhooks.storage.records import PaymentState
+from payhooks.storage.rows import DeliveryStatus, PaymentKind, ReturnKind
+from payhooks.storage.sql import Connection
 from payhooks.storage.sync_rows import DriftKind
 from payhooks.storage.times import from_text
 
@@ -199,7 +199,7 @@ def read_story(conn: Connection, external_identifier: str) -> PaymentStory | Non
 
     The events are gathered kind by kind, each table's in its stored order, then sorted by
     time alone: the sort is stable, so events at the same moment keep
-    :class:`~payhooks.storage.story_rows.EventKind` order, then their table's.
+    :class:`~payhooks.storage.reads.story_rows.EventKind` order, then their table's.
     """
     gathered: list[StoryEvent] = []
     gathered.extend(_rows(conn, _PAYMENT, external_identifier, _registration))

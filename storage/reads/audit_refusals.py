@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from payhooks.storage.audit import MAX_WHO_CHARS
-from payhooks.storage.delivery_log import check_page
+from payhooks.storage.reads.audit import MAX_WHO_CHARS
+from payhooks.storage.reads.delivery_log import check_page
 from payhooks.storage.sql import Connection
 from payhooks.storage.times import from_text, to_text
 

@@ -26,7 +26,7 @@ from typing import Any, Final, Generic, TypeVar
 from payhooks.storage.checks import enum_member
 from payhooks.storage.currencies import from_minor_units
 from payhooks.storage.id_windows import id_range
-from payhooks.storage.log_search import DeliveryErrorCode, error_clause, text_clause
+from payhooks.storage.reads.log_search import DeliveryErrorCode, error_clause, text_clause
 from payhooks.storage.rows import DeliveryStatus
 from payhooks.storage.sql import Connection
 from payhooks.storage.times import from_text, to_text
@@ -77,7 +77,7 @@ class DeliveryFilter:
     :param error: only those with this :class:`DeliveryErrorCode`.
     :param text: the free-text search: a payment identifier starting with it, this delivery
         key, or the service's transaction id of the payments whose deliveries it finds (see
-        :func:`~payhooks.storage.log_search.text_clause`).
+        :func:`~payhooks.storage.reads.log_search.text_clause`).
     :raises ValueError: an unknown status or error code, a naive time, or an empty or NUL
         text.
     """

@@ -11,11 +11,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from payhooks.storage import (
-    ExceptionReview,
-    Ledger,
-    ReviewStatus,
-)
+from payhooks.storage import Ledger
+from payhooks.storage.reads import ReviewStatus
+from payhooks.storage.reads.exception_reviews import ExceptionReview
 from tests.support.factories import FixedClock
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from payhooks.storage.finance_rows import UNEXPECTED_KIND, FinanceFilter
+from payhooks.storage.reads.finance_rows import UNEXPECTED_KIND, FinanceFilter
 from payhooks.storage.records import MISMATCH_STATES
 from payhooks.storage.times import to_text
 from payhooks.storage.views import RECONCILIATION_COLUMNS

@@ -14,12 +14,12 @@ from payhooks.storage import (
     MISMATCH_STATES,
     Ledger,
     ListedTransaction,
-    MismatchCount,
     Outcome,
     PaymentState,
     ReconciliationRow,
     ReconciliationState,
 )
+from payhooks.storage.reads.exception_queue import MismatchCount
 from tests.support.factories import FixedClock, make_outcome, record
 
 #: Where the age buckets start (the console's): under a day, a week, a month, beyond.

@@ -1,0 +1,70 @@
+"""What people read: the delivery log and its search, a payment's story, finance, vitals, and
+the console's own book (its audit log, refusals and reviews).
+
+These are the types the :class:`~payhooks.storage.Ledger`'s reads return and take, for the
+console, the command line's reports and a merchant's own pages. The ledger delegates to these
+modules, so inside :mod:`payhooks.storage` a module imports a reads module by its own path,
+never this package. A type only the console's annotations name stays at its module's path.
+"""
+
+from __future__ import annotations
+
+from payhooks.storage.reads.audit import AuditEntry
+from payhooks.storage.reads.delivery_log import (
+    DeliveryDetails,
+    DeliveryFilter,
+    LoggedDelivery,
+    LogPage,
+    RejectedDelivery,
+    RejectedDetails,
+)
+from payhooks.storage.reads.exception_reviews import ReviewStatus
+from payhooks.storage.reads.finance import bucket_size_for
+from payhooks.storage.reads.finance_rows import (
+    UNEXPECTED_KIND,
+    BucketSize,
+    Figure,
+    FinanceFilter,
+    FinancePage,
+)
+from payhooks.storage.reads.log_search import DeliveryErrorCode
+from payhooks.storage.reads.story_rows import (
+    CreationAttemptEvent,
+    DeliveryEvent,
+    OutcomeEvent,
+    PaymentStory,
+    RegistrationEvent,
+    ReturnEvent,
+    SignalEvent,
+    StoryEvent,
+    SyncSightingEvent,
+)
+from payhooks.storage.reads.vitals import Vitals
+
+__all__ = [
+    "UNEXPECTED_KIND",
+    "AuditEntry",
+    "BucketSize",
+    "CreationAttemptEvent",
+    "DeliveryDetails",
+    "DeliveryErrorCode",
+    "DeliveryEvent",
+    "DeliveryFilter",
+    "Figure",
+    "FinanceFilter",
+    "FinancePage",
+    "LogPage",
+    "LoggedDelivery",
+    "OutcomeEvent",
+    "PaymentStory",
+    "RegistrationEvent",
+    "RejectedDelivery",
+    "RejectedDetails",
+    "ReturnEvent",
+    "ReviewStatus",
+    "SignalEvent",
+    "StoryEvent",
+    "SyncSightingEvent",
+    "Vitals",
+    "bucket_size_for",
+]
