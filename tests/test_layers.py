@@ -65,8 +65,8 @@ LAYERS: dict[str, int] = {
     "payhooks.receiver.cli": 6,
     "payhooks.receiver.extension": 7,
     "payhooks.receiver.demo": 8,
-    "payhooks.receiver.standalone": 8,
-    "payhooks.receiver.console": 9,
+    "payhooks.console.standalone": 8,
+    "payhooks.receiver.script": 9,
     "payhooks.receiver.__main__": 10,
     # The package's __init__ imports nothing at load time (PEP 562); it may name any layer.
     "payhooks.receiver": 10,
@@ -298,5 +298,5 @@ def test_the_cycle_finder_finds_the_cycle_this_layout_once_had() -> None:
 
 def test_an_upward_import_is_above_its_importer() -> None:
     """The layer numbers order what the rules say: the console above the pipeline."""
-    assert _layer("payhooks.receiver.console") > _layer("payhooks.receiver.pipeline.processing")
+    assert _layer("payhooks.receiver.script") > _layer("payhooks.receiver.pipeline.processing")
     assert _layer("payhooks.receiver.web.routes") > _layer("payhooks.receiver.pipeline")

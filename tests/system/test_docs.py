@@ -26,7 +26,7 @@ import pytest
 
 from payhooks.receiver import signals
 from payhooks.receiver.config import CONFIG_KEYS
-from payhooks.receiver.console import payhooks
+from payhooks.receiver.script import payhooks
 from payhooks.receiver.web.errors import ERROR_CODES
 from payhooks.storage import DeliveryStatus, Ledger, Outcome, ReconciliationState
 from payhooks.verify import SCHEMES, generate_keypair, get_signer, get_verifier
