@@ -69,11 +69,12 @@ from bench.console_ledger import END, build, built_n, identifier
 from bench.postgres import add_arguments, postgres_database, settings
 from bench.reconcile import _ServerClock
 from bench.rounds import Ratios, alternate, at_least
-from payhooks.receiver import Console, PayHooks, receiver_state
+from payhooks.console import Console
+from payhooks.console.export_files import ExportFolder
+from payhooks.console.export_writer import write_export
+from payhooks.console.finance_query import parse_finance_query
+from payhooks.receiver import PayHooks, receiver_state
 from payhooks.receiver.cli.reports import write_report
-from payhooks.receiver.web.console.export_files import ExportFolder
-from payhooks.receiver.web.console.export_writer import write_export
-from payhooks.receiver.web.console.finance_query import parse_finance_query
 from payhooks.storage import Ledger
 from payhooks.storage.reads import FinanceFilter, finance_sql
 from payhooks.storage.reads.finance import bucket_size_for

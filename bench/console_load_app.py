@@ -15,7 +15,8 @@ import os
 from flask import Flask, Request
 
 from bench.console_ledger import END
-from payhooks.receiver import Console, ConsoleGrant, ConsoleRole, PayHooks
+from payhooks.console import Console, ConsoleGrant, ConsoleRole
+from payhooks.receiver import PayHooks
 from payhooks.receiver.config import config_from_env
 
 

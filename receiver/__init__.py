@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     )
     from payhooks.receiver.state import ReceiverState, receiver_state
     from payhooks.receiver.web import blueprint, return_url
-    from payhooks.receiver.web.console import Console, ConsoleGrant, ConsoleRole
     from payhooks.receiver.web.metrics import Metrics
 
 #: Where each public name lives.
@@ -42,9 +41,6 @@ _HOMES = {
     "CheckLimits": "payhooks.receiver.checks",
     "CheckReport": "payhooks.receiver.checks",
     "CheckResult": "payhooks.receiver.checks",
-    "Console": "payhooks.receiver.web.console",
-    "ConsoleGrant": "payhooks.receiver.web.console",
-    "ConsoleRole": "payhooks.receiver.web.console",
     "Metrics": "payhooks.receiver.web.metrics",
     "PayHooks": "payhooks.receiver.extension",
     "PayloadError": "payhooks.receiver.payloads",
@@ -67,9 +63,6 @@ __all__ = [
     "CheckLimits",
     "CheckReport",
     "CheckResult",
-    "Console",
-    "ConsoleGrant",
-    "ConsoleRole",
     "Metrics",
     "PayHooks",
     "PayloadError",

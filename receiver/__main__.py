@@ -1,5 +1,5 @@
 """``python -m payhooks.receiver``: the ``payhooks`` console script."""
 
-from payhooks.receiver.console import main
+from payhooks.receiver.script import main
 
 main()

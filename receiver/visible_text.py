@@ -7,7 +7,7 @@ terminal or hides, a bidirectional control (U+202E) reorders the line it is on s
 displays as another (the "Trojan Source" trick), and a line separator breaks a record in two.
 
 One rule, used by the command line (:mod:`payhooks.receiver.cli.common`) and the console's
-pages (:mod:`payhooks.receiver.web.console`): each such character is shown as a visible escape
+pages (:mod:`payhooks.console`): each such character is shown as a visible escape
 (``\\x1b``, ``\\u202e``), a backslash as ``\\\\`` so an escape on screen is never ambiguous, and
 a byte that is not UTF-8 as ``\\xNN``. JSON gets the same characters as ``\\u`` escapes, so it
 decodes to the exact values; a body is laid out with its members in the order sent, a repeated

@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: Each installed package and the folder it is built from (pyproject.toml's package-dir).
 PACKAGE_FOLDERS = {
+    "payhooks.console": ROOT / "console",
     "payhooks.receiver": ROOT / "receiver",
     "payhooks.verify": ROOT / "verify",
     "payhooks.storage": ROOT / "storage",
@@ -65,12 +66,32 @@ LAYERS: dict[str, int] = {
     "payhooks.receiver.cli": 6,
     "payhooks.receiver.extension": 7,
     "payhooks.receiver.demo": 8,
-    "payhooks.receiver.standalone": 8,
-    "payhooks.receiver.console": 9,
+    "payhooks.receiver.script": 9,
     "payhooks.receiver.__main__": 10,
     # The package's __init__ imports nothing at load time (PEP 562); it may name any layer.
     "payhooks.receiver": 10,
+    # The console sits above the whole receiver: nothing below it imports it (the payhooks
+    # script finds its command through an entry point), and its stand-alone app above it.
+    "payhooks.console": 11,
+    "payhooks.console.standalone": 12,
 }
+
+#: The receiver's modules the console may use beyond the receiver's face: the parts its pages and
+#: its stand-alone command share with the receiver's own (the ledger pools, the settings and the
+#: per-app state, text made visible, the CSV line, what a body names, the commands' options).
+#: None is a merchant's name, so none is in ``payhooks.receiver``'s face; every other module of
+#: the receiver stays private to it.
+CONSOLE_BUILDS_ON = frozenset(
+    {
+        "payhooks.receiver.ledgers",
+        "payhooks.receiver.settings",
+        "payhooks.receiver.state",
+        "payhooks.receiver.visible_text",
+        "payhooks.receiver.report_csv",
+        "payhooks.receiver.payloads.named",
+        "payhooks.receiver.cli.common",
+    }
+)
 
 #: Pairs of packages that must not know each other even though neither is above the other.
 INDEPENDENT = [
@@ -188,16 +209,38 @@ def test_independent_packages_do_not_import_each_other(one: str, other: str) -> 
 def test_no_package_reaches_into_another_packages_private_modules() -> None:
     """Between the installed packages, only a package (its ``__init__`` exports) is imported:
     ``from payhooks.storage import Ledger`` or ``from payhooks.service.client import
-    ServiceClient``, never a module file such as ``payhooks.storage.ledger``."""
+    ServiceClient``, never a module file such as ``payhooks.storage.ledger``; the console also
+    the receiver's modules of :data:`CONSOLE_BUILDS_ON`."""
     tops = sorted(PACKAGE_FOLDERS)
     reaching = []
     for module in MODULES:
         home = next(top for top in tops if _in(module, top))
         for target in imports_of(module):
             other = next(top for top in tops if _in(target, top))
+            if home == "payhooks.console" and target in CONSOLE_BUILDS_ON:
+                continue
             if other != home and MODULES[target].name != "__init__.py":
                 reaching.append(f"{module} -> {target}")
     assert reaching == []
+
+
+def test_the_console_builds_on_receiver_modules_that_exist() -> None:
+    """A module renamed or moved out of the receiver leaves no stale permit behind."""
+    assert sorted(CONSOLE_BUILDS_ON - set(MODULES)) == []
+
+
+def test_nothing_below_the_console_imports_it() -> None:
+    """The console sits above the whole receiver: no module of the receiver (its script
+    included, which finds ``payhooks console`` through an entry point), the storage, the service
+    or verify imports it, at the top of a module or inside a function."""
+    below = [
+        f"{module} -> {target}"
+        for module in MODULES
+        if not _in(module, "payhooks.console")
+        for target in imports_of(module)
+        if _in(target, "payhooks.console")
+    ]
+    assert below == []
 
 
 def _cycles(graph: dict[str, list[str]]) -> list[list[str]]:
@@ -297,6 +340,10 @@ def test_the_cycle_finder_finds_the_cycle_this_layout_once_had() -> None:
 
 
 def test_an_upward_import_is_above_its_importer() -> None:
-    """The layer numbers order what the rules say: the console above the pipeline."""
-    assert _layer("payhooks.receiver.console") > _layer("payhooks.receiver.pipeline.processing")
+    """The layer numbers order what the rules say: the console script above the pipeline, the
+    console above the whole receiver, its stand-alone app above it."""
+    assert _layer("payhooks.receiver.script") > _layer("payhooks.receiver.pipeline.processing")
     assert _layer("payhooks.receiver.web.routes") > _layer("payhooks.receiver.pipeline")
+    receiver = [module for module in MODULES if _in(module, "payhooks.receiver")]
+    assert _layer("payhooks.console.pages") > max(_layer(module) for module in receiver)
+    assert _layer("payhooks.console.standalone.app") > _layer("payhooks.console.mount")

@@ -1,7 +1,7 @@
 """The in-app commands: ``flask payhooks ...`` (and, with the demo's, the ``payhooks`` script).
 
 Rule: nothing here imports :mod:`payhooks.receiver.demo` or the extension: the extension mounts
-this group, and the console script (:mod:`payhooks.receiver.console`) sits above both.
+this group, and the console script (:mod:`payhooks.receiver.script`) sits above both.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 default to the app's ``PAYHOOKS_DATABASE`` (see :mod:`payhooks.receiver.cli.common` for where
 every setting comes from). The commands live in small modules by subject; this one only gathers
 them. The demo's ``serve`` and ``demo`` are not here: they run the demo app, not the merchant's,
-so only the console script (:mod:`payhooks.receiver.console`) offers them.
+so only the console script (:mod:`payhooks.receiver.script`) offers them.
 
 Exit codes: 0 success, 1 a failure the command reports, 2 bad usage.
 """

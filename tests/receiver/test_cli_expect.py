@@ -490,7 +490,7 @@ def test_expect_csv_counts_exact_repeats_as_already_registered(tmp_path: Path) -
 
 _PEAK_RSS = (
     "import resource, sys\n"
-    "from payhooks.receiver.console import payhooks\n"
+    "from payhooks.receiver.script import payhooks\n"
     "payhooks.main(sys.argv[1:], standalone_mode=False)\n"
     "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
 )

@@ -20,7 +20,7 @@ __all__ = ["clean_env"]
 # psycopg blocked as if the postgres extra were not installed.
 _WITHOUT_PSYCOPG = (
     "import sys; sys.modules['psycopg'] = sys.modules['psycopg_pool'] = None; "
-    "from payhooks.receiver.console import main; main()"
+    "from payhooks.receiver.script import main; main()"
 )
 _URL = "postgresql://shop:s3cret@127.0.0.1:{port}/ledger"
 

@@ -16,8 +16,8 @@ from bench.hostile_service import HostileService
 from payhooks.receiver import PayHooks, signals
 from payhooks.receiver.cli.sync import sync as sync_command
 from payhooks.receiver.config import CONFIG_DEFAULTS
-from payhooks.receiver.console import payhooks as console_script
 from payhooks.receiver.durations import parse_duration
+from payhooks.receiver.script import payhooks as console_script
 from payhooks.service.sandbox import NotificationState, SandboxServer, SandboxSettings
 from payhooks.service.sync import (
     DEFAULT_MAX_DURATION,

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from payhooks.receiver.console import payhooks
+from payhooks.receiver.script import payhooks
 from payhooks.service.sandbox import SandboxServer, SandboxSettings
 
 
@@ -68,7 +68,7 @@ _WITHOUT_HTTPX = """
 import sys
 sys.modules["httpx"] = None  # as if the service extra were not installed
 from click.testing import CliRunner
-from payhooks.receiver.console import payhooks
+from payhooks.receiver.script import payhooks
 assert CliRunner().invoke(payhooks, ["--help"]).exit_code == 0
 result = CliRunner().invoke(payhooks, ["sandbox"])
 print(result.exit_code, result.output)

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from payhooks.receiver.console import payhooks
 from payhooks.receiver.payloads import parse_notification
+from payhooks.receiver.script import payhooks
 from payhooks.storage import Ledger
 from payhooks.storage.rows import RecordedOutcome
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from flask import Request
 from flask.testing import FlaskClient
 
-from payhooks.receiver import ConsoleGrant
+from payhooks.console import ConsoleGrant
 
 __all__ = ["OPERATOR", "ROLE", "VIEWER", "WHO", "Stuck", "grant_hook", "token"]
 

@@ -17,7 +17,7 @@ from payhooks.verify import get_signer
 from tests.support.cli import notification
 from tests.support.processes import free_port
 
-_SCRIPT = "from payhooks.receiver.console import main; main()"
+_SCRIPT = "from payhooks.receiver.script import main; main()"
 
 
 def _env(**extra: str) -> dict[str, str]:

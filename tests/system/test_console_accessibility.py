@@ -18,7 +18,8 @@ import pytest
 from flask import Flask
 from werkzeug.serving import make_server
 
-from payhooks.receiver import Console, PayHooks, receiver_state
+from payhooks.console import Console
+from payhooks.receiver import PayHooks, receiver_state
 from tests.support.app import TEST_SECRET, notification_body, standard_webhooks_signer
 from tests.support.browser import BROWSER_TIMEOUT_MS, SCREENS
 from tests.support.console_pages import (

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 from flask import Flask
 
-from payhooks.receiver import Console
+from payhooks.console import Console
 from payhooks.storage import DeliveryStatus, Ledger
 from payhooks.storage.reads import ReviewStatus
 from tests.support.app import AppFactory, BodyFactory

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 from flask import Flask
 
-from payhooks.receiver import Console
+from payhooks.console import Console
 from tests.support.app import AppFactory, BodyFactory, SignFunction
 from tests.support.browser import BROWSER_TIMEOUT_MS, SCREENS
 from tests.support.console_pages import (

@@ -26,7 +26,7 @@ import pytest
 
 from payhooks.receiver import signals
 from payhooks.receiver.config import CONFIG_KEYS
-from payhooks.receiver.console import payhooks
+from payhooks.receiver.script import payhooks
 from payhooks.receiver.web.errors import ERROR_CODES
 from payhooks.storage import DeliveryStatus, Ledger, Outcome, ReconciliationState
 from payhooks.verify import SCHEMES, generate_keypair, get_signer, get_verifier
@@ -410,7 +410,7 @@ def test_the_code_map_draws_every_package_and_nothing_else() -> None:
     drawn = {path for block in trees for path in _tree_paths(block)}
     packages = {
         init.parent.relative_to(ROOT).as_posix()
-        for folder in ("receiver", "verify", "storage")
+        for folder in ("console", "receiver", "verify", "storage")
         for init in (ROOT / folder).rglob("__init__.py")
     }
     test_folders = {

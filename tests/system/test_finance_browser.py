@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import pytest
 from flask import Flask, Request
 
-from payhooks.receiver import Console, ConsoleGrant, ConsoleRole
+from payhooks.console import Console, ConsoleGrant, ConsoleRole
 from tests.support.app import AppFactory, BodyFactory, SignFunction
 from tests.support.browser import BROWSER_TIMEOUT_MS
 from tests.support.live_server import LiveServer

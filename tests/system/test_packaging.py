@@ -19,6 +19,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import flask
 import pytest
 
 from tests.support.app import TEST_SECRET
@@ -52,6 +53,87 @@ def test_the_wheel_installs_only_payhooks(dist: Path) -> None:
         names
     )
     assert "payhooks-0.1.0.dist-info/licenses/LICENSE" in names
+
+
+def test_the_wheel_carries_the_console_with_its_templates_static_files_and_command(
+    dist: Path,
+) -> None:
+    (wheel,) = dist.glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        entry_points = archive.read("payhooks-0.1.0.dist-info/entry_points.txt").decode()
+    assert {
+        "payhooks/console/__init__.py",
+        "payhooks/console/py.typed",
+        "payhooks/console/templates/payhooks_console/base.html",
+        "payhooks/console/static/console.css",
+        "payhooks/console/static/favicon.svg",
+        "payhooks/console/standalone/__init__.py",
+    } <= names
+    assert not any(name.startswith("payhooks/receiver/web/console/") for name in names)
+    assert "[payhooks.commands]\nconsole = payhooks.console.standalone:console_command" in (
+        entry_points
+    )
+
+
+def test_an_installed_wheel_gives_the_console_and_payhooks_console(
+    dist: Path, tmp_path: Path
+) -> None:
+    """The wheel installed in a virtual environment of its own, its dependencies lent from this
+    one (every package but payhooks itself, so no editable copy can answer for the wheel)."""
+    (wheel,) = dist.glob("*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    purelib = Path(_run_python(python, "import sysconfig; print(sysconfig.get_path('purelib'))"))
+    lent = tmp_path / "lent"
+    lent.mkdir()
+    here = Path(flask.__file__).parents[1]  # this environment's site-packages
+    for item in here.iterdir():
+        if not item.name.lower().startswith(("payhooks", "__editable__")):
+            (lent / item.name).symlink_to(item)
+    (purelib / "lent.pth").write_text(f"{lent}\n")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--quiet",
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+
+    imported = _run_python(
+        python,
+        "import payhooks.console as c; from payhooks.console import Console, ConsoleGrant, "
+        "ConsoleRole; print(c.__file__)",
+    )
+    console = subprocess.run(
+        [str(venv / "bin" / "payhooks"), "console", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=_clean_env(tmp_path),
+    )
+    assert Path(imported).is_relative_to(purelib)
+    assert console.returncode == 0, console.stderr
+    assert console.stdout.startswith("Usage: payhooks console [OPTIONS]")
+
+
+def _run_python(python: Path, code: str) -> str:
+    done = subprocess.run(
+        [str(python), "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    return done.stdout.strip()
 
 
 def test_every_package_folder_is_listed_in_pyproject() -> None:

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from flask import Flask
 
-from payhooks.receiver import Console, Metrics, signals
+from payhooks.console import Console
+from payhooks.receiver import Metrics, signals
 from payhooks.storage import Ledger
 from payhooks.storage.reads import SignalEvent
 from tests.support.app import AppFactory, BodyFactory, SignFunction

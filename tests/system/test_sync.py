@@ -25,7 +25,7 @@ from tests.support.app import TEST_SECRET, AppFactory
 from tests.support.live_server import LiveServer
 from tests.support.service import MERCHANT, card_transaction, wire
 
-_SCRIPT = "from payhooks.receiver.console import main; main()"
+_SCRIPT = "from payhooks.receiver.script import main; main()"
 
 
 @pytest.fixture
