@@ -214,7 +214,8 @@ def _renice(server: GunicornServer, niceness: int) -> None:
 def run(target: Path | str, args: argparse.Namespace, folder: Path) -> None:
     """Every round on ``target``; print the figures."""
     keys = generate_keypair("standard-webhooks")
-    total = args.rounds * len(LAYOUTS) * args.notifications
+    layouts = (ALONE, *(layout for layout in LAYOUTS[1:] if layout in args.layouts))
+    total = args.rounds * len(layouts) * args.notifications
     register(target, FIRST_ORDER, total)
     env = {
         "PAYHOOKS_DATABASE": str(target),
@@ -248,13 +249,13 @@ def run(target: Path | str, args: argparse.Namespace, folder: Path) -> None:
             SHARED: f"http://127.0.0.1:{receiver.port}",
             OWN: f"http://127.0.0.1:{console.port}",
         }
-        p99s: dict[str, list[float]] = {layout: [] for layout in LAYOUTS}
-        times: dict[str, list[float]] = {layout: [] for layout in LAYOUTS}
-        loads: dict[str, Load] = {layout: Load() for layout in LAYOUTS}
+        p99s: dict[str, list[float]] = {layout: [] for layout in layouts}
+        times: dict[str, list[float]] = {layout: [] for layout in layouts}
+        loads: dict[str, Load] = {layout: Load() for layout in layouts}
         next_order = FIRST_ORDER
         send(receiver.port, sign(next_order - 20, 20, keys.signing_key))  # warm every worker
         for round_index in range(args.rounds):
-            for layout in order(LAYOUTS, round_index):
+            for layout in order(layouts, round_index):
                 jobs = sign(next_order, args.notifications, keys.signing_key)
                 next_order += args.notifications
                 with loaded(bases[layout], args.page, args.viewers, args.exports) as load:
@@ -276,7 +277,7 @@ def report(
     p99s: dict[str, list[float]], times: dict[str, list[float]], loads: dict[str, Load]
 ) -> None:
     print(f"{'layout':>14} | {'p50 ms':>7} | {'p99 ms':>7} | p99 / alone's, median [spread]")
-    for layout in LAYOUTS:
+    for layout in p99s:
         shown = times[layout]
         ratio: Ratios = ratios(p99s, layout, ALONE)
         verdict = ""
@@ -308,6 +309,13 @@ def main(argv: list[str] | None = None) -> int:
         "--nice", type=int, default=10, help="the console processes' niceness over the bench's"
     )
     parser.add_argument("--page", default=DEFAULT_PAGE)
+    parser.add_argument(
+        "--layouts",
+        nargs="+",
+        choices=LAYOUTS[1:],
+        default=list(LAYOUTS[1:]),
+        help="the loaded layouts to compare with the receiver alone",
+    )
     parser.add_argument("--no-sqlite", action="store_true")
     add_arguments(parser, "measure")
     args = parser.parse_args(argv)
