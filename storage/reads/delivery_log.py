@@ -6,12 +6,10 @@ count for the same filter. The statements are plain SQL both engines run as writ
 placeholders, ``length`` of a ``BLOB``/``bytea`` counting bytes on each); a filter adds
 constant fragments and never splices a value into the text.
 
-Neither table indexes ``received_at``, so a time window is found by id first
-(:func:`~payhooks.storage.id_windows.id_range`: a search over ids, which increase
-with time) and read as a primary-key range, with the ``received_at`` condition kept beside
-it: a window never shows a row received outside it, and its cost follows the window's rows,
-not the table's. A row stored out of time order (an explicit, earlier ``received_at``) may
-be left out of a window it belongs to, near the window's edge.
+A time window reads the index on ``received_at`` each table has (``deliveries_received``,
+``rejected_deliveries_received``): exact at its edges whatever order rows were stored in (an
+explicit, earlier ``received_at``; a clock stepped back), and its cost follows the window's
+rows, not the table's.
 """
 
 from __future__ import annotations
@@ -25,7 +23,6 @@ from typing import Any, Final, Generic, TypeVar
 
 from payhooks.storage.checks import enum_member
 from payhooks.storage.currencies import from_minor_units
-from payhooks.storage.id_windows import id_range
 from payhooks.storage.reads.log_search import DeliveryErrorCode, error_clause, text_clause
 from payhooks.storage.rows import DeliveryStatus
 from payhooks.storage.sql import Connection
@@ -209,8 +206,8 @@ def check_page(before_id: int | None, limit: int) -> None:
 def _where(
     conn: Connection, wanted: DeliveryFilter | None, before_id: int | None = None
 ) -> tuple[str, list[Any]]:
-    """The ``WHERE`` clause of a filter (empty for none) and its parameters; a time window
-    is bounded by id too, found in ``conn``."""
+    """The ``WHERE`` clause of a filter (empty for none) and its parameters (``conn``: where
+    the text search looks a transaction id up first)."""
     clauses: list[str] = []
     params: list[Any] = []
     if wanted is not None:
@@ -220,7 +217,7 @@ def _where(
             if DeliveryStatus.PROCESSED not in wanted.statuses:
                 # Lets the partial index ``deliveries_status`` (which leaves processed out) serve.
                 clauses.append("d.status <> 'processed'")
-        _times(conn, "deliveries", wanted.since, wanted.until, clauses, params)
+        _times("d.", wanted.since, wanted.until, clauses, params)
         if wanted.external_identifier is not None:
             clauses.append("d.external_identifier = ?")
             params.append(wanted.external_identifier)
@@ -241,26 +238,14 @@ def _where(
 
 
 def _times(
-    conn: Connection,
-    table: str,
+    prefix: str,
     since: datetime | None,
     until: datetime | None,
     clauses: list[str],
     params: list[Any],
 ) -> None:
-    """A window's clauses: its id range (both ends, see ``id_range``) and its times."""
-    if since is None and until is None:
-        return
-    prefix = "d." if table == "deliveries" else ""
-    clauses.append(f"{prefix}id >= ? AND {prefix}id <= ?")
-    params.extend(
-        id_range(
-            conn,
-            table,
-            None if since is None else to_text(since, argument="since"),
-            None if until is None else to_text(until, argument="until"),
-        )
-    )
+    """A window's clauses on ``received_at`` (``prefix``: the table's alias and a dot, or
+    nothing), which its table's index serves: ``since`` included, ``until`` excluded."""
     if since is not None:
         clauses.append(f"{prefix}received_at >= ?")
         params.append(to_text(since, argument="since"))
@@ -328,14 +313,13 @@ def select_details(conn: Connection, delivery_id: int) -> DeliveryDetails | None
 
 
 def _rejected_where(
-    conn: Connection,
-    since: datetime | None,
-    until: datetime | None,
-    before_id: int | None = None,
+    since: datetime | None, until: datetime | None, before_id: int | None = None
 ) -> tuple[str, list[Any]]:
+    """The ``WHERE`` clause of a window of refused requests (empty for none) and its
+    parameters."""
     clauses: list[str] = []
     params: list[Any] = []
-    _times(conn, "rejected_deliveries", since, until, clauses, params)
+    _times("", since, until, clauses, params)
     if before_id is not None:
         clauses.append("id < ?")
         params.append(before_id)
@@ -350,7 +334,7 @@ def select_rejected_page(
     limit: int,
 ) -> LogPage[RejectedDelivery]:
     """A page of refused requests, newest first, below ``before_id`` when given."""
-    where, params = _rejected_where(conn, since, until, before_id)
+    where, params = _rejected_where(since, until, before_id)
     sql = (
         f"SELECT {_REJECTED_COLUMNS} FROM rejected_deliveries{where} "  # noqa: S608
         "ORDER BY id DESC LIMIT ?"
@@ -389,7 +373,7 @@ def select_rejected(conn: Connection, rejected_id: int) -> RejectedDetails | Non
 
 def count_rejected(conn: Connection, since: datetime | None, until: datetime | None) -> int:
     """How many refused requests are kept between ``since`` and ``until``."""
-    where, params = _rejected_where(conn, since, until)
+    where, params = _rejected_where(since, until)
     sql = f"SELECT count(*) FROM rejected_deliveries{where}"  # noqa: S608
     count: int = conn.execute(sql, params).fetchone()[0]
     return count

@@ -4,14 +4,11 @@ One read (:func:`read_vitals`, ``Ledger.vitals``) for the console's health strip
 check`` and the metrics: a few small queries in one connection, each bounded so that the cost
 follows the last day's traffic, never the size of the ledger.
 
-``deliveries`` has no index on ``received_at`` (the receiver pays for each index on its hot
-table), but its ids increase with time: the first delivery of a window is found by a search
-over ids (:func:`~payhooks.storage.id_windows.window_ids`, a few round trips of primary-key lookups,
-shared with the delivery log), and the window's counts read only ids from there up; rows
-stored out of time order may be counted in the wrong window near its edge. The failing
-statuses are counted through the partial index ``deliveries_status`` (which leaves
-``processed`` out). Refused requests are kept bounded (``max_rejected``), so their table is
-read by time, and counted whole by refusal code. The mismatch counts read the partial index
+A window's deliveries, its failures and its refused requests are read through the index on
+``received_at`` each table has (``deliveries_received``, ``rejected_deliveries_received``,
+shared with the delivery log): exact at the window's edge, whatever order rows were stored in,
+and as cheap as the window is small. Refused requests kept (``max_rejected`` bounds them) are
+also counted whole by refusal code. The mismatch counts read the partial index
 ``payment_states_mismatches``, which holds the mismatched rows alone, and the ``sync_drift``
 view's rows are found through ``service_transactions_drift`` and ``payment_states_drift``,
 which hold only the rows with drift.
@@ -26,7 +23,6 @@ from typing import Any, Final
 
 import payhooks.storage.owed_signals as owed_signals
 import payhooks.storage.service_transactions as service_transactions
-from payhooks.storage.id_windows import window_ids
 from payhooks.storage.records import MISMATCH_STATES, ReconciliationState
 from payhooks.storage.rows import FINISHED_DELIVERY_STATUSES, DeliveryStatus
 from payhooks.storage.service_records import sync_run_from_row
@@ -171,22 +167,15 @@ class Vitals:
 
 
 def _window(conn: Connection, since: str) -> tuple[WindowCounts, list[ErrorCause]]:
-    """One window's counts and its errors by cause."""
-    bounds = window_ids(conn, "deliveries", since)
-    deliveries = 0
-    failed: list[tuple[str, int]] = []
-    if bounds is not None:
-        # Bounded on both sides: PostgreSQL's generic plan for a prepared ``id >= $1`` guesses
-        # a third of the table and scans it all; a range guesses a sliver and reads the index.
-        deliveries = conn.execute(
-            "SELECT count(*) FROM deliveries WHERE id >= ? AND id <= ?", bounds
-        ).fetchone()[0]
-        failed = conn.execute(
-            "SELECT status, count(*) FROM deliveries "  # noqa: S608 - constants only
-            f"WHERE status IN ({_FAILED}) AND status <> 'processed' AND id >= ? AND id <= ? "
-            "GROUP BY status",
-            bounds,
-        ).fetchall()
+    """One window's counts and its errors by cause (each a range of a ``received_at`` index)."""
+    (deliveries,) = conn.execute(
+        "SELECT count(*) FROM deliveries WHERE received_at >= ?", (since,)
+    ).fetchone()
+    failed = conn.execute(
+        "SELECT status, count(*) FROM deliveries "  # noqa: S608 - constants only
+        f"WHERE status IN ({_FAILED}) AND received_at >= ? GROUP BY status",
+        (since,),
+    ).fetchall()
     refused = conn.execute(
         "SELECT reason, count(*) FROM rejected_deliveries WHERE received_at >= ? GROUP BY reason",
         (since,),

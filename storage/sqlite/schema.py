@@ -107,6 +107,9 @@ TABLES = (
     WHERE status IN ('malformed_json', 'invalid_payload', 'conflicting_outcome')""",
     # The delivery log's deliveries of one payment, newest first (payhooks deliveries list).
     "CREATE INDEX deliveries_identifier ON deliveries (external_identifier, id)",
+    # Time windows: the delivery log's (1h, 24h, 7d, --since/--until) and the health
+    # figures' (the last hour, the last day), read exactly whatever order rows were stored in.
+    "CREATE INDEX deliveries_received ON deliveries (received_at)",
     """
     CREATE TABLE outcomes (
         id INTEGER PRIMARY KEY,
@@ -234,6 +237,8 @@ TABLES = (
         body BLOB NOT NULL,
         body_size INTEGER NOT NULL
     )""",
+    # The refused requests' windows (the console's, --since/--until) and the health figures'.
+    "CREATE INDEX rejected_deliveries_received ON rejected_deliveries (received_at)",
     """
     CREATE TABLE returns (
         id INTEGER PRIMARY KEY,
