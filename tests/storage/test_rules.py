@@ -126,7 +126,7 @@ listings = st.lists(
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(history=histories, listed=listings, registered=st.booleans())
 def test_nothing_the_list_holds_changes_the_money_or_the_fulfilment(
     history: list[tuple[str, PaymentState, int]],
@@ -539,7 +539,7 @@ histories_by_code = st.dictionaries(
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(
     kind=st.sampled_from([*PaymentKind, None]),
     currency=st.sampled_from(CURRENCIES),
