@@ -53,7 +53,8 @@ FIRST_COMMAND = (
 )
 SECOND_COMMAND = (
     "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' "
-    "--config-settings editable_mode=strict && ruff check . && mypy && pytest -n auto"
+    "--config-settings editable_mode=strict && ruff check . && ruff format --check . && mypy "
+    "&& pytest -n auto"
 )
 
 #: The README is a first screen; the manual is in docs/.

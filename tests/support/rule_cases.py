@@ -1,0 +1,103 @@
+"""One payment's history, told twice: as the pure rules' inputs and as the ledger's writes.
+
+The rule cases (tests/storage/test_rules.py) call ``reconcile(Inputs(...))`` with
+:func:`arrived`; the ledger's tests (tests/storage/test_ledger_reconciliation.py) record the
+same :class:`Note` s through a ledger with :func:`as_outcome`, and hold what it stored to what
+``reconcile`` decided with :func:`stored_as_decided`. One definition of a history, so both
+sides tell the same one. Not a test module: pytest collects nothing here.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+from typing import NamedTuple
+
+from payhooks.storage import Outcome, PaymentState, ReconciliationRow
+from payhooks.storage.rules import OutcomeFact, Reconciled
+from payhooks.storage.times import from_text, to_text
+from tests.support.factories import T0, make_outcome
+
+__all__ = ["CODES", "Note", "arrived", "as_outcome", "at", "stored_as_decided"]
+
+#: payment_status code -> the state the default map gives it.
+CODES = {
+    "WP": PaymentState.PENDING,
+    "PS": PaymentState.SUCCEEDED,
+    "PF": PaymentState.FAILED,
+    "PC": PaymentState.CANCELLED,
+    "RP": PaymentState.REFUND_PENDING,
+    "PR": PaymentState.PARTIALLY_REFUNDED,
+    "RS": PaymentState.REFUNDED,
+    "CB": PaymentState.CHARGED_BACK,
+    "ZZ": PaymentState.UNKNOWN,
+}
+
+
+def at(minutes: int) -> str:
+    """The time ``minutes`` after T0, as the ledger stores it."""
+    return to_text(T0 + timedelta(minutes=minutes))
+
+
+class Note(NamedTuple):
+    """One verified outcome as a notification gives it: its status code, its time (minutes
+    after T0), its transaction, its money (in a currency of two decimals)."""
+
+    code: str
+    minutes: int = 0
+    tx: str = "ll-1"
+    amount: int = 2500
+    currency: str = "CNY"
+
+
+def arrived(*notes: Note) -> list[OutcomeFact]:
+    """The outcomes as the ledger stores them when ``notes`` arrive in this order: each id is
+    its place in the arrival order (only their order matters to the rules)."""
+    return [
+        OutcomeFact(n, note.tx, CODES[note.code], note.amount, note.currency, at(note.minutes))
+        for n, note in enumerate(notes, start=1)
+    ]
+
+
+def as_outcome(note: Note, external_identifier: str = "order-1") -> Outcome:
+    """The outcome a verified notification of ``note`` gives the ledger."""
+    return make_outcome(
+        transaction_id=note.tx,
+        external_identifier=external_identifier,
+        payment_status=note.code,
+        state=CODES[note.code],
+        amount=Decimal(note.amount).scaleb(-2),
+        amount_minor=note.amount,
+        currency=note.currency,
+        paid_at=T0 + timedelta(minutes=note.minutes),
+    )
+
+
+def stored_as_decided(row: Reconciled) -> ReconciliationRow:
+    """The row the ``reconciliation`` view shows for ``row``, the rules' decision: its times
+    read back as aware datetimes, its net amount what was received less what went back."""
+    received = row.received_amount_minor
+    returned = row.refunded_amount_minor + row.charged_back_amount_minor
+    return ReconciliationRow(
+        external_identifier=row.external_identifier,
+        kind=row.kind,
+        state=row.state,
+        currency=row.currency,
+        expected_amount_minor=row.expected_amount_minor,
+        received_currency=row.received_currency,
+        received_amount_minor=received,
+        opened_at=from_text(row.opened_at),
+        lifecycle_state=row.lifecycle_state,
+        periods_paid=row.periods_paid,
+        transaction_ids=row.transaction_ids,
+        unknown_outcomes=row.unknown_outcomes,
+        last_outcome_at=None if row.last_outcome_at is None else from_text(row.last_outcome_at),
+        drift=row.drift,
+        refunded_amount_minor=row.refunded_amount_minor,
+        charged_back_amount_minor=row.charged_back_amount_minor,
+        net_amount_minor=None if received is None else received - returned,
+        refused_deliveries=row.refused_deliveries,
+        conflicting_deliveries=row.conflicting_deliveries,
+        latest_problem=row.latest_problem,
+        home_received_amount_minor=row.home_received_amount_minor,
+    )
