@@ -4,7 +4,11 @@ beside the receiver's."""
 
 from __future__ import annotations
 
+import shutil
+import sqlite3
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -52,6 +56,53 @@ def _fill_unexpected_payments(ledger: Ledger) -> None:
         )
 
 
+def _built_once(tmp_path_factory: pytest.TempPathFactory, fill: Callable[[Ledger], None]) -> Path:
+    """A SQLite ledger filled by ``fill``, closed, its WAL checkpointed into the file: the one
+    file each test of this module copies, so the ``MANY`` rows are written once, not per test."""
+    path = tmp_path_factory.mktemp("limits") / "payhooks.db"
+    with Ledger(path) as ledger:
+        fill(ledger)
+    conn = sqlite3.connect(path)
+    try:
+        (busy, _, _) = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    finally:
+        conn.close()
+    assert busy == 0
+    wal = path.with_name(path.name + "-wal")
+    assert not wal.exists() or wal.stat().st_size == 0  # every row is in the file itself
+    return path
+
+
+def _own_copy(built: Path, database: Path | str) -> Path:
+    """The test's own copy of ``built`` at its ``database``, before anything opened that."""
+    assert isinstance(database, Path), "the big ledgers are SQLite files"
+    assert not database.exists()
+    shutil.copy(built, database)
+    return database
+
+
+@pytest.fixture(scope="module")
+def built_deliveries(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _built_once(tmp_path_factory, _fill_deliveries)
+
+
+@pytest.fixture(scope="module")
+def built_unexpected_payments(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _built_once(tmp_path_factory, _fill_unexpected_payments)
+
+
+@pytest.fixture
+def many_deliveries(built_deliveries: Path, database: Path | str) -> Path:
+    """The test's database: its own copy of the ledger of ``MANY`` deliveries."""
+    return _own_copy(built_deliveries, database)
+
+
+@pytest.fixture
+def many_unexpected_payments(built_unexpected_payments: Path, database: Path | str) -> Path:
+    """The test's database: its own copy of the ledger of ``MANY`` unexpected payments."""
+    return _own_copy(built_unexpected_payments, database)
+
+
 def _limited_app(make_app: AppFactory, **options: Any) -> Flask:
     app = make_app()
     Console(app, authorize=header_role, url_prefix="/console", **options)
@@ -60,9 +111,8 @@ def _limited_app(make_app: AppFactory, **options: Any) -> Flask:
 
 @pytest.mark.sqlite_only
 def test_a_count_that_runs_past_the_limit_stops_and_the_log_says_so_beside_its_rows(
-    make_app: AppFactory, ledger: Ledger
+    make_app: AppFactory, many_deliveries: Path
 ) -> None:
-    _fill_deliveries(ledger)
     client = _limited_app(make_app, time_limit_ms=1).test_client()
 
     # One row: too few steps for SQLite to be stopped in; counting MANY never fits in 1 ms.
@@ -77,9 +127,8 @@ def test_a_count_that_runs_past_the_limit_stops_and_the_log_says_so_beside_its_r
 
 @pytest.mark.sqlite_only
 def test_the_same_log_with_the_default_limit_counts_every_row(
-    make_app: AppFactory, ledger: Ledger
+    make_app: AppFactory, many_deliveries: Path
 ) -> None:
-    _fill_deliveries(ledger)
     client = _limited_app(make_app).test_client()
 
     page = client.get("/console/deliveries?limit=1", headers=VIEWER)
@@ -91,9 +140,8 @@ def test_the_same_log_with_the_default_limit_counts_every_row(
 
 @pytest.mark.sqlite_only
 def test_a_page_whose_rows_run_past_the_limit_is_a_503_that_says_so(
-    make_app: AppFactory, ledger: Ledger
+    make_app: AppFactory, many_unexpected_payments: Path
 ) -> None:
-    _fill_unexpected_payments(ledger)
     client = _limited_app(make_app, time_limit_ms=1).test_client()
 
     # The period's rows by identifier: every one of MANY read and sorted to list the first 50.
@@ -106,9 +154,8 @@ def test_a_page_whose_rows_run_past_the_limit_is_a_503_that_says_so(
 
 @pytest.mark.sqlite_only
 def test_the_finance_figures_that_run_past_the_limit_stop_and_the_page_says_so(
-    make_app: AppFactory, ledger: Ledger
+    make_app: AppFactory, many_unexpected_payments: Path
 ) -> None:
-    _fill_unexpected_payments(ledger)
     client = _limited_app(make_app, time_limit_ms=1).test_client()
 
     # A filter no row matches on a short prefix: the rows are one index probe, the period's
