@@ -30,7 +30,17 @@ from payhooks.storage import (
 from payhooks.storage.rules import Expectation, Inputs, ListedFact, Problems, reconcile
 from tests.support.engines import tables
 from tests.support.factories import T0, FixedClock, make_outcome, record
-from tests.support.rule_cases import CODES, Note, arrived, as_outcome, at, stored_as_decided
+from tests.support.rule_cases import (
+    CODES,
+    CURRENCIES,
+    Note,
+    arrived,
+    as_outcome,
+    at,
+    note_histories,
+    registered,
+    stored_as_decided,
+)
 
 R = ReconciliationState
 
@@ -436,9 +446,6 @@ def test_the_full_report_reads_the_stored_rows_in_order_and_never_sorts(ledger: 
 
 # -- property: what is stored is what reconcile decided, in any arrival order ---------------
 
-TXNS = ("t1", "t2", "t3")
-CURRENCIES = ("AUD", "EUR", "USD")
-
 
 @cache
 def migrated_template() -> Database:
@@ -457,25 +464,11 @@ def fresh_ledger_database() -> Database:
     return Database(connection)
 
 
-notes_by_code = st.dictionaries(
-    keys=st.tuples(st.sampled_from(TXNS), st.sampled_from(sorted(CODES))),
-    values=st.tuples(
-        st.sampled_from([999, 1999, 2999]), st.sampled_from(CURRENCIES), st.integers(0, 3)
-    ),
-    max_size=6,
-).map(
-    lambda spec: [
-        Note(code, minutes=minute, tx=txn, amount=amount, currency=paid_in)
-        for (txn, code), (amount, paid_in, minute) in spec.items()
-    ]
-)
-
-
 @settings(max_examples=300, deadline=None)
 @given(
     kind=st.sampled_from([*PaymentKind, None]),
     currency=st.sampled_from(CURRENCIES),
-    notes=notes_by_code,
+    notes=note_histories,
     order=st.randoms(use_true_random=False),
     register_first=st.booleans(),
 )
@@ -490,10 +483,7 @@ def test_the_stored_row_is_what_reconcile_decided_whatever_the_arrival_order(
     ``reconcile``'s decision on them (the rules themselves: tests/storage/test_rules.py)."""
     arrival = list(notes)
     order.shuffle(arrival)
-    expectation = None
-    if kind is not None:
-        plan = 1999 if kind is PaymentKind.SUBSCRIPTION else None
-        expectation = Expectation(kind, 999, currency, plan, at(0))
+    expectation = registered(kind, currency)
     decision = reconcile(Inputs("order-1", expectation, arrived(*arrival)))
     with closing(fresh_ledger_database()) as db, Ledger(db, clock=FixedClock()) as ledger:
         if register_first:

@@ -33,7 +33,16 @@ from payhooks.storage.rules import (
     reconcile,
 )
 from payhooks.storage.signal_rules import owed_signals
-from tests.support.rule_cases import CODES, Note, arrived, at
+from tests.support.rule_cases import (
+    CODES,
+    CURRENCIES,
+    TXNS,
+    Note,
+    arrived,
+    at,
+    note_histories,
+    registered,
+)
 
 R = ReconciliationState
 S = PaymentState
@@ -442,8 +451,6 @@ def test_a_subscription_period_in_another_currency_is_a_currency_mismatch() -> N
 # -- property: reconcile agrees with a plain reading of the rules, in any arrival order ------
 
 RANK = {code: STATE_RANK[state] for code, state in CODES.items()}
-TXNS = ("t1", "t2", "t3")
-CURRENCIES = ("AUD", "EUR", "USD")
 
 
 def expected_row(
@@ -515,35 +522,11 @@ def expected_row(
     return state, lifecycle_state, *money
 
 
-def registered(kind: PaymentKind | None, currency: str) -> Expectation | None:
-    """What the property's payment registers: 9.99 first, a plan of 19.99 for a subscription."""
-    if kind is None:
-        return None
-    plan = 1999 if kind is PaymentKind.SUBSCRIPTION else None
-    return Expectation(kind, 999, currency, plan, at(0))
-
-
-#: A payment's notifications: at most one per (transaction, status code), as the ledger keeps
-#: them, each with its amount, currency and minute.
-histories_by_code = st.dictionaries(
-    keys=st.tuples(st.sampled_from(TXNS), st.sampled_from(sorted(CODES))),
-    values=st.tuples(
-        st.sampled_from([999, 1999, 2999]), st.sampled_from(CURRENCIES), st.integers(0, 3)
-    ),
-    max_size=6,
-).map(
-    lambda spec: [
-        Note(code, minutes=minute, tx=txn, amount=amount, currency=paid_in)
-        for (txn, code), (amount, paid_in, minute) in spec.items()
-    ]
-)
-
-
 @settings(max_examples=300, deadline=None)
 @given(
     kind=st.sampled_from([*PaymentKind, None]),
     currency=st.sampled_from(CURRENCIES),
-    notes=histories_by_code,
+    notes=note_histories,
     order=st.randoms(use_true_random=False),
 )
 def test_reconcile_follows_the_rules_whatever_the_arrival_order(

@@ -13,12 +13,25 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import NamedTuple
 
-from payhooks.storage import Outcome, PaymentState, ReconciliationRow
-from payhooks.storage.rules import OutcomeFact, Reconciled
+from hypothesis import strategies as st
+
+from payhooks.storage import Outcome, PaymentKind, PaymentState, ReconciliationRow
+from payhooks.storage.rules import Expectation, OutcomeFact, Reconciled
 from payhooks.storage.times import from_text, to_text
 from tests.support.factories import T0, make_outcome
 
-__all__ = ["CODES", "Note", "arrived", "as_outcome", "at", "stored_as_decided"]
+__all__ = [
+    "CODES",
+    "CURRENCIES",
+    "TXNS",
+    "Note",
+    "arrived",
+    "as_outcome",
+    "at",
+    "note_histories",
+    "registered",
+    "stored_as_decided",
+]
 
 #: payment_status code -> the state the default map gives it.
 CODES = {
@@ -101,3 +114,34 @@ def stored_as_decided(row: Reconciled) -> ReconciliationRow:
         latest_problem=row.latest_problem,
         home_received_amount_minor=row.home_received_amount_minor,
     )
+
+
+# -- the properties' payments (tests/storage/test_rules.py and test_ledger_reconciliation.py) ---
+
+#: The transactions and currencies a property's payment draws from.
+TXNS = ("t1", "t2", "t3")
+CURRENCIES = ("AUD", "EUR", "USD")
+
+#: A payment's notifications: at most one per (transaction, status code), as the ledger keeps
+#: them, each with its amount, currency and minute.
+note_histories = st.dictionaries(
+    keys=st.tuples(st.sampled_from(TXNS), st.sampled_from(sorted(CODES))),
+    values=st.tuples(
+        st.sampled_from([999, 1999, 2999]), st.sampled_from(CURRENCIES), st.integers(0, 3)
+    ),
+    max_size=6,
+).map(
+    lambda spec: [
+        Note(code, minutes=minute, tx=txn, amount=amount, currency=paid_in)
+        for (txn, code), (amount, paid_in, minute) in spec.items()
+    ]
+)
+
+
+def registered(kind: PaymentKind | None, currency: str) -> Expectation | None:
+    """What a property's payment registers: 9.99 first, a plan of 19.99 for a subscription;
+    None for a payment nobody registered."""
+    if kind is None:
+        return None
+    plan = 1999 if kind is PaymentKind.SUBSCRIPTION else None
+    return Expectation(kind, 999, currency, plan, at(0))
