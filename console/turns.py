@@ -22,6 +22,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -49,13 +50,13 @@ _warned: set[str] = set()
 class Turn:
     """A person's turn, held until :meth:`release`."""
 
-    def __init__(self, release: object) -> None:
-        self._release = release
+    def __init__(self, release: Callable[[], None]) -> None:
+        self._release: Callable[[], None] | None = release
 
     def release(self) -> None:
         """Give the turn back (once; later calls do nothing)."""
         release, self._release = self._release, None
-        if callable(release):
+        if release is not None:
             release()
 
 
