@@ -319,10 +319,9 @@ class Ledger:
             return reconciliation.row_for(conn, external_identifier)
 
     def story(self, external_identifier: str) -> PaymentStory | None:
-        """Everything the ledger knows about one payment (or unexpected identifier), as the
-        rows that name it: its registration, creation attempts, deliveries, outcomes, the
-        signals owed for them, the customer's returns and what each sync saw, with its
-        reconciliation row; ``timeline()`` puts them oldest first.
+        """Everything the ledger knows about one payment (or unexpected identifier): the rows
+        of its registration, creation attempts, deliveries, outcomes, signals owed, returns and
+        sync sightings, with its reconciliation row; ``timeline()`` orders them.
 
         None when nothing names it. A read only: one query per table, each seeing what is
         committed when it runs.
