@@ -71,6 +71,7 @@ from bench.postgres import add_arguments, postgres_database, settings
 from bench.proc_cpu import TICKS_PER_SECOND, cpu_ticks
 from bench.rounds import alternate, at_least, ratios
 from payhooks.storage import Ledger, PaymentKind, PaymentState, migrate
+from payhooks.storage.creation_attempts import LATEST_FINISHED_STATE
 from payhooks.storage.payment_states import COLUMNS as PAYMENT_STATE_COLUMNS
 from payhooks.storage.payment_states import _values as payment_state_values
 from payhooks.storage.payment_states import refresh
@@ -221,8 +222,8 @@ class Built:
 #: Each input of a payment's row, read in the identifiers' order (byte order on both engines:
 #: SQLite's BINARY, PostgreSQL's "C"; the identifiers are ASCII, so Python's order too).
 PAYMENT_FACTS_SQL = (
-    "SELECT external_identifier, kind, amount_minor, currency, plan_amount_minor, created_at, "
-    "creation FROM payments ORDER BY external_identifier"
+    "SELECT external_identifier, kind, amount_minor, currency, plan_amount_minor, created_at, "  # noqa: S608
+    f"{LATEST_FINISHED_STATE} FROM payments AS p ORDER BY external_identifier"
 )
 OUTCOME_FACTS_SQL = (
     "SELECT external_identifier, id, transaction_id, state, amount_minor, currency, paid_at "

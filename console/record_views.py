@@ -18,6 +18,7 @@ from payhooks.console.evidence import evidence_settings, signature_evidence
 from payhooks.console.filters import pretty_body
 from payhooks.console.query import MAX_ID
 from payhooks.receiver.payloads.named import named_in_start
+from payhooks.storage.reads import describe
 
 __all__ = ["NOTES_SHOWN", "delivery", "payment", "refused_request"]
 
@@ -97,6 +98,7 @@ def payment(external_identifier: str) -> Response | str:
     return render_template(
         "payhooks_console/payment.html",
         story=story,
+        describe=describe,
         review=review,
         review_status=review and review.status_for(story.row.state.value if story.row else ""),
         notes=ledger.console.audit_for(external_identifier, limit=NOTES_SHOWN),

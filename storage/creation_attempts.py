@@ -5,6 +5,11 @@ became of it. Beginning is a compare-and-set on the payment's newest attempt, un
 payment's lock: two callers that both saw the same newest attempt cannot both begin one, so a
 client that decides from that attempt whether to send never sends twice. A ``created`` attempt
 is never changed again. The statements are plain SQL both engines run.
+
+This table is the only record of a payment's creation: whether it failed (``refused`` or
+``uncertain``), why and when is what its newest finished attempt says (:func:`failure`), and
+what the reconciliation reads (:data:`LATEST_FINISHED_STATE`). A ``sending`` attempt changes
+nothing until it ends.
 """
 
 from __future__ import annotations
@@ -12,10 +17,19 @@ from __future__ import annotations
 from typing import Any, Final
 
 from payhooks.storage.sql import Connection
-from payhooks.storage.sync_rows import CreationAttempt, CreationState
+from payhooks.storage.sync_rows import CreationAttempt, CreationFailure, CreationState
 from payhooks.storage.times import from_text
 
-__all__ = ["COLUMNS", "begin", "finish", "select", "to_attempt"]
+__all__ = [
+    "COLUMNS",
+    "LATEST_FINISHED_STATE",
+    "begin",
+    "failure",
+    "finish",
+    "record",
+    "select",
+    "to_attempt",
+]
 
 #: The columns :func:`select` reads, in :class:`CreationAttempt`'s order.
 COLUMNS: Final = (
@@ -23,6 +37,22 @@ COLUMNS: Final = (
     "error_code, error, started_at, finished_at"
 )
 
+#: The state of the payment ``p`` names' newest finished attempt when it is ``refused`` or
+#: ``uncertain``, else NULL: an SQL expression (the index ``creation_attempts_identifier``).
+LATEST_FINISHED_STATE: Final = (
+    "NULLIF((SELECT a.state FROM creation_attempts AS a WHERE a.external_identifier = "
+    "p.external_identifier AND a.state <> 'sending' ORDER BY a.id DESC LIMIT 1), 'created')"
+)
+_LATEST_FINISHED = (
+    "SELECT state, error_code, error, finished_at FROM creation_attempts "
+    "WHERE external_identifier = ? AND state <> 'sending' ORDER BY id DESC LIMIT 1"
+)
+# An attempt finished as it begins: a failure or success the merchant marks by hand.
+_RECORD = (
+    "INSERT INTO creation_attempts (external_identifier, kind, state, error, started_at, "
+    "finished_at) SELECT external_identifier, kind, ?, ?, ?, ? FROM payments "
+    "WHERE external_identifier = ?"
+)
 _NEWEST = "SELECT MAX(id) FROM creation_attempts WHERE external_identifier = ?"
 _INSERT = (
     "INSERT INTO creation_attempts (external_identifier, kind, idempotency_key, state, "
@@ -75,6 +105,27 @@ def finish(
     there is no such attempt or it was already ``created``."""
     row = conn.execute(_FINISH, (state.value, *values, finished_at, attempt_id)).fetchone()
     return None if row is None else str(row[0])
+
+
+def record(
+    conn: Connection, external_identifier: str, state: CreationState, error: str | None, at: str
+) -> bool:
+    """A finished attempt, begun and ended ``at``; False when no payment has the identifier.
+    The caller holds the payment's lock."""
+    return bool(conn.execute(_RECORD, (state.value, error, at, at, external_identifier)).rowcount)
+
+
+def failure(conn: Connection, external_identifier: str) -> CreationFailure | None:
+    """The payment's creation failure: its newest finished attempt, when that one was
+    ``refused`` or ``uncertain``; the reason is ``"<error_code>: <error>"``."""
+    row = conn.execute(_LATEST_FINISHED, (external_identifier,)).fetchone()
+    if row is None or row[0] == CreationState.CREATED:
+        return None
+    state, code, error, failed_at = row
+    reason = ": ".join(part for part in (code, error) if part) or state
+    return CreationFailure(
+        external_identifier, state == CreationState.REFUSED, reason, from_text(failed_at)
+    )
 
 
 def select(

@@ -47,7 +47,7 @@ from payhooks.storage.limits import (
 from payhooks.storage.read_limits import check_limit_ms
 from payhooks.storage.reads.console_book import ConsoleBook
 from payhooks.storage.reads.finance import FinanceBook
-from payhooks.storage.reads.story_rows import PaymentStory
+from payhooks.storage.reads.story import PaymentStory
 from payhooks.storage.reads.vitals import Vitals
 from payhooks.storage.receiver_records import ReceiverRecords
 from payhooks.storage.records import ReconciliationState
@@ -319,9 +319,9 @@ class Ledger:
             return reconciliation.row_for(conn, external_identifier)
 
     def story(self, external_identifier: str) -> PaymentStory | None:
-        """Everything the ledger knows about one payment (or unexpected identifier), oldest
-        first: its registration, creation attempts, deliveries, outcomes, the signals owed for
-        them, the customer's returns and what each sync saw, with its reconciliation row.
+        """Everything the ledger knows about one payment (or unexpected identifier): the rows
+        of its registration, creation attempts, deliveries, outcomes, signals owed, returns and
+        sync sightings, with its reconciliation row; ``timeline()`` orders them.
 
         None when nothing names it. A read only: one query per table, each seeing what is
         committed when it runs.

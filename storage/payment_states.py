@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import Any, Final
 
 import payhooks.storage.owed_signals as owed_signals
+from payhooks.storage.creation_attempts import LATEST_FINISHED_STATE
 from payhooks.storage.records import PaymentState, ReconciliationState
 from payhooks.storage.rows import DeliveryStatus, PaymentKind
 from payhooks.storage.rules import (
@@ -84,8 +85,8 @@ _LATEST_COMPLETE = (
 #: the ``expected_before`` of the latest complete sync.
 _INPUTS = f"""
     SELECT 'payment', NULL, amount_minor, plan_amount_minor, kind, currency, created_at,
-        creation, ({_LATEST_COMPLETE}), NULL
-    FROM payments WHERE external_identifier = ?
+        {LATEST_FINISHED_STATE}, ({_LATEST_COMPLETE}), NULL
+    FROM payments AS p WHERE external_identifier = ?
     UNION ALL SELECT 'outcome', id, amount_minor, delivery_id, transaction_id, state, currency,
         paid_at, NULL, NULL
     FROM outcomes WHERE external_identifier = ?

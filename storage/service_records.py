@@ -38,21 +38,8 @@ __all__ = ["ServiceRecords", "sync_run_from_row"]
 _MAX_STATUS_LENGTH = 200
 _MAX_ERROR_LENGTH = 1000
 
-_MARK_FAILED = (
-    "UPDATE payments SET creation = ?, creation_error = ?, creation_failed_at = ? "
-    "WHERE external_identifier = ?"
-)
-_MARK_SUCCEEDED = (
-    "UPDATE payments SET creation = NULL, creation_error = NULL, creation_failed_at = NULL "
-    "WHERE external_identifier = ?"
-)
 _KINDS = frozenset({"transaction", "subscription"})
-_CLEAR_FAILURE = _MARK_SUCCEEDED + " AND creation IS NOT NULL"
 _SELECT_PAYMENT = "SELECT 1 FROM payments WHERE external_identifier = ?"
-_SELECT_FAILURE = (
-    "SELECT creation, creation_error, creation_failed_at FROM payments "
-    "WHERE external_identifier = ? AND creation IS NOT NULL"
-)
 
 
 def sync_run_from_row(row: tuple[Any, ...] | None) -> SyncRun | None:
@@ -129,10 +116,11 @@ class ServiceRecords:
         self._engine, self._write, self._read = engine, write, engine.read
         self._clock, self._refresh = clock, refresh
 
-    # -- creation failures -----------------------------------------------------------------
+    # -- creation failures: what the newest finished creation attempt says -----------------
 
     def mark_creation_failed(self, external_identifier: str, *, reason: str, certain: bool) -> bool:
-        """Record that creating this expected payment at the service failed.
+        """Record that creating this expected payment at the service failed: a finished
+        ``refused`` (``certain``) or ``uncertain`` attempt whose error is ``reason``.
 
         ``certain`` (the service refused it, a 4xx) makes it ``not_created`` in the
         reconciliation, until an outcome or the service's list says otherwise; uncertain (no
@@ -143,38 +131,32 @@ class ServiceRecords:
         """
         if not isinstance(reason, str) or not reason:
             raise ValueError("reason must be a non-empty string")
-        at = to_text(self._clock(), argument="clock()")
-        with self._write() as conn:
-            return self._mark_failed(conn, external_identifier, reason, certain, at)
-
-    def _mark_failed(
-        self, conn: Any, external_identifier: str, reason: str, certain: bool, at: str
-    ) -> bool:
-        creation = "refused" if certain else "uncertain"
-        cursor = conn.execute(
-            _MARK_FAILED, (creation, reason[:_MAX_ERROR_LENGTH], at, external_identifier)
-        )
-        if not cursor.rowcount:
-            return False
-        self._refresh(conn, external_identifier, at)
-        return True
+        state = CreationState.REFUSED if certain else CreationState.UNCERTAIN
+        return self._record(external_identifier, state, reason[:_MAX_ERROR_LENGTH])
 
     def mark_creation_succeeded(self, external_identifier: str) -> bool:
-        """Clear a creation failure (a retry created it). True when a payment was found."""
+        """Clear a creation failure (a retry created it): a finished ``created`` attempt, when
+        the newest finished one failed. True when a payment was found."""
+        return self._record(external_identifier, CreationState.CREATED, None)
+
+    def _record(self, identifier: str, state: CreationState, error: str | None) -> bool:
         at = to_text(self._clock(), argument="clock()")
         with self._write() as conn:
-            if not conn.execute(_MARK_SUCCEEDED, (external_identifier,)).rowcount:
+            self._engine.lock_payment(conn, identifier)
+            if (
+                state is CreationState.CREATED
+                and creation_attempts.failure(conn, identifier) is None
+            ):
+                return conn.execute(_SELECT_PAYMENT, (identifier,)).fetchone() is not None
+            if not creation_attempts.record(conn, identifier, state, error, at):
                 return False
-            self._refresh(conn, external_identifier, at)
+            self._refresh(conn, identifier, at)
             return True
 
     def creation_failure(self, external_identifier: str) -> CreationFailure | None:
-        """The creation failure marked on this payment, or None."""
+        """The payment's creation failure (its newest finished attempt's), or None."""
         with self._read() as conn:
-            row = conn.execute(_SELECT_FAILURE, (external_identifier,)).fetchone()
-        if row is None:
-            return None
-        return CreationFailure(external_identifier, row[0] == "refused", row[1], from_text(row[2]))
+            return creation_attempts.failure(conn, external_identifier)
 
     # -- creation attempts -----------------------------------------------------------------
 
@@ -219,10 +201,11 @@ class ServiceRecords:
     ) -> bool:
         """Record how an attempt ended, and mark its payment in the same transaction.
 
-        ``created`` clears the payment's creation failure; ``refused`` and ``uncertain`` mark
-        one, as :meth:`mark_creation_failed` with ``certain`` for ``refused``, the reason being
-        ``"<error_code>: <error>"``. Arguments left None keep what the attempt holds (an
-        uncertain attempt found at the service later keeps its lost answer's error).
+        The newest finished attempt is the payment's creation mark: ``created`` clears a
+        failure; ``refused`` and ``uncertain`` are one, as :meth:`mark_creation_failed` with
+        ``certain`` for ``refused``, the reason being ``"<error_code>: <error>"``. Arguments
+        left None keep what the attempt holds (an uncertain attempt found at the service later
+        keeps its lost answer's error).
 
         :returns: True when recorded; False when there is no such attempt or it is already
             ``created`` (a created attempt is never changed).
@@ -238,13 +221,7 @@ class ServiceRecords:
             identifier = creation_attempts.finish(conn, attempt_id, ended, values, at)
             if identifier is None:
                 return False
-            if ended is CreationState.CREATED:
-                if conn.execute(_CLEAR_FAILURE, (identifier,)).rowcount:
-                    self._refresh(conn, identifier, at)
-            else:
-                reason = ": ".join(part for part in (error_code, error) if part) or ended.value
-                certain = ended is CreationState.REFUSED
-                self._mark_failed(conn, identifier, reason, certain, at)
+            self._refresh(conn, identifier, at)
             return True
 
     def creation_attempts(

@@ -21,6 +21,10 @@ class Cursor(Protocol):
     @property
     def rowcount(self) -> int: ...
 
+    @property
+    def description(self) -> Any:
+        """Per column of a read, a sequence whose first item is the column's name."""
+
     def fetchone(self) -> Any: ...
 
     def fetchall(self) -> list[Any]: ...

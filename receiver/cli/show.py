@@ -10,9 +10,7 @@ strings in major units and times in ISO 8601 with their offset.
 
 from __future__ import annotations
 
-import dataclasses
-import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from enum import Enum
@@ -29,17 +27,7 @@ from payhooks.receiver.cli.common import (
     terminal_text,
 )
 from payhooks.receiver.cli.reports import REPORT_FIELDS, report_record
-from payhooks.storage.reads import (
-    CreationAttemptEvent,
-    DeliveryEvent,
-    OutcomeEvent,
-    PaymentStory,
-    RegistrationEvent,
-    ReturnEvent,
-    SignalEvent,
-    StoryEvent,
-    SyncSightingEvent,
-)
+from payhooks.storage.reads import Entry, PaymentStory, describe
 
 __all__ = ["show", "story_lines", "story_record"]
 
@@ -91,26 +79,25 @@ def _json_value(value: Any) -> Any:
     return value
 
 
-def _event_record(event: StoryEvent) -> dict[str, Any]:
-    """``event`` as JSON: ``at`` and ``kind``, then its fields; an ``X_minor`` amount is given
-    as ``X``, its decimal string in major units."""
-    record: dict[str, Any] = {"at": event.at.isoformat(), "kind": str(event.kind)}
-    for field in dataclasses.fields(event):
-        name = field.name.removesuffix("_minor")
-        if name != "at":
-            record[name] = _json_value(getattr(event, name))
+def _event_record(entry: Entry) -> dict[str, Any]:
+    """``entry`` as JSON: ``at`` and ``kind``, then its row's columns; an amount only in major
+    units (its ``X_minor`` column is left out for ``X``)."""
+    record: dict[str, Any] = {"at": entry.at.isoformat(), "kind": str(entry.kind)}
+    for name, value in entry.row.items():
+        if not name.endswith("_minor"):
+            record[name] = _json_value(value)
     return record
 
 
 def story_record(story: PaymentStory) -> dict[str, Any]:
     """``story`` as the JSON document ``payhooks show --format json`` writes: ``payment`` has
     the fields of ``payhooks reconcile``'s records (all None when the ledger keeps no row for
-    it), ``events`` one object per event."""
+    it), ``events`` one object per entry of its timeline."""
     if story.row is None:
         payment = dict.fromkeys(REPORT_FIELDS) | {"external_identifier": story.external_identifier}
     else:
         payment = report_record(story.row)
-    return {"payment": payment, "events": [_event_record(event) for event in story.events]}
+    return {"payment": payment, "events": [_event_record(entry) for entry in story.timeline()]}
 
 
 # -- text ------------------------------------------------------------------------------------
@@ -147,84 +134,10 @@ def _header(story: PaymentStory) -> Iterator[str]:
         yield f"{label.ljust(_LABEL_WIDTH)}{value}"
 
 
-def _metadata(metadata: Mapping[str, Any]) -> str:
-    return json.dumps(metadata, ensure_ascii=False, sort_keys=True)
-
-
-def _details(event: StoryEvent) -> list[str]:
-    """The event's details, in the order a person reads them."""
-    match event:
-        case RegistrationEvent():
-            parts = [f"{event.payment_kind} {_money(event.amount, event.currency)}"]
-            if event.plan_amount is not None:
-                parts.append(f"later periods {_money(event.plan_amount, event.currency)}")
-            if event.description is not None:
-                parts.append(f"description {event.description}")
-            if event.metadata is not None:
-                parts.append(f"metadata {_metadata(event.metadata)}")
-        case CreationAttemptEvent():
-            parts = [f"#{event.attempt_id} {event.state}"]
-            if event.http_status is not None:
-                parts.append(f"HTTP {event.http_status}")
-            if event.error_code is not None or event.error is not None:
-                parts.append(": ".join(p for p in (event.error_code, event.error) if p))
-            if event.service_id is not None:
-                parts.append(f"service id {event.service_id}")
-        case DeliveryEvent():
-            parts = [f"#{event.delivery_id} {event.status}", f"key {event.dedupe_key}"]
-            parts.append(f"{event.attempts} attempt(s)")
-            if event.outcome_id is not None:
-                parts.append(f"outcome #{event.outcome_id}")
-            if event.error is not None:
-                parts.append(f"error {event.error}")
-            if event.signal_error is not None:
-                parts.append(f"receiver error {event.signal_error}")
-            if event.pruned_into is not None:
-                parts.append(f"body pruned into {event.pruned_into}")
-        case OutcomeEvent():
-            parts = [
-                f"#{event.outcome_id} {event.transaction_id} {event.payment_status} "
-                f"{event.state} {_money(event.amount, event.currency)}",
-                f"paid {_time(event.paid_at)}",
-                f"delivery #{event.delivery_id}",
-            ]
-        case SignalEvent():
-            parts = [f"{event.signal} ({event.reconciliation}) for outcome #{event.outcome_id}"]
-            if event.dismissed_at is not None:
-                parts.append(f"marked handled without running {_time(event.dismissed_at)}")
-            elif event.sent_at is not None:
-                parts.append(f"sent {_time(event.sent_at)}")
-            elif event.claimed_until is not None:
-                parts.append(f"owed, claimed until {_time(event.claimed_until)}")
-            elif event.parked_at is not None:
-                parts.append(f"owed, parked {_time(event.parked_at)}")
-            elif event.next_attempt_at is not None:
-                parts.append(f"owed, retry at {_time(event.next_attempt_at)}")
-            else:
-                parts.append("owed")
-            if event.attempts:
-                parts.append(f"{event.attempts} round(s)")
-            if event.error is not None:
-                parts.append(f"error {event.error}")
-        case ReturnEvent():
-            parts = [str(event.return_kind)]
-            if event.result_code is not None:
-                parts.append(f"result code {event.result_code}")
-        case SyncSightingEvent():
-            parts = [
-                f"{event.transaction_id} listed {event.status} ({event.state}) "
-                f"{_money(event.amount, event.currency)}",
-                f"last seen {_time(event.last_seen_at)}",
-                f"drift {event.drift or '-'}",
-            ]
-    return parts
-
-
 def story_lines(story: PaymentStory) -> Iterator[str]:
     """``story`` as text, line by line, not yet escaped for the terminal: the header, an empty
-    line, then one line per event."""
+    line, then one line per entry (:func:`~payhooks.storage.reads.describe`)."""
     yield from _header(story)
     yield ""
-    for event in story.events:
-        kind = str(event.kind).ljust(_KIND_WIDTH)
-        yield f"{_time(event.at)}  {kind}  {', '.join(_details(event))}"
+    for entry in story.timeline():
+        yield f"{_time(entry.at)}  {str(entry.kind).ljust(_KIND_WIDTH)}  {describe(entry)}"

@@ -54,9 +54,6 @@ TABLES: Final = (
         created_at TEXT COLLATE "C" NOT NULL,
         description TEXT COLLATE "C",
         metadata TEXT COLLATE "C",
-        creation TEXT COLLATE "C" CHECK (creation IN ('refused', 'uncertain')),
-        creation_error TEXT COLLATE "C",
-        creation_failed_at TEXT COLLATE "C",
         CHECK ((kind = 'subscription') = (plan_amount_minor IS NOT NULL))
     )""",
     # Payments registered in a period (the console's finance page).

@@ -28,43 +28,28 @@ from payhooks.storage.reads.finance_rows import (
     FinancePage,
 )
 from payhooks.storage.reads.log_search import DeliveryErrorCode
-from payhooks.storage.reads.story_rows import (
-    CreationAttemptEvent,
-    DeliveryEvent,
-    OutcomeEvent,
-    PaymentStory,
-    RegistrationEvent,
-    ReturnEvent,
-    SignalEvent,
-    StoryEvent,
-    SyncSightingEvent,
-)
+from payhooks.storage.reads.story import Entry, EntryKind, PaymentStory, describe
 from payhooks.storage.reads.vitals import Vitals
 
 __all__ = [
     "UNEXPECTED_KIND",
     "AuditEntry",
     "BucketSize",
-    "CreationAttemptEvent",
     "DeliveryDetails",
     "DeliveryErrorCode",
-    "DeliveryEvent",
     "DeliveryFilter",
+    "Entry",
+    "EntryKind",
     "Figure",
     "FinanceFilter",
     "FinancePage",
     "LogPage",
     "LoggedDelivery",
-    "OutcomeEvent",
     "PaymentStory",
-    "RegistrationEvent",
     "RejectedDelivery",
     "RejectedDetails",
-    "ReturnEvent",
     "ReviewStatus",
-    "SignalEvent",
-    "StoryEvent",
-    "SyncSightingEvent",
     "Vitals",
     "bucket_size_for",
+    "describe",
 ]

@@ -53,10 +53,6 @@ TABLES = (
         created_at TEXT NOT NULL,
         description TEXT,
         metadata TEXT,
-        -- The service refused to create it ('refused'), or its answer was lost ('uncertain').
-        creation TEXT CHECK (creation IN ('refused', 'uncertain')),
-        creation_error TEXT,
-        creation_failed_at TEXT,
         CHECK ((kind = 'subscription') = (plan_amount_minor IS NOT NULL))
     ) WITHOUT ROWID""",
     # Payments registered in a period (the console's finance page).

@@ -20,7 +20,7 @@ import pytest
 
 from payhooks.storage import DeliveryStatus, Ledger, read_archive
 from payhooks.storage.archives import ARCHIVE_SUFFIX, ArchiveError
-from payhooks.storage.reads import DeliveryEvent
+from payhooks.storage.reads import EntryKind
 from payhooks.storage.retention import archive_name
 from tests.support.factories import FixedClock, make_outcome
 from tests.support.retention import forge_archive
@@ -196,11 +196,11 @@ def test_the_story_stays_readable_and_names_the_archive(
 
     assert told is not None
     assert told_before is not None
-    events = {e.delivery_id: e for e in told.events if isinstance(e, DeliveryEvent)}
-    assert events[stored.sent].pruned_into == report.archive.name
-    assert events[stored.conflicting].pruned_into is None
+    rows = {row["delivery_id"]: row for row in told.of(EntryKind.DELIVERY)}
+    assert rows[stored.sent]["pruned_into"] == report.archive.name
+    assert rows[stored.conflicting]["pruned_into"] is None
     assert told.row == told_before.row
-    assert len(told.events) == len(told_before.events)
+    assert len(told.timeline()) == len(told_before.timeline())
 
 
 def test_a_dry_run_counts_and_changes_nothing(

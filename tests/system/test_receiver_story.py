@@ -25,7 +25,7 @@ from flask import Flask
 from payhooks.console import Console
 from payhooks.receiver import Metrics, signals
 from payhooks.storage import Ledger
-from payhooks.storage.reads import SignalEvent
+from payhooks.storage.reads import EntryKind
 from tests.support.app import AppFactory, BodyFactory, SignFunction
 from tests.support.browser import BROWSER_TIMEOUT_MS
 from tests.support.console_actions import OPERATOR, grant_hook
@@ -74,12 +74,12 @@ def _signal_states(database: Path | str) -> dict[str, tuple[int, bool, bool]]:
         for identifier in ("boom-cny-01", "flaky-cny-02"):
             story = ledger.story(identifier)
             assert story is not None
-            for event in story.events:
-                if isinstance(event, SignalEvent) and event.signal == "payment-succeeded":
+            for signal in story.of(EntryKind.SIGNAL):
+                if signal["signal"] == "payment-succeeded":
                     found[identifier] = (
-                        event.attempts,
-                        event.sent_at is not None,
-                        event.parked_at is not None,
+                        signal["attempts"],
+                        signal["sent_at"] is not None,
+                        signal["parked_at"] is not None,
                     )
         return found
 

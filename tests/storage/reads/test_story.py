@@ -1,4 +1,5 @@
-"""``Ledger.story``: everything the ledger knows about one payment, as events in time order.
+"""``Ledger.story``: everything the ledger knows about one payment, as the rows of the tables
+that name it, in time order by ``timeline()``.
 
 The whole story is lived through the real paths (:mod:`tests.support.stories`): signed
 notifications posted to the app, the signed return URL, the service's records through the
@@ -28,18 +29,7 @@ from payhooks.storage import (
     PaymentState,
     ReconciliationState,
 )
-from payhooks.storage.reads import (
-    CreationAttemptEvent,
-    DeliveryEvent,
-    OutcomeEvent,
-    PaymentStory,
-    RegistrationEvent,
-    ReturnEvent,
-    SignalEvent,
-    StoryEvent,
-    SyncSightingEvent,
-)
-from payhooks.storage.reads.story_rows import EventKind
+from payhooks.storage.reads import Entry, EntryKind, PaymentStory
 from payhooks.storage.rows import ReturnKind
 from tests.support.app import BodyFactory, SignFunction
 from tests.support.factories import T0, FixedClock, make_outcome, record
@@ -67,38 +57,48 @@ def story(
     return told
 
 
-def _of(story: PaymentStory, kind: type[Any]) -> list[Any]:
-    return [event for event in story.events if isinstance(event, kind)]
+def _of(story: PaymentStory, kind: EntryKind) -> list[Any]:
+    return story.of(kind)
+
+
+def _entries(story: PaymentStory, kind: EntryKind) -> list[Entry]:
+    return [entry for entry in story.timeline() if entry.kind is kind]
 
 
 def test_the_events_come_oldest_first_kind_by_kind(story: PaymentStory) -> None:
-    assert [str(event.kind) for event in story.events] == list(STORY)
-    times = [event.at for event in story.events]
+    assert [str(event.kind) for event in story.timeline()] == list(STORY)
+    times = [event.at for event in story.timeline()]
     assert times == sorted(times)
     assert all(moment.utcoffset() == timedelta(0) for moment in times)
 
 
 def test_the_registration_tells_what_was_expected(story: PaymentStory) -> None:
-    (registration,) = _of(story, RegistrationEvent)
+    (registration,) = _of(story, EntryKind.REGISTRATION)
 
-    assert registration.payment_kind is PaymentKind.TRANSACTION
-    assert (registration.amount_minor, registration.currency) == (2500, "CNY")
-    assert registration.amount == Decimal("25.00")
-    assert registration.plan_amount is None
-    assert registration.description == "Two teas"
-    assert registration.metadata == {"table": 7}
+    assert registration["payment_kind"] is PaymentKind.TRANSACTION
+    assert (registration["amount_minor"], registration["currency"]) == (2500, "CNY")
+    assert registration["amount"] == Decimal("25.00")
+    assert registration["plan_amount"] is None
+    assert registration["description"] == "Two teas"
+    assert registration["metadata"] == {"table": 7}
 
 
 def test_creation_attempts_tell_their_state_status_error_and_service_id(
     story: PaymentStory,
 ) -> None:
-    attempts = _of(story, CreationAttemptEvent)
+    attempts = _of(story, EntryKind.CREATION_ATTEMPT)
 
-    assert [(a.state, a.http_status, a.error_code, a.error, a.service_id) for a in attempts] == [
+    told = [
+        (a["state"], a["http_status"], a["error_code"], a["error"], a["service_id"])
+        for a in attempts
+    ]
+    assert told == [
         (CreationState.UNCERTAIN, 503, "service_unavailable", "try later", None),
         (CreationState.CREATED, 201, None, None, "ll-1"),
     ]
-    assert all(a.finished_at is not None and a.finished_at >= a.at for a in attempts)
+    begun = _entries(story, EntryKind.CREATION_ATTEMPT)
+    assert [entry.row for entry in begun] == attempts
+    assert all(e.row["finished_at"] is not None and e.row["finished_at"] >= e.at for e in begun)
 
 
 @pytest.mark.parametrize(
@@ -120,75 +120,76 @@ def test_every_delivery_naming_the_payment_tells_its_status_attempts_and_error(
     error_contains: str | None,
     has_outcome: bool,
 ) -> None:
-    delivery = _of(story, DeliveryEvent)[position]
-    (outcome,) = _of(story, OutcomeEvent)
+    delivery = _of(story, EntryKind.DELIVERY)[position]
+    (outcome,) = _of(story, EntryKind.OUTCOME)
 
-    assert (delivery.status, delivery.dedupe_key, delivery.attempts) == (
+    assert (delivery["status"], delivery["dedupe_key"], delivery["attempts"]) == (
         status,
         dedupe_key,
         attempts,
     )
     if error_contains is None:
-        assert delivery.error is None
+        assert delivery["error"] is None
     else:
-        assert error_contains in (delivery.error or "")
-    assert delivery.outcome_id == (outcome.outcome_id if has_outcome else None)
+        assert error_contains in (delivery["error"] or "")
+    assert delivery["outcome_id"] == (outcome["outcome_id"] if has_outcome else None)
 
 
 def test_the_outcome_tells_its_transaction_status_amount_and_times(story: PaymentStory) -> None:
-    (outcome,) = _of(story, OutcomeEvent)
-    first_delivery = _of(story, DeliveryEvent)[0]
+    (outcome,) = _of(story, EntryKind.OUTCOME)
+    first_delivery = _of(story, EntryKind.DELIVERY)[0]
 
-    assert outcome.delivery_id == first_delivery.delivery_id
-    assert (outcome.transaction_id, outcome.payment_status, outcome.state) == (
+    assert outcome["delivery_id"] == first_delivery["delivery_id"]
+    assert (outcome["transaction_id"], outcome["payment_status"], outcome["state"]) == (
         "ll-1",
         "PS",
         PaymentState.SUCCEEDED,
     )
-    assert (outcome.amount, outcome.amount_minor, outcome.currency) == (
+    assert (outcome["amount"], outcome["amount_minor"], outcome["currency"]) == (
         Decimal("25.00"),
         2500,
         "CNY",
     )
-    assert outcome.paid_at == T0  # the body's payment_time, 2026-11-21 12:00 (UTC)
+    assert outcome["paid_at"] == T0  # the body's payment_time, 2026-11-21 12:00 (UTC)
 
 
 def test_signals_tell_when_they_were_sent_and_what_a_receiver_raised(
     story: PaymentStory,
 ) -> None:
-    sent = {signal.signal: signal for signal in _of(story, SignalEvent)}
-    (outcome,) = _of(story, OutcomeEvent)
+    sent = {signal["signal"]: signal for signal in _of(story, EntryKind.SIGNAL)}
+    (outcome,) = _of(story, EntryKind.OUTCOME)
 
     assert set(sent) == {"notification-received", "payment-succeeded"}
-    assert all(s.outcome_id == outcome.outcome_id for s in sent.values())
-    assert all(s.claimed_until is None and s.attempts == 1 for s in sent.values())
-    assert sent["notification-received"].sent_at is not None
-    assert sent["notification-received"].error is None
+    assert all(s["outcome_id"] == outcome["outcome_id"] for s in sent.values())
+    assert all(s["claimed_until"] is None and s["attempts"] == 1 for s in sent.values())
+    assert sent["notification-received"]["sent_at"] is not None
+    assert sent["notification-received"]["error"] is None
     # The receiver raised: still owed, with its next round due.
-    assert sent["payment-succeeded"].sent_at is None
-    assert sent["payment-succeeded"].next_attempt_at is not None
-    assert RECEIVER_ERROR in (sent["payment-succeeded"].error or "")
-    assert sent["payment-succeeded"].reconciliation == "paid"
-    assert RECEIVER_ERROR in (_of(story, DeliveryEvent)[0].signal_error or "")
+    assert sent["payment-succeeded"]["sent_at"] is None
+    assert sent["payment-succeeded"]["next_attempt_at"] is not None
+    assert RECEIVER_ERROR in (sent["payment-succeeded"]["error"] or "")
+    assert sent["payment-succeeded"]["reconciliation"] == "paid"
+    assert RECEIVER_ERROR in (_of(story, EntryKind.DELIVERY)[0]["signal_error"] or "")
 
 
 def test_a_return_tells_its_kind_and_the_browsers_result_code(story: PaymentStory) -> None:
-    (visit,) = _of(story, ReturnEvent)
+    (visit,) = _of(story, EntryKind.RETURN)
 
-    assert (visit.return_kind, visit.result_code) == (ReturnKind.RETURN, "Authorised")
+    assert (visit["return_kind"], visit["result_code"]) == (ReturnKind.RETURN, "Authorised")
 
 
 def test_a_sync_sighting_tells_the_listed_status_and_its_drift(story: PaymentStory) -> None:
-    (sighting,) = _of(story, SyncSightingEvent)
+    (sighting,) = _of(story, EntryKind.SYNC_SIGHTING)
 
-    assert (sighting.transaction_id, sighting.status, sighting.state) == (
+    assert (sighting["transaction_id"], sighting["status"], sighting["state"]) == (
         "ll-1",
         "RS",
         PaymentState.REFUNDED,
     )
-    assert sighting.amount == Decimal("25.00")
-    assert sighting.drift is DriftKind.MISSED_NOTIFICATION
-    assert sighting.last_seen_at >= sighting.at
+    assert sighting["amount"] == Decimal("25.00")
+    assert sighting["drift"] is DriftKind.MISSED_NOTIFICATION
+    (seen,) = _entries(story, EntryKind.SYNC_SIGHTING)
+    assert sighting["last_seen_at"] >= seen.at
 
 
 def test_the_story_carries_the_payments_reconciliation_row(
@@ -201,9 +202,11 @@ def test_the_story_carries_the_payments_reconciliation_row(
     assert story.row.drift is DriftKind.MISSED_NOTIFICATION
 
 
-def test_a_story_and_its_events_are_frozen(story: PaymentStory) -> None:
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        story.events[0].at = T0  # type: ignore[misc]
+def test_a_story_and_its_entries_are_frozen(story: PaymentStory) -> None:
+    with pytest.raises(AttributeError):
+        story.timeline()[0].at = T0  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        story.entries[0].row["amount_minor"] = 1  # type: ignore[index]
     with pytest.raises(dataclasses.FrozenInstanceError):
         story.row = None  # type: ignore[misc]
 
@@ -220,13 +223,13 @@ def test_an_identifier_nothing_names_has_no_story(ledger: Ledger) -> None:
     assert ledger.story("order-") is None
 
 
-def _events_at_one_moment(ledger: Ledger) -> tuple[StoryEvent, ...]:
+def _events_at_one_moment(ledger: Ledger) -> tuple[Entry, ...]:
     ledger.expect_transaction("order-1", 2500, "CNY")
     record(ledger, make_outcome())
     ledger.receiver.record_return("order-1", "cancel", None)
     told = ledger.story("order-1")
     assert told is not None
-    return told.events
+    return told.timeline()
 
 
 def test_events_at_one_moment_come_in_kind_order(ledger: Ledger) -> None:
@@ -234,15 +237,15 @@ def test_events_at_one_moment_come_in_kind_order(ledger: Ledger) -> None:
 
     assert {event.at for event in events} == {T0}
     assert [event.kind for event in events] == [
-        EventKind.REGISTRATION,
-        EventKind.DELIVERY,
-        EventKind.OUTCOME,
-        EventKind.SIGNAL,
-        EventKind.SIGNAL,
-        EventKind.RETURN,
+        EntryKind.REGISTRATION,
+        EntryKind.DELIVERY,
+        EntryKind.OUTCOME,
+        EntryKind.SIGNAL,
+        EntryKind.SIGNAL,
+        EntryKind.RETURN,
     ]
-    signals = [event for event in events if isinstance(event, SignalEvent)]
-    assert [s.signal for s in signals] == ["notification-received", "payment-succeeded"]
+    signals = [event.row for event in events if event.kind is EntryKind.SIGNAL]
+    assert [s["signal"] for s in signals] == ["notification-received", "payment-succeeded"]
 
 
 def test_an_earlier_event_comes_first_whatever_its_kind(ledger: Ledger, clock: FixedClock) -> None:
@@ -253,19 +256,19 @@ def test_an_earlier_event_comes_first_whatever_its_kind(ledger: Ledger, clock: F
     told = ledger.story("order-1")
 
     assert told is not None
-    assert [event.kind for event in told.events] == [EventKind.RETURN, EventKind.REGISTRATION]
+    assert [event.kind for event in told.timeline()] == [EntryKind.RETURN, EntryKind.REGISTRATION]
 
 
 @pytest.mark.parametrize(
     ("named_by", "kind", "row_state"),
     [
-        ("return", EventKind.RETURN, None),
-        ("refused delivery", EventKind.DELIVERY, None),
-        ("sync", EventKind.SYNC_SIGHTING, ReconciliationState.UNEXPECTED),
+        ("return", EntryKind.RETURN, None),
+        ("refused delivery", EntryKind.DELIVERY, None),
+        ("sync", EntryKind.SYNC_SIGHTING, ReconciliationState.UNEXPECTED),
     ],
 )
 def test_an_identifier_only_one_record_names_has_a_story_of_that_record(
-    ledger: Ledger, named_by: str, kind: EventKind, row_state: ReconciliationState | None
+    ledger: Ledger, named_by: str, kind: EntryKind, row_state: ReconciliationState | None
 ) -> None:
     if named_by == "return":
         ledger.receiver.record_return("stray", "return", None)
@@ -282,7 +285,7 @@ def test_an_identifier_only_one_record_names_has_a_story_of_that_record(
     told = ledger.story("stray")
 
     assert told is not None
-    assert [event.kind for event in told.events] == [kind]
+    assert [event.kind for event in told.timeline()] == [kind]
     assert (None if told.row is None else told.row.state) == row_state
 
 
@@ -311,13 +314,13 @@ def test_amounts_are_exact_in_the_currencys_minor_units(
     told = ledger.story("sub-1")
 
     assert told is not None
-    registration, _, outcome, *_ = told.events
-    assert isinstance(registration, RegistrationEvent)
-    assert isinstance(outcome, OutcomeEvent)
-    assert (registration.amount, registration.plan_amount) == (amount, amount * 2)
-    assert str(registration.amount) == str(amount)
-    assert outcome.amount == amount
-    assert isinstance(outcome.amount, Decimal)
+    first, _, recorded, *_ = told.timeline()
+    assert (first.kind, recorded.kind) == (EntryKind.REGISTRATION, EntryKind.OUTCOME)
+    registration, outcome = first.row, recorded.row
+    assert (registration["amount"], registration["plan_amount"]) == (amount, amount * 2)
+    assert str(registration["amount"]) == str(amount)
+    assert outcome["amount"] == amount
+    assert isinstance(outcome["amount"], Decimal)
 
 
 def test_a_signal_held_by_a_sender_tells_its_lease(ledger: Ledger) -> None:
@@ -328,7 +331,7 @@ def test_a_signal_held_by_a_sender_tells_its_lease(ledger: Ledger) -> None:
     told = ledger.story("order-1")
 
     assert told is not None
-    held = [event for event in told.events if isinstance(event, SignalEvent)]
+    held = told.of(EntryKind.SIGNAL)
     assert held
-    assert all(s.sent_at is None for s in held)
-    assert all(s.claimed_until == T0 + timedelta(minutes=5) for s in held)
+    assert all(s["sent_at"] is None for s in held)
+    assert all(s["claimed_until"] == T0 + timedelta(minutes=5) for s in held)
