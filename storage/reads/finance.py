@@ -102,10 +102,6 @@ class _Money:
         return {c: figure(self.counts[c], self.amounts[c], c) for c in keys}
 
 
-def _received_in(currency: str, received_currency: str | None) -> str:
-    return currency if received_currency is None else received_currency
-
-
 class FinanceBook:
     """Finance's aggregations: :meth:`figures`, :meth:`buckets`, :meth:`page`,
     :meth:`totals`, :meth:`rows`. Reads only.
@@ -130,7 +126,7 @@ class FinanceBook:
             received = _read(conn, Paid, finance_sql.RECEIVED_SQL, span)
             paid = _read(conn, Paid, finance_sql.PAID_SQL, span)
             groups = _read(conn, Group, sql, params)
-        return _figures(since, until, groups, received, paid)
+        return _figures(since, until, groups, _by_currency(received), paid)
 
     def overview(
         self, since: datetime, until: datetime, size: BucketSize | None = None
@@ -148,13 +144,7 @@ class FinanceBook:
         for bucket in by_bucket:
             received.add(bucket.currency, bucket.transactions, bucket.amount_minor)
         return PeriodOverview(
-            figures=_figures(
-                since,
-                until,
-                groups,
-                [Paid(c, n, received.amounts[c]) for c, n in received.counts.items()],
-                paid,
-            ),
+            figures=_figures(since, until, groups, received.figures(), paid),
             buckets=_buckets(groups, by_bucket, size, since),
             totals=_totals(groups),
         )
@@ -240,7 +230,7 @@ def _figures(
     since: datetime,
     until: datetime,
     groups: Iterable[Group],
-    received: Iterable[Paid],
+    received: dict[str, Figure],
     paid: Iterable[Paid],
 ) -> PeriodFigures:
     """Folds the grouped rows opened in a period (any buckets added up) into its tiles."""
@@ -248,7 +238,7 @@ def _figures(
     tiles |= {"charged_back": _Money(), "drift": _Money()}
     for g in groups:
         state, currency, count = _R(g.state), g.currency, g.rows
-        money_in = _received_in(currency, g.received_currency)
+        money_in = g.money_in
         if g.registered:
             tiles["expected"].add(currency, count, g.expected)
         if state in MISMATCH_STATES:
@@ -269,7 +259,7 @@ def _figures(
     return PeriodFigures(
         since=since,
         until=until,
-        received=_by_currency(received),
+        received=received,
         paid=_by_currency(paid),
         **{name: money.figures() for name, money in tiles.items()},
     )
@@ -308,7 +298,7 @@ def _totals(groups: Iterable[Group]) -> list[FilteredTotal]:
     money = {name: defaultdict[str, int](int) for name in ("e", "r", "refunded", "back")}
     for g in groups:
         currency = g.currency
-        money_in = _received_in(currency, g.received_currency)
+        money_in = g.money_in
         count[currency] += g.rows
         if g.state == _R.PARTIALLY_REFUNDED:
             unknown[currency] += g.rows

@@ -47,7 +47,7 @@ _UNEXPECTED: Final = "r.kind IS NULL"
 
 
 class Paid(NamedTuple):
-    """A row of :data:`RECEIVED_SQL` and :data:`PAID_SQL`: succeeded transactions paid."""
+    """A row of :data:`RECEIVED_SQL` and :data:`PAID_SQL`."""
 
     currency: str
     transactions: int
@@ -55,9 +55,8 @@ class Paid(NamedTuple):
 
 
 class PaidBucket(NamedTuple):
-    """A row of :data:`RECEIVED_BUCKETS_SQL`: :class:`Paid` in one bucket."""
+    """A row of :data:`RECEIVED_BUCKETS_SQL`: :class:`Paid` in the bucket ``prefix`` names."""
 
-    #: The first characters of ``paid_at`` that name the bucket.
     prefix: str
     currency: str
     transactions: int
@@ -65,17 +64,14 @@ class PaidBucket(NamedTuple):
 
 
 class Group(NamedTuple):
-    """A row of :func:`opened_groups` and :func:`filtered_groups`: rows alike in the first six
-    columns, counted and their money summed (minor units)."""
+    """A row of :func:`opened_groups` and :func:`filtered_groups`: the rows alike in the first
+    six columns (``drifts``, ``registered``: 0 or 1), counted, their money summed."""
 
-    #: The first characters of when the rows were opened (``''``: no buckets).
     bucket: str
     currency: str
     received_currency: str | None
     state: str
-    #: 1 when the service's list disagrees with them, else 0.
     drifts: int
-    #: 1 when they were registered, 0 for rows nobody expected.
     registered: int
     rows: int
     expected: int
@@ -83,6 +79,11 @@ class Group(NamedTuple):
     home_received: int
     refunded: int
     charged_back: int
+
+    @property
+    def money_in(self) -> str:
+        """The currency their money arrived in."""
+        return self.received_currency or self.currency
 
 
 #: Succeeded transactions paid in ``[?, ?)``, per currency (:class:`Paid`; the sums of
