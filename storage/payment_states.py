@@ -5,7 +5,7 @@ changes any of its inputs, and the signals each change owes.
 registered, its outcomes, the service's listed transactions, its refused and conflicting
 deliveries), asks :func:`payhooks.storage.rules.reconcile`, stores the row (or deletes it when
 nothing names the identifier any more), keeps each listed transaction's drift, and owes the
-signals :func:`payhooks.storage.rules.owed_signals` gives. Every write of an input calls it
+signals :func:`payhooks.storage.signal_rules.owed_signals` gives. Every write of an input calls it
 before its commit, so finance's SQL reads one stored row per payment.
 
 Two writers of one payment at once (PostgreSQL, several hosts) are serialised by the engine's
