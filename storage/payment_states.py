@@ -5,7 +5,7 @@ changes any of its inputs, and the signals each change owes.
 registered, its outcomes, the service's listed transactions, its refused and conflicting
 deliveries), asks :func:`payhooks.storage.rules.reconcile`, stores the row (or deletes it when
 nothing names the identifier any more), keeps each listed transaction's drift, and owes the
-signals :func:`payhooks.storage.rules.owed_signals` gives. Every write of an input calls it
+signals :func:`payhooks.storage.signal_rules.owed_signals` gives. Every write of an input calls it
 before its commit, so finance's SQL reads one stored row per payment.
 
 Two writers of one payment at once (PostgreSQL, several hosts) are serialised by the engine's
@@ -16,25 +16,26 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import replace
+from datetime import datetime
+from enum import Enum
 from typing import Any, Final
 
 import payhooks.storage.owed_signals as owed_signals
 from payhooks.storage.creation_attempts import LATEST_FINISHED_STATE
 from payhooks.storage.records import PaymentState, ReconciliationState
-from payhooks.storage.rows import DeliveryStatus, PaymentKind
+from payhooks.storage.rows import DeliveryStatus, PaymentKind, ReconciliationRow
 from payhooks.storage.rules import (
     Expectation,
     Inputs,
     ListedFact,
     OutcomeFact,
     Problems,
-    Reconciled,
     reconcile,
     transaction_drift,
 )
 from payhooks.storage.signal_rules import owed_signals as decide_signals
 from payhooks.storage.sql import Connection
+from payhooks.storage.times import to_text
 
 __all__ = ["COLUMNS", "LockPayment", "Refresh", "refresh", "refresh_missing"]
 
@@ -44,30 +45,9 @@ LockPayment = Callable[[Connection, str], None]
 #: to the payment's state (None when nothing names it), for the ledger's parts.
 Refresh = Callable[..., ReconciliationState | None]
 
-#: The stored columns, in the order :func:`refresh` writes them.
-COLUMNS: Final = (
-    "external_identifier",
-    "kind",
-    "state",
-    "drift",
-    "currency",
-    "expected_amount_minor",
-    "received_currency",
-    "received_amount_minor",
-    "refunded_amount_minor",
-    "charged_back_amount_minor",
-    "opened_at",
-    "lifecycle_state",
-    "periods_paid",
-    "transaction_ids",
-    "unknown_outcomes",
-    "last_outcome_at",
-    "refused_deliveries",
-    "conflicting_deliveries",
-    "latest_problem",
-    "home_received_amount_minor",
-    "updated_at",
-)
+#: The stored columns, in the order :func:`refresh` writes them: the row's fields, and when it
+#: was written.
+COLUMNS: Final = (*ReconciliationRow._fields, "updated_at")
 
 _UPSERT = f"""
     INSERT INTO payment_states ({", ".join(COLUMNS)})
@@ -153,30 +133,20 @@ def _reason(status: str, error: str | None) -> str:
     return f"{status}: {message}"[:300] if message else status
 
 
-def _values(row: Reconciled, now: str) -> tuple[Any, ...]:
-    return (
-        row.external_identifier,
-        None if row.kind is None else row.kind.value,
-        row.state.value,
-        None if row.drift is None else row.drift.value,
-        row.currency,
-        row.expected_amount_minor,
-        row.received_currency,
-        row.received_amount_minor,
-        row.refunded_amount_minor,
-        row.charged_back_amount_minor,
-        row.opened_at,
-        None if row.lifecycle_state is None else row.lifecycle_state.value,
-        row.periods_paid,
-        json.dumps(list(row.transaction_ids), separators=(",", ":"), ensure_ascii=False),
-        row.unknown_outcomes,
-        row.last_outcome_at,
-        row.refused_deliveries,
-        row.conflicting_deliveries,
-        row.latest_problem,
-        row.home_received_amount_minor,
-        now,
-    )
+def _stored(value: object) -> object:
+    """One field of a row as its column holds it: names as text, times as
+    :func:`~payhooks.storage.times.to_text` writes them, the ids as a JSON array."""
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, datetime):
+        return to_text(value)
+    if isinstance(value, tuple):
+        return json.dumps(list(value), separators=(",", ":"), ensure_ascii=False)
+    return value
+
+
+def _values(row: ReconciliationRow, now: str) -> tuple[Any, ...]:
+    return (*map(_stored, row), now)
 
 
 def refresh(
@@ -186,7 +156,7 @@ def refresh(
     now: str,
     lock: LockPayment,
     new_outcome_id: int | None = None,
-) -> Reconciled | None:
+) -> ReconciliationRow | None:
     """Recompute and store one payment's row, in the caller's write transaction, and owe the
     signals the change owes (``new_outcome_id``: the outcome this transaction just recorded).
 
@@ -214,8 +184,8 @@ def refresh(
     # The state before matters only to a change that records no outcome (signal_rules).
     before = None
     if new_outcome_id is None and before_state is not None and row is not None:
-        before = replace(row, state=before_state)
-    owed = decide_signals(before, row, outcomes, new_outcome)
+        before = row._replace(state=before_state)
+    owed = decide_signals(before, row, inputs, new_outcome)
     if owed and row is not None:
         owed_signals.owe(conn, owed, delivery_of, row.state.value, now)
     return row

@@ -168,7 +168,11 @@ class OwedSignal(NamedTuple):
 
 
 class ReconciliationRow(NamedTuple):
-    """One row of the ``reconciliation`` view: one expected payment, or one unexpected one.
+    """One payment's reconciliation row, expected or unexpected: what
+    :func:`payhooks.storage.rules.reconcile` decides, ``payment_states`` stores field for field
+    and the ``reconciliation`` view shows, in this order. A new column is a field here, its
+    rule there, a column of both engines' ``payment_states`` and a line of
+    :func:`payhooks.storage.reconciliation.to_row`.
 
     A named tuple rather than a dataclass because a report streams a million of them: it is
     built at C speed, and it is just as immutable. ``currency`` is the expected currency, or for

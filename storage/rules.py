@@ -1,31 +1,33 @@
 """The reconciliation rules: one payment's state, and the signals it owes, as pure functions.
 
 Every rule about what "paid" means lives here, in Python, and nowhere else: the ledger loads a
-payment's inputs (:class:`Inputs`), calls :func:`reconcile`, and stores the :class:`Reconciled`
-row it returns in the same transaction as the write that changed an input
-(:mod:`payhooks.storage.payment_states`). SQL only stores and reads the result.
+payment's inputs (:class:`Inputs`), calls :func:`reconcile`, and stores the
+:class:`~payhooks.storage.rows.ReconciliationRow` it returns, as it is, in the same transaction
+as the write that changed an input (:mod:`payhooks.storage.payment_states`). SQL only stores and
+reads the result: the row decided is the row the ``reconciliation`` view shows.
 
 Two questions are kept apart on purpose:
 
-- **The money** (:attr:`Reconciled.state`): what the payment's own verified outcomes say
+- **The money** (the row's ``state``): what the payment's own verified outcomes say
   against what was registered. Only signed notifications move it.
-- **The service's list** (:attr:`Reconciled.drift`): what ``payhooks sync`` read from the
+- **The service's list** (the row's ``drift``): what ``payhooks sync`` read from the
   service's (unsigned) transaction list, compared with the notifications. It raises a flag for
   a person; it never changes the money state, and so never adds or removes a fulfilment.
 
-Times are the ledger's stored text (:mod:`payhooks.storage.times`: UTC, one shape), so they
-order as strings. *Latest* means by ``paid_at``, ties broken by the outcome's id (the order of
-arrival).
+The inputs' times are the ledger's stored text (:mod:`payhooks.storage.times`: UTC, one shape),
+so they order as strings; the row's are aware datetimes. *Latest* means by ``paid_at``, ties
+broken by the outcome's id (the order of arrival).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Final
 
 from payhooks.storage.records import STATE_RANK, PaymentState, ReconciliationState
-from payhooks.storage.rows import PaymentKind
+from payhooks.storage.rows import PaymentKind, ReconciliationRow
 from payhooks.storage.sync_rows import DriftKind
 
 __all__ = [
@@ -35,7 +37,7 @@ __all__ = [
     "ListedFact",
     "OutcomeFact",
     "Problems",
-    "Reconciled",
+    "fulfilled",
     "latest_key",
     "reconcile",
     "transaction_drift",
@@ -116,37 +118,6 @@ class Inputs:
     #: The ``expected_before`` of the latest complete sync, None before the first: a payment
     #: registered before it that nothing names is missing at the service.
     missing_before: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Reconciled:
-    """One payment's stored reconciliation row (the ``reconciliation`` view's columns)."""
-
-    external_identifier: str
-    kind: PaymentKind | None
-    state: ReconciliationState
-    drift: DriftKind | None
-    currency: str
-    expected_amount_minor: int | None
-    received_currency: str | None
-    received_amount_minor: int | None
-    #: Of the received amount, what went back: periods refunded in full, and charged back.
-    refunded_amount_minor: int
-    charged_back_amount_minor: int
-    opened_at: str
-    lifecycle_state: PaymentState | None
-    periods_paid: int
-    transaction_ids: tuple[str, ...]
-    unknown_outcomes: int
-    last_outcome_at: str | None
-    refused_deliveries: int
-    conflicting_deliveries: int
-    latest_problem: str | None
-    #: The periods to fulfil (:func:`fulfilled`): each owes ``payment-succeeded`` once.
-    fulfilled_outcome_ids: tuple[int, ...] = ()
-    #: Money received in the payment's own currency when some came in another (then
-    #: ``received_*`` are the other's): counted in the totals of its own currency. 0 otherwise.
-    home_received_amount_minor: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,7 +257,17 @@ def _drift(inputs: Inputs, transactions: dict[str, _Transaction]) -> DriftKind |
     return None
 
 
-def reconcile(inputs: Inputs) -> Reconciled | None:
+def _periods(outcomes: Sequence[OutcomeFact]) -> tuple[dict[str, _Transaction], list[OutcomeFact]]:
+    """The transactions of ``outcomes`` (sorted by :func:`latest_key`), and their periods."""
+    transactions = _by_transaction(outcomes)
+    periods = sorted(
+        (t.period for t in transactions.values() if t.period is not None),
+        key=lambda p: (p.paid_at, str(p.amount_minor), p.id),
+    )
+    return transactions, periods
+
+
+def reconcile(inputs: Inputs) -> ReconciliationRow | None:
     """The payment's reconciliation row; None when nothing names the identifier (no payment,
     no outcome, no listed transaction). docs/reconciliation.md states these rules for users.
 
@@ -311,11 +292,7 @@ def reconcile(inputs: Inputs) -> Reconciled | None:
     expectation = inputs.expectation
     if expectation is None and not outcomes and not inputs.listed:
         return None
-    transactions = _by_transaction(outcomes)
-    periods = sorted(
-        (t.period for t in transactions.values() if t.period is not None),
-        key=lambda p: (p.paid_at, str(p.amount_minor), p.id),
-    )
+    transactions, periods = _periods(outcomes)
     latest_is_unknown = bool(outcomes) and outcomes[-1].state is PaymentState.UNKNOWN
     state = _money_state(expectation, periods, transactions, latest_is_unknown, bool(inputs.listed))
 
@@ -372,52 +349,53 @@ def reconcile(inputs: Inputs) -> Reconciled | None:
         opened_at = min(i.first_seen_at for i in inputs.listed)
 
     problems = inputs.problems
-    return Reconciled(
+    refunded, charged_back = returned[PaymentState.REFUNDED], returned[PaymentState.CHARGED_BACK]
+    home_received = 0
+    if home is not None and received_currency != home:
+        home_received = sum(p.amount_minor for p in periods if p.currency == home)
+    return ReconciliationRow(
         external_identifier=inputs.external_identifier,
         kind=None if expectation is None else expectation.kind,
         state=state,
-        drift=_drift(inputs, transactions),
         currency=currency,
         expected_amount_minor=expected_amount,
         received_currency=received_currency,
         received_amount_minor=received,
-        refunded_amount_minor=returned[PaymentState.REFUNDED],
-        charged_back_amount_minor=returned[PaymentState.CHARGED_BACK],
-        opened_at=opened_at,
+        opened_at=datetime.fromisoformat(opened_at),
         lifecycle_state=lifecycle,
         periods_paid=len(periods),
         transaction_ids=tuple(sorted(transactions)),
         unknown_outcomes=sum(o.state is PaymentState.UNKNOWN for o in outcomes),
-        last_outcome_at=outcomes[-1].paid_at if outcomes else None,
+        last_outcome_at=datetime.fromisoformat(outcomes[-1].paid_at) if outcomes else None,
+        drift=_drift(inputs, transactions),
+        refunded_amount_minor=refunded,
+        charged_back_amount_minor=charged_back,
+        net_amount_minor=None if received is None else received - refunded - charged_back,
         refused_deliveries=problems.refused,
         conflicting_deliveries=problems.conflicting,
         latest_problem=problems.latest,
-        fulfilled_outcome_ids=fulfilled(expectation, state, periods, transactions),
-        home_received_amount_minor=sum(
-            p.amount_minor for p in periods if home is not None and p.currency == home
-        )
-        if received_currency != home
-        else 0,
+        home_received_amount_minor=home_received,
     )
 
 
 _NEVER_FULFILLED: Final = frozenset({_R.DUPLICATE_PAYMENT, _R.UNKNOWN_STATUS, _R.UNEXPECTED})
 
 
-def fulfilled(
-    expectation: Expectation | None,
-    state: ReconciliationState,
-    periods: Sequence[OutcomeFact],
-    transactions: dict[str, _Transaction],
-) -> tuple[int, ...]:
-    """The periods (``paid_at`` order) whose money is what was expected, and still there: the
-    period's transaction succeeded and went no further (no refund, no chargeback), in the
-    expected currency, at the expected amount (a subscription's first period ``amount_minor``,
-    each later one ``plan_amount_minor``). None while the payment is a duplicate, unexpected,
-    or its latest news is unreadable. Decided per period, so a refund or a wrong amount in one
-    subscription period never withholds the next one's fulfilment."""
+def fulfilled(inputs: Inputs, state: ReconciliationState) -> tuple[int, ...]:
+    """The periods to fulfil, by their outcome ids in ``paid_at`` order: each owes
+    ``payment-succeeded`` once (:mod:`payhooks.storage.signal_rules`). ``state`` is the
+    payment's, as :func:`reconcile` decided it from the same ``inputs``.
+
+    A period is fulfilled when its money is what was expected, and still there: the period's
+    transaction succeeded and went no further (no refund, no chargeback), in the expected
+    currency, at the expected amount (a subscription's first period ``amount_minor``, each later
+    one ``plan_amount_minor``). None while the payment is a duplicate, unexpected, or its latest
+    news is unreadable. Decided per period, so a refund or a wrong amount in one subscription
+    period never withholds the next one's fulfilment."""
+    expectation = inputs.expectation
     if expectation is None or state in _NEVER_FULFILLED:
         return ()
+    transactions, periods = _periods(sorted(inputs.outcomes, key=latest_key))
     plan = expectation.plan_amount_minor
     return tuple(
         period.id

@@ -1,18 +1,18 @@
 """Which signals a change of one payment owes: decided on the money alone.
 
 A pure function over the payment's reconciliation row before and after the change
-(:func:`payhooks.storage.rules.reconcile`), its outcomes, and the outcome the change recorded,
-if any. The service's list (the row's drift) has no part in it: nothing it holds adds or removes
-a fulfilment.
+(:func:`payhooks.storage.rules.reconcile`), the inputs the row after was decided from, and the
+outcome the change recorded, if any. The service's list (the row's drift) has no part in it:
+nothing it holds adds or removes a fulfilment.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Final
 
 from payhooks.storage.records import MISMATCH_STATES, PaymentState, ReconciliationState
-from payhooks.storage.rules import OutcomeFact, Reconciled, latest_key
+from payhooks.storage.rows import ReconciliationRow
+from payhooks.storage.rules import Inputs, OutcomeFact, fulfilled, latest_key
 
 __all__ = ["SIGNAL_ORDER", "owed_signals"]
 
@@ -32,15 +32,15 @@ _NOT_PAID_PAYMENTS: Final = frozenset({_R.FAILED, _R.CANCELLED})
 
 
 def owed_signals(
-    before: Reconciled | None,
-    after: Reconciled | None,
-    outcomes: Sequence[OutcomeFact],
+    before: ReconciliationRow | None,
+    after: ReconciliationRow | None,
+    inputs: Inputs,
     new_outcome: OutcomeFact | None,
 ) -> list[tuple[int, str]]:
     """The signals a change of one payment owes, as (outcome id, signal name) pairs in sending
     order. The ledger keeps each pair once, so owing one again is a no-op.
 
-    Decided on the money alone (:attr:`Reconciled.state`, never the drift):
+    Decided on the money alone (the rows' ``state``, never the drift):
 
     - ``notification-received``: every new outcome.
     - ``payment-succeeded``: every period to fulfil (:func:`payhooks.storage.rules.fulfilled`:
@@ -58,13 +58,14 @@ def owed_signals(
         owed.append((new_outcome.id, "notification-received"))
     if after is None:
         return owed
-    owed.extend((outcome_id, "payment-succeeded") for outcome_id in after.fulfilled_outcome_ids)
+    owed.extend((outcome_id, "payment-succeeded") for outcome_id in fulfilled(inputs, after.state))
     if (
         new_outcome is not None
         and new_outcome.state in _NOT_PAID_OUTCOMES
         and after.state in _NOT_PAID_PAYMENTS
     ):
         owed.append((new_outcome.id, "payment-failed"))
+    outcomes = inputs.outcomes
     if after.state in MISMATCH_STATES and outcomes:
         if new_outcome is not None:
             owed.append((new_outcome.id, "payment-mismatch"))

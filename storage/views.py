@@ -9,45 +9,19 @@ from __future__ import annotations
 
 from typing import Final
 
+from payhooks.storage.rows import ReconciliationRow
+
 __all__ = ["RECONCILIATION_COLUMNS", "RECONCILIATION_VIEW_SQL", "SYNC_DRIFT_VIEW_SQL"]
 
-#: The ``reconciliation`` view's columns, in order.
-RECONCILIATION_COLUMNS: Final = (
-    "external_identifier",
-    "kind",
-    "state",
-    "currency",
-    "expected_amount_minor",
-    "received_currency",
-    "received_amount_minor",
-    "opened_at",
-    "lifecycle_state",
-    "periods_paid",
-    "transaction_ids",
-    "unknown_outcomes",
-    "last_outcome_at",
-    "drift",
-    "refunded_amount_minor",
-    "charged_back_amount_minor",
-    "net_amount_minor",
-    "refused_deliveries",
-    "conflicting_deliveries",
-    "latest_problem",
-    "home_received_amount_minor",
-)
-
-_NET = "received_amount_minor - refunded_amount_minor - charged_back_amount_minor"
+#: The ``reconciliation`` view's columns, in order: the fields of the row the rules decide,
+#: each a column of ``payment_states`` (:mod:`payhooks.storage.payment_states`).
+RECONCILIATION_COLUMNS: Final = ReconciliationRow._fields
 
 #: One row per payment and per identifier nobody expected; expected payments first, then the
 #: others, each by identifier, when read in ``payment_states_order``'s order.
 RECONCILIATION_VIEW_SQL: Final = f"""
     CREATE VIEW reconciliation AS
-    SELECT {
-    ", ".join(
-        c if c != "net_amount_minor" else f"{_NET} AS net_amount_minor"
-        for c in RECONCILIATION_COLUMNS
-    )
-}
+    SELECT {", ".join(RECONCILIATION_COLUMNS)}
     FROM payment_states"""  # noqa: S608 - constants only
 
 #: One row per drift: each listed transaction that disagrees with the notifications, each

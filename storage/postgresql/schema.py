@@ -195,6 +195,7 @@ TABLES: Final = (
         received_amount_minor BIGINT,
         refunded_amount_minor BIGINT NOT NULL,
         charged_back_amount_minor BIGINT NOT NULL,
+        net_amount_minor BIGINT,
         opened_at TEXT COLLATE "C" NOT NULL,
         lifecycle_state TEXT COLLATE "C",
         periods_paid BIGINT NOT NULL,

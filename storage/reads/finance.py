@@ -14,11 +14,11 @@ row was *opened*: a payment's registration, an unexpected payment's first ``paid
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 import payhooks.storage.reads.finance_sql as finance_sql
 from payhooks.storage.currencies import from_minor_units
@@ -35,6 +35,7 @@ from payhooks.storage.reads.finance_rows import (
     PeriodOverview,
     figure,
 )
+from payhooks.storage.reads.finance_sql import Group, Paid, PaidBucket
 from payhooks.storage.reconciliation import to_row
 from payhooks.storage.records import MISMATCH_STATES, ReconciliationState
 from payhooks.storage.rows import PaymentKind, ReconciliationRow
@@ -52,6 +53,7 @@ _PREFIX = {BucketSize.HOUR: 13, BucketSize.DAY: 10, BucketSize.WEEK: 10}
 _KINDS = frozenset({*(kind.value for kind in PaymentKind), UNEXPECTED_KIND})
 _R = ReconciliationState
 _REFUNDED = frozenset({_R.REFUNDED, _R.PARTIALLY_REFUNDED})
+_Row = TypeVar("_Row", Group, Paid, PaidBucket)
 
 
 def bucket_size_for(since: datetime, until: datetime) -> BucketSize:
@@ -100,10 +102,6 @@ class _Money:
         return {c: figure(self.counts[c], self.amounts[c], c) for c in keys}
 
 
-def _received_in(currency: str, received_currency: str | None) -> str:
-    return currency if received_currency is None else received_currency
-
-
 class FinanceBook:
     """Finance's aggregations: :meth:`figures`, :meth:`buckets`, :meth:`page`,
     :meth:`totals`, :meth:`rows`. Reads only.
@@ -125,10 +123,10 @@ class FinanceBook:
         span = (to_text(since), to_text(until))
         sql, params = finance_sql.opened_groups(since, until)
         with self._read() as conn:
-            received = list(conn.execute(finance_sql.RECEIVED_SQL, span))
-            paid = list(conn.execute(finance_sql.PAID_SQL, span))
-            groups = list(conn.execute(sql, params))
-        return _figures(since, until, groups, received, paid)
+            received = _read(conn, Paid, finance_sql.RECEIVED_SQL, span)
+            paid = _read(conn, Paid, finance_sql.PAID_SQL, span)
+            groups = _read(conn, Group, sql, params)
+        return _figures(since, until, groups, _by_currency(received), paid)
 
     def overview(
         self, since: datetime, until: datetime, size: BucketSize | None = None
@@ -142,14 +140,11 @@ class FinanceBook:
         """
         size = size or bucket_size_for(since, until)
         groups, by_bucket, paid = self._period(since, until, size, with_paid=True)
-        received: defaultdict[str, list[int]] = defaultdict(lambda: [0, 0])
-        for _prefix, currency, count, amount in by_bucket:
-            received[currency][0] += count
-            received[currency][1] += amount
+        received = _Money()
+        for bucket in by_bucket:
+            received.add(bucket.currency, bucket.transactions, bucket.amount_minor)
         return PeriodOverview(
-            figures=_figures(
-                since, until, groups, [(c, n, a) for c, (n, a) in received.items()], paid
-            ),
+            figures=_figures(since, until, groups, received.figures(), paid),
             buckets=_buckets(groups, by_bucket, size, since),
             totals=_totals(groups),
         )
@@ -169,7 +164,7 @@ class FinanceBook:
 
     def _period(
         self, since: datetime, until: datetime, size: BucketSize, *, with_paid: bool
-    ) -> tuple[list[Any], list[Any], list[Any]]:
+    ) -> tuple[list[Group], list[PaidBucket], list[Paid]]:
         """The rows opened in the period grouped by bucket, the money paid in it by bucket,
         and (``with_paid``) the part of that money whose payment is ``paid``."""
         _check_period(since, until)
@@ -177,9 +172,9 @@ class FinanceBook:
         span = (to_text(since), to_text(until))
         sql, params = finance_sql.opened_groups(since, until, width)
         with self._read() as conn:
-            groups = list(conn.execute(sql, params))
-            by_bucket = list(conn.execute(finance_sql.RECEIVED_BUCKETS_SQL, (width, *span)))
-            paid = list(conn.execute(finance_sql.PAID_SQL, span)) if with_paid else []
+            groups = _read(conn, Group, sql, params)
+            by_bucket = _read(conn, PaidBucket, finance_sql.RECEIVED_BUCKETS_SQL, (width, *span))
+            paid = _read(conn, Paid, finance_sql.PAID_SQL, span) if with_paid else []
         return groups, by_bucket, paid
 
     def page(
@@ -207,7 +202,7 @@ class FinanceBook:
         check_filter(wanted)
         sql, params = finance_sql.filtered_groups(wanted)
         with self._read() as conn:
-            groups = list(conn.execute(sql, params))
+            groups = _read(conn, Group, sql, params)
         return _totals(groups)
 
     def rows(
@@ -226,89 +221,93 @@ class FinanceBook:
         return stream(lambda conn: conn.execute(sql, params), to_row)
 
 
+def _read(conn: Any, row: type[_Row], sql: str, params: Sequence[Any]) -> list[_Row]:
+    """The few grouped rows of one query, each named by its columns."""
+    return [row._make(values) for values in conn.execute(sql, params)]
+
+
 def _figures(
     since: datetime,
     until: datetime,
-    groups: Iterable[tuple[Any, ...]],
-    received: Iterable[tuple[str, int, int]],
-    paid: Iterable[tuple[str, int, int]],
+    groups: Iterable[Group],
+    received: dict[str, Figure],
+    paid: Iterable[Paid],
 ) -> PeriodFigures:
     """Folds the grouped rows opened in a period (any buckets added up) into its tiles."""
     tiles = {name: _Money() for name in ("expected", "mismatches", "pending", "refunded")}
     tiles |= {"charged_back": _Money(), "drift": _Money()}
-    for (_bucket, currency, got_in, state, drifts, registered, count, expected, received_minor,
-         home, refunded, charged_back) in groups:  # fmt: skip
-        state = _R(state)
-        money_in = _received_in(currency, got_in)
-        if registered:
-            tiles["expected"].add(currency, count, expected)
+    for g in groups:
+        state, currency, count = _R(g.state), g.currency, g.rows
+        money_in = g.money_in
+        if g.registered:
+            tiles["expected"].add(currency, count, g.expected)
         if state in MISMATCH_STATES:
             tiles["mismatches"].add(currency, count, 0)
-            tiles["mismatches"].add(money_in, 0, received_minor)
+            tiles["mismatches"].add(money_in, 0, g.received)
             if money_in != currency:
-                tiles["mismatches"].add(currency, 0, home)
+                tiles["mismatches"].add(currency, 0, g.home_received)
         if state is _R.PENDING:
-            tiles["pending"].add(currency, count, expected)
-        if state in _REFUNDED or refunded:
+            tiles["pending"].add(currency, count, g.expected)
+        if state in _REFUNDED or g.refunded:
             tiles["refunded"].add(currency, count if state in _REFUNDED else 0, 0)
-            tiles["refunded"].add(money_in, 0, refunded)
-        if state is _R.CHARGED_BACK or charged_back:
+            tiles["refunded"].add(money_in, 0, g.refunded)
+        if state is _R.CHARGED_BACK or g.charged_back:
             tiles["charged_back"].add(currency, count if state is _R.CHARGED_BACK else 0, 0)
-            tiles["charged_back"].add(money_in, 0, charged_back)
-        if drifts:
-            tiles["drift"].add(currency, count, expected)
+            tiles["charged_back"].add(money_in, 0, g.charged_back)
+        if g.drifts:
+            tiles["drift"].add(currency, count, g.expected)
     return PeriodFigures(
         since=since,
         until=until,
-        received={c: figure(n, a, c) for c, n, a in sorted(received)},
-        paid={c: figure(n, a, c) for c, n, a in sorted(paid)},
+        received=received,
+        paid=_by_currency(paid),
         **{name: money.figures() for name, money in tiles.items()},
     )
 
 
+def _by_currency(paid: Iterable[Paid]) -> dict[str, Figure]:
+    return {p.currency: figure(p.transactions, p.amount_minor, p.currency) for p in sorted(paid)}
+
+
 def _buckets(
-    groups: Iterable[tuple[Any, ...]],
-    received: Iterable[tuple[str, str, int, int]],
-    size: BucketSize,
-    since: datetime,
+    groups: Iterable[Group], received: Iterable[PaidBucket], size: BucketSize, since: datetime
 ) -> list[ChartBucket]:
     """The registered rows' expected money (from the grouped rows opened in the period) and
     the money received, per bucket prefix and currency, folded into buckets."""
     expected = [
-        (prefix, currency, count, amount)
-        for prefix, currency, _in, _state, _drift, registered, count, amount, *_ in groups
-        if registered
+        PaidBucket(g.bucket, g.currency, g.rows, g.expected) for g in groups if g.registered
     ]
     cells: dict[tuple[datetime, str], list[int]] = {}
     for offset, found in ((0, expected), (2, received)):
-        for prefix, currency, count, amount in found:
-            start = _bucket_start(prefix, size, since)
-            cell = cells.setdefault((start, currency), [0, 0, 0, 0])
-            cell[offset] += count
-            cell[offset + 1] += amount
+        for bucket in found:
+            start = _bucket_start(bucket.prefix, size, since)
+            cell = cells.setdefault((start, bucket.currency), [0, 0, 0, 0])
+            cell[offset] += bucket.transactions
+            cell[offset + 1] += bucket.amount_minor
     return [
         ChartBucket(start, currency, figure(e_n, e_a, currency), figure(r_n, r_a, currency))
         for (start, currency), (e_n, e_a, r_n, r_a) in sorted(cells.items())
     ]
 
 
-def _totals(groups: Iterable[tuple[Any, ...]]) -> list[FilteredTotal]:
+def _totals(groups: Iterable[Group]) -> list[FilteredTotal]:
     """Per currency: rows and expected money where registered, received money (and what of it
     was refunded or charged back) in the currency it arrived in."""
     count: defaultdict[str, int] = defaultdict(int)
     unknown: defaultdict[str, int] = defaultdict(int)
     money = {name: defaultdict[str, int](int) for name in ("e", "r", "refunded", "back")}
-    for _bucket, currency, got_in, state, _drift, _kind, n, e, r, home, refunded, back in groups:
-        money_in = _received_in(currency, got_in)
-        count[currency] += n
-        if state == _R.PARTIALLY_REFUNDED:
-            unknown[currency] += n
-        money["e"][currency] += e
-        money["r"][money_in] += r
-        money["refunded"][money_in] += refunded
-        money["back"][money_in] += back
+    for g in groups:
+        currency = g.currency
+        money_in = g.money_in
+        count[currency] += g.rows
+        if g.state == _R.PARTIALLY_REFUNDED:
+            unknown[currency] += g.rows
+        money["e"][currency] += g.expected
+        money["r"][money_in] += g.received
+        money["refunded"][money_in] += g.refunded
+        money["back"][money_in] += g.charged_back
         if money_in != currency:
-            money["r"][currency] += home
+            money["r"][currency] += g.home_received
 
     def major(name: str, currency: str) -> Decimal:
         return from_minor_units(money[name][currency], currency)

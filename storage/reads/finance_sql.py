@@ -19,7 +19,7 @@ its day its first 10: buckets are grouped on a prefix, the same on both engines.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from payhooks.storage.reads.finance_rows import UNEXPECTED_KIND, FinanceFilter
 from payhooks.storage.records import MISMATCH_STATES
@@ -30,6 +30,9 @@ __all__ = [
     "PAID_SQL",
     "RECEIVED_BUCKETS_SQL",
     "RECEIVED_SQL",
+    "Group",
+    "Paid",
+    "PaidBucket",
     "filtered_groups",
     "filtered_rows",
     "next_prefix",
@@ -42,7 +45,48 @@ _SUCCEEDED: Final = "o.state = 'succeeded'"
 # rows through that partial index rather than scanning the table.
 _UNEXPECTED: Final = "r.kind IS NULL"
 
-#: Succeeded transactions paid in ``[?, ?)``, per currency: count, minor units (the sums of
+
+class Paid(NamedTuple):
+    """A row of :data:`RECEIVED_SQL` and :data:`PAID_SQL`."""
+
+    currency: str
+    transactions: int
+    amount_minor: int
+
+
+class PaidBucket(NamedTuple):
+    """A row of :data:`RECEIVED_BUCKETS_SQL`: :class:`Paid` in the bucket ``prefix`` names."""
+
+    prefix: str
+    currency: str
+    transactions: int
+    amount_minor: int
+
+
+class Group(NamedTuple):
+    """A row of :func:`opened_groups` and :func:`filtered_groups`: the rows alike in the first
+    six columns (``drifts``, ``registered``: 0 or 1), counted, their money summed."""
+
+    bucket: str
+    currency: str
+    received_currency: str | None
+    state: str
+    drifts: int
+    registered: int
+    rows: int
+    expected: int
+    received: int
+    home_received: int
+    refunded: int
+    charged_back: int
+
+    @property
+    def money_in(self) -> str:
+        """The currency their money arrived in."""
+        return self.received_currency or self.currency
+
+
+#: Succeeded transactions paid in ``[?, ?)``, per currency (:class:`Paid`; the sums of
 #: :data:`RECEIVED_BUCKETS_SQL`'s buckets; a period without a chart reads this).
 RECEIVED_SQL: Final = f"""
 SELECT o.currency, COUNT(*), CAST(SUM(o.amount_minor) AS BIGINT)
@@ -58,7 +102,8 @@ JOIN payment_states AS s ON s.external_identifier = o.external_identifier
 WHERE {_SUCCEEDED} AND o.paid_at >= ? AND o.paid_at < ? AND s.state = 'paid'
 GROUP BY o.currency"""  # noqa: S608 - constants only
 
-#: Received money per bucket (the first ``?`` characters of ``paid_at``) and currency.
+#: Received money per bucket (the first ``?`` characters of ``paid_at``) and currency
+#: (:class:`PaidBucket`).
 RECEIVED_BUCKETS_SQL: Final = f"""
 SELECT substr(o.paid_at, 1, ?) AS bucket, o.currency, COUNT(*),
     CAST(SUM(o.amount_minor) AS BIGINT)
@@ -180,17 +225,15 @@ def filtered_rows(
 
 
 def filtered_groups(wanted: FinanceFilter) -> tuple[str, Sequence[Any]]:
-    """The filtered set's money grouped by currency and received currency (see
-    :func:`opened_groups` for the columns; the bucket is ``''``)."""
+    """The filtered set's money grouped by currency and received currency (:class:`Group` s;
+    the bucket is ``''``)."""
     parts, params = _parts(wanted, None)
     return _grouped(" UNION ALL ".join(parts)), params
 
 
 def opened_groups(since: Any, until: Any, width: int = 0) -> tuple[str, Sequence[Any]]:
-    """The rows opened in ``[since, until)``, grouped by bucket (the first ``width``
-    characters of when each was opened: ``''`` for none), currency, received currency, state,
-    whether they drift, and whether they were registered: count, expected, received, home
-    received, refunded, charged back (minor units).
+    """The rows opened in ``[since, until)`` as :class:`Group` s, bucketed by the first
+    ``width`` characters of when each was opened (none: ``''``).
 
     One read gives a period's row tiles, its chart's expected bars and its unfiltered totals.
     """

@@ -196,6 +196,7 @@ TABLES = (
         received_amount_minor INTEGER,
         refunded_amount_minor INTEGER NOT NULL,
         charged_back_amount_minor INTEGER NOT NULL,
+        net_amount_minor INTEGER,
         opened_at TEXT NOT NULL,
         lifecycle_state TEXT,
         periods_paid INTEGER NOT NULL,

@@ -39,7 +39,6 @@ from tests.support.rule_cases import (
     at,
     note_histories,
     registered,
-    stored_as_decided,
 )
 
 R = ReconciliationState
@@ -189,7 +188,7 @@ def test_the_stored_row_is_what_reconcile_decided(ledger: Ledger, story: Story) 
     )
     assert decision is not None
     row = row_of(ledger)
-    assert row == stored_as_decided(decision)
+    assert row == decision
     assert (row.expected_amount, row.received_amount) == story.amounts
     assert (ledger.row("nobody"), ledger.state("nobody")) == (None, None)
 
@@ -493,7 +492,7 @@ def test_the_stored_row_is_what_reconcile_decided_whatever_the_arrival_order(
         if not register_first:
             register(ledger, "order-1", expectation)
         stored = ledger.row("order-1")
-    assert stored == (None if decision is None else stored_as_decided(decision))
+    assert stored == decision
 
 
 def test_a_payment_paid_in_two_currencies_counts_each_in_its_own_total(ledger: Ledger) -> None:

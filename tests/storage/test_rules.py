@@ -20,6 +20,7 @@ from payhooks.storage import (
     DriftKind,
     PaymentKind,
     PaymentState,
+    ReconciliationRow,
     ReconciliationState,
 )
 from payhooks.storage.records import STATE_RANK
@@ -29,10 +30,11 @@ from payhooks.storage.rules import (
     ListedFact,
     OutcomeFact,
     Problems,
-    Reconciled,
+    fulfilled,
     reconcile,
 )
 from payhooks.storage.signal_rules import owed_signals
+from payhooks.storage.times import from_text
 from tests.support.rule_cases import (
     CODES,
     CURRENCIES,
@@ -50,7 +52,7 @@ T = "2026-11-21T12:00:{:02d}+00:00"
 ORDER = Expectation(PaymentKind.TRANSACTION, 2500, "CNY", None, "2026-11-21T11:00:00+00:00")
 
 
-def decided(expectation: Expectation | None, *notes: Note, **inputs: Any) -> Reconciled:
+def decided(expectation: Expectation | None, *notes: Note, **inputs: Any) -> ReconciliationRow:
     """The row ``reconcile`` gives ``order-1`` when ``notes`` arrived, in order."""
     row = reconcile(Inputs("order-1", expectation, arrived(*notes), **inputs))
     assert row is not None
@@ -92,7 +94,7 @@ def test_a_refund_and_a_chargeback_are_counted_apart_from_what_arrived() -> None
     row = reconcile(Inputs("sub-1", subscription, periods))
     assert row is not None
     assert (row.received_amount_minor, row.refunded_amount_minor) == (3000, 1000)
-    assert row.charged_back_amount_minor == 1000
+    assert (row.charged_back_amount_minor, row.net_amount_minor) == (1000, 1000)
 
 
 def test_the_list_alone_names_an_unexpected_payment_and_flags_it() -> None:
@@ -119,7 +121,9 @@ def test_a_registration_that_makes_a_payment_paid_owes_its_fulfilment() -> None:
     after = reconcile(Inputs("order-1", ORDER, outcomes))
     assert before is not None
     assert after is not None
-    assert owed_signals(before, after, outcomes, None) == [(1, "payment-succeeded")]
+    assert owed_signals(before, after, Inputs("order-1", ORDER, outcomes), None) == [
+        (1, "payment-succeeded")
+    ]
 
 
 histories = st.lists(
@@ -148,14 +152,15 @@ def test_nothing_the_list_holds_changes_the_money_or_the_fulfilment(
     before_plain = before_listed = None
     for n, (tx, state, amount) in enumerate(history, start=1):
         outcomes.append(fact(n, state, tx, amount))
-        plain = reconcile(Inputs("order-1", expectation, list(outcomes)))
-        with_list = reconcile(Inputs("order-1", expectation, list(outcomes), listing))
+        plain_inputs = Inputs("order-1", expectation, list(outcomes))
+        listed_inputs = Inputs("order-1", expectation, list(outcomes), listing)
+        plain, with_list = reconcile(plain_inputs), reconcile(listed_inputs)
         assert plain is not None
         assert with_list is not None
         assert with_list.state is plain.state
         new = outcomes[-1]
-        assert owed_signals(before_listed, with_list, outcomes, new) == owed_signals(
-            before_plain, plain, outcomes, new
+        assert owed_signals(before_listed, with_list, listed_inputs, new) == owed_signals(
+            before_plain, plain, plain_inputs, new
         )
         before_plain, before_listed = plain, with_list
 
@@ -345,12 +350,13 @@ def test_an_unknown_latest_outcome_without_a_period_keeps_the_last_known_state()
 
 
 def test_an_outcome_no_payment_names_is_unexpected() -> None:
-    row = decided(None, Note("PS", currency="USD", amount=100))
+    note = Note("PS", currency="USD", amount=100)
+    row = decided(None, note)
     assert row.state is R.UNEXPECTED
     assert (row.kind, row.expected_amount_minor) == (None, None)
     assert (row.currency, row.received_currency, row.received_amount_minor) == ("USD", "USD", 100)
-    assert row.opened_at == at(0)
-    assert row.fulfilled_outcome_ids == ()
+    assert row.opened_at == from_text(at(0))
+    assert fulfilled(Inputs("order-1", None, arrived(note)), row.state) == ()
 
 
 def test_an_unexpected_failure_has_nothing_received() -> None:
@@ -550,3 +556,6 @@ def test_reconcile_follows_the_rules_whatever_the_arrival_order(
     ) == expected_row(kind, 999, currency, plan, arrival)
     assert row.transaction_ids == tuple(sorted({o.tx for o in notes}))
     assert row.unknown_outcomes == sum(1 for o in notes if o.code == "ZZ")
+    returned = row.refunded_amount_minor + row.charged_back_amount_minor
+    received = row.received_amount_minor
+    assert row.net_amount_minor == (None if received is None else received - returned)

@@ -3,7 +3,7 @@
 The rule cases (tests/storage/test_rules.py) call ``reconcile(Inputs(...))`` with
 :func:`arrived`; the ledger's tests (tests/storage/test_ledger_reconciliation.py) record the
 same :class:`Note` s through a ledger with :func:`as_outcome`, and hold what it stored to what
-``reconcile`` decided with :func:`stored_as_decided`. One definition of a history, so both
+``reconcile`` decided: the same row. One definition of a history, so both
 sides tell the same one. Not a test module: pytest collects nothing here.
 """
 
@@ -15,9 +15,9 @@ from typing import NamedTuple
 
 from hypothesis import strategies as st
 
-from payhooks.storage import Outcome, PaymentKind, PaymentState, ReconciliationRow
-from payhooks.storage.rules import Expectation, OutcomeFact, Reconciled
-from payhooks.storage.times import from_text, to_text
+from payhooks.storage import Outcome, PaymentKind, PaymentState
+from payhooks.storage.rules import Expectation, OutcomeFact
+from payhooks.storage.times import to_text
 from tests.support.factories import T0, make_outcome
 
 __all__ = [
@@ -30,7 +30,6 @@ __all__ = [
     "at",
     "note_histories",
     "registered",
-    "stored_as_decided",
 ]
 
 #: payment_status code -> the state the default map gives it.
@@ -83,36 +82,6 @@ def as_outcome(note: Note, external_identifier: str = "order-1") -> Outcome:
         amount_minor=note.amount,
         currency=note.currency,
         paid_at=T0 + timedelta(minutes=note.minutes),
-    )
-
-
-def stored_as_decided(row: Reconciled) -> ReconciliationRow:
-    """The row the ``reconciliation`` view shows for ``row``, the rules' decision: its times
-    read back as aware datetimes, its net amount what was received less what went back."""
-    received = row.received_amount_minor
-    returned = row.refunded_amount_minor + row.charged_back_amount_minor
-    return ReconciliationRow(
-        external_identifier=row.external_identifier,
-        kind=row.kind,
-        state=row.state,
-        currency=row.currency,
-        expected_amount_minor=row.expected_amount_minor,
-        received_currency=row.received_currency,
-        received_amount_minor=received,
-        opened_at=from_text(row.opened_at),
-        lifecycle_state=row.lifecycle_state,
-        periods_paid=row.periods_paid,
-        transaction_ids=row.transaction_ids,
-        unknown_outcomes=row.unknown_outcomes,
-        last_outcome_at=None if row.last_outcome_at is None else from_text(row.last_outcome_at),
-        drift=row.drift,
-        refunded_amount_minor=row.refunded_amount_minor,
-        charged_back_amount_minor=row.charged_back_amount_minor,
-        net_amount_minor=None if received is None else received - returned,
-        refused_deliveries=row.refused_deliveries,
-        conflicting_deliveries=row.conflicting_deliveries,
-        latest_problem=row.latest_problem,
-        home_received_amount_minor=row.home_received_amount_minor,
     )
 
 
