@@ -158,7 +158,7 @@ class Ledger:
         #: The console's own: the append-only audit log, the exceptions' reviews.
         self.console = ConsoleBook(self._read, self._write, self._clock)
         #: Finance's aggregations: a period's tiles, chart buckets, filtered rows and totals.
-        self.finance = FinanceBook(self._engine)
+        self.finance = FinanceBook(self._engine, self._clock)
 
     # -- lifecycle -------------------------------------------------------------------------
 

@@ -36,10 +36,12 @@ from payhooks.storage.reads.finance_rows import (
     figure,
 )
 from payhooks.storage.reads.finance_sql import Group, Paid, PaidBucket
+from payhooks.storage.reads.rollup import Rollup
+from payhooks.storage.reads.rollup_reads import RollupPeriod, read_period, read_totals
 from payhooks.storage.reconciliation import to_row
 from payhooks.storage.records import MISMATCH_STATES, ReconciliationState
 from payhooks.storage.rows import PaymentKind, ReconciliationRow
-from payhooks.storage.times import to_text
+from payhooks.storage.times import Clock, to_text
 
 __all__ = ["MAX_PAGE", "FinanceBook", "bucket_size_for"]
 
@@ -109,9 +111,12 @@ class FinanceBook:
     :param engine: the ledger's engine (its reads and its streams).
     """
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, clock: Clock) -> None:
         self._read: Callable[[], AbstractContextManager[Any]] = engine.read
         self._engine = engine
+        #: The period totals kept by local hour (:mod:`payhooks.storage.reads.rollup`): the
+        #: figures below read them where they can, and their rows otherwise.
+        self.rollup = Rollup(engine, clock)
 
     def figures(self, since: datetime, until: datetime) -> PeriodFigures:
         """The tiles of ``[since, until)``
@@ -123,6 +128,14 @@ class FinanceBook:
         span = (to_text(since), to_text(until))
         sql, params = finance_sql.opened_groups(since, until)
         with self._read() as conn:
+            kept = read_period(
+                self.rollup, conn, since, until, "''", with_paid=True, current_only=True
+            )
+            if kept is not None:
+                received_by = [
+                    Paid(b.currency, b.transactions, b.amount_minor) for b in kept.by_bucket
+                ]
+                return _figures(since, until, kept.groups, _by_currency(received_by), kept.paid)
             received = _read(conn, Paid, finance_sql.RECEIVED_SQL, span)
             paid = _read(conn, Paid, finance_sql.PAID_SQL, span)
             groups = _read(conn, Group, sql, params)
@@ -139,7 +152,9 @@ class FinanceBook:
         :raises ValueError: a naive time, or ``until`` not after ``since``.
         """
         size = size or bucket_size_for(since, until)
-        groups, by_bucket, paid = self._period(since, until, size, with_paid=True)
+        groups, by_bucket, paid, as_of = self._period(
+            since, until, size, with_paid=True, current_only=False
+        )
         received = _Money()
         for bucket in by_bucket:
             received.add(bucket.currency, bucket.transactions, bucket.amount_minor)
@@ -147,6 +162,7 @@ class FinanceBook:
             figures=_figures(since, until, groups, received.figures(), paid),
             buckets=_buckets(groups, by_bucket, size, since),
             totals=_totals(groups),
+            as_of=as_of,
         )
 
     def buckets(
@@ -159,23 +175,44 @@ class FinanceBook:
         :param size: the buckets' width; by default :func:`bucket_size_for` the period.
         """
         size = size or bucket_size_for(since, until)
-        groups, by_bucket, _paid = self._period(since, until, size, with_paid=False)
+        groups, by_bucket, _paid, _as_of = self._period(
+            since, until, size, with_paid=False, current_only=True
+        )
         return _buckets(groups, by_bucket, size, since)
 
     def _period(
-        self, since: datetime, until: datetime, size: BucketSize, *, with_paid: bool
-    ) -> tuple[list[Group], list[PaidBucket], list[Paid]]:
+        self,
+        since: datetime,
+        until: datetime,
+        size: BucketSize,
+        *,
+        with_paid: bool,
+        current_only: bool,
+    ) -> RollupPeriod:
         """The rows opened in the period grouped by bucket, the money paid in it by bucket,
-        and (``with_paid``) the part of that money whose payment is ``paid``."""
+        and (``with_paid``) the part of that money whose payment is ``paid``: from the rollup
+        when it can answer (``current_only``: with current figures), else from the rows."""
         _check_period(since, until)
         width = _PREFIX[size]
         span = (to_text(since), to_text(until))
         sql, params = finance_sql.opened_groups(since, until, width)
         with self._read() as conn:
+            bucket = "hour" if size is BucketSize.HOUR else "day"
+            kept = read_period(
+                self.rollup,
+                conn,
+                since,
+                until,
+                bucket,
+                with_paid=with_paid,
+                current_only=current_only,
+            )
+            if kept is not None:
+                return kept
             groups = _read(conn, Group, sql, params)
             by_bucket = _read(conn, PaidBucket, finance_sql.RECEIVED_BUCKETS_SQL, (width, *span))
             paid = _read(conn, Paid, finance_sql.PAID_SQL, span) if with_paid else []
-        return groups, by_bucket, paid
+        return RollupPeriod(groups, by_bucket, paid, None)
 
     def page(
         self, wanted: FinanceFilter, *, after: str | None = None, limit: int = 50
@@ -202,7 +239,9 @@ class FinanceBook:
         check_filter(wanted)
         sql, params = finance_sql.filtered_groups(wanted)
         with self._read() as conn:
-            groups = _read(conn, Group, sql, params)
+            groups = read_totals(self.rollup, conn, wanted)
+            if groups is None:
+                groups = _read(conn, Group, sql, params)
         return _totals(groups)
 
     def rows(
@@ -329,8 +368,8 @@ def _totals(groups: Iterable[Group]) -> list[FilteredTotal]:
 def _bucket_start(prefix: str, size: BucketSize, since: datetime) -> datetime:
     """Where the bucket a stored time's prefix (``2026-11-21T12`` or ``2026-11-21``) falls in
     starts."""
-    if size is BucketSize.HOUR:
-        return datetime.fromisoformat(prefix + ":00:00+00:00")
+    if size is BucketSize.HOUR:  # an hour's prefix, or the rollup's key of the hour
+        return datetime.fromisoformat(prefix if len(prefix) > 13 else prefix + ":00:00+00:00")
     day = datetime.fromisoformat(prefix).replace(tzinfo=UTC)
     if size is BucketSize.DAY:
         return day

@@ -133,6 +133,9 @@ class PeriodOverview:
     #: Per currency, as :meth:`~payhooks.storage.reads.finance.FinanceBook.totals` gives them for
     #: the rows opened in the period.
     totals: list[FilteredTotal]
+    #: None when the figures are current; else the time they hold (read from the rollup while
+    #: changes since that time still wait to be counted).
+    as_of: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ from payhooks.storage.times import to_text
 from payhooks.storage.views import RECONCILIATION_COLUMNS
 
 __all__ = [
+    "PAID_BUCKETS_SQL",
     "PAID_SQL",
     "RECEIVED_BUCKETS_SQL",
     "RECEIVED_SQL",
@@ -65,20 +66,26 @@ class PaidBucket(NamedTuple):
 
 class Group(NamedTuple):
     """A row of :func:`opened_groups` and :func:`filtered_groups`: the rows alike in the first
-    six columns (``drifts``, ``registered``: 0 or 1), counted, their money summed."""
+    six columns (``drifts``: 0 or 1; ``kind``: ``''`` for rows nobody registered), counted,
+    their money summed. The finance rollup stores them by hour (its ``finance_hours_opened``)."""
 
     bucket: str
     currency: str
     received_currency: str | None
     state: str
     drifts: int
-    registered: int
+    kind: str
     rows: int
     expected: int
     received: int
     home_received: int
     refunded: int
     charged_back: int
+
+    @property
+    def registered(self) -> bool:
+        """Whether somebody registered these rows (they have an expected amount)."""
+        return bool(self.kind)
 
     @property
     def money_in(self) -> str:
@@ -101,6 +108,17 @@ FROM outcomes AS o
 JOIN payment_states AS s ON s.external_identifier = o.external_identifier
 WHERE {_SUCCEEDED} AND o.paid_at >= ? AND o.paid_at < ? AND s.state = 'paid'
 GROUP BY o.currency"""  # noqa: S608 - constants only
+
+#: Received money per bucket (the first ``?`` characters of ``paid_at``), currency and the
+#: state of the payment's row: the finance rollup's ``finance_hours_paid``, whose sums over
+#: every state are :data:`RECEIVED_SQL`'s and over ``paid`` :data:`PAID_SQL`'s.
+PAID_BUCKETS_SQL: Final = f"""
+SELECT substr(o.paid_at, 1, ?) AS bucket, o.currency, COALESCE(s.state, ''), COUNT(*),
+    CAST(SUM(o.amount_minor) AS BIGINT)
+FROM outcomes AS o
+LEFT JOIN payment_states AS s ON s.external_identifier = o.external_identifier
+WHERE {_SUCCEEDED} AND o.paid_at >= ? AND o.paid_at < ?
+GROUP BY 1, 2, 3"""  # noqa: S608 - constants only
 
 #: Received money per bucket (the first ``?`` characters of ``paid_at``) and currency
 #: (:class:`PaidBucket`).
@@ -246,7 +264,7 @@ def _grouped(rows_sql: str, bucket: str = "''") -> str:
     same expression only there."""
     return f"""
 SELECT {bucket}, f.currency, f.received_currency, f.state,
-    CASE WHEN f.drift IS NULL THEN 0 ELSE 1 END, CASE WHEN f.kind IS NULL THEN 0 ELSE 1 END,
+    CASE WHEN f.drift IS NULL THEN 0 ELSE 1 END, COALESCE(f.kind, ''),
     COUNT(*), CAST(SUM(COALESCE(f.expected_amount_minor, 0)) AS BIGINT),
     CAST(SUM(COALESCE(f.received_amount_minor, 0)) AS BIGINT),
     CAST(SUM(f.home_received_amount_minor) AS BIGINT),

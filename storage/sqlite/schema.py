@@ -25,6 +25,7 @@ from collections.abc import Callable
 from sqlite_utils import Database, Migrations
 
 from payhooks.storage.errors import SchemaVersionError
+from payhooks.storage.sqlite.schema_rollup import ROLLUP_TABLES
 from payhooks.storage.views import RECONCILIATION_VIEW_SQL, SYNC_DRIFT_VIEW_SQL
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "TABLES", "migrate", "schema_version"]
@@ -54,7 +55,9 @@ TABLES = (
         description TEXT,
         metadata TEXT,
         CHECK ((kind = 'subscription') = (plan_amount_minor IS NOT NULL))
-    ) WITHOUT ROWID""",
+    )""",
+    # A rowid table (not WITHOUT ROWID): the rowid orders registrations as they committed, the
+    # finance rollup's watermark (payments are never deleted, so a rowid is never reused).
     # Payments registered in a period (the console's finance page).
     "CREATE INDEX payments_created ON payments (created_at)",
     """
@@ -281,6 +284,8 @@ TABLES = (
         ledger_state TEXT
     )""",
     "CREATE INDEX service_transactions_identifier ON service_transactions (external_identifier)",
+    # The rows a sync run touched, for the finance rollup's refresh (sync is not the receiver).
+    "CREATE INDEX service_transactions_run ON service_transactions (sync_run)",
     """
     CREATE INDEX service_transactions_drift ON service_transactions (drift)
     WHERE drift IS NOT NULL""",
@@ -367,6 +372,7 @@ TABLES = (
         who TEXT NOT NULL,
         reviewed_at TEXT NOT NULL
     ) WITHOUT ROWID""",
+    *ROLLUP_TABLES,
     RECONCILIATION_VIEW_SQL,
     SYNC_DRIFT_VIEW_SQL,
 )

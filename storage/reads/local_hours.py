@@ -1,0 +1,62 @@
+"""The merchant's hours and days as the finance rollup keys them, in any IANA zone.
+
+A local hour is keyed by the UTC instant it starts at, as :func:`~payhooks.storage.times.to_text`
+writes it, and carries its local date: so a day, a week or a year is a range of keys (or of
+dates) in SQL, whatever the zone. Offsets of 30 or 45 minutes and the days of 23 or 25 hours
+around a DST change come out right because nothing here assumes an hour starts on a UTC hour or
+a day lasts 24 of them: a local day is the hours whose date is that day. Every offset in use
+since 1970 is a whole number of minutes, which is what :func:`hour_of` relies on.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, time, timedelta, tzinfo
+from functools import lru_cache
+
+from payhooks.storage.times import to_text
+
+__all__ = ["day_bounds", "days_between", "hour_of", "is_hour_start", "local_day"]
+
+_MINUTE = timedelta(minutes=1)
+
+
+@lru_cache(maxsize=65536)
+def hour_of(minute: str, zone: tzinfo) -> tuple[str, str]:
+    """The local hour a stored time's minute (its first 16 characters, ``2026-11-21T12:07``)
+    falls in: the hour's key (the UTC instant it starts) and its local date."""
+    utc = datetime.fromisoformat(minute + ":00+00:00")
+    local = utc.astimezone(zone)
+    return to_text(utc - timedelta(minutes=local.minute)), local.date().isoformat()
+
+
+def local_day(moment: str | datetime, zone: tzinfo) -> date:
+    """The local date of a stored time (text) or an aware datetime."""
+    found = datetime.fromisoformat(moment) if isinstance(moment, str) else moment
+    return found.astimezone(zone).date()
+
+
+@lru_cache(maxsize=4096)
+def _day_start(day: date, zone: tzinfo) -> datetime:
+    """The first instant whose local date is ``day`` (its midnight, or the end of a gap that
+    swallowed midnight)."""
+    guess = datetime.combine(day, time(), tzinfo=zone).astimezone(UTC)
+    moment = guess - timedelta(hours=3)
+    while moment.astimezone(zone).date() < day:
+        moment += _MINUTE
+    return moment
+
+
+def day_bounds(day: date, zone: tzinfo) -> tuple[datetime, datetime]:
+    """``[start, end)`` of a local day, in UTC."""
+    return _day_start(day, zone), _day_start(day + timedelta(days=1), zone)
+
+
+def days_between(first: date, last: date) -> list[date]:
+    """Every date from ``first`` to ``last``, both included."""
+    return [first + timedelta(days=n) for n in range((last - first).days + 1)]
+
+
+def is_hour_start(moment: datetime, zone: tzinfo) -> bool:
+    """Whether ``moment`` is where one of the zone's local hours starts."""
+    local = moment.astimezone(zone)
+    return (local.minute, local.second, local.microsecond) == (0, 0, 0)

@@ -1,0 +1,93 @@
+"""One local day of the finance rollup computed from the ledger's rows, and compared with what
+is stored (:meth:`payhooks.storage.reads.rollup.Rollup.verify`).
+
+A day is computed with finance's own SQL, the live page's, by minute
+(:func:`~payhooks.storage.reads.finance_sql.opened_groups` with a 16-character bucket,
+:data:`~payhooks.storage.reads.finance_sql.PAID_BUCKETS_SQL`), and the minutes are folded into
+the zone's local hours here: one rule for the figures, whichever way they are read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, tzinfo
+from typing import Any
+
+import payhooks.storage.reads.finance_sql as finance_sql
+from payhooks.storage.reads.finance_sql import Group
+from payhooks.storage.reads.local_hours import day_bounds, hour_of
+from payhooks.storage.reads.rollup_sql import DAY_OPENED, DAY_PAID
+from payhooks.storage.times import to_text
+
+__all__ = ["Difference", "compare_day", "opened_rows", "paid_rows"]
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """A bucket :meth:`Rollup.verify` found stored otherwise than the rows say: the table, the
+    hour and key, and the stored and computed sums (None: no such bucket)."""
+
+    table: str
+    hour: str
+    key: tuple[Any, ...]
+    stored: tuple[int, ...] | None
+    computed: tuple[int, ...] | None
+
+
+def opened_rows(conn: Any, start: datetime, end: datetime, zone: tzinfo) -> list[tuple[Any, ...]]:
+    """One day's ``finance_hours_opened`` rows, computed from the ledger's rows."""
+    sql, params = finance_sql.opened_groups(start, end, 16)
+    sums: dict[tuple[Any, ...], list[int]] = {}
+    for g in (Group._make(values) for values in conn.execute(sql, params)):
+        hour, day = hour_of(g.bucket, zone)
+        key = (hour, day, g.currency, g.received_currency or "", g.state, g.drifts, g.kind)
+        money = (g.rows, g.expected, g.received, g.home_received, g.refunded, g.charged_back)
+        cell = sums.setdefault(key, [0] * 6)
+        for n, value in enumerate(money):
+            cell[n] += value
+    return sorted((*key, *cell) for key, cell in sums.items())
+
+
+def paid_rows(conn: Any, start: datetime, end: datetime, zone: tzinfo) -> list[tuple[Any, ...]]:
+    """One day's ``finance_hours_paid`` rows, computed from the ledger's rows."""
+    params = (16, to_text(start), to_text(end))
+    sums: dict[tuple[Any, ...], list[int]] = {}
+    for minute, currency, state, count, amount in conn.execute(
+        finance_sql.PAID_BUCKETS_SQL, params
+    ):
+        hour, day = hour_of(minute, zone)
+        cell = sums.setdefault((hour, day, currency, state), [0, 0])
+        cell[0] += count
+        cell[1] += amount
+    return sorted((*key, *cell) for key, cell in sums.items())
+
+
+def compare_day(conn: Any, day: date, zone: tzinfo) -> list[Difference]:
+    """The buckets of ``day`` stored otherwise than ``conn``'s rows say."""
+    start, end = day_bounds(day, zone)
+    span = (to_text(start), to_text(end))
+    found: list[Difference] = []
+    for table, computed, stored in (
+        ("finance_hours_opened", opened_rows(conn, start, end, zone), DAY_OPENED),
+        ("finance_hours_paid", paid_rows(conn, start, end, zone), DAY_PAID),
+    ):
+        found += _differences(table, [tuple(r) for r in conn.execute(stored, span)], computed)
+    return found
+
+
+def _differences(
+    table: str, stored: list[tuple[Any, ...]], computed: list[tuple[Any, ...]]
+) -> list[Difference]:
+    """The buckets whose sums differ; a bucket is its hour and key (every column but the
+    sums: six of ``finance_hours_opened``'s, two of ``finance_hours_paid``'s)."""
+    width = 6 if table == "finance_hours_opened" else 2
+
+    def index(rows: list[tuple[Any, ...]]) -> dict[tuple[Any, ...], tuple[int, ...]]:
+        return {tuple(r[:-width]): tuple(r[-width:]) for r in rows}
+
+    old, new = index(stored), index(computed)
+    return [
+        Difference(table, key[0], key[2:], old.get(key), new.get(key))
+        for key in sorted(set(old) | set(new))
+        if old.get(key) != new.get(key)
+    ]

@@ -1,0 +1,120 @@
+"""What the finance book reads of the rollup: a period's grouped rows, as finance's own SQL
+would give them, so that the same folds (:func:`~payhooks.storage.reads.finance._figures`,
+``_buckets``, ``_totals``) make the figures from either.
+
+The rollup answers a period whose ends are local hours of its zone, and filters within its
+columns (state, currency, kind, what needs a person, the period); everything else is read live.
+A day never computed (the rollup is being built) is read live too; a day computed but marked
+again since is answered "as of" its oldest waiting change.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta
+from typing import Any, NamedTuple
+
+from payhooks.storage.reads.finance_rows import UNEXPECTED_KIND, FinanceFilter
+from payhooks.storage.reads.finance_sql import Group, Paid, PaidBucket
+from payhooks.storage.reads.local_hours import is_hour_start, local_day
+from payhooks.storage.reads.rollup import Rollup
+from payhooks.storage.reads.rollup_sql import SPAN, opened_sums, paid_sums
+from payhooks.storage.records import MISMATCH_STATES
+from payhooks.storage.times import to_text
+
+__all__ = ["RollupPeriod", "read_period", "read_totals"]
+
+_UNCOMPUTED = (
+    "SELECT COUNT(*) FROM finance_rollup_dirty AS d WHERE d.day >= ? AND d.day <= ? "
+    "AND NOT EXISTS (SELECT 1 FROM finance_days AS f WHERE f.day = d.day)"
+)
+#: The filter fields the rollup has no column for.
+_LIVE_ONLY = ("paid_since", "paid_until", "amount_min_minor", "amount_max_minor")
+
+
+class RollupPeriod(NamedTuple):
+    """A period's grouped rows from the rollup, and the time they hold (None: current)."""
+
+    groups: list[Group]
+    by_bucket: list[PaidBucket]
+    paid: list[Paid]
+    as_of: datetime | None
+
+
+def _days(rollup: Rollup, since: datetime | None, until: datetime | None) -> tuple[date, date]:
+    first = date.min if since is None else local_day(since, rollup.zone)
+    last = date.max if until is None else local_day(until - timedelta(microseconds=1), rollup.zone)
+    return first, last
+
+
+def _servable(
+    rollup: Rollup, conn: Any, since: datetime | None, until: datetime | None
+) -> tuple[bool, datetime | None]:
+    """Whether the rollup can answer ``[since, until)``, and the time its answer holds."""
+    zone = rollup.zone
+    if not rollup.enabled or any(
+        end is not None and not is_hour_start(end, zone) for end in (since, until)
+    ):
+        return False, None
+    state = conn.execute("SELECT zone FROM finance_rollup_state").fetchone()
+    if state is None or state[0] != zone.key:
+        return False, None
+    first, last = _days(rollup, since, until)
+    (never,) = conn.execute(_UNCOMPUTED, (first.isoformat(), last.isoformat())).fetchone()
+    if never:
+        return False, None
+    return True, rollup.waiting_since(conn, first, last)
+
+
+def read_period(
+    rollup: Rollup,
+    conn: Any,
+    since: datetime,
+    until: datetime,
+    bucket: str,
+    *,
+    with_paid: bool,
+    current_only: bool,
+) -> RollupPeriod | None:
+    """``[since, until)`` from the rollup by ``bucket`` (``hour``, ``day`` or ``''``), or None
+    when it cannot answer (or, ``current_only``, cannot answer with current figures)."""
+    servable, as_of = _servable(rollup, conn, since, until)
+    if not servable or (current_only and as_of is not None):
+        return None
+    span = (to_text(since), to_text(until))
+    groups = [Group._make(r) for r in conn.execute(opened_sums(bucket, [SPAN]), span)]
+    by_bucket = [PaidBucket._make(r) for r in conn.execute(paid_sums(bucket), span)]
+    paid: list[Paid] = []
+    if with_paid:
+        paid = [Paid._make(r) for r in conn.execute(paid_sums(None, paid_only=True), span)]
+    return RollupPeriod(groups, by_bucket, paid, as_of)
+
+
+def read_totals(rollup: Rollup, conn: Any, wanted: FinanceFilter) -> list[Group] | None:
+    """A filter's grouped rows from the rollup, when it is current and has the columns."""
+    if wanted.identifier_prefix or any(getattr(wanted, name) is not None for name in _LIVE_ONLY):
+        return None
+    since, until = wanted.registered_since, wanted.registered_until
+    servable, as_of = _servable(rollup, conn, since, until)
+    if not servable or as_of is not None:
+        return None
+    conditions: list[str] = []
+    params: list[Any] = []
+    if since is not None:
+        conditions.append("hour >= ?")
+        params.append(to_text(since))
+    if until is not None:
+        conditions.append("hour < ?")
+        params.append(to_text(until))
+    if wanted.states:
+        conditions.append(f"state IN ({', '.join('?' for _ in wanted.states)})")
+        params.extend(sorted(state.value for state in wanted.states))
+    if wanted.needs_person:
+        names = ", ".join(f"'{state.value}'" for state in sorted(MISMATCH_STATES))
+        conditions.append(f"(state IN ({names}) OR drifting = 1)")
+    if wanted.currency is not None:
+        conditions.append("currency = ?")
+        params.append(wanted.currency)
+    if wanted.kind is not None:
+        conditions.append("kind = ?")
+        params.append("" if wanted.kind == UNEXPECTED_KIND else wanted.kind)
+    return [Group._make(r) for r in conn.execute(opened_sums("''", conditions), params)]

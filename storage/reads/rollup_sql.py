@@ -1,0 +1,136 @@
+"""The finance rollup's SQL: its own tables, and what it reads of the ledger's.
+
+One text for both engines (``?`` placeholders), but for the few lines where they differ, named
+per engine in :data:`PAYMENTS_ID` and :class:`Horizon`. The figures themselves are never
+computed here: a day is computed by finance's own SQL
+(:func:`payhooks.storage.reads.finance_sql.opened_groups`,
+:data:`~payhooks.storage.reads.finance_sql.PAID_BUCKETS_SQL`), and these statements store and
+sum its rows.
+"""
+
+from __future__ import annotations
+
+from typing import Final, NamedTuple
+
+__all__ = [
+    "CHANGED_TIMES",
+    "CHANGES",
+    "DAY_OPENED",
+    "DAY_PAID",
+    "INSERT_OPENED",
+    "INSERT_PAID",
+    "MARK_DIRTY",
+    "OPENED_COLUMNS",
+    "PAYMENTS_ID",
+    "SPAN",
+    "opened_sums",
+    "paid_sums",
+]
+
+#: The stored columns of ``finance_hours_opened`` after ``hour, day``.
+OPENED_COLUMNS: Final = (
+    "currency, received_currency, state, drifting, kind, count, expected, received, "
+    "home_received, refunded, charged_back"
+)
+INSERT_OPENED: Final = (
+    f"INSERT INTO finance_hours_opened (hour, day, {OPENED_COLUMNS}) "  # noqa: S608 - constants
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+INSERT_PAID: Final = (
+    "INSERT INTO finance_hours_paid (hour, day, currency, state, count, amount_minor) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
+)
+#: One day's stored rows (its hours' range), to compare with a new computation.
+DAY_OPENED: Final = (
+    f"SELECT hour, day, {OPENED_COLUMNS} FROM finance_hours_opened "  # noqa: S608 - constants
+    "WHERE hour >= ? AND hour < ?"
+)
+DAY_PAID: Final = (
+    "SELECT hour, day, currency, state, count, amount_minor FROM finance_hours_paid "
+    "WHERE hour >= ? AND hour < ?"
+)
+
+#: Mark a day to compute again: a new version, the oldest change waiting, the newest's cause.
+MARK_DIRTY: Final = """
+INSERT INTO finance_rollup_dirty (day, version, marked_at, changed_at, cause, cause_ref, cause_at)
+VALUES (?, 1, ?, ?, ?, ?, ?)
+ON CONFLICT (day) DO UPDATE SET version = finance_rollup_dirty.version + 1,
+    marked_at = excluded.marked_at,
+    changed_at = CASE WHEN excluded.changed_at < finance_rollup_dirty.changed_at
+        THEN excluded.changed_at ELSE finance_rollup_dirty.changed_at END,
+    cause = excluded.cause, cause_ref = excluded.cause_ref, cause_at = excluded.cause_at"""
+
+#: The id of a registration, in the order registrations committed: SQLite's rowid,
+#: PostgreSQL's ``payments.id`` (``payhooks_ordered_id``).
+PAYMENTS_ID: Final = {"sqlite": "rowid", "postgresql": "id"}
+
+#: The rows each source appended after an id, in id order: ``id, identifier, at, cause,
+#: reference, pending`` (``pending``: 1 for an attempt still sending, which changes nothing
+#: until it ends). ``{id}`` is the id column; ``{where}`` selects the rows.
+CHANGES: Final = {
+    "outcomes": (
+        "SELECT id, external_identifier, recorded_at, 'delivery', CAST(delivery_id AS TEXT), 0 "
+        "FROM outcomes AS t WHERE {where} ORDER BY id LIMIT ?"
+    ),
+    "payments": (
+        "SELECT {id}, external_identifier, created_at, 'registration', external_identifier, 0 "
+        "FROM payments AS t WHERE {where} ORDER BY {id} LIMIT ?"
+    ),
+    "creation_attempts": (
+        "SELECT id, external_identifier, COALESCE(finished_at, started_at), 'creation', "
+        "external_identifier, CASE WHEN state = 'sending' THEN 1 ELSE 0 END "
+        "FROM creation_attempts AS t WHERE {where} ORDER BY id LIMIT ?"
+    ),
+}
+
+#: Every time that places a payment in a day: its registration, each outcome's ``paid_at``
+#: (an unexpected row opens at one of them), each listed transaction's first sighting (where a
+#: row only the service's list names opens). ``{marks}``: the identifiers' placeholders.
+CHANGED_TIMES: Final = """
+SELECT external_identifier, created_at FROM payments WHERE external_identifier IN ({marks})
+UNION ALL SELECT external_identifier, paid_at FROM outcomes
+WHERE external_identifier IN ({marks})
+UNION ALL SELECT external_identifier, first_seen_at FROM service_transactions
+WHERE external_identifier IN ({marks})"""
+
+#: Stored hours in ``[?, ?)``.
+SPAN: Final = "hour >= ? AND hour < ?"
+
+
+class Horizon(NamedTuple):
+    """PostgreSQL's transaction horizon of a snapshot (SQLite commits ids in order)."""
+
+    xmin: int
+    xmax: int
+
+
+HORIZON_SQL: Final = (
+    "SELECT CAST(pg_snapshot_xmin(pg_current_snapshot()) AS TEXT), "
+    "CAST(pg_snapshot_xmax(pg_current_snapshot()) AS TEXT)"
+)
+
+
+def opened_sums(bucket: str, conditions: list[str]) -> str:
+    """``finance_hours_opened`` summed as :class:`~payhooks.storage.reads.finance_sql.Group`
+    rows, by ``bucket`` (``hour``, ``day`` or ``''``)."""
+    where = " WHERE " + " AND ".join(conditions) if conditions else ""
+    return f"""
+SELECT {bucket}, currency, NULLIF(received_currency, ''), state, drifting, kind,
+    CAST(SUM(count) AS BIGINT), CAST(SUM(expected) AS BIGINT), CAST(SUM(received) AS BIGINT),
+    CAST(SUM(home_received) AS BIGINT), CAST(SUM(refunded) AS BIGINT),
+    CAST(SUM(charged_back) AS BIGINT)
+FROM finance_hours_opened{where}
+GROUP BY 1, 2, 3, 4, 5, 6"""  # noqa: S608 - constants only
+
+
+def paid_sums(bucket: str | None, *, paid_only: bool = False) -> str:
+    """``finance_hours_paid`` in ``[?, ?)`` summed by currency (and ``bucket``, when given:
+    :class:`~payhooks.storage.reads.finance_sql.PaidBucket` rows, else
+    :class:`~payhooks.storage.reads.finance_sql.Paid`), of every state (received) or, with
+    ``paid_only``, of the payments ``paid``."""
+    state = " AND state = 'paid'" if paid_only else ""
+    head, by = ("", "1") if bucket is None else (f"{bucket}, ", "1, 2")
+    return f"""
+SELECT {head}currency, CAST(SUM(count) AS BIGINT), CAST(SUM(amount_minor) AS BIGINT)
+FROM finance_hours_paid WHERE {SPAN}{state}
+GROUP BY {by}"""  # noqa: S608 - constants only
