@@ -11,8 +11,9 @@ and says where it stopped counting.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Final
 
@@ -22,15 +23,17 @@ from payhooks.console.access import console_ledger, current_access
 from payhooks.console.chart import bucket_label, chart_series, draw_chart
 from payhooks.console.finance_query import KINDS, PERIODS, parse_finance_query
 from payhooks.console.limits import counted
-from payhooks.storage import MISMATCH_STATES, ReconciliationState, from_minor_units
+from payhooks.storage import MISMATCH_STATES, ReconciliationState, StorageError, from_minor_units
 from payhooks.storage.reads import Figure, FinanceFilter, bucket_size_for
 
 if TYPE_CHECKING:
     from payhooks.storage.reads.finance_rows import PeriodFigures
+    from payhooks.storage.reads.rollup import RevisedDay, Rollup
 
 __all__ = [
     "PAID_TRANSACTIONS",
     "PAYMENTS",
+    "REFRESH_BUDGET_S",
     "TILES",
     "Tile",
     "TileLine",
@@ -68,6 +71,8 @@ TILES: Final = (
     ("drift", "Drift", "opened in the period, the service's list disagrees", PAYMENTS),
 )
 _ZERO = Figure(0, 0, Decimal(0))
+#: How long the page lets the rollup's refresh run before it reads (seconds).
+REFRESH_BUDGET_S: Final = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +133,7 @@ def reconciliation() -> str:
     size = bucket_size_for(query.since, query.until)
     wanted = query.finance_filter()
     opened = FinanceFilter(registered_since=query.since, registered_until=query.until)
+    _bring_up_to_date(finance.rollup)
     # The rows first (one page), then the figures, which stop at the time limit (:mod:`.limits`).
     page = finance.page(wanted, after=query.after, limit=query.limit)
     overview = counted(lambda: finance.overview(query.since, query.until, size))
@@ -154,6 +160,8 @@ def reconciliation() -> str:
         bucket_label=bucket_label,
         page=page,
         totals=totals,
+        as_of=None if overview is None else overview.as_of,
+        revised=_revised(finance.rollup, query.since, query.until),
         periods=PERIODS,
         kinds=KINDS,
         states=list(ReconciliationState),
@@ -161,6 +169,26 @@ def reconciliation() -> str:
         age=_age,
         minor=from_minor_units,
     )
+
+
+def _bring_up_to_date(rollup: Rollup) -> None:
+    """Fresh by default: the rollup's refresh before the page reads, for at most
+    :data:`REFRESH_BUDGET_S` (a larger backlog is ``payhooks rollup``'s; the page then says
+    "as of"). A ledger the console cannot write (read-only) is read as it stands."""
+    with suppress(StorageError):
+        rollup.refresh(budget=REFRESH_BUDGET_S)
+
+
+def _revised(rollup: Rollup, since: datetime, until: datetime) -> dict[date, RevisedDay]:
+    """The period's days revised after they ended, by local day."""
+    last = until - timedelta(microseconds=1)
+    try:
+        found = rollup.revised(
+            since.astimezone(rollup.zone).date(), last.astimezone(rollup.zone).date()
+        )
+    except StorageError:
+        return {}
+    return {day.day: day for day in found}
 
 
 def _age(opened_at: datetime, now: datetime) -> str:

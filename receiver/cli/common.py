@@ -36,11 +36,13 @@ the console's pages show the same text the same way.
 from __future__ import annotations
 
 import os
+import secrets
+import stat
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TextIO, TypeVar
 
 import click
 from flask import Flask, current_app
@@ -78,6 +80,7 @@ __all__ = [
     "terminal_json",
     "terminal_text",
     "verifier_for",
+    "written_whole",
 ]
 
 #: Where the ledger commands look when neither ``--database``, the app nor the environment
@@ -341,3 +344,36 @@ def _blame(err: ValueError, key_fault: str) -> click.ClickException:
     if str(err).startswith("key"):
         return BadUsage(f"{key_fault}: {err}.")
     return BadUsage(f"The configuration cannot be used: PAYHOOKS_SIGNATURE_OPTIONS: {err}.")
+
+
+@contextmanager
+def written_whole(path: Path) -> Iterator[TextIO]:
+    """A file written whole or not at all: a temporary file beside ``path``, moved over it once
+    complete, so Ctrl-C or a full disk never leaves a truncated report that looks whole.
+
+    Only a regular file (or a new one) is replaced: a device, a pipe or a terminal
+    (``/dev/stdout``, ``/dev/full``, a FIFO) is written in place, as replacing it would put a
+    plain file where the device was. A symbolic link keeps pointing where it did: its target is
+    what gets replaced."""
+    try:
+        regular = stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:
+        regular = True
+    if not regular:
+        with open(path, "w", encoding="utf-8", newline="") as handle:
+            yield handle
+        return
+    path = path.resolve()
+    # The name is chosen before the file exists and the file is made inside the ``try``: a
+    # Ctrl-C that lands just after the file was created (inside ``mkstemp``, or before a
+    # ``try`` around its result) would otherwise leave the temporary file behind.
+    temporary = path.parent / f".{path.name}.{secrets.token_hex(8)}"
+    try:
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with open(descriptor, "w", encoding="utf-8", newline="") as handle:
+            yield handle
+        os.replace(temporary, path)
+    except BaseException as err:
+        if not (isinstance(err, FileExistsError) and err.filename == str(temporary)):
+            temporary.unlink(missing_ok=True)  # never another's file of the same name
+        raise

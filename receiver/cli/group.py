@@ -17,7 +17,7 @@ from payhooks.receiver.cli.check import check, signals
 from payhooks.receiver.cli.common import terminal_text
 from payhooks.receiver.cli.database import copy_ledger, migrate_command
 from payhooks.receiver.cli.deliveries import deliveries, reprocess
-from payhooks.receiver.cli.ledger import expect, reconcile
+from payhooks.receiver.cli.ledger import expect, reconcile, rollup
 from payhooks.receiver.cli.replay import replay
 from payhooks.receiver.cli.retention import backup, prune, restore_pruned
 from payhooks.receiver.cli.show import show
@@ -35,6 +35,7 @@ IN_APP_COMMANDS: tuple[click.Command, ...] = (
     keygen,
     expect,
     reconcile,
+    rollup,
     show,
     sync,
     reprocess,

@@ -1,4 +1,4 @@
-"""``payhooks expect`` and ``reconcile``: the ledger from the command line.
+"""``payhooks expect``, ``reconcile`` and ``rollup``: the ledger from the command line.
 
 Each opens the file that ``--database``, the app (under ``flask payhooks``) or
 ``PAYHOOKS_DATABASE`` names, else ``./payhooks.db``. ``reconcile`` refuses a
@@ -8,8 +8,6 @@ file that does not exist rather than report on an empty ledger they just created
 from __future__ import annotations
 
 import os
-import secrets
-import stat
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -25,6 +23,8 @@ from payhooks.receiver.cli.common import (
     fail_on_storage_errors,
     ledger_for,
     resolve_database,
+    terminal_text,
+    written_whole,
 )
 from payhooks.receiver.cli.expected_csv import (
     ExpectedPayment,
@@ -49,7 +49,7 @@ from payhooks.storage import (
     from_minor_units,
 )
 
-__all__ = ["expect", "reconcile"]
+__all__ = ["expect", "reconcile", "rollup"]
 
 
 def _stderr() -> TextIO:
@@ -313,7 +313,7 @@ def reconcile(
         else:
             try:
                 with (
-                    _written_whole(output) as handle,
+                    written_whole(output) as handle,
                     click.progressbar(
                         _unsized(rows), label=f"Writing {output}", file=_stderr(), show_pos=True
                     ) as bar,
@@ -376,39 +376,6 @@ def _discard_stdout() -> None:
         os.close(null)
 
 
-@contextmanager
-def _written_whole(path: Path) -> Iterator[TextIO]:
-    """A file written whole or not at all: a temporary file beside ``path``, moved over it once
-    complete, so Ctrl-C or a full disk never leaves a truncated report that looks whole.
-
-    Only a regular file (or a new one) is replaced: a device, a pipe or a terminal
-    (``/dev/stdout``, ``/dev/full``, a FIFO) is written in place, as replacing it would put a
-    plain file where the device was. A symbolic link keeps pointing where it did: its target is
-    what gets replaced."""
-    try:
-        regular = stat.S_ISREG(os.stat(path).st_mode)
-    except FileNotFoundError:
-        regular = True
-    if not regular:
-        with open(path, "w", encoding="utf-8", newline="") as handle:
-            yield handle
-        return
-    path = path.resolve()
-    # The name is chosen before the file exists and the file is made inside the ``try``: a
-    # Ctrl-C that lands just after the file was created (inside ``mkstemp``, or before a
-    # ``try`` around its result) would otherwise leave the temporary file behind.
-    temporary = path.parent / f".{path.name}.{secrets.token_hex(8)}"
-    try:
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with open(descriptor, "w", encoding="utf-8", newline="") as handle:
-            yield handle
-        os.replace(temporary, path)
-    except BaseException as err:
-        if not (isinstance(err, FileExistsError) and err.filename == str(temporary)):
-            temporary.unlink(missing_ok=True)  # never another's file of the same name
-        raise
-
-
 def _unsized(rows: Iterator[ReconciliationRow]) -> Iterator[ReconciliationRow]:
     """The rows with no length hint: the bar counts them rather than guess a total (counting
     first would compute the whole reconciliation twice)."""
@@ -426,3 +393,43 @@ def _fail_on_mismatch(totals: Totals) -> None:
         listed = ", ".join(f"{state} {count}" for state, count in sorted(by_state.items()))
         count = totals.attention  # a row with a mismatch and drift is one payment
         raise click.ClickException(f"{count} payment(s) need attention ({listed}).")
+
+
+@click.command()
+@click.option(
+    "--verify",
+    is_flag=True,
+    help="Then compute the last --days local days from the rows and print every bucket "
+    "stored otherwise; exit 1 when there is one.",
+)
+@click.option(
+    "--days",
+    type=click.IntRange(1, 3660),
+    default=7,
+    show_default=True,
+    help="With --verify: how many local days, today included.",
+)
+@database_option
+@fail_on_storage_errors
+def rollup(verify: bool, days: int, database: Path | None) -> None:
+    """Bring finance's period totals up to date: the days changed since the last refresh,
+    computed again from the rows in chunks, each written in a short transaction (for cron or a
+    systemd timer; the console's finance page does the same for a moment before it reads)."""
+    with ledger_for(database) as ledger:
+        kept = ledger.finance.rollup
+        report = kept.refresh()
+        click.echo(
+            f"Marked {report.marked} day(s), computed {report.computed} ({report.revised} "
+            f"revised after they ended) in {report.seconds:.2f} s; {report.dirty_left} left."
+        )
+        if not verify:
+            return
+        found = kept.verify(days)
+    for one in found:
+        key = terminal_text(" ".join(map(str, one.key)))
+        click.echo(
+            f"{one.table} {one.hour} {key}: stored {one.stored}, the rows say {one.computed}"
+        )
+    click.echo(f"Verified {days} day(s) in {kept.zone.key}: {len(found)} bucket(s) differ.")
+    if found:
+        raise click.exceptions.Exit(1)

@@ -172,6 +172,13 @@ class PostgresEngine:
                 except psycopg.errors.QueryCanceled as err:
                     raise ReadTimeLimitError(deadline.limit_ms) from err
 
+    @contextmanager
+    def session(self) -> Iterator[PostgresConnection]:
+        """A pooled connection in autocommit, outside any time limit, for work that makes its
+        own transactions (the finance rollup's refresh, which is not a person's read)."""
+        with translate_errors(), self._pool().connection() as conn:
+            yield PostgresConnection(conn)
+
     def stream(
         self,
         query: Callable[[Any], Any],

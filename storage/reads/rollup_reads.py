@@ -4,8 +4,8 @@ would give them, so that the same folds (:func:`~payhooks.storage.reads.finance.
 
 The rollup answers a period whose ends are local hours of its zone, and filters within its
 columns (state, currency, kind, what needs a person, the period); everything else is read live.
-A day never computed (the rollup is being built) is read live too; a day computed but marked
-again since is answered "as of" its oldest waiting change.
+A day the build has not computed yet is read live too; any other day marked since it was
+computed (or, empty, never was) is answered "as of" its oldest waiting change.
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ from payhooks.storage.times import to_text
 
 __all__ = ["RollupPeriod", "read_period", "read_totals"]
 
+#: The period's days the build marked and nobody computed yet (another day never computed was
+#: empty: it counts as computed).
 _UNCOMPUTED = (
-    "SELECT COUNT(*) FROM finance_rollup_dirty AS d WHERE d.day >= ? AND d.day <= ? "
-    "AND NOT EXISTS (SELECT 1 FROM finance_days AS f WHERE f.day = d.day)"
+    "SELECT COUNT(*) FROM finance_rollup_dirty WHERE day >= ? AND day <= ? AND cause = 'build'"
 )
 #: The filter fields the rollup has no column for.
 _LIVE_ONLY = ("paid_since", "paid_until", "amount_min_minor", "amount_max_minor")

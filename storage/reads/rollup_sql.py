@@ -50,7 +50,8 @@ DAY_PAID: Final = (
     "WHERE hour >= ? AND hour < ?"
 )
 
-#: Mark a day to compute again: a new version, the oldest change waiting, the newest's cause.
+#: Mark a day to compute again: a new version, the oldest change waiting, the newest's cause
+#: (but a day the build marked stays the build's until computed: it was never computed).
 MARK_DIRTY: Final = """
 INSERT INTO finance_rollup_dirty (day, version, marked_at, changed_at, cause, cause_ref, cause_at)
 VALUES (?, 1, ?, ?, ?, ?, ?)
@@ -58,7 +59,10 @@ ON CONFLICT (day) DO UPDATE SET version = finance_rollup_dirty.version + 1,
     marked_at = excluded.marked_at,
     changed_at = CASE WHEN excluded.changed_at < finance_rollup_dirty.changed_at
         THEN excluded.changed_at ELSE finance_rollup_dirty.changed_at END,
-    cause = excluded.cause, cause_ref = excluded.cause_ref, cause_at = excluded.cause_at"""
+    cause = CASE WHEN finance_rollup_dirty.cause = 'build' THEN 'build' ELSE excluded.cause END,
+    cause_ref = CASE WHEN finance_rollup_dirty.cause = 'build' THEN ''
+        ELSE excluded.cause_ref END,
+    cause_at = excluded.cause_at"""
 
 #: The id of a registration, in the order registrations committed: SQLite's rowid,
 #: PostgreSQL's ``payments.id`` (``payhooks_ordered_id``).

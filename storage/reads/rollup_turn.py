@@ -37,7 +37,7 @@ class Turn:
     @contextmanager
     def snapshot(self) -> Iterator[Any]:
         """A connection whose reads all see one snapshot."""
-        with self._engine.read() as conn:
+        with self._engine.session() as conn:
             conn.execute("BEGIN")
             try:
                 yield conn
@@ -90,7 +90,7 @@ def take_turn(engine: Engine) -> Iterator[Turn | None]:
     if engine.kind != "postgresql":
         yield Turn(engine)
         return
-    with engine.read() as conn:
+    with engine.session() as conn:
         (mine,) = conn.execute("SELECT pg_try_advisory_lock(?)", (ROLLUP_LOCK,)).fetchone()
         if not mine:
             yield None

@@ -23,6 +23,7 @@ from typing import Any, Final
 
 import payhooks.storage.owed_signals as owed_signals
 import payhooks.storage.service_transactions as service_transactions
+from payhooks.storage.reads.rollup_marks import waiting_since
 from payhooks.storage.records import MISMATCH_STATES, ReconciliationState
 from payhooks.storage.rows import FINISHED_DELIVERY_STATUSES, DeliveryStatus
 from payhooks.storage.service_records import sync_run_from_row
@@ -147,8 +148,17 @@ class Vitals:
     #: keeps the newest ``max_rejected``, and ``payhooks prune`` empties it of old ones): with
     #: no delivery ever accepted, the sign of a wrong key (the ``refusals`` check).
     refused_by_code: dict[str, int] = field(default_factory=dict)
+    #: When the oldest change not yet in finance's rollup happened (its lag); None: up to date,
+    #: or never built (finance then reads its rows).
+    rollup_waiting_since: datetime | None = None
     #: When the newest refused request kept arrived; None: none kept.
     last_refused_at: datetime | None = None
+
+    @property
+    def rollup_lag(self) -> timedelta:
+        """How long the oldest change not yet in finance's rollup has waited (zero: none)."""
+        waiting = self.rollup_waiting_since
+        return timedelta(0) if waiting is None else max(timedelta(0), self.now - waiting)
 
     @property
     def mismatch_total(self) -> int:
@@ -218,8 +228,11 @@ def _last_finished_and_accepted(conn: Connection) -> tuple[str | None, str | Non
     return finished[0], None if accepted is None else accepted[0]
 
 
-def read_vitals(conn: Connection, now: datetime, mismatch_window: timedelta = DAY) -> Vitals:
-    """The figures at ``now``, read in ``conn`` (one read; each query bounded, see above)."""
+def read_vitals(
+    conn: Connection, now: datetime, mismatch_window: timedelta = DAY, engine: str = "sqlite"
+) -> Vitals:
+    """The figures at ``now``, read in ``conn`` (one read; each query bounded, see above), on
+    ``engine`` (``"sqlite"``, ``"postgresql"``)."""
     last_hour, _ = _window(conn, to_text(now - HOUR, argument="now"))
     last_day, causes = _window(conn, to_text(now - DAY, argument="now"))
     last = conn.execute("SELECT received_at FROM deliveries ORDER BY id DESC LIMIT 1").fetchone()
@@ -287,6 +300,7 @@ def read_vitals(conn: Connection, now: datetime, mismatch_window: timedelta = DA
         parked_signals=parked,
         oldest_failing_at=_time(oldest_failing, "signal_runs.started_at"),
         receiver_errors=sum(cause.count for cause in receiver_causes),
+        rollup_waiting_since=waiting_since(conn, engine),
         refused_by_code={code: count for code, count, _ in refusals},
         last_refused_at=_time(
             max((last for _, _, last in refusals), default=None), "rejected_deliveries.received_at"

@@ -239,6 +239,10 @@ class SQLiteEngine:
         except sqlite3.Error as err:
             raise self._error(err) from err
 
+    #: The connection, for work that makes its own transactions (the finance rollup's
+    #: refresh): a time limit never interrupts a statement inside one.
+    session = read
+
     def _error(self, err: sqlite3.Error) -> StorageError:
         """The ledger's error for ``err``: an interrupt under a time limit is the limit's."""
         deadline = self._deadline

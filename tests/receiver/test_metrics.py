@@ -328,3 +328,16 @@ def test_a_stored_time_payhooks_never_writes_gives_readable_zero_not_a_500(
 
     assert found[("payhooks_ledger_readable", ())] == 0
     assert not [name for name, _ in found if name == "payhooks_owed_signals"]
+
+
+def test_the_rollup_lag_is_how_long_the_oldest_change_not_yet_counted_has_waited(
+    metered: Flask, ledger: Ledger, make_body: BodyFactory, sign: SignFunction
+) -> None:
+    client = metered.test_client()
+    assert samples(client)[("payhooks_rollup_lag_seconds", ())] == 0  # never built: read live
+    ledger.finance.rollup.refresh()
+    body = make_body()
+    assert client.post(NOTIFY, data=body, headers=sign(body)).status_code == 200
+    assert samples(client)[("payhooks_rollup_lag_seconds", ())] > 0
+    assert ledger.finance.rollup.refresh().done
+    assert samples(client)[("payhooks_rollup_lag_seconds", ())] == 0

@@ -156,3 +156,68 @@ def test_finance_export_starts_from_its_form_and_downloads_when_its_page_says_re
         assert errors == []
     finally:
         context.close()
+
+
+@pytest.mark.parametrize(("width", "height"), [(1280, 800), (375, 740)], ids=["desktop", "phone"])
+def test_finance_shows_as_of_and_a_revised_day_linked_to_its_delivery(
+    browser: Browser,
+    make_app: AppFactory,
+    make_body: BodyFactory,
+    sign: SignFunction,
+    serve: Callable[[Flask], LiveServer],
+    monkeypatch: pytest.MonkeyPatch,
+    width: int,
+    height: int,
+) -> None:
+    """A day three days back revised by a late notification, and figures the refresh could not
+    finish (no time left), at a desk's width and a phone's: both said, the page still fits, and
+    the revised day's link opens the late delivery."""
+    import payhooks.console.finance_views as finance_views
+    from payhooks.receiver import receiver_state
+
+    app = make_app()
+    Console(app, authorize=_finance_person)
+    client = app.test_client()
+
+    def deliver(transaction: str, days_ago: int) -> None:
+        when = (datetime.now(UTC) - timedelta(days=days_ago)).strftime("%Y%m%d%H%M%S")
+        body = make_body(
+            external_identifier="lost-1", transaction_id=transaction, payment_time=when
+        )
+        answer = client.post("/payhooks/notifications", data=body, headers=sign(body))
+        assert answer.status_code == 200, answer.get_data(as_text=True)
+
+    with app.app_context():
+        rollup = receiver_state().ledger.finance.rollup
+        deliver("ll-1", 3)
+        assert rollup.refresh().done
+        deliver("ll-2", 3)  # late: the day had ended
+        assert rollup.refresh().revised == 1
+        late = receiver_state().ledger.receiver.delivery_log(limit=1).rows[0].id
+        deliver("ll-3", 1)  # not counted yet: the page's refresh has no time
+    monkeypatch.setattr(finance_views, "REFRESH_BUDGET_S", 0)
+    server = serve(app)
+    context = browser.new_context(
+        extra_http_headers={ROLE_HEADER: "viewer"}, viewport={"width": width, "height": height}
+    )
+    context.set_default_timeout(BROWSER_TIMEOUT_MS)
+    errors: list[str] = []
+    try:
+        page = context.new_page()
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(f"{server.url}/console/reconciliation?period=7d&view=table")
+        assert page.locator("[data-as-of]").is_visible()
+        assert "The figures hold as of" in page.locator("[data-as-of]").inner_text()
+        assert page.locator("li[data-revised]").is_visible()
+        assert page.locator("[data-revised-day]").count() == 1
+        # what this page adds fits the screen (the rows' table overflows a phone already:
+        # a matter of its own)
+        right = "Math.max(...Array.from(document.querySelectorAll("
+        right += "'[data-as-of], section.revised, section.revised *, [data-revised-day]'),"
+        right += " e => e.getBoundingClientRect().right))"
+        assert page.evaluate(right) <= page.evaluate("window.innerWidth")
+        page.click(f'li[data-revised] a[href="/console/deliveries/{late}"]')
+        page.wait_for_url(f"**/console/deliveries/{late}")
+        assert errors == []
+    finally:
+        context.close()

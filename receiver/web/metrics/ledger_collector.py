@@ -142,3 +142,9 @@ class LedgerCollector:
         for state, count in sorted(vitals.mismatches.items()):
             mismatches.add_metric([state.value], count)
         yield mismatches
+        lag = family(
+            "payhooks_rollup_lag_seconds",
+            "How long the oldest change not yet in finance's rollup has waited (0: up to date).",
+        )
+        lag.add_metric([], vitals.rollup_lag.total_seconds())
+        yield lag
