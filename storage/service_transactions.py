@@ -68,6 +68,13 @@ _UPSERT = """
         last_seen_at = excluded.last_seen_at,
         sync_run = excluded.sync_run"""
 
+# A transaction listed under another identifier than before: the one it leaves, for the
+# finance rollup (payhooks.storage.reads.rollup_marks), which reads each run's moves.
+_MOVED = """
+    INSERT INTO service_transaction_moves (sync_run, moved_at, transaction_id, external_identifier)
+    SELECT ?, ?, transaction_id, external_identifier FROM service_transactions
+    WHERE transaction_id = ? AND external_identifier <> ?"""
+
 _RUN_COLUMNS = (
     "id, started_at, expected_before, status, next_cursor, pages, items, error, updated_at, "
     "finished_at"
@@ -132,6 +139,7 @@ def record_page(
     cursor past it, in one transaction: a crash keeps all or nothing, so resuming neither skips
     nor repeats a page's effect. How many items the page had."""
     rows = [(*values, seen_at, seen_at, run_id) for values in items]
+    conn.executemany(_MOVED, [(run_id, seen_at, row[0], row[1]) for row in rows])
     conn.executemany(_UPSERT, rows)
     refused = [(run_id, *item, seen_at) for item in unstorable]
     conn.executemany(

@@ -3,14 +3,15 @@ is stored (:meth:`payhooks.storage.reads.rollup.Rollup.verify`).
 
 A day is computed with finance's own SQL, the live page's, by minute
 (:func:`~payhooks.storage.reads.finance_sql.opened_groups` with a 16-character bucket,
-:data:`~payhooks.storage.reads.finance_sql.PAID_BUCKETS_SQL`), and the minutes are folded into
-the zone's local hours here: one rule for the figures, whichever way they are read.
+:data:`~payhooks.storage.reads.finance_sql.PAID_BUCKETS_SQL`; by hour, 13, in a zone whose
+offset is whole hours all day), and the minutes are folded into the zone's local hours here:
+one rule for the figures, whichever way they are read.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime, tzinfo
+from datetime import date, datetime, timedelta, tzinfo
 from typing import Any
 
 import payhooks.storage.reads.finance_sql as finance_sql
@@ -34,12 +35,24 @@ class Difference:
     computed: tuple[int, ...] | None
 
 
+def _width(start: datetime, end: datetime, zone: tzinfo) -> int:
+    """How many characters of a stored time the day's SQL groups by: its UTC hour (13) when
+    the zone's offset is whole hours all day (its hours are UTC's), else its minute (16)."""
+    offsets = (start.astimezone(zone).utcoffset(), end.astimezone(zone).utcoffset())
+    whole = all(o is not None and o % timedelta(hours=1) == timedelta(0) for o in offsets)
+    return 13 if whole else 16
+
+
+def _minute(bucket: str) -> str:
+    return bucket if len(bucket) == 16 else bucket + ":00"
+
+
 def opened_rows(conn: Any, start: datetime, end: datetime, zone: tzinfo) -> list[tuple[Any, ...]]:
     """One day's ``finance_hours_opened`` rows, computed from the ledger's rows."""
-    sql, params = finance_sql.opened_groups(start, end, 16)
+    sql, params = finance_sql.opened_groups(start, end, _width(start, end, zone))
     sums: dict[tuple[Any, ...], list[int]] = {}
     for g in (Group._make(values) for values in conn.execute(sql, params)):
-        hour, day = hour_of(g.bucket, zone)
+        hour, day = hour_of(_minute(g.bucket), zone)
         key = (hour, day, g.currency, g.received_currency or "", g.state, g.drifts, g.kind)
         money = (g.rows, g.expected, g.received, g.home_received, g.refunded, g.charged_back)
         cell = sums.setdefault(key, [0] * 6)
@@ -50,12 +63,12 @@ def opened_rows(conn: Any, start: datetime, end: datetime, zone: tzinfo) -> list
 
 def paid_rows(conn: Any, start: datetime, end: datetime, zone: tzinfo) -> list[tuple[Any, ...]]:
     """One day's ``finance_hours_paid`` rows, computed from the ledger's rows."""
-    params = (16, to_text(start), to_text(end))
+    params = (_width(start, end, zone), to_text(start), to_text(end))
     sums: dict[tuple[Any, ...], list[int]] = {}
     for minute, currency, state, count, amount in conn.execute(
         finance_sql.PAID_BUCKETS_SQL, params
     ):
-        hour, day = hour_of(minute, zone)
+        hour, day = hour_of(_minute(minute), zone)
         cell = sums.setdefault((hour, day, currency, state), [0, 0])
         cell[0] += count
         cell[1] += amount

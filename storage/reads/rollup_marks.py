@@ -4,7 +4,8 @@ compute again (:mod:`payhooks.storage.reads.rollup`).
 Only tables that are appended to are read, each from its watermark (an id): ``outcomes``,
 ``payments`` (a registration), ``creation_attempts`` (a refused creation makes a row
 ``not_created``; an attempt still sending changes nothing until it ends, so it is looked at
-again), the rows ``service_transactions`` each sync run touched (column ``sync_run``), and the
+again), the rows ``service_transactions`` each sync run touched (column ``sync_run``) and the
+identifiers its transactions left (``service_transaction_moves``), and the
 move of the latest complete sync's ``expected_before`` (payments registered between the old and
 the new horizon may have become missing at the service). Reviews and refused deliveries change
 no finance figure, so they are not read. Each change names a payment; a payment is in the days
@@ -171,8 +172,10 @@ def _sync_runs(conn: Any, marks: Marks) -> list[Change]:
         key = f"{pages} {status}"
         if seen.get(run) != key:
             touched = conn.execute(
-                "SELECT DISTINCT external_identifier FROM service_transactions WHERE sync_run = ?",
-                (run,),
+                "SELECT external_identifier FROM service_transactions WHERE sync_run = ? "
+                "UNION SELECT external_identifier FROM service_transaction_moves "
+                "WHERE sync_run = ?",
+                (run, run),
             )
             changes += [Change(ident, updated_at, "sync_run", str(run)) for (ident,) in touched]
         kept[run] = key

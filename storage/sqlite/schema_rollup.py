@@ -15,6 +15,17 @@ __all__ = ["ROLLUP_TABLES"]
 
 #: In order: each table (no index of their own beyond the keys: a period is a range of ``hour``).
 ROLLUP_TABLES: Final = (
+    # Each listed transaction payhooks sync moved to another identifier: the one it left (whose
+    # row changed too), appended by the sync's page, read by the rollup with the run's rows.
+    """
+    CREATE TABLE service_transaction_moves (
+        id INTEGER PRIMARY KEY,
+        sync_run INTEGER NOT NULL,
+        transaction_id TEXT NOT NULL,
+        external_identifier TEXT NOT NULL,
+        moved_at TEXT NOT NULL
+    )""",
+    "CREATE INDEX service_transaction_moves_run ON service_transaction_moves (sync_run)",
     # The finance rollup (payhooks.storage.reads.rollup): written by its refresh only, never by
     # the receiver. Rows opened, and money paid, per local hour of the rollup's zone ('hour':
     # the UTC instant it starts; 'day': its local date).

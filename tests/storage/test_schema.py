@@ -40,6 +40,7 @@ def test_a_new_file_gets_every_table_and_the_view(tmp_path: Path) -> None:
             "signal_runs",
             "payment_states",
             "returns",
+            "service_transaction_moves",
             "service_transactions",
             "sync_runs",
             "sync_unstorable_items",

@@ -9,7 +9,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from payhooks.storage import ConflictError, Ledger, ReconciliationState
@@ -169,6 +169,15 @@ _examples = iter(range(10**6))
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(zone=st.sampled_from(ZONES), history=st.lists(operations, min_size=1, max_size=25))
+@example(  # a sync moves a transaction to another identifier: the one it left changes too
+    zone=ZONES[0],
+    history=[
+        ("outcome", "order-3", "t1", "CB", 999, "CNY", 0),
+        ("listed", "order-3", "order-7", "t1", "succeeded"),
+        ("refresh", False),
+        ("listed", "order-1", "order-7", "t1", "succeeded"),
+    ],
+)
 def test_after_a_refresh_the_rollup_gives_the_live_figures_for_every_period(
     ledger: Ledger, clock: FixedClock, tmp_path: Path, zone: ZoneInfo, history: list[Any]
 ) -> None:
