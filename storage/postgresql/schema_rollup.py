@@ -63,6 +63,32 @@ ROLLUP_TABLES: Final = (
         amount_minor BIGINT NOT NULL,
         PRIMARY KEY (hour, currency, state)
     )""",
+    # The same, summed by local day: what a period of whole days reads.
+    """
+    CREATE TABLE finance_days_opened (
+        day TEXT COLLATE "C" NOT NULL,
+        currency TEXT COLLATE "C" NOT NULL,
+        received_currency TEXT COLLATE "C" NOT NULL,
+        state TEXT COLLATE "C" NOT NULL,
+        drifting BIGINT NOT NULL,
+        kind TEXT COLLATE "C" NOT NULL,
+        count BIGINT NOT NULL,
+        expected BIGINT NOT NULL,
+        received BIGINT NOT NULL,
+        home_received BIGINT NOT NULL,
+        refunded BIGINT NOT NULL,
+        charged_back BIGINT NOT NULL,
+        PRIMARY KEY (day, currency, received_currency, state, drifting, kind)
+    )""",
+    """
+    CREATE TABLE finance_days_paid (
+        day TEXT COLLATE "C" NOT NULL,
+        currency TEXT COLLATE "C" NOT NULL,
+        state TEXT COLLATE "C" NOT NULL,
+        count BIGINT NOT NULL,
+        amount_minor BIGINT NOT NULL,
+        PRIMARY KEY (day, currency, state)
+    )""",
     """
     CREATE TABLE finance_days (
         day TEXT COLLATE "C" NOT NULL PRIMARY KEY,

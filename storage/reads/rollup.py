@@ -32,11 +32,19 @@ from zoneinfo import ZoneInfo
 
 from payhooks.storage.engines import Engine
 from payhooks.storage.reads.local_hours import day_bounds, days_between, local_day
-from payhooks.storage.reads.rollup_days import Difference, compare_day, opened_rows, paid_rows
+from payhooks.storage.reads.rollup_days import (
+    Difference,
+    compare_day,
+    day_sums,
+    opened_rows,
+    paid_rows,
+)
 from payhooks.storage.reads.rollup_marks import Marks, read_marks, waiting_since
 from payhooks.storage.reads.rollup_sql import (
     DAY_OPENED,
     DAY_PAID,
+    INSERT_DAY_OPENED,
+    INSERT_DAY_PAID,
     INSERT_OPENED,
     INSERT_PAID,
     MARK_DIRTY,
@@ -208,6 +216,8 @@ class Rollup:
             for table in (
                 "finance_hours_opened",
                 "finance_hours_paid",
+                "finance_days_opened",
+                "finance_days_paid",
                 "finance_days",
                 "finance_rollup_dirty",
                 "finance_rollup_sources",
@@ -344,8 +354,12 @@ class Rollup:
             if changed:
                 conn.execute("DELETE FROM finance_hours_opened WHERE hour >= ? AND hour < ?", span)
                 conn.execute("DELETE FROM finance_hours_paid WHERE hour >= ? AND hour < ?", span)
+                conn.execute("DELETE FROM finance_days_opened WHERE day = ?", (day,))
+                conn.execute("DELETE FROM finance_days_paid WHERE day = ?", (day,))
                 conn.executemany(INSERT_OPENED, found.opened)
                 conn.executemany(INSERT_PAID, found.paid)
+                conn.executemany(INSERT_DAY_OPENED, day_sums(found.opened, 6))
+                conn.executemany(INSERT_DAY_PAID, day_sums(found.paid, 2))
             before = conn.execute(
                 "SELECT closed, revised_at, revised_by, revised_ref FROM finance_days "
                 "WHERE day = ?",

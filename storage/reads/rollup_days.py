@@ -17,10 +17,15 @@ from typing import Any
 import payhooks.storage.reads.finance_sql as finance_sql
 from payhooks.storage.reads.finance_sql import Group
 from payhooks.storage.reads.local_hours import day_bounds, hour_of
-from payhooks.storage.reads.rollup_sql import DAY_OPENED, DAY_PAID
+from payhooks.storage.reads.rollup_sql import (
+    DAY_OPENED,
+    DAY_PAID,
+    DAY_SUMS_OPENED,
+    DAY_SUMS_PAID,
+)
 from payhooks.storage.times import to_text
 
-__all__ = ["Difference", "compare_day", "opened_rows", "paid_rows"]
+__all__ = ["Difference", "compare_day", "day_sums", "opened_rows", "paid_rows"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,16 +80,40 @@ def paid_rows(conn: Any, start: datetime, end: datetime, zone: tzinfo) -> list[t
     return sorted((*key, *cell) for key, cell in sums.items())
 
 
+def day_sums(rows: list[tuple[Any, ...]], width: int) -> list[tuple[Any, ...]]:
+    """A day's hour rows (``hour, day, key..., sums``; ``width`` sums) summed by day: ``day,
+    key..., sums``."""
+    sums: dict[tuple[Any, ...], list[int]] = {}
+    for row in rows:
+        cell = sums.setdefault(tuple(row[1:-width]), [0] * width)
+        for n, value in enumerate(row[-width:]):
+            cell[n] += value
+    return sorted((*key, *cell) for key, cell in sums.items())
+
+
 def compare_day(conn: Any, day: date, zone: tzinfo) -> list[Difference]:
-    """The buckets of ``day`` stored otherwise than ``conn``'s rows say."""
+    """The buckets of ``day`` stored otherwise than ``conn``'s rows say (by hour and by day)."""
     start, end = day_bounds(day, zone)
     span = (to_text(start), to_text(end))
+    opened, paid = opened_rows(conn, start, end, zone), paid_rows(conn, start, end, zone)
     found: list[Difference] = []
-    for table, computed, stored in (
-        ("finance_hours_opened", opened_rows(conn, start, end, zone), DAY_OPENED),
-        ("finance_hours_paid", paid_rows(conn, start, end, zone), DAY_PAID),
+    for table, computed, stored, params in (
+        ("finance_hours_opened", opened, DAY_OPENED, span),
+        ("finance_hours_paid", paid, DAY_PAID, span),
+        (
+            "finance_days_opened",
+            [(r[0], *r) for r in day_sums(opened, 6)],
+            DAY_SUMS_OPENED,
+            (day.isoformat(),),
+        ),
+        (
+            "finance_days_paid",
+            [(r[0], *r) for r in day_sums(paid, 2)],
+            DAY_SUMS_PAID,
+            (day.isoformat(),),
+        ),
     ):
-        found += _differences(table, [tuple(r) for r in conn.execute(stored, span)], computed)
+        found += _differences(table, [tuple(r) for r in conn.execute(stored, params)], computed)
     return found
 
 
@@ -93,7 +122,7 @@ def _differences(
 ) -> list[Difference]:
     """The buckets whose sums differ; a bucket is its hour and key (every column but the
     sums: six of ``finance_hours_opened``'s, two of ``finance_hours_paid``'s)."""
-    width = 6 if table == "finance_hours_opened" else 2
+    width = 6 if table.endswith("_opened") else 2
 
     def index(rows: list[tuple[Any, ...]]) -> dict[tuple[Any, ...], tuple[int, ...]]:
         return {tuple(r[:-width]): tuple(r[-width:]) for r in rows}

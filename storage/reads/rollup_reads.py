@@ -15,9 +15,9 @@ from typing import Any, NamedTuple
 
 from payhooks.storage.reads.finance_rows import UNEXPECTED_KIND, FinanceFilter
 from payhooks.storage.reads.finance_sql import Group, Paid, PaidBucket
-from payhooks.storage.reads.local_hours import is_hour_start, local_day
+from payhooks.storage.reads.local_hours import day_bounds, is_hour_start, local_day
 from payhooks.storage.reads.rollup import Rollup
-from payhooks.storage.reads.rollup_sql import SPAN, opened_sums, paid_sums
+from payhooks.storage.reads.rollup_sql import DAYS, SPAN, opened_sums, paid_sums
 from payhooks.storage.records import MISMATCH_STATES
 from payhooks.storage.times import to_text
 
@@ -81,13 +81,29 @@ def read_period(
     servable, as_of = _servable(rollup, conn, since, until)
     if not servable or (current_only and as_of is not None):
         return None
-    span = (to_text(since), to_text(until))
-    groups = [Group._make(r) for r in conn.execute(opened_sums(bucket, [SPAN]), span)]
-    by_bucket = [PaidBucket._make(r) for r in conn.execute(paid_sums(bucket), span)]
+    by_day = bucket != "hour" and _whole_days(rollup, since, until)
+    if by_day:
+        first, last = _days(rollup, since, until)
+        span: tuple[str, ...] = (first.isoformat(), last.isoformat())
+    else:
+        span = (to_text(since), to_text(until))
+    opened = opened_sums(bucket, [DAYS if by_day else SPAN], by_day=by_day)
+    groups = [Group._make(r) for r in conn.execute(opened, span)]
+    paid_sql = paid_sums(bucket, by_day=by_day)
+    by_bucket = [PaidBucket._make(r) for r in conn.execute(paid_sql, span)]
     paid: list[Paid] = []
     if with_paid:
-        paid = [Paid._make(r) for r in conn.execute(paid_sums(None, paid_only=True), span)]
+        paid_sql = paid_sums(None, paid_only=True, by_day=by_day)
+        paid = [Paid._make(r) for r in conn.execute(paid_sql, span)]
     return RollupPeriod(groups, by_bucket, paid, as_of)
+
+
+def _whole_days(rollup: Rollup, since: datetime | None, until: datetime | None) -> bool:
+    """Whether each end given is where a local day starts (its days' rows answer then)."""
+    return all(
+        end is None or day_bounds(local_day(end, rollup.zone), rollup.zone)[0] == end
+        for end in (since, until)
+    )
 
 
 def read_totals(rollup: Rollup, conn: Any, wanted: FinanceFilter) -> list[Group] | None:
@@ -100,10 +116,15 @@ def read_totals(rollup: Rollup, conn: Any, wanted: FinanceFilter) -> list[Group]
         return None
     conditions: list[str] = []
     params: list[Any] = []
-    if since is not None:
+    by_day = _whole_days(rollup, since, until)
+    if by_day:
+        first, last = _days(rollup, since, until)
+        conditions += ["day >= ?", "day <= ?"] if since or until else []
+        params += [first.isoformat(), last.isoformat()] if since or until else []
+    if not by_day and since is not None:
         conditions.append("hour >= ?")
         params.append(to_text(since))
-    if until is not None:
+    if not by_day and until is not None:
         conditions.append("hour < ?")
         params.append(to_text(until))
     if wanted.states:
@@ -118,4 +139,5 @@ def read_totals(rollup: Rollup, conn: Any, wanted: FinanceFilter) -> list[Group]
     if wanted.kind is not None:
         conditions.append("kind = ?")
         params.append("" if wanted.kind == UNEXPECTED_KIND else wanted.kind)
-    return [Group._make(r) for r in conn.execute(opened_sums("''", conditions), params)]
+    sql = opened_sums("''", conditions, by_day=by_day)
+    return [Group._make(r) for r in conn.execute(sql, params)]

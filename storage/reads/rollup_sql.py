@@ -15,8 +15,13 @@ from typing import Final, NamedTuple
 __all__ = [
     "CHANGED_TIMES",
     "CHANGES",
+    "DAYS",
     "DAY_OPENED",
     "DAY_PAID",
+    "DAY_SUMS_OPENED",
+    "DAY_SUMS_PAID",
+    "INSERT_DAY_OPENED",
+    "INSERT_DAY_PAID",
     "INSERT_OPENED",
     "INSERT_PAID",
     "MARK_DIRTY",
@@ -40,6 +45,14 @@ INSERT_PAID: Final = (
     "INSERT INTO finance_hours_paid (hour, day, currency, state, count, amount_minor) "
     "VALUES (?, ?, ?, ?, ?, ?)"
 )
+INSERT_DAY_OPENED: Final = (
+    f"INSERT INTO finance_days_opened (day, {OPENED_COLUMNS}) "  # noqa: S608 - constants
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+INSERT_DAY_PAID: Final = (
+    "INSERT INTO finance_days_paid (day, currency, state, count, amount_minor) "
+    "VALUES (?, ?, ?, ?, ?)"
+)
 #: One day's stored rows (its hours' range), to compare with a new computation.
 DAY_OPENED: Final = (
     f"SELECT hour, day, {OPENED_COLUMNS} FROM finance_hours_opened "  # noqa: S608 - constants
@@ -48,6 +61,11 @@ DAY_OPENED: Final = (
 DAY_PAID: Final = (
     "SELECT hour, day, currency, state, count, amount_minor FROM finance_hours_paid "
     "WHERE hour >= ? AND hour < ?"
+)
+#: One day's stored day rows, shaped as its hours' (the day twice: as the hour, as the day).
+DAY_SUMS_OPENED: Final = f"SELECT day, day, {OPENED_COLUMNS} FROM finance_days_opened WHERE day = ?"  # noqa: S608
+DAY_SUMS_PAID: Final = (
+    "SELECT day, day, currency, state, count, amount_minor FROM finance_days_paid WHERE day = ?"
 )
 
 #: Mark a day to compute again: a new version, the oldest change waiting, the newest's cause
@@ -97,8 +115,9 @@ WHERE external_identifier IN ({marks})
 UNION ALL SELECT external_identifier, first_seen_at FROM service_transactions
 WHERE external_identifier IN ({marks})"""
 
-#: Stored hours in ``[?, ?)``.
+#: Stored hours in ``[?, ?)``; stored days in ``[?, ?]``.
 SPAN: Final = "hour >= ? AND hour < ?"
+DAYS: Final = "day >= ? AND day <= ?"
 
 
 class Horizon(NamedTuple):
@@ -114,27 +133,31 @@ HORIZON_SQL: Final = (
 )
 
 
-def opened_sums(bucket: str, conditions: list[str]) -> str:
-    """``finance_hours_opened`` summed as :class:`~payhooks.storage.reads.finance_sql.Group`
-    rows, by ``bucket`` (``hour``, ``day`` or ``''``)."""
+def opened_sums(bucket: str, conditions: list[str], *, by_day: bool = False) -> str:
+    """``finance_hours_opened`` (``by_day``: ``finance_days_opened``) summed as
+    :class:`~payhooks.storage.reads.finance_sql.Group` rows, by ``bucket`` (``hour``, ``day``
+    or ``''``)."""
     where = " WHERE " + " AND ".join(conditions) if conditions else ""
+    table = "finance_days_opened" if by_day else "finance_hours_opened"
     return f"""
 SELECT {bucket}, currency, NULLIF(received_currency, ''), state, drifting, kind,
     CAST(SUM(count) AS BIGINT), CAST(SUM(expected) AS BIGINT), CAST(SUM(received) AS BIGINT),
     CAST(SUM(home_received) AS BIGINT), CAST(SUM(refunded) AS BIGINT),
     CAST(SUM(charged_back) AS BIGINT)
-FROM finance_hours_opened{where}
+FROM {table}{where}
 GROUP BY 1, 2, 3, 4, 5, 6"""  # noqa: S608 - constants only
 
 
-def paid_sums(bucket: str | None, *, paid_only: bool = False) -> str:
+def paid_sums(bucket: str | None, *, paid_only: bool = False, by_day: bool = False) -> str:
     """``finance_hours_paid`` in ``[?, ?)`` summed by currency (and ``bucket``, when given:
     :class:`~payhooks.storage.reads.finance_sql.PaidBucket` rows, else
     :class:`~payhooks.storage.reads.finance_sql.Paid`), of every state (received) or, with
-    ``paid_only``, of the payments ``paid``."""
+    ``paid_only``, of the payments ``paid``; ``by_day``: ``finance_days_paid``, its days
+    ``[?, ?]``."""
     state = " AND state = 'paid'" if paid_only else ""
+    table, span = ("finance_days_paid", DAYS) if by_day else ("finance_hours_paid", SPAN)
     head, by = ("", "1") if bucket is None else (f"{bucket}, ", "1, 2")
     return f"""
 SELECT {head}currency, CAST(SUM(count) AS BIGINT), CAST(SUM(amount_minor) AS BIGINT)
-FROM finance_hours_paid WHERE {SPAN}{state}
+FROM {table} WHERE {span}{state}
 GROUP BY {by}"""  # noqa: S608 - constants only

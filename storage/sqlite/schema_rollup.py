@@ -59,6 +59,32 @@ ROLLUP_TABLES: Final = (
     # Each local day computed: when, whether it had ended then, and when a later computation
     # changed it after it had ended (revised) and by what (revised_by: 'delivery', 'sync_run',
     # 'registration', 'creation'; revised_ref: its id).
+    # The same, summed by local day: what a period of whole days reads.
+    """
+    CREATE TABLE finance_days_opened (
+        day TEXT NOT NULL,
+        currency TEXT NOT NULL,
+        received_currency TEXT NOT NULL,
+        state TEXT NOT NULL,
+        drifting INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        count INTEGER NOT NULL,
+        expected INTEGER NOT NULL,
+        received INTEGER NOT NULL,
+        home_received INTEGER NOT NULL,
+        refunded INTEGER NOT NULL,
+        charged_back INTEGER NOT NULL,
+        PRIMARY KEY (day, currency, received_currency, state, drifting, kind)
+    ) WITHOUT ROWID""",
+    """
+    CREATE TABLE finance_days_paid (
+        day TEXT NOT NULL,
+        currency TEXT NOT NULL,
+        state TEXT NOT NULL,
+        count INTEGER NOT NULL,
+        amount_minor INTEGER NOT NULL,
+        PRIMARY KEY (day, currency, state)
+    ) WITHOUT ROWID""",
     """
     CREATE TABLE finance_days (
         day TEXT NOT NULL PRIMARY KEY,

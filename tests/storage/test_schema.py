@@ -24,6 +24,8 @@ def test_a_new_file_gets_every_table_and_the_view(tmp_path: Path) -> None:
             "audit_refusals",
             "exception_reviews",
             "finance_days",
+            "finance_days_opened",
+            "finance_days_paid",
             "finance_hours_opened",
             "finance_hours_paid",
             "finance_rollup_dirty",
