@@ -310,3 +310,50 @@ def test_a_rollup_in_another_zone_is_read_live_until_rebuilt(
         )
     assert found is not None
     assert sum(g.rows for g in found.groups) == 1
+
+
+@pytest.mark.postgresql_only  # ids that commit out of order
+@pytest.mark.parametrize("commits", [True, False], ids=["committed", "rolled-back"])
+def test_an_outcome_committed_after_a_higher_id_is_counted_by_the_next_refresh(
+    ledger: Ledger, database: str, clock: FixedClock, commits: bool
+) -> None:
+    """Its id was below the watermark when the refresh ran: a hole, read again until it
+    commits, or dropped once every transaction that could commit it has ended."""
+    import contextlib
+    import threading
+
+    ledger.finance.rollup.refresh()
+    held, release = threading.Event(), threading.Event()
+
+    def slow_writer() -> None:
+        with Ledger(database, clock=clock) as other, other.transaction():
+            record(other, make_outcome(external_identifier="slow-1", transaction_id="s-1"))
+            held.set()
+            release.wait(30)
+            if not commits:
+                raise RuntimeError("rolled back")
+
+    def run() -> None:
+        with contextlib.suppress(RuntimeError):
+            slow_writer()
+
+    writer = threading.Thread(target=run)
+    writer.start()
+    try:
+        assert held.wait(30)
+        record(ledger, make_outcome(external_identifier="fast-1", transaction_id="f-1"))
+        ledger.finance.rollup.refresh()
+        with ledger._engine.read() as conn:
+            holes = conn.execute(
+                "SELECT id, seen FROM finance_rollup_pending WHERE source = 'outcomes'"
+            ).fetchall()
+        assert len(holes) == 1
+    finally:
+        release.set()
+        writer.join()
+    assert ledger.finance.rollup.refresh().done
+    since, until = day_bounds(date(2026, 11, 21), UTC)
+    assert ledger.finance.overview(since, until).figures.received["CNY"].count == 1 + commits
+    assert ledger.finance.rollup.verify(days=3) == []
+    with ledger._engine.read() as conn:
+        assert conn.execute("SELECT COUNT(*) FROM finance_rollup_pending").fetchone() == (0,)
