@@ -56,7 +56,8 @@ from payhooks.storage.times import Clock, to_text
 __all__ = ["Difference", "RefreshReport", "RevisedDay", "Rollup"]
 
 #: Rows read per source in one marking pass; days computed per snapshot.
-_CHUNK = 20_000
+#: Under a budget (the page's), a smaller chunk, so one pass stays near the budget.
+_CHUNK, _BUDGET_CHUNK = 20_000, 2_000
 _DAYS_PER_SNAPSHOT = 16
 #: How long a build on PostgreSQL waits for the transactions running at its snapshot to end.
 _SETTLE_SECONDS = 5.0
@@ -147,7 +148,7 @@ class Rollup:
             if not self._built(turn):
                 marked += self._build(turn)
             while True:
-                found, more = self._mark(turn)
+                found, more = self._mark(turn, _CHUNK if budget is None else _BUDGET_CHUNK)
                 marked += found
                 if not more or out_of_time():
                     break
@@ -257,7 +258,7 @@ class Rollup:
                 raise TimeoutError("a transaction stayed open through the rollup's build")
             time.sleep(0.01)
 
-    def _mark(self, turn: Turn) -> tuple[int, bool]:
+    def _mark(self, turn: Turn, chunk: int) -> tuple[int, bool]:
         """One marking pass: how many days it marked, and whether changes are left unread."""
         with turn.snapshot() as conn:
             sources = dict(conn.execute("SELECT source, up_to FROM finance_rollup_sources"))
@@ -273,7 +274,7 @@ class Rollup:
                 self._engine.kind,
                 self.zone,
                 marks,
-                chunk=_CHUNK,
+                chunk=chunk,
                 horizon=turn.horizon(conn),
             )
         if (marks.sources, marks.pending, marks.horizon) == (

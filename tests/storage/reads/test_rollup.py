@@ -357,3 +357,19 @@ def test_an_outcome_committed_after_a_higher_id_is_counted_by_the_next_refresh(
     assert ledger.finance.rollup.verify(days=3) == []
     with ledger._engine.read() as conn:
         assert conn.execute("SELECT COUNT(*) FROM finance_rollup_pending").fetchone() == (0,)
+
+
+def test_changes_beyond_one_chunk_are_read_over_several_passes(
+    ledger: Ledger, clock: FixedClock
+) -> None:
+    ledger.finance.rollup.refresh()
+    with ledger.transaction():
+        for n in range(2_100):  # more than a budgeted pass reads
+            ledger.expect_transaction(f"order-{n}", 100 + n, "CNY")
+    first = ledger.finance.rollup.refresh(budget=0)
+    assert (first.marked, first.unread_left) == (1, True)
+    since, until = day_bounds(date(2026, 11, 21), UTC)
+    assert ledger.finance.overview(since, until).as_of == clock.now
+    assert ledger.finance.rollup.refresh().done
+    assert ledger.finance.overview(since, until).figures.expected["CNY"].count == 2_100
+    assert ledger.finance.rollup.verify(days=2) == []
