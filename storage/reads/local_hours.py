@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from payhooks.storage.times import to_text
 
-__all__ = ["day_bounds", "days_between", "hour_of", "is_hour_start", "local_day"]
+__all__ = ["day_bounds", "days_between", "hour_days", "hour_of", "is_hour_start", "local_day"]
 
 _MINUTE = timedelta(minutes=1)
 
@@ -38,17 +38,35 @@ def local_day(moment: str | datetime, zone: tzinfo) -> date:
 @lru_cache(maxsize=4096)
 def _day_start(day: date, zone: tzinfo) -> datetime:
     """The first instant whose local date is ``day`` (its midnight, or the end of a gap that
-    swallowed midnight)."""
-    guess = datetime.combine(day, time(), tzinfo=zone).astimezone(UTC)
-    moment = guess - timedelta(hours=3)
-    while moment.astimezone(zone).date() < day:
-        moment += _MINUTE
+    swallowed midnight); the earliest time there is for the calendar's first day."""
+    try:
+        guess = datetime.combine(day, time(), tzinfo=zone).astimezone(UTC)
+        moment = guess - timedelta(hours=3)
+        while moment.astimezone(zone).date() < day:
+            moment += _MINUTE
+    except OverflowError:
+        return datetime.min.replace(tzinfo=UTC)
     return moment
 
 
 def day_bounds(day: date, zone: tzinfo) -> tuple[datetime, datetime]:
-    """``[start, end)`` of a local day, in UTC."""
-    return _day_start(day, zone), _day_start(day + timedelta(days=1), zone)
+    """``[start, end)`` of a local day, in UTC (the calendar's last day ends at the latest
+    time there is)."""
+    try:
+        end = _day_start(day + timedelta(days=1), zone)
+    except OverflowError:
+        end = datetime.max.replace(tzinfo=UTC)
+    return _day_start(day, zone), end
+
+
+def hour_days(hour: str, zone: tzinfo) -> set[date]:
+    """The local dates a UTC hour (``2026-11-21T12``) falls on: one, or two in a zone whose
+    offset is not whole hours."""
+    start = datetime.fromisoformat(hour + ":00:00+00:00")
+    try:
+        return {local_day(start, zone), local_day(start + timedelta(minutes=59), zone)}
+    except OverflowError:
+        return {start.date()}
 
 
 def days_between(first: date, last: date) -> list[date]:

@@ -15,10 +15,10 @@ The receiver never writes here. A refresh, run by the console before its finance
    but only if the mark is still the version computed: a change marked meanwhile keeps it
    dirty for the next pass.
 
-The first refresh (or the first after the zone changed) builds: every day from the ledger's
-first time to its last is marked at once, from the indexes' ends. Until a day has been computed
-once, the page reads it live; once computed, a day still dirty is shown "as of" its oldest
-waiting change (:meth:`Rollup.as_of`).
+The first refresh (or the first after the zone changed) builds: every day that holds a row is
+marked at once (the UTC hours of the indexes finance reads, scanned once). Until the build has
+computed a day, the page reads it live; a day marked since it was computed is shown "as of" its
+oldest waiting change (:meth:`Rollup.waiting_since`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from payhooks.storage.engines import Engine
-from payhooks.storage.reads.local_hours import day_bounds, days_between, local_day
+from payhooks.storage.reads.local_hours import day_bounds, days_between, hour_days, local_day
 from payhooks.storage.reads.rollup_days import (
     Difference,
     compare_day,
@@ -41,6 +41,7 @@ from payhooks.storage.reads.rollup_days import (
 )
 from payhooks.storage.reads.rollup_marks import Marks, read_marks, waiting_since
 from payhooks.storage.reads.rollup_sql import (
+    BUILD_HOURS,
     DAY_OPENED,
     DAY_PAID,
     INSERT_DAY_OPENED,
@@ -167,10 +168,10 @@ class Rollup:
         return found is not None and found[0] == self.zone.key
 
     def _build(self, turn: Turn) -> int:
-        """Start over in :attr:`zone`: every day between the ledger's first and last times
-        marked, the watermarks at the newest rows. On PostgreSQL the transactions running at
-        the snapshot are waited for (at most :data:`_SETTLE_SECONDS`), so no id below the
-        watermarks can commit later."""
+        """Start over in :attr:`zone`: every day that holds a row marked (the UTC hours of the
+        indexes finance reads, scanned once), the watermarks at the newest rows. On
+        PostgreSQL the transactions running at the snapshot are waited for (at most
+        :data:`_SETTLE_SECONDS`), so no id below the watermarks can commit later."""
         engine, zone = self._engine.kind, self.zone
         with turn.snapshot() as conn:
             horizon = turn.horizon(conn)
@@ -192,19 +193,10 @@ class Rollup:
                 "SELECT expected_before FROM sync_runs WHERE status = 'complete' "
                 "ORDER BY id DESC LIMIT 1"
             ).fetchone()
-            ends = conn.execute(
-                "SELECT MIN(created_at), MAX(created_at) FROM payments UNION ALL "
-                "SELECT MIN(opened_at), MAX(opened_at) FROM payment_states WHERE kind IS NULL "
-                "UNION ALL SELECT MIN(paid_at), MAX(paid_at) FROM outcomes "
-                "WHERE state = 'succeeded'"
-            ).fetchall()
+            hours = {hour for (hour,) in conn.execute(BUILD_HOURS)}
         if horizon is not None:
             self._settle(turn, horizon[1])
-        firsts = [first for first, _ in ends if first is not None]
-        lasts = [last for _, last in ends if last is not None]
-        days = []
-        if firsts:
-            days = days_between(local_day(min(firsts), zone), local_day(max(lasts), zone))
+        days = sorted({day for hour in hours for day in hour_days(hour, zone)})
         sync_seen = {run: f"{pages} {status}" for run, pages, status in runs}
         done = 0
         for run, _pages, status in runs:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Final, NamedTuple
 
 __all__ = [
+    "BUILD_HOURS",
     "CHANGED_TIMES",
     "CHANGES",
     "DAYS",
@@ -114,6 +115,13 @@ UNION ALL SELECT external_identifier, paid_at FROM outcomes
 WHERE external_identifier IN ({marks})
 UNION ALL SELECT external_identifier, first_seen_at FROM service_transactions
 WHERE external_identifier IN ({marks})"""
+
+#: Every UTC hour (13 characters) holding a row finance reads: a registration, an unexpected
+#: row's opening, a succeeded outcome's payment (each through its index, as the page does).
+BUILD_HOURS: Final = """
+SELECT DISTINCT substr(created_at, 1, 13) FROM payments
+UNION SELECT DISTINCT substr(opened_at, 1, 13) FROM payment_states WHERE kind IS NULL
+UNION SELECT DISTINCT substr(paid_at, 1, 13) FROM outcomes WHERE state = 'succeeded'"""
 
 #: Stored hours in ``[?, ?)``; stored days in ``[?, ?]``.
 SPAN: Final = "hour >= ? AND hour < ?"

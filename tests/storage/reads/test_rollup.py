@@ -373,3 +373,21 @@ def test_changes_beyond_one_chunk_are_read_over_several_passes(
     assert ledger.finance.rollup.refresh().done
     assert ledger.finance.overview(since, until).figures.expected["CNY"].count == 2_100
     assert ledger.finance.rollup.verify(days=2) == []
+
+
+def test_payments_at_the_calendar_s_edges_are_counted_and_the_build_reads_only_their_days(
+    ledger: Ledger, clock: FixedClock
+) -> None:
+    """A signed notification may carry any payment time: the build marks the days that hold
+    a row (not every day between), and the first and last days of the calendar compute."""
+    for n, at in enumerate(
+        [datetime(1, 1, 1, 1, tzinfo=UTC), datetime(9999, 12, 31, 23, tzinfo=UTC)]
+    ):
+        record(
+            ledger,
+            make_outcome(external_identifier=f"edge-{n}", transaction_id=f"e-{n}", paid_at=at),
+        )
+    report = ledger.finance.rollup.refresh()
+    assert (report.marked, report.done) == (2, True)
+    since, until = datetime(1, 1, 1, tzinfo=UTC), datetime(1, 1, 2, tzinfo=UTC)
+    assert ledger.finance.figures(since, until).received["CNY"].count == 1
