@@ -10,14 +10,7 @@ never this package. A type only the console's annotations name stays at its modu
 from __future__ import annotations
 
 from payhooks.storage.reads.audit import AuditEntry
-from payhooks.storage.reads.delivery_log import (
-    DeliveryDetails,
-    DeliveryFilter,
-    LoggedDelivery,
-    LogPage,
-    RejectedDelivery,
-    RejectedDetails,
-)
+from payhooks.storage.reads.delivery_log import DeliveryFilter, LogPage, RejectedDelivery
 from payhooks.storage.reads.exception_reviews import ReviewStatus
 from payhooks.storage.reads.finance import bucket_size_for
 from payhooks.storage.reads.finance_rows import (
@@ -46,7 +39,6 @@ __all__ = [
     "AuditEntry",
     "BucketSize",
     "CreationAttemptEvent",
-    "DeliveryDetails",
     "DeliveryErrorCode",
     "DeliveryEvent",
     "DeliveryFilter",
@@ -54,12 +46,10 @@ __all__ = [
     "FinanceFilter",
     "FinancePage",
     "LogPage",
-    "LoggedDelivery",
     "OutcomeEvent",
     "PaymentStory",
     "RegistrationEvent",
     "RejectedDelivery",
-    "RejectedDetails",
     "ReturnEvent",
     "ReviewStatus",
     "SignalEvent",

@@ -138,9 +138,8 @@ LOG_WINDOW = DeliveryFilter(since=_at(1), until=_at(5))
 
 def _window_statements(conn: Any) -> list[tuple[str, str, list[Any]]]:
     """Each windowed statement the ledger runs, with the table whose index it should read."""
+    from payhooks.storage.deliveries import LISTED
     from payhooks.storage.reads.delivery_log import (
-        _ENTRY_COLUMNS,
-        _FROM,
         _REJECTED_COLUMNS,
         _rejected_where,
         _where,
@@ -152,7 +151,7 @@ def _window_statements(conn: Any) -> list[tuple[str, str, list[Any]]]:
     return [
         (
             "deliveries",
-            f"SELECT {_ENTRY_COLUMNS} {_FROM}{where} ORDER BY d.id DESC LIMIT 51",
+            f"SELECT {LISTED}{where} ORDER BY d.id DESC LIMIT 51",
             params,
         ),
         ("deliveries", f"SELECT count(*) FROM deliveries d{where}", params),  # noqa: S608
