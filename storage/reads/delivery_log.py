@@ -45,7 +45,9 @@ MAX_PAGE_SIZE: Final = 1000
 
 _T = TypeVar("_T")
 
-_REJECTED_COLUMNS = "id, received_at, remote_addr, reason, body_size"
+# In the order of RejectedDelivery's fields, ``FROM`` included; the log reads NULL for the body.
+_REJECTED = "id, received_at, remote_addr, reason, body_size, {body} FROM rejected_deliveries"
+_REJECTED_LISTED = _REJECTED.format(body="NULL")
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -239,6 +241,18 @@ def _rejected_where(
     return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
 
 
+def _to_rejected(values: tuple[Any, ...]) -> RejectedDelivery:
+    rejected_id, received_at, remote_addr, reason, body_size, body = values
+    return RejectedDelivery(
+        id=rejected_id,
+        received_at=from_text(received_at, column="rejected_deliveries.received_at"),
+        remote_addr=remote_addr,
+        reason=reason,
+        body_size=body_size,
+        body=None if body is None else bytes(body),
+    )
+
+
 def select_rejected_page(
     conn: Connection,
     since: datetime | None,
@@ -246,42 +260,19 @@ def select_rejected_page(
     before_id: int | None,
     limit: int,
 ) -> LogPage[RejectedDelivery]:
-    """A page of refused requests, newest first, below ``before_id`` when given."""
+    """A page of refused requests without their bodies, newest first, below ``before_id``
+    when given."""
     where, params = _rejected_where(since, until, before_id)
-    sql = (
-        f"SELECT {_REJECTED_COLUMNS} FROM rejected_deliveries{where} "  # noqa: S608
-        "ORDER BY id DESC LIMIT ?"
-    )
-    rows = [
-        RejectedDelivery(
-            id=rejected_id,
-            received_at=from_text(received_at, column="rejected_deliveries.received_at"),
-            remote_addr=remote_addr,
-            reason=reason,
-            body_size=body_size,
-        )
-        for rejected_id, received_at, remote_addr, reason, body_size in conn.execute(
-            sql, (*params, limit + 1)
-        ).fetchall()
-    ]
+    sql = f"SELECT {_REJECTED_LISTED}{where} ORDER BY id DESC LIMIT ?"
+    rows = [_to_rejected(tuple(values)) for values in conn.execute(sql, (*params, limit + 1))]
     return _paged(rows, limit, rows[limit - 1].id if len(rows) > limit else None)
 
 
 def select_rejected(conn: Connection, rejected_id: int) -> RejectedDelivery | None:
     """One refused request with the start of its body, or None (never kept, or pruned)."""
-    sql = f"SELECT {_REJECTED_COLUMNS}, body FROM rejected_deliveries WHERE id = ?"  # noqa: S608
+    sql = f"SELECT {_REJECTED.format(body='body')} WHERE id = ?"
     values = conn.execute(sql, (rejected_id,)).fetchone()
-    if values is None:
-        return None
-    found_id, received_at, remote_addr, reason, body_size, body = tuple(values)
-    return RejectedDelivery(
-        id=found_id,
-        received_at=from_text(received_at, column="rejected_deliveries.received_at"),
-        remote_addr=remote_addr,
-        reason=reason,
-        body_size=body_size,
-        body=bytes(body),
-    )
+    return None if values is None else _to_rejected(tuple(values))
 
 
 def count_rejected(conn: Connection, since: datetime | None, until: datetime | None) -> int:
