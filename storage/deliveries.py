@@ -74,7 +74,7 @@ _COLUMNS = (
 #: A delivery whole, and one as the log lists it, ``FROM`` included: a ``WHERE`` may follow.
 WHOLE = _COLUMNS.format(headers="d.headers, d.body")
 LISTED = _COLUMNS.format(headers="NULL, NULL")
-_NAMES = tuple(each.name for each in fields(Delivery))[:-1]
+_NAMES = tuple(each.name for each in fields(Delivery) if each.name != "is_new")
 
 # A dedupe_key repeated with the same bytes stores nothing new: it counts an attempt and
 # returns the row's id and attempts (then the stored row is read; a new row, the common case,
@@ -106,19 +106,16 @@ def to_delivery(values: tuple[Any, ...], *, is_new: bool = False) -> Delivery:
     """A row of :data:`WHOLE` or :data:`LISTED` as a :class:`Delivery`."""
     row = dict(zip(_NAMES, values, strict=True))
     headers, body, pruned_at, minor = row["headers"], row["body"], row["pruned_at"], row["amount"]
-    return Delivery(
-        **row
-        | {
-            "received_at": from_text(row["received_at"], column="deliveries.received_at"),
-            "headers": None if headers is None else json.loads(headers),
-            "body": None if body is None else bytes(body),
-            "status": DeliveryStatus(row["status"]),
-            "updated_at": from_text(row["updated_at"]),
-            "pruned_at": None if pruned_at is None else from_text(pruned_at),
-            "amount": None if minor is None else from_minor_units(minor, row["currency"]),
-        },
-        is_new=is_new,
-    )
+    row |= {
+        "received_at": from_text(row["received_at"], column="deliveries.received_at"),
+        "headers": None if headers is None else json.loads(headers),
+        "body": None if body is None else bytes(body),
+        "status": DeliveryStatus(row["status"]),
+        "updated_at": from_text(row["updated_at"]),
+        "pruned_at": None if pruned_at is None else from_text(pruned_at),
+        "amount": None if minor is None else from_minor_units(minor, row["currency"]),
+    }
+    return Delivery(**row, is_new=is_new)
 
 
 def to_values(
