@@ -30,8 +30,9 @@ def delivery(delivery_id: int) -> Response | str:
     """``GET /deliveries/<id>``: one delivery, or the 404 page."""
     details = None
     if 1 <= delivery_id <= MAX_ID:  # a larger id cannot exist, and PostgreSQL refuses it
-        details = console_ledger().receiver.delivery_details(delivery_id)
-    if details is None:
+        details = console_ledger().receiver.delivery(delivery_id)
+    # A delivery read by id is whole: its body and headers are None only in the log's rows.
+    if details is None or details.body is None or details.headers is None:
         return error_page(404, "console_not_found", "There is no delivery with this id.")
     signals = console_ledger().signals
     owed, runs = signals.owed(delivery_id), signals.runs([delivery_id])
@@ -70,7 +71,7 @@ def refused_request(rejected_id: int) -> Response | str:
     details = None
     if 1 <= rejected_id <= MAX_ID:  # a larger id cannot exist, and PostgreSQL refuses it
         details = console_ledger().receiver.rejected_details(rejected_id)
-    if details is None:
+    if details is None or details.body is None:  # read by id, the body is there
         return error_page(404, "console_not_found", "There is no refused request with this id.")
     hidden = body_hidden(f"refused request {rejected_id}")
     body, is_json = ("", False) if hidden else pretty_body(details.body)

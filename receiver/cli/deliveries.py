@@ -46,8 +46,8 @@ from payhooks.receiver.pipeline import (
     delivery_ids,
     reprocess_deliveries,
 )
-from payhooks.storage import DeliveryStatus, Ledger
-from payhooks.storage.reads import DeliveryDetails, DeliveryErrorCode, DeliveryFilter
+from payhooks.storage import Delivery, DeliveryStatus, Ledger
+from payhooks.storage.reads import DeliveryErrorCode, DeliveryFilter
 
 __all__ = [
     "app_or_none",
@@ -230,8 +230,8 @@ def show(delivery_id: int, output_format: str, database: Path | None) -> None:
         click.echo(line)
 
 
-def _details(ledger: Ledger, delivery_id: int) -> DeliveryDetails:
-    details = ledger.receiver.delivery_details(delivery_id)
+def _details(ledger: Ledger, delivery_id: int) -> Delivery:
+    details = ledger.receiver.delivery(delivery_id)
     if details is None:
         raise click.ClickException(f"There is no delivery {delivery_id} in the ledger.")
     return details
@@ -270,8 +270,9 @@ def export(delivery_ids: tuple[int, ...], output: Path, database: Path | None) -
     try:
         output.mkdir(parents=True, exist_ok=True)
         for details, target in targets:
+            assert details.body is not None  # read whole
             _write_new(target, details.body)
-            click.echo(f"Wrote {terminal_text(str(target))} ({len(details.body)} bytes).")
+            click.echo(f"Wrote {terminal_text(str(target))} ({details.body_size} bytes).")
     except FileExistsError as err:
         raise click.ClickException(
             f"{err.filename2 or err.filename} exists already; it was not overwritten."

@@ -37,8 +37,8 @@ from payhooks.receiver.report_csv import (
     report_record,
 )
 from payhooks.receiver.visible_text import body_as_text, json_lines_of
-from payhooks.storage import MISMATCH_STATES, ReconciliationRow, from_minor_units
-from payhooks.storage.reads import DeliveryDetails, LoggedDelivery, RejectedDelivery
+from payhooks.storage import MISMATCH_STATES, Delivery, ReconciliationRow, from_minor_units
+from payhooks.storage.reads import RejectedDelivery
 
 __all__ = [
     "DELIVERY_HEADER",
@@ -255,7 +255,7 @@ def _amount(value: Decimal | None) -> str | None:
     return None if value is None else str(value)
 
 
-def _outcome(row: LoggedDelivery) -> str:
+def _outcome(row: Delivery) -> str:
     if row.outcome_id is None:
         return "-"
     amount = f" {row.amount} {terminal_text(row.currency or '')}" if row.amount is not None else ""
@@ -266,7 +266,7 @@ def _shortened(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def delivery_row(row: LoggedDelivery) -> str:
+def delivery_row(row: Delivery) -> str:
     """One table line: every text from outside escaped, the error shortened."""
     problem = row.error or (f"signal: {row.signal_error}" if row.signal_error else "")
     return (
@@ -285,7 +285,7 @@ def rejected_row(row: RejectedDelivery) -> str:
     )
 
 
-def delivery_record(row: LoggedDelivery) -> dict[str, Any]:
+def delivery_record(row: Delivery) -> dict[str, Any]:
     """One delivery's log entry as a JSON object: the stored values, the amount a string."""
     return {
         "id": row.id,
@@ -314,9 +314,11 @@ def rejected_record(row: RejectedDelivery) -> dict[str, Any]:
     }
 
 
-def details_record(details: DeliveryDetails) -> dict[str, Any]:
+def details_record(details: Delivery) -> dict[str, Any]:
     """One delivery whole as a JSON object: ``body`` is its text when it is UTF-8 (else null),
     ``body_base64`` its exact bytes."""
+    assert details.body is not None  # read whole
+    assert details.headers is not None
     try:
         text: str | None = details.body.decode("utf-8")
     except UnicodeDecodeError:
@@ -330,8 +332,10 @@ def details_record(details: DeliveryDetails) -> dict[str, Any]:
     }
 
 
-def details_lines(details: DeliveryDetails) -> Iterator[str]:
+def details_lines(details: Delivery) -> Iterator[str]:
     """``deliveries show``'s text: the entry, the headers, then the body."""
+    assert details.body is not None  # read whole
+    assert details.headers is not None
     fields = {
         "received at": details.received_at.isoformat(),
         "status": details.status.value,
