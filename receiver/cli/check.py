@@ -29,6 +29,8 @@ from flask import current_app
 
 from payhooks.receiver.checks import CHECK_NAMES, CheckLimits, CheckReport, evaluate, send_failed
 from payhooks.receiver.cli.common import (
+    DURATION,
+    PERCENT,
     database_option,
     fail_on_storage_errors,
     ledger_for,
@@ -36,7 +38,6 @@ from payhooks.receiver.cli.common import (
     terminal_text,
 )
 from payhooks.receiver.cli.deliveries import app_or_none
-from payhooks.receiver.cli.option_values import DURATION, PERCENT
 from payhooks.receiver.pipeline import send_owed
 
 if TYPE_CHECKING:

@@ -26,11 +26,11 @@ from payhooks.receiver.cli.common import (
     database_option,
     fail_on_storage_errors,
     ledger_for,
+    moment_callback,
     settings,
     terminal_json,
     terminal_text,
 )
-from payhooks.receiver.cli.option_values import moment_callback
 from payhooks.receiver.cli.reports import (
     DELIVERY_HEADER,
     REJECTED_HEADER,

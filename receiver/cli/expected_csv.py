@@ -31,7 +31,7 @@ from contextlib import closing
 from dataclasses import dataclass
 from typing import Final, TextIO
 
-from payhooks.receiver.cli.option_values import AMOUNT_RULE
+from payhooks.receiver.cli.common import AMOUNT_RULE
 from payhooks.storage import MAX_AMOUNT_MINOR, PaymentKind, minor_unit_exponent
 
 __all__ = [

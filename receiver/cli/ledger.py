@@ -21,9 +21,13 @@ from typing import TextIO
 import click
 
 from payhooks.receiver.cli.common import (
+    NegativeAmountsCommand,
+    amount_callback,
+    currency_callback,
     database_option,
     fail_on_storage_errors,
     ledger_for,
+    moment_callback,
     resolve_database,
 )
 from payhooks.receiver.cli.expected_csv import (
@@ -31,12 +35,6 @@ from payhooks.receiver.cli.expected_csv import (
     ExpectedPaymentsError,
     check_expected_payments,
     iter_expected_payments,
-)
-from payhooks.receiver.cli.option_values import (
-    NegativeAmountsCommand,
-    amount_callback,
-    currency_callback,
-    moment_callback,
 )
 from payhooks.receiver.cli.reports import ReportFormat, Totals, write_report, write_totals
 from payhooks.storage import (

@@ -13,14 +13,8 @@ from pathlib import Path
 
 import click
 
-from payhooks.receiver.cli.common import (
-    SIGNING_KEY_ENV,
-    resolve_scheme,
-    scheme_option,
-    signer_for,
-    terminal_text,
-)
-from payhooks.receiver.cli.option_values import Seconds
+from payhooks.receiver.cli.common import SIGNING_KEY_ENV, Seconds, terminal_text
+from payhooks.receiver.cli.signing import resolve_scheme, scheme_option, signer_for
 from payhooks.receiver.testing import ReplayError, ReplayInterrupted, ReplayResult, load_payloads
 from payhooks.receiver.testing import replay as send_all
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import click
 
 from payhooks.receiver.cli.common import (
+    DURATION,
     BadUsage,
     database_option,
     fail_on_storage_errors,
@@ -27,7 +28,6 @@ from payhooks.receiver.cli.common import (
     shown,
     terminal_text,
 )
-from payhooks.receiver.cli.option_values import DURATION
 from payhooks.receiver.durations import format_duration
 from payhooks.receiver.settings import STORED_HEADERS
 from payhooks.storage import DEFAULT_AUDIT_HORIZON, NotALedgerError, backup_ledger

@@ -19,6 +19,7 @@ from flask import current_app
 
 from payhooks.receiver import signals
 from payhooks.receiver.cli.common import (
+    DURATION,
     BadUsage,
     database_option,
     fail_on_storage_errors,
@@ -26,7 +27,6 @@ from payhooks.receiver.cli.common import (
     settings,
     terminal_text,
 )
-from payhooks.receiver.cli.option_values import DURATION
 
 if TYPE_CHECKING:
     from payhooks.service import SyncProgress, SyncReport
