@@ -13,25 +13,10 @@ Exit codes (docs/cli.md): 0 success, 1 a failure the command reports
 checks, and :class:`BadUsage` for a ledger file that does not exist or is not a ledger).
 Expected errors never print a traceback.
 
-Text from a webhook body is made safe for where a report puts it. An ``unexpected`` row's
-identifier and every transaction id come from notification bodies: the signature says the
-service sent them, not that they are harmless. Each output gets its own rule, and none changes
-what a tool reading the report exactly gets back:
-
-- CSV: :func:`csv_field`, the OWASP rule against formulas, lives in
-  :mod:`payhooks.receiver.report_csv`, which the console's CSV export shares; it is
-  re-exported here.
-- A terminal obeys escape sequences, and a newline draws a row of its own in a table.
-  :func:`terminal_text` shows every control character as a visible escape (``\\x1b``,
-  ``\\n``), and a backslash as ``\\\\`` so that an escape on screen is never ambiguous.
-- JSON (:func:`terminal_json`, for JSON Lines and documents alike) writes each character
-  :func:`terminal_text` would escape as a JSON ``\\u`` escape: the document decodes to the
-  exact values and shows inert on a terminal, and the characters JSON leaves raw that some line
-  readers (Python's ``str.splitlines``, JavaScript before ES2019) treat as line breaks are
-  escaped too, so one record stays on one line.
-
-The last two are :mod:`payhooks.receiver.visible_text`'s rule under the command line's names:
-the console's pages show the same text the same way.
+Text from a webhook body is made safe for where it is written: :func:`csv_field` (the OWASP
+rule against formulas, :mod:`payhooks.receiver.report_csv`), and :func:`terminal_text` and
+:func:`terminal_json`, :mod:`payhooks.receiver.visible_text`'s rule under the command line's
+names, so that the console's pages and the commands show the same text the same way.
 
 Values (amounts in whole minor units, 1 or more, where a negative number is an amount, never an
 unknown option; ISO 4217 codes; ISO 8601 times; durations, percentages and seconds) are each
@@ -83,6 +68,8 @@ __all__ = [
     "NegativeAmountsCommand",
     "Seconds",
     "amount_callback",
+    "app_or_none",
+    "check_window",
     "csv_field",
     "currency_callback",
     "database_option",
@@ -151,6 +138,15 @@ def settings(ctx: click.Context | None = None) -> ReceiverSettings:
         raise BadUsage(f"The configuration cannot be used: {err}.") from err
     root.meta["payhooks.settings"] = loaded
     return loaded
+
+
+def app_or_none() -> Flask | None:
+    """Inside a merchant's app with payhooks (``flask payhooks``), the app whose receivers get
+    the signals; None for the plain ``payhooks`` script."""
+    if not current_app or "payhooks" not in current_app.extensions:
+        return None
+    app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
+    return app
 
 
 # -- the ledger --------------------------------------------------------------------------------
@@ -358,6 +354,22 @@ def moment_callback(
         raise click.BadParameter(
             f"{value!r} is outside the times the ledger can compare (years 1 to 9999 in UTC)."
         ) from None
+
+
+def check_window(
+    start: datetime | None,
+    end: datetime | None,
+    taken: str,
+    start_name: str = "--since",
+    end_name: str = "--until",
+) -> None:
+    """Bad usage when a window of times ends where it starts, or before."""
+    if start is not None and end is not None and end <= start:
+        raise click.BadParameter(
+            f"{end.isoformat()} is not after {start_name} {start.isoformat()}: {taken} "
+            f"from {start_name} up to, not including, {end_name}.",
+            param_hint=f"'{end_name}'",
+        )
 
 
 # click 8.3 made ParamType generic; subscripting it would fail on the 8.1 the project allows.

@@ -7,7 +7,7 @@ escaped (:mod:`payhooks.receiver.cli.reports` shows them).
 
 ``payhooks reprocess``: stored deliveries run through parsing again. It sends signals only
 inside the merchant's app (``flask payhooks reprocess``): the receivers are connected there
-(:func:`app_or_none`, which ``payhooks signals`` shares).
+(:func:`~payhooks.receiver.cli.common.app_or_none`).
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ import secrets
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import TextIO
 
 import click
-from flask import current_app
 
 from payhooks.receiver.cli.common import (
+    app_or_none,
+    check_window,
     database_option,
     fail_on_storage_errors,
     ledger_for,
@@ -49,11 +49,7 @@ from payhooks.receiver.pipeline import (
 from payhooks.storage import DeliveryStatus, Ledger
 from payhooks.storage.reads import DeliveryDetails, DeliveryErrorCode, DeliveryFilter
 
-__all__ = [
-    "app_or_none",
-    "deliveries",
-    "reprocess",
-]
+__all__ = ["deliveries", "reprocess"]
 
 
 @click.group()
@@ -140,12 +136,7 @@ def list_command(
     A time without an offset is UTC. The table ends with how many rows match and, when more
     remain, the --before ID that lists the next page.
     """
-    if since is not None and until is not None and until <= since:
-        raise click.BadParameter(
-            f"{until.isoformat()} is not after --since {since.isoformat()}: the list takes "
-            "rows received from --since up to, not including, --until.",
-            param_hint="'--until'",
-        )
+    check_window(since, until, "the list takes rows received")
     narrowed = (identifier, code, error, search)
     if refused and (statuses or any(value is not None for value in narrowed)):
         raise click.UsageError(
@@ -306,10 +297,6 @@ def _write_new(target: Path, body: bytes) -> None:
     temporary.unlink()
 
 
-def _stderr() -> TextIO:
-    return sys.stderr
-
-
 @click.command()
 @click.option(
     "--status",
@@ -349,7 +336,7 @@ def reprocess(status: str | None, no_signals: bool, database: Path | None) -> No
     statuses = UNFINISHED_STATUSES if status is None else (DeliveryStatus(status),)
     with ledger_for(database) as ledger:
         ids = delivery_ids(ledger, statuses)
-        with click.progressbar(ids, label="Reprocessing", file=_stderr()) as bar:
+        with click.progressbar(ids, label="Reprocessing", file=sys.stderr) as bar:
             try:
                 report = reprocess_deliveries(
                     ledger,
@@ -374,12 +361,3 @@ def reprocess(status: str | None, no_signals: bool, database: Path | None) -> No
             f"{report.still_failing} delivery(ies) still cannot be processed; "
             f"`payhooks deliveries list {options}` shows them with their errors."
         )
-
-
-def app_or_none() -> object | None:
-    """Inside a merchant's app with payhooks (``flask payhooks``), the app whose receivers get
-    the signals; None for the plain ``payhooks`` script."""
-    if not current_app or "payhooks" not in current_app.extensions:
-        return None
-    app: object = current_app._get_current_object()  # type: ignore[attr-defined]
-    return app

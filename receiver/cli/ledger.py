@@ -23,6 +23,7 @@ import click
 from payhooks.receiver.cli.common import (
     NegativeAmountsCommand,
     amount_callback,
+    check_window,
     currency_callback,
     database_option,
     fail_on_storage_errors,
@@ -48,10 +49,6 @@ from payhooks.storage import (
 )
 
 __all__ = ["expect", "reconcile"]
-
-
-def _stderr() -> TextIO:
-    return sys.stderr
 
 
 # -- expect ------------------------------------------------------------------------------------
@@ -183,7 +180,7 @@ def _expect_csv(path: Path, database: Path | None) -> None:
             ledger_for(target, must_exist=False) as ledger,
             ledger.transaction(),
             _open_csv(path) as handle,
-            click.progressbar(length=checked.rows, label="Registering", file=_stderr()) as bar,
+            click.progressbar(length=checked.rows, label="Registering", file=sys.stderr) as bar,
         ):
             for payment in iter_expected_payments(handle):
                 try:
@@ -288,8 +285,10 @@ def reconcile(
     period's). A time without an offset is UTC. The table ends with counts and totals per
     currency and state.
     """
-    _check_window(since, until, "opened", "--since", "--until")
-    _check_window(paid_since, paid_until, "paid", "--paid-since", "--paid-until")
+    check_window(since, until, "the report takes payments opened")
+    check_window(
+        paid_since, paid_until, "the report takes payments paid", "--paid-since", "--paid-until"
+    )
     totals = Totals()
     with ledger_for(database, read_only=True) as ledger:
         rows = ledger.reconcile(
@@ -313,7 +312,7 @@ def reconcile(
                 with (
                     _written_whole(output) as handle,
                     click.progressbar(
-                        _unsized(rows), label=f"Writing {output}", file=_stderr(), show_pos=True
+                        _unsized(rows), label=f"Writing {output}", file=sys.stderr, show_pos=True
                     ) as bar,
                 ):
                     write_report(bar, handle, report_format, totals=totals)
@@ -323,18 +322,6 @@ def reconcile(
         click.echo(f"Wrote {totals.rows} row(s) to {output}.", err=True)
     if fail_on_mismatch:
         _fail_on_mismatch(totals)
-
-
-def _check_window(
-    start: datetime | None, end: datetime | None, what: str, start_name: str, end_name: str
-) -> None:
-    """Bad usage when the window ends where it starts, or before."""
-    if start is not None and end is not None and end <= start:
-        raise click.BadParameter(
-            f"{end.isoformat()} is not after {start_name} {start.isoformat()}: the report "
-            f"takes payments {what} from {start_name} up to, not including, {end_name}.",
-            param_hint=f"'{end_name}'",
-        )
 
 
 @contextmanager

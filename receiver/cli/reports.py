@@ -2,20 +2,10 @@
 Lines for tools; and the deliveries as rows, records and bodies.
 
 Every format carries the same fields (:data:`REPORT_FIELDS`), amounts as exact decimal strings
-in major units (``"25.00"``), never floats. Identifiers come from webhook bodies, so each format
-writes text its own safe way: CSV cells a spreadsheet would run as formulas are neutralised
-(:mod:`payhooks.receiver.report_csv`, which the console's CSV export shares), control
-characters in the table are shown as escapes (:mod:`payhooks.receiver.cli.common`), JSON
-Lines stays exact. Rows are written one at a time as the ledger streams them, so a report over
-a million payments never holds more than one row (the table keeps its first few rows to size
-its columns).
-
-How ``payhooks deliveries`` shows what the ledger holds (table rows, records, a body) is here
-too. Everything a delivery carries came from outside (identifiers, errors, headers, the body),
-so text for the terminal goes through :func:`~payhooks.receiver.cli.common.terminal_text` and
-JSON through :func:`~payhooks.receiver.cli.common.terminal_json`: a tool decoding the JSON gets
-the exact values back, and a terminal shows no escape sequence and no bidirectional control.
-Amounts are decimal strings, never floats.
+in major units (``"25.00"``), never floats, and every text from outside (identifiers, errors,
+headers, bodies) written its own safe way (:mod:`payhooks.receiver.cli.common`). Rows are
+written one at a time as the ledger streams them, so a report over a million payments never
+holds more than one row (the table keeps its first few rows to size its columns).
 """
 
 from __future__ import annotations
