@@ -336,11 +336,7 @@ def keygen(scheme: str, signing_key_file: Path | None, output: Path | None) -> N
             os.close(claimed)
             output.unlink(missing_ok=True)
         raise
-    if claimed is not None and output is not None:
-        _fill_private_file(claimed, output, receiver)
-        click.echo(f"Wrote the receiver's settings to {output} (readable by you only).", err=True)
-    else:
-        click.echo(receiver, nl=False)
+    _emit_settings(output, receiver, claimed)
     click.echo(
         f"Wrote the sender's signing key to {path} (readable by you only); "
         f"{'standard output' if output is None else output} has the receiver's settings.",
@@ -357,11 +353,13 @@ def _setting(name: str, value: str) -> str:
     return f"{name}='{value}'\n"
 
 
-def _emit_settings(output: Path | None, text: str) -> None:
+def _emit_settings(output: Path | None, text: str, claimed: int | None = None) -> None:
+    """``text`` to standard output, or to the new private file ``output`` (``claimed``: its
+    descriptor, when it was created already)."""
     if output is None:
         click.echo(text, nl=False)
         return
-    _write_private_file(output, text)
+    _fill_private_file(_create_private_file(output) if claimed is None else claimed, output, text)
     click.echo(f"Wrote the receiver's settings to {output} (readable by you only).", err=True)
 
 
