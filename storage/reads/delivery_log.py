@@ -17,11 +17,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, ClassVar, Final, Generic, TypeVar
 
 from payhooks.storage.checks import enum_member
 from payhooks.storage.deliveries import LISTED, to_delivery
 from payhooks.storage.reads.log_search import DeliveryErrorCode, error_clause, text_clause
+from payhooks.storage.rejected_deliveries import REJECTED_BODY_BYTES
 from payhooks.storage.rows import Delivery, DeliveryStatus
 from payhooks.storage.sql import Connection
 from payhooks.storage.times import from_text, to_text
@@ -112,6 +113,9 @@ class RejectedDelivery:
     Show them as evidence of a refusal, never as a payment's word.
     """
 
+    #: How much of a refused body is kept: its first bytes, this many at most.
+    KEPT_BYTES: ClassVar[int] = REJECTED_BODY_BYTES
+
     id: int
     received_at: datetime
     remote_addr: str | None
@@ -119,7 +123,7 @@ class RejectedDelivery:
     reason: str
     #: The whole body's length in bytes (only its start is kept).
     body_size: int
-    #: The first :data:`~payhooks.storage.rejected_deliveries.REJECTED_BODY_BYTES` of the body
+    #: The first :attr:`KEPT_BYTES` of the body
     #: (all of it when ``body_size`` is no larger); None when not read (the log).
     body: bytes | None = field(default=None, repr=False)
 
