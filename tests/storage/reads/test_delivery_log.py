@@ -257,9 +257,9 @@ def test_each_engine_indexes_deliveries_by_payment_then_id(
     else:
         rows = db_rows("SELECT sql FROM sqlite_schema WHERE name = ?", INDEX)
     assert len(rows) == 1, rows
-    assert rows[0]["sql"].endswith("deliveries (external_identifier, id)") or rows[0][
-        "sql"
-    ].endswith("deliveries USING btree (external_identifier, id)"), rows
+    # Partial: a delivery whose payment is not known yet has no entry (issue 38's WAL pages).
+    sql = rows[0]["sql"].replace(" USING btree", "").replace("(", "").replace(")", "")
+    assert sql.endswith("deliveries external_identifier, id WHERE external_identifier IS NOT NULL")
 
 
 def test_a_refused_request_is_read_whole_with_the_start_of_its_body_kept(ledger: Ledger) -> None:
