@@ -124,9 +124,7 @@ def test_the_chart_s_days_are_the_zone_s_days_to_the_microsecond(
 
     buckets = ledger.finance.buckets(before, end + timedelta(days=1), BucketSize.DAY, zone)
 
-    found = {
-        b.start.date(): (b.expected.amount_minor, b.received.amount_minor) for b in buckets
-    }
+    found = {b.start.date(): (b.expected.amount_minor, b.received.amount_minor) for b in buckets}
     assert found == {
         before.date(): (100, 100),
         day: (600, 600),
