@@ -7,9 +7,10 @@ day the clocks change. The rows:
 ``state`` (repeated), ``preset=needs_person``, ``currency``, ``kind``, ``registered_from`` /
 ``registered_until`` and ``paid_from`` / ``paid_until`` (dates), ``amount_min`` /
 ``amount_max`` (major units; they need ``currency``), ``q`` (an identifier prefix); ``after``
-(the cursor) and ``limit``; ``view=table`` shows the chart as a table. Without a registered or
-paid range the rows are those opened in the period. Every value is checked here: a bad one is
-a :class:`~payhooks.console.query.BadQuery` naming it (a 400 page). A period is
+(the opaque cursor of the rows, newest opened first) and ``limit``; ``view=table`` shows the
+chart as a table. Without a registered or paid range the rows are those opened in the period.
+Every value is checked here: a bad one is a :class:`~payhooks.console.query.BadQuery` naming it
+(a 400 page). A period is
 checked whole, the period of equal length before it included (the page compares with it), so
 no date at the calendar's edges reaches arithmetic that would overflow.
 """
@@ -56,6 +57,8 @@ _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _AMOUNT = re.compile(r"[0-9]{1,13}(\.[0-9]{1,3})?")
 _CURRENCY = re.compile(r"[A-Z]{3}")
 _LIMIT = re.compile(r"[0-9]{1,3}")
+#: A cursor (``FinanceBook.page``'s): URL-safe Base64, long enough for a time and 64 characters.
+_CURSOR = re.compile(r"[A-Za-z0-9_=-]{1,600}")
 _UTC: Final = ZoneInfo("UTC")
 _DATE_RANGES: Final = ("registered_from", "registered_until", "paid_from", "paid_until")
 
@@ -222,6 +225,16 @@ def _text(args: MultiDict[str, str], name: str) -> str | None:
     return text
 
 
+def _cursor(args: MultiDict[str, str]) -> str | None:
+    """The rows' cursor as a page gave it (opaque: what it holds is the ledger's to check)."""
+    text = args.get("after")
+    if text is None or text == "":
+        return None
+    if _CURSOR.fullmatch(text) is None:
+        raise BadQuery("after must be a cursor a page of rows gave; start from the first page.")
+    return text
+
+
 def _amount(args: MultiDict[str, str], name: str, currency: str | None) -> Decimal | None:
     text = args.get(name)
     if text is None or text == "":
@@ -279,7 +292,7 @@ def parse_finance_query(
         amount_min=_amount(args, "amount_min", currency),
         amount_max=_amount(args, "amount_max", currency),
         q=_text(args, "q"),
-        after=_text(args, "after"),
+        after=_cursor(args),
         limit=_DEFAULT_LIMIT if limit_text is None else int(limit_text),
         as_table=_choice(args, "view", ("chart", "table")) == "table",
     )

@@ -23,6 +23,7 @@ from payhooks.console.access import console_ledger, current_access
 from payhooks.console.chart import bucket_label, chart_series, draw_chart, utc_offset
 from payhooks.console.finance_query import KINDS, PERIODS, parse_finance_query
 from payhooks.console.limits import counted
+from payhooks.console.query import BadQuery
 from payhooks.storage import MISMATCH_STATES, ReconciliationState, from_minor_units
 from payhooks.storage.reads import Figure, FinanceFilter, bucket_size_for
 
@@ -131,7 +132,12 @@ def reconciliation() -> str:
     wanted = query.finance_filter()
     opened = FinanceFilter(registered_since=query.since, registered_until=query.until)
     # The rows first (one page), then the figures, which stop at the time limit (:mod:`.limits`).
-    page = finance.page(wanted, after=query.after, limit=query.limit)
+    try:
+        page = finance.page(wanted, after=query.after, limit=query.limit)
+    except ValueError:  # every other value was checked: the cursor is not one a page gave
+        raise BadQuery(
+            "after must be a cursor a page of rows gave; start from the first page."
+        ) from None
     overview = counted(lambda: finance.overview(query.since, query.until, size, zone))
     previous = None if overview is None else counted(lambda: finance.figures(*query.previous))
     series = (

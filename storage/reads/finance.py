@@ -19,6 +19,9 @@ row was *opened*: a payment's registration, an unexpected payment's first ``paid
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -249,21 +252,25 @@ class FinanceBook:
     def page(
         self, wanted: FinanceFilter, *, after: str | None = None, limit: int = 50
     ) -> FinancePage:
-        """Up to ``limit`` filtered rows by identifier, those after ``after`` (the cursor the
-        previous page gave): rows that arrive meanwhile never shift a page.
+        """Up to ``limit`` filtered rows, newest opened first, those after ``after`` (the
+        opaque cursor the previous page gave): rows that arrive meanwhile never shift a page.
+        Each part of the set is read backwards along its index from the cursor
+        (:func:`~payhooks.storage.reads.finance_sql.page_rows`), so a page costs about
+        ``limit`` rows however long the period.
 
         :raises ValueError: a filter field that cannot be used, a ``limit`` outside 1 to
-            :data:`MAX_PAGE`.
+            :data:`MAX_PAGE`, an ``after`` that is not a cursor a page gave.
         """
         check_filter(wanted)
         if not 1 <= limit <= MAX_PAGE:
             raise ValueError(f"limit must be from 1 to {MAX_PAGE}")
-        sql, params = finance_sql.filtered_rows(wanted, after=after, limit=limit + 1)
+        sql, params = finance_sql.page_rows(wanted, _cursor_key(after), limit + 1)
         with self._read() as conn:
-            rows = [to_row(values) for values in conn.execute(sql, params)]
-        more = len(rows) > limit
-        rows = rows[:limit]
-        return FinancePage(rows, rows[-1].external_identifier if more else None)
+            found = list(conn.execute(sql, params))
+        more = len(found) > limit
+        found = found[:limit]
+        rows = [to_row(values[1:]) for values in found]
+        return FinancePage(rows, _cursor(found[-1][0], found[-1][1]) if more else None)
 
     def totals(self, wanted: FinanceFilter) -> list[FilteredTotal]:
         """Per currency, over the whole filtered set (not one page): rows, expected and
@@ -395,3 +402,26 @@ def _totals(groups: Iterable[Group]) -> list[FilteredTotal]:
         )
         for c in sorted(set(count) | set(money["r"]))
     ]
+
+
+def _cursor(opened_at: str, identifier: str) -> str:
+    """The opaque cursor of the row opened at ``opened_at`` (stored text) with ``identifier``:
+    URL-safe, and never an identifier a person might edit into another one."""
+    return base64.urlsafe_b64encode(json.dumps([opened_at, identifier]).encode()).decode()
+
+
+def _cursor_key(after: str | None) -> tuple[str, str] | None:
+    """:raises ValueError: ``after`` is not a cursor :func:`_cursor` made."""
+    if after is None:
+        return None
+    try:
+        opened_at, identifier = json.loads(base64.urlsafe_b64decode(after.encode("ascii")))
+        if not isinstance(opened_at, str) or not isinstance(identifier, str):
+            raise TypeError(after)
+        if to_text(datetime.fromisoformat(opened_at)) != opened_at:
+            raise ValueError(opened_at)
+        if not 1 <= len(identifier) <= 64 or "\x00" in identifier:
+            raise ValueError(identifier)
+    except (ValueError, TypeError, UnicodeError, binascii.Error) as err:
+        raise ValueError("after is not a cursor a page of rows gave") from err
+    return opened_at, identifier
