@@ -239,3 +239,24 @@ def test_the_receiver_pool_size_is_read_from_the_environment() -> None:
 
     assert load_settings(config, require_keys=False).postgres_pool_size == 25
     assert load_settings({}, require_keys=False).postgres_pool_size == 10
+
+
+@pytest.mark.sqlite_only
+def test_totals_of_a_filter_outside_the_rollup_stop_and_say_so_where_they_would_be(
+    make_app: AppFactory, many_unexpected_payments: Path
+) -> None:
+    """A period long ago (its figures: nothing, at once) and rows registered since 2000: the
+    first row is found at once along the index, their totals (every one of MANY read) never
+    fit in 1 ms, and the page says so where they would be."""
+    client = _limited_app(make_app, time_limit_ms=1).test_client()
+
+    page = client.get(
+        "/console/reconciliation?from=2001-01-01&until=2001-01-02&registered_from=2000-01-01"
+        "&limit=1",
+        headers=VIEWER,
+    )
+
+    assert page.status_code == 200, page.text
+    note = parse_page(page.text).find("p", data_stopped_totals=None)
+    assert "Totals of every matching row: stopped counting after 1 ms" in note.text()
+    assert "Totals of every matching row</h2>" not in page.text
