@@ -113,6 +113,7 @@ _TABLE: Mapping[str, tuple[Any, Callable[[str], Any]]] = {
     "PAYHOOKS_TOLERANCE_SECONDS": (300, int),
     "PAYHOOKS_MAX_BODY_BYTES": (65536, int),
     "PAYHOOKS_PAYMENT_TIME_ZONE": ("UTC", str),
+    "PAYHOOKS_TIMEZONE": ("UTC", str),
     "PAYHOOKS_STATUS_MAP": (
         {code: state.value for code, state in DEFAULT_STATUS_MAP.items()},
         _json_object,

@@ -31,7 +31,7 @@ import os
 import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from decimal import Decimal, InvalidOperation
 from functools import wraps
 from pathlib import Path
@@ -75,6 +75,7 @@ __all__ = [
     "database_option",
     "fail_on_storage_errors",
     "ledger_for",
+    "local_moment_callback",
     "moment_callback",
     "resolve_database",
     "settings",
@@ -338,6 +339,21 @@ def moment_callback(
     or after year 9999 (``0001-01-01T00:00:00+01:00``) is refused here, in one sentence,
     rather than overflowing later.
     """
+    return _moment(value, UTC)
+
+
+def local_moment_callback(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> datetime | None:
+    """As :func:`moment_callback`, but a time without an offset is the merchant's
+    (``PAYHOOKS_TIMEZONE``): ``2026-03-29`` is that day's midnight there. A time the clocks
+    skip or show twice is read with the offset before the change."""
+    if value is None:
+        return None
+    return _moment(value, settings(ctx).timezone)
+
+
+def _moment(value: str | None, zone: tzinfo) -> datetime | None:
     if value is None:
         return None
     try:
@@ -347,7 +363,7 @@ def moment_callback(
             f"{value!r} is not an ISO 8601 time (2024-05-01 or 2024-05-01T12:00:00+08:00)."
         ) from None
     if moment.tzinfo is None:
-        return moment.replace(tzinfo=UTC)
+        moment = moment.replace(tzinfo=zone)
     try:
         return moment.astimezone(UTC)
     except OverflowError:

@@ -30,7 +30,8 @@ from payhooks.receiver.cli.common import (
     database_option,
     fail_on_storage_errors,
     ledger_for,
-    moment_callback,
+    local_moment_callback,
+    settings,
     terminal_json,
     terminal_text,
 )
@@ -262,25 +263,25 @@ def write_totals(totals: Totals, out: TextIO) -> None:
 )
 @click.option(
     "--since",
-    callback=moment_callback,
+    callback=local_moment_callback,
     metavar="TIME",
     help="Only payments opened at or after this time.",
 )
 @click.option(
     "--until",
-    callback=moment_callback,
+    callback=local_moment_callback,
     metavar="TIME",
     help="Only payments opened before this time.",
 )
 @click.option(
     "--paid-since",
-    callback=moment_callback,
+    callback=local_moment_callback,
     metavar="TIME",
     help="Only payments with money that arrived (a succeeded outcome) at or after this time.",
 )
 @click.option(
     "--paid-until",
-    callback=moment_callback,
+    callback=local_moment_callback,
     metavar="TIME",
     help="Only payments with money that arrived (a succeeded outcome) before this time.",
 )
@@ -316,9 +317,11 @@ def reconcile(
     A payment is opened when it was registered (an unexpected one: its first payment time);
     --since and --until filter on that. --paid-since and --paid-until keep the payments whose
     money arrived in that window (a succeeded outcome's payment time; a subscription: any
-    period's). A time without an offset is UTC. The table ends with counts and totals per
-    currency and state.
+    period's). A time without an offset is the merchant's (PAYHOOKS_TIMEZONE, UTC by default),
+    so 2026-03-29 is that day's midnight there. The table ends with counts and totals per
+    currency and state, and names the zone.
     """
+    zone = settings().timezone.key
     check_window(since, until, "the report takes payments opened")
     check_window(
         paid_since, paid_until, "the report takes payments paid", "--paid-since", "--paid-until"
@@ -341,6 +344,7 @@ def reconcile(
                         write_totals(totals, out)
                     else:
                         out.write("(no rows)\n")
+                    out.write(f"Times without an offset are read in {zone} (PAYHOOKS_TIMEZONE).\n")
         else:
             try:
                 with (
@@ -353,7 +357,11 @@ def reconcile(
             except OSError as err:
                 raise click.ClickException(f"{output} cannot be written: {err.strerror}.") from err
     if output is not None:
-        click.echo(f"Wrote {totals.rows} row(s) to {output}.", err=True)
+        click.echo(
+            f"Wrote {totals.rows} row(s) to {output}; times without an offset are read in "
+            f"{zone} (PAYHOOKS_TIMEZONE).",
+            err=True,
+        )
     if fail_on_mismatch:
         _fail_on_mismatch(totals)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from payhooks.storage.reads.audit import AuditEntry
 from payhooks.storage.reads.delivery_log import DeliveryFilter, LogPage, RejectedDelivery
 from payhooks.storage.reads.exception_reviews import ReviewStatus
-from payhooks.storage.reads.finance import bucket_size_for
+from payhooks.storage.reads.finance import bucket_size_for, bucket_starts
 from payhooks.storage.reads.finance_rows import (
     UNEXPECTED_KIND,
     BucketSize,
@@ -41,5 +41,6 @@ __all__ = [
     "ReviewStatus",
     "Vitals",
     "bucket_size_for",
+    "bucket_starts",
     "describe",
 ]
