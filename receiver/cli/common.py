@@ -333,12 +333,9 @@ def currency_callback(ctx: click.Context, param: click.Parameter, value: str | N
 def moment_callback(
     ctx: click.Context, param: click.Parameter, value: str | None
 ) -> datetime | None:
-    """Read an ISO 8601 date or time; one without an offset is UTC.
-
-    The time is returned in UTC, as the ledger compares it: a time whose UTC is before year 1
-    or after year 9999 (``0001-01-01T00:00:00+01:00``) is refused here, in one sentence,
-    rather than overflowing later.
-    """
+    """Read an ISO 8601 date or time (one without an offset is UTC), returned in UTC as the
+    ledger compares it: a UTC before year 1 or after 9999 (``0001-01-01T00:00:00+01:00``) is
+    refused here, in one sentence, rather than overflowing later."""
     return _moment(value, UTC)
 
 
@@ -348,9 +345,7 @@ def local_moment_callback(
     """As :func:`moment_callback`, but a time without an offset is the merchant's
     (``PAYHOOKS_TIMEZONE``): ``2026-03-29`` is that day's midnight there. A time the clocks
     skip or show twice is read with the offset before the change."""
-    if value is None:
-        return None
-    return _moment(value, settings(ctx).timezone)
+    return None if value is None else _moment(value, settings(ctx).timezone)
 
 
 def _moment(value: str | None, zone: tzinfo) -> datetime | None:

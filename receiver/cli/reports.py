@@ -1,11 +1,10 @@
-"""``payhooks reconcile``: every expected payment (and every unexpected one) against what
-arrived, as a table for people, CSV for spreadsheets, JSON Lines for tools.
+"""``payhooks reconcile``: every payment, expected or not, against what arrived, as a table
+for people, CSV for spreadsheets, JSON Lines for tools.
 
 Every format carries the same fields (:data:`REPORT_FIELDS`), amounts as exact decimal strings
-in major units (``"25.00"``), never floats, and every text from outside (identifiers, errors,
-headers, bodies) written its own safe way (:mod:`payhooks.receiver.cli.common`). Rows are
-written one at a time as the ledger streams them, so a report over a million payments never
-holds more than one row (the table keeps its first few rows to size its columns).
+(``"25.00"``), never floats, every text from outside written its own safe way
+(:mod:`payhooks.receiver.cli.common`). Rows are written as the ledger streams them, so a
+report over a million payments holds one row (the table keeps a few to size its columns).
 """
 
 from __future__ import annotations
@@ -317,11 +316,10 @@ def reconcile(
     A payment is opened when it was registered (an unexpected one: its first payment time);
     --since and --until filter on that. --paid-since and --paid-until keep the payments whose
     money arrived in that window (a succeeded outcome's payment time; a subscription: any
-    period's). A time without an offset is the merchant's (PAYHOOKS_TIMEZONE, UTC by default),
-    so 2026-03-29 is that day's midnight there. The table ends with counts and totals per
-    currency and state, and names the zone.
+    period's). A time without an offset is the merchant's (PAYHOOKS_TIMEZONE, UTC by default).
+    The table ends with counts and totals per currency and state, and names the zone.
     """
-    zone = settings().timezone.key
+    zone = f"{settings().timezone.key} (PAYHOOKS_TIMEZONE)"
     check_window(since, until, "the report takes payments opened")
     check_window(
         paid_since, paid_until, "the report takes payments paid", "--paid-since", "--paid-until"
@@ -344,7 +342,7 @@ def reconcile(
                         write_totals(totals, out)
                     else:
                         out.write("(no rows)\n")
-                    out.write(f"Times without an offset are read in {zone} (PAYHOOKS_TIMEZONE).\n")
+                    out.write(f"Times without an offset are read in {zone}.\n")
         else:
             try:
                 with (
@@ -357,11 +355,8 @@ def reconcile(
             except OSError as err:
                 raise click.ClickException(f"{output} cannot be written: {err.strerror}.") from err
     if output is not None:
-        click.echo(
-            f"Wrote {totals.rows} row(s) to {output}; times without an offset are read in "
-            f"{zone} (PAYHOOKS_TIMEZONE).",
-            err=True,
-        )
+        note = f"times without an offset are read in {zone}"
+        click.echo(f"Wrote {totals.rows} row(s) to {output}; {note}.", err=True)
     if fail_on_mismatch:
         _fail_on_mismatch(totals)
 
