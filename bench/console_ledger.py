@@ -41,7 +41,16 @@ from payhooks.storage.payment_states import COLUMNS as PAYMENT_STATE_COLUMNS
 from payhooks.storage.records import STATE_RANK
 from payhooks.storage.times import to_text
 
-__all__ = ["END", "SPAN", "build", "built_n", "delivery_at", "identifier"]
+__all__ = [
+    "END",
+    "SPAN",
+    "build",
+    "built_n",
+    "delivery_at",
+    "identifier",
+    "late_candidates",
+    "write_late",
+]
 
 #: The console's clock in the bench: the newest delivery arrives just before it.
 END = datetime(2026, 5, 1, tzinfo=UTC)
@@ -310,3 +319,48 @@ def _build_postgres(url: str, n: int, now: str) -> None:
             check_sample(PostgresConnection(conn), sample_identifiers(n, count=200), now)
         finally:
             conn.rollback()
+
+
+#: A late notification: the wallet form's four members, paid in full.
+_LATE_BODY = (
+    '{"ll_transaction_id":"ll-%(i)09d","merchant_transaction_id":"order-%(i)09d",'
+    '"payment_data":{"payment_status":"PS","payment_amount":"25.00",'
+    '"payment_currency_code":"%(currency)s","payment_time":"%(time)s"}}'
+)
+
+
+def late_candidates(n: int, count: int, days: int = 90) -> list[int]:
+    """``count`` payments of the last ``days`` days that have no outcome yet (buckets 92 and
+    93, whose deliveries duplicate another's, and 97, stored but never processed), evenly
+    spread: each a past day a late delivery changes."""
+    first = next(i for i in range(n) if delivery_at(i, n) >= END - timedelta(days=days))
+    waiting = [i for i in range(first, n) if i % 100 in (92, 93, 97)]
+    return sorted({waiting[k * len(waiting) // count] for k in range(min(count, len(waiting)))})
+
+
+def write_late(target: Path | str, n: int, count: int, at: datetime) -> tuple[int, float]:
+    """Record ``count`` late deliveries, each paying one of :func:`late_candidates`, through
+    the receiver's own path (``Ledger.receiver``: the delivery, then its outcome and the
+    payment's state, a transaction each), arriving at ``at``; how many and the seconds taken.
+    Written again by a later run, each is a duplicate of the first (another dedupe key, the
+    same outcome): the days still change nothing new, so measure after a fresh build."""
+    from payhooks.receiver.payloads import parse_notification
+
+    stamp = time.time_ns()
+    started = time.perf_counter()
+    chosen = late_candidates(n, count)
+    with Ledger(target, clock=lambda: at) as ledger:
+        for i in chosen:
+            body = (
+                _LATE_BODY
+                % {
+                    "i": i,
+                    "currency": CURRENCIES[i % len(CURRENCIES)],
+                    "time": delivery_at(i, n).strftime("%Y%m%d%H%M%S"),
+                }
+            ).encode()
+            stored = ledger.receiver.record_delivery(
+                dedupe_key=f"late-{stamp}-{i}", body=body, headers={}
+            )
+            ledger.receiver.record_outcome(parse_notification(body), delivery_id=stored.id)
+    return len(chosen), time.perf_counter() - started

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import TypeAlias
+from zoneinfo import ZoneInfo
 
 from flask import Request, current_app
 
@@ -160,6 +161,8 @@ class ConsoleAccess:
     settings: ReceiverSettings | None = None
     #: ``Console(time_limit_ms=...)``: how long one page's reads may take together.
     time_limit_ms: int = 2000
+    #: ``PAYHOOKS_TIMEZONE`` of the console's settings: where finance's days start.
+    timezone: ZoneInfo = field(default_factory=lambda: ZoneInfo("UTC"))
 
     def covers(self, path: str) -> bool:
         """Whether ``path`` is under the console's prefix."""
@@ -173,5 +176,9 @@ def current_access() -> ConsoleAccess:
 
 
 def console_ledger() -> Ledger:
-    """The calling thread's ledger that the current app's console pages read."""
-    return current_access().ledgers.get()
+    """The calling thread's ledger that the current app's console pages read, its finance
+    rollup kept in the merchant's zone (``PAYHOOKS_TIMEZONE``)."""
+    access = current_access()
+    ledger = access.ledgers.get()
+    ledger.finance.rollup.zone = access.timezone
+    return ledger

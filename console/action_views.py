@@ -269,7 +269,7 @@ def download(delivery_id: int, form: str) -> Response:
         return _not_found()
     if body_pruned(acting, delivery):
         return _pruned()
-    acting.record(f"{len(delivery.body)} bytes")
+    acting.record(f"{delivery.body_size} bytes")
     answer = Response(delivery.body, mimetype="application/octet-stream")
     answer.headers["Content-Disposition"] = f'attachment; filename="{name.format(id=delivery_id)}"'
     return answer

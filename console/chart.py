@@ -16,20 +16,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Final
+from zoneinfo import ZoneInfo
 
 from markupsafe import Markup, escape
 
 from payhooks.console.filters import visible
 from payhooks.storage import from_minor_units
-from payhooks.storage.reads import BucketSize
+from payhooks.storage.reads import BucketSize, bucket_starts
 
 if TYPE_CHECKING:
     from payhooks.storage.reads.finance_rows import ChartBucket
 
-__all__ = ["Point", "Series", "bucket_label", "bucket_starts", "chart_series", "draw_chart"]
+__all__ = ["Point", "Series", "bucket_label", "chart_series", "draw_chart", "utc_offset"]
 
 _WIDTH: Final = 720
 _HEIGHT: Final = 220
@@ -39,7 +40,6 @@ _TOP: Final = 16
 _BOTTOM: Final = 28
 _EXPECTED_FILL: Final = "#afb8c1"
 _RECEIVED_FILL: Final = "#0969da"
-_STEP: Final = {BucketSize.HOUR: timedelta(hours=1), BucketSize.DAY: timedelta(days=1)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,35 +68,24 @@ class Series:
         return sum((point.received for point in self.points), Decimal(0))
 
 
-def bucket_starts(since: datetime, until: datetime, size: BucketSize) -> list[datetime]:
-    """Every bucket's start in ``[since, until)``: hours, days, or weeks from Monday (the
-    first from ``since``).
-
-    A step is added only when it lands before ``until``, so a period that ends at the last
-    day a datetime holds (9999-12-31) never computes the start of a bucket after it.
-    """
-    starts: list[datetime] = []
-    moment = since
-    while moment < until:
-        starts.append(moment)
-        step = _STEP.get(size) or _to_next_monday(moment)
-        if step >= until - moment:
-            break
-        moment += step
-    return starts
-
-
-def _to_next_monday(moment: datetime) -> timedelta:
-    """From ``moment`` to the midnight starting the next week (weeks start on Monday)."""
-    into_day = moment - moment.replace(hour=0, minute=0, second=0, microsecond=0)
-    return timedelta(days=7 - moment.weekday()) - into_day
+def utc_offset(moment: datetime) -> str:
+    """An aware time's offset as the page writes it: ``UTC+05:45``, ``UTC-03:30``."""
+    offset = moment.utcoffset() or timedelta(0)
+    sign = "-" if offset < timedelta(0) else "+"
+    minutes = abs(offset) // timedelta(minutes=1)
+    return f"UTC{sign}{minutes // 60:02d}:{minutes % 60:02d}"
 
 
 def bucket_label(start: datetime, size: BucketSize) -> str:
-    """How a bucket is named on the page: ``2026-11-21 14:00``, ``2026-11-21``, or
-    ``week of 2026-11-16``."""
+    """How a bucket is named on the page, in the zone ``start`` is in: ``2026-11-21 14:00``,
+    ``2026-11-21``, or ``week of 2026-11-16``. An hour the clocks show twice (the night they go
+    back) carries its offset: ``2026-10-25 02:00 UTC+02:00``, then ``UTC+01:00``."""
     if size is BucketSize.HOUR:
-        return start.strftime("%Y-%m-%d %H:00")
+        label = start.strftime("%Y-%m-%d %H:00")
+        other = start.replace(fold=1 - start.fold)
+        if other.utcoffset() != start.utcoffset():
+            label += f" {utc_offset(start)}"
+        return label
     day = start.strftime("%Y-%m-%d")
     return day if size is BucketSize.DAY else f"week of {day}"
 
@@ -107,20 +96,24 @@ def chart_series(
     until: datetime,
     size: BucketSize,
     now: datetime,
+    zone: ZoneInfo,
 ) -> list[Series]:
-    """One :class:`Series` per currency present, every bucket of the period in it (zero where
-    nothing was expected or received), the bucket holding ``now`` marked ``so_far``."""
-    starts = bucket_starts(since, until, size)
+    """One :class:`Series` per currency present, every bucket of the period in ``zone`` in it
+    (zero where nothing was expected or received), the bucket holding ``now`` marked
+    ``so_far``."""
+    starts = bucket_starts(since, until, size, zone)
+    # Keyed in UTC: two starts in one zone compare (and hash) by their wall clocks, which the
+    # hour the clocks show twice shares.
     found: dict[str, dict[datetime, ChartBucket]] = {}
     for one in buckets:
-        found.setdefault(one.currency, {})[one.start] = one
+        found.setdefault(one.currency, {})[one.start.astimezone(UTC)] = one
     series = []
     for currency in sorted(found):
         zero = from_minor_units(0, currency)  # 0.00, in the currency's decimals
         points = []
         for index, start in enumerate(starts):
             end = starts[index + 1] if index + 1 < len(starts) else until
-            bucket = found[currency].get(start)
+            bucket = found[currency].get(start.astimezone(UTC))
             points.append(
                 Point(
                     start,

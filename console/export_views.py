@@ -44,7 +44,7 @@ def start_export() -> BaseResponse:
     acting = begin_action(ACTION, None, any_role=True)
     access = current_access()
     now = access.clock()
-    query = parse_finance_query(request.form, now)
+    query = parse_finance_query(request.form, now, access.timezone)
     shown = query.args(after=None)  # the page's own arguments do not change the rows
     shown_filter = {k: v for k, v in shown.items() if k not in ("limit", "view")}
     try:

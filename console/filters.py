@@ -14,11 +14,25 @@ from datetime import UTC, datetime
 from typing import Any
 
 from flask import Flask
+from markupsafe import Markup, escape
 
-from payhooks.receiver.visible_text import body_as_text, json_lines_of
+from payhooks.receiver.visible_text import (
+    MARKED_BYTES,
+    MARKED_CONTROLS,
+    json_lines_of,
+    marked_runs,
+)
 from payhooks.receiver.visible_text import visible as _visible
 
-__all__ = ["pretty_body", "register_filters", "shorten", "utc", "visible", "visible_lines"]
+__all__ = [
+    "indented_body",
+    "raw_body",
+    "register_filters",
+    "shorten",
+    "utc",
+    "visible",
+    "visible_lines",
+]
 
 
 def visible(value: Any) -> str:
@@ -45,15 +59,34 @@ def utc(moment: datetime | None) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def pretty_body(body: bytes) -> tuple[str, bool]:
-    """A delivery's body for reading, and whether it is JSON: laid out with its members in the
-    order sent, a repeated name kept and numbers as written (``25.00`` never ``25.0``), the
-    characters a page must not show raw as ``\\u`` escapes; or else the bytes as UTF-8 with
-    their line breaks and tabs (in ``<pre>``), undecodable bytes as ``\\x..``."""
+def indented_body(body: bytes) -> str | None:
+    """A JSON body laid out for reading: its members in the order sent, a repeated name kept
+    and numbers as written (``25.00`` never ``25.0``), the characters a page must not show raw
+    as ``\\u`` escapes; None when the body is not JSON (its bytes as received say it all)."""
     lines = json_lines_of(body)
-    if lines is None:
-        return body_as_text(body, keep="\n\t"), False
-    return "\n".join(lines), True
+    return None if lines is None else "\n".join(lines)
+
+
+#: What each kind of mark in a body as received stands for (its ``title``).
+_MARK_TITLES = {
+    MARKED_BYTES: "bytes that are not UTF-8, one \\xNN each",
+    MARKED_CONTROLS: "characters a page does not show raw, one \\uNNNN each",
+}
+
+
+def raw_body(body: bytes) -> Markup:
+    """A body exactly as received, for ``<pre>``: its text as sent, escaped for HTML; each run
+    of bytes that are not UTF-8 or of control characters in a ``<span class="mark">`` that says
+    which (:func:`~payhooks.receiver.visible_text.marked_runs`), so no escape on screen is
+    mistaken for the service's own backslash."""
+    return Markup("").join(
+        escape(text)
+        if kind is None
+        else Markup('<span class="mark mark-{}" title="{}">{}</span>').format(
+            kind, _MARK_TITLES[kind], text
+        )
+        for text, kind in marked_runs(body)
+    )
 
 
 def register_filters(app: Flask) -> None:

@@ -1,13 +1,16 @@
 """The finance page's view as the URL carries it: the period, the rows' filters, the page.
 
-The period: ``period`` (``today``, ``7d``, the default, ``30d``, ``90d``: days in UTC ending
-with today) or ``from`` and ``until`` (``YYYY-MM-DD``, UTC, ``until`` exclusive). The rows:
+The period: ``period`` (``today``, ``7d``, the default, ``30d``, ``90d``: days ending with
+today) or ``from`` and ``until`` (``YYYY-MM-DD``, ``until`` exclusive), every day a day of the
+merchant's zone (``PAYHOOKS_TIMEZONE``): from its midnight to the next, 23 or 25 hours on a
+day the clocks change. The rows:
 ``state`` (repeated), ``preset=needs_person``, ``currency``, ``kind``, ``registered_from`` /
 ``registered_until`` and ``paid_from`` / ``paid_until`` (dates), ``amount_min`` /
 ``amount_max`` (major units; they need ``currency``), ``q`` (an identifier prefix); ``after``
-(the cursor) and ``limit``; ``view=table`` shows the chart as a table. Without a registered or
-paid range the rows are those opened in the period. Every value is checked here: a bad one is
-a :class:`~payhooks.console.query.BadQuery` naming it (a 400 page). A period is
+(the opaque cursor of the rows, newest opened first) and ``limit``; ``view=table`` shows the
+chart as a table. Without a registered or paid range the rows are those opened in the period.
+Every value is checked here: a bad one is a :class:`~payhooks.console.query.BadQuery` naming it
+(a 400 page). A period is
 checked whole, the period of equal length before it included (the page compares with it), so
 no date at the calendar's edges reaches arithmetic that would overflow.
 """
@@ -17,9 +20,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any, Final
+from zoneinfo import ZoneInfo
 
 from werkzeug.datastructures import MultiDict
 
@@ -53,19 +57,27 @@ _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _AMOUNT = re.compile(r"[0-9]{1,13}(\.[0-9]{1,3})?")
 _CURRENCY = re.compile(r"[A-Z]{3}")
 _LIMIT = re.compile(r"[0-9]{1,3}")
+#: A cursor (``FinanceBook.page``'s): URL-safe Base64, long enough for a time and 64 characters.
+_CURSOR = re.compile(r"[A-Za-z0-9_=-]{1,600}")
+_UTC: Final = ZoneInfo("UTC")
 _DATE_RANGES: Final = ("registered_from", "registered_until", "paid_from", "paid_until")
 
 
-def _midnight(day: date) -> datetime:
-    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+def _midnight(day: date, zone: ZoneInfo) -> datetime:
+    """Where ``day`` starts in ``zone``. A midnight the clocks skip (a gap) is read with the
+    offset before it, which is the instant the day's first hour starts."""
+    return datetime.combine(day, time(), zone)
 
 
 @dataclass(frozen=True, slots=True)
 class FinanceQuery:
     """One view of the finance page, every value checked."""
 
+    #: The period's first and last midnights, in :attr:`zone`: ``until - since`` is whole days
+    #: of the calendar (wall-clock arithmetic, as Python does within one zone).
     since: datetime
     until: datetime
+    zone: ZoneInfo = _UTC
     #: The preset chosen, or None for ``from`` and ``until``.
     period: str | None = DEFAULT_PERIOD
     states: tuple[ReconciliationState, ...] = ()
@@ -93,7 +105,7 @@ class FinanceQuery:
     def finance_filter(self) -> FinanceFilter:
         """The rows' filter: without a registered or paid range, the rows opened in the
         period."""
-        dates = {name: _midnight(day) for name, day in self.dates}
+        dates = {name: _midnight(day, self.zone) for name, day in self.dates}
         registered = (dates.get("registered_from"), dates.get("registered_until"))
         if not dates:
             registered = (self.since, self.until)
@@ -157,15 +169,18 @@ def _date(args: MultiDict[str, str], name: str) -> date | None:
         raise BadQuery(f"{name} must be a date, YYYY-MM-DD.") from None
 
 
-def _period(args: MultiDict[str, str], today: date) -> tuple[datetime, datetime, str | None]:
+def _period(
+    args: MultiDict[str, str], today: date, zone: ZoneInfo
+) -> tuple[datetime, datetime, str | None]:
     start, end = _date(args, "from"), _date(args, "until")
     preset = args.get("period") or None
     if start is None and end is None:
         preset = preset or DEFAULT_PERIOD
         if preset not in PERIODS:
             raise BadQuery(f"period must be one of: {', '.join(PERIODS)}.")
-        tomorrow = _midnight(today) + timedelta(days=1)
-        return tomorrow - timedelta(days=PERIODS[preset][1]), tomorrow, preset
+        tomorrow = today + timedelta(days=1)
+        first = tomorrow - timedelta(days=PERIODS[preset][1])
+        return _midnight(first, zone), _midnight(tomorrow, zone), preset
     if preset is not None:
         raise BadQuery("period cannot be given with from and until.")
     if start is None or end is None:
@@ -179,7 +194,16 @@ def _period(args: MultiDict[str, str], today: date) -> tuple[datetime, datetime,
             "from is too early: the period of equal length just before it, which the page "
             "compares with, would begin before 0001-01-01."
         )
-    return _midnight(start), _midnight(end), None
+    since, until = _midnight(start, zone), _midnight(end, zone)
+    try:  # a zone's midnight at the calendar's edges can fall outside years 1 to 9999 in UTC
+        for moment in (since - (until - since), until):
+            moment.astimezone(UTC)
+    except OverflowError:
+        raise BadQuery(
+            "from and until are too near the calendar's edges: in this zone the period, or the "
+            "one before it that the page compares with, falls outside years 1 to 9999 in UTC."
+        ) from None
+    return since, until, None
 
 
 def _states(args: MultiDict[str, str]) -> tuple[ReconciliationState, ...]:
@@ -198,6 +222,16 @@ def _text(args: MultiDict[str, str], name: str) -> str | None:
         return None
     if len(text) > MAX_IDENTIFIER_LENGTH or "\x00" in text:
         raise BadQuery(f"{name} must be at most {MAX_IDENTIFIER_LENGTH} characters, without NUL.")
+    return text
+
+
+def _cursor(args: MultiDict[str, str]) -> str | None:
+    """The rows' cursor as a page gave it (opaque: what it holds is the ledger's to check)."""
+    text = args.get("after")
+    if text is None or text == "":
+        return None
+    if _CURSOR.fullmatch(text) is None:
+        raise BadQuery("after must be a cursor a page of rows gave; start from the first page.")
     return text
 
 
@@ -226,12 +260,14 @@ def _choice(args: MultiDict[str, str], name: str, allowed: tuple[str, ...]) -> s
     return text
 
 
-def parse_finance_query(args: MultiDict[str, str], now: datetime) -> FinanceQuery:
-    """The view ``args`` asks for, its presets counted back from ``now``.
+def parse_finance_query(
+    args: MultiDict[str, str], now: datetime, zone: ZoneInfo = _UTC
+) -> FinanceQuery:
+    """The view ``args`` asks for, its presets counted back from ``now``, its days ``zone``'s.
 
     :raises BadQuery: naming the first value out of range or unknown.
     """
-    since, until, preset = _period(args, now.astimezone(UTC).date())
+    since, until, preset = _period(args, now.astimezone(zone).date(), zone)
     currency = args.get("currency") or None
     if currency is not None and (
         _CURRENCY.fullmatch(currency) is None or currency not in MINOR_UNIT_EXPONENTS
@@ -246,6 +282,7 @@ def parse_finance_query(args: MultiDict[str, str], now: datetime) -> FinanceQuer
     return FinanceQuery(
         since=since,
         until=until,
+        zone=zone,
         period=preset,
         states=_states(args),
         needs_person=_choice(args, "preset", (NEEDS_PERSON,)) is not None,
@@ -255,7 +292,7 @@ def parse_finance_query(args: MultiDict[str, str], now: datetime) -> FinanceQuer
         amount_min=_amount(args, "amount_min", currency),
         amount_max=_amount(args, "amount_max", currency),
         q=_text(args, "q"),
-        after=_text(args, "after"),
+        after=_cursor(args),
         limit=_DEFAULT_LIMIT if limit_text is None else int(limit_text),
         as_table=_choice(args, "view", ("chart", "table")) == "table",
     )

@@ -16,13 +16,15 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Final
+from zoneinfo import ZoneInfo
 
 from flask import render_template, request
 
 from payhooks.console.access import console_ledger, current_access
-from payhooks.console.chart import bucket_label, chart_series, draw_chart
+from payhooks.console.chart import bucket_label, chart_series, draw_chart, utc_offset
 from payhooks.console.finance_query import KINDS, PERIODS, parse_finance_query
 from payhooks.console.limits import counted
+from payhooks.console.query import BadQuery
 from payhooks.storage import MISMATCH_STATES, ReconciliationState, StorageError, from_minor_units
 from payhooks.storage.reads import Figure, FinanceFilter, bucket_size_for
 
@@ -127,21 +129,27 @@ def _tiles(now: PeriodFigures, before: PeriodFigures) -> list[Tile]:
 
 def reconciliation() -> str:
     """``GET /reconciliation``: the finance page."""
-    now = current_access().clock()
-    query = parse_finance_query(request.args, now)
+    access = current_access()
+    now, zone = access.clock(), access.timezone
+    query = parse_finance_query(request.args, now, zone)
     finance = console_ledger().finance
     size = bucket_size_for(query.since, query.until)
     wanted = query.finance_filter()
     opened = FinanceFilter(registered_since=query.since, registered_until=query.until)
     _bring_up_to_date(finance.rollup)
     # The rows first (one page), then the figures, which stop at the time limit (:mod:`.limits`).
-    page = finance.page(wanted, after=query.after, limit=query.limit)
-    overview = counted(lambda: finance.overview(query.since, query.until, size))
+    try:
+        page = finance.page(wanted, after=query.after, limit=query.limit)
+    except ValueError:  # every other value was checked: the cursor is not one a page gave
+        raise BadQuery(
+            "after must be a cursor a page of rows gave; start from the first page."
+        ) from None
+    overview = counted(lambda: finance.overview(query.since, query.until, size, zone))
     previous = None if overview is None else counted(lambda: finance.figures(*query.previous))
     series = (
         []
         if overview is None
-        else chart_series(overview.buckets, query.since, query.until, size, now)
+        else chart_series(overview.buckets, query.since, query.until, size, now, zone)
     )
     if overview is None or wanted == opened:
         # The default view's rows are the period's: their totals came with the overview.
@@ -168,13 +176,16 @@ def reconciliation() -> str:
         mismatch_states=MISMATCH_STATES,
         age=_age,
         minor=from_minor_units,
+        local=lambda moment: _local(moment, zone),
     )
 
 
 def _bring_up_to_date(rollup: Rollup) -> None:
     """Fresh by default: the rollup's refresh before the page reads, for at most
     :data:`REFRESH_BUDGET_S` (a larger backlog is ``payhooks rollup``'s; the page then says
-    "as of"). A ledger the console cannot write (read-only) is read as it stands."""
+    "as of"), in the merchant's zone (:func:`~payhooks.console.access.console_ledger` set it:
+    a rollup kept in another is built again). A ledger the console cannot write (read-only)
+    is read as it stands."""
     with suppress(StorageError):
         rollup.refresh(budget=REFRESH_BUDGET_S)
 
@@ -189,6 +200,12 @@ def _revised(rollup: Rollup, since: datetime, until: datetime) -> dict[date, Rev
     except StorageError:
         return {}
     return {day.day: day for day in found}
+
+
+def _local(moment: datetime, zone: ZoneInfo) -> str:
+    """``moment`` on the merchant's clock with its offset: ``2026-03-29 00:00 UTC+01:00``."""
+    here = moment.astimezone(zone)
+    return f"{here:%Y-%m-%d %H:%M} {utc_offset(here)}"
 
 
 def _age(opened_at: datetime, now: datetime) -> str:

@@ -24,7 +24,7 @@ from payhooks.console.filters import register_filters
 from payhooks.console.limits import DEFAULT_TIME_LIMIT_MS, MAX_TIME_LIMIT_MS
 from payhooks.console.pages import IDENTIFIER_CONVERTER, blueprint
 from payhooks.receiver.ledgers import LedgerPool
-from payhooks.receiver.settings import ReceiverSettings
+from payhooks.receiver.settings import ReceiverSettings, load_settings
 from payhooks.receiver.state import STATE_KEY, receiver_state
 from payhooks.receiver.web import ExternalIdentifierConverter
 from payhooks.storage import MAX_POOL_SIZE, is_postgres_url
@@ -104,7 +104,9 @@ class Console:
     :param settings: the checked settings (:func:`~payhooks.receiver.load_settings`) whose
         scheme and keys a delivery's signature evidence is checked with, for a console that
         has no receiver's config to read them from (``payhooks console`` passes its
-        environment's); None reads the app's config at each page.
+        environment's); None reads the app's config at each page. The finance page's days are
+        those of their ``PAYHOOKS_TIMEZONE`` (without them, of the app's config, read once by
+        :meth:`init_app`).
     :param exports: the folder the finance page's exports are written to, made (mode 0700)
         at the first one; by default ``payhooks-exports`` in the app's instance folder. Every
         worker process of the app must see the same folder: an export's page and download
@@ -176,6 +178,8 @@ class Console:
 
         :raises RuntimeError: PayHooks is not initialised on ``app`` (and no ``database`` was
             named), or a console already is.
+        :raises ValueError: the app's ``PAYHOOKS_*`` config cannot be used (without
+            ``settings``), naming the key.
         """
         if self._ledgers is None and STATE_KEY not in app.extensions:
             raise RuntimeError(
@@ -192,6 +196,7 @@ class Console:
             )
         ledgers = self._ledgers if self._ledgers is not None else self._beside(app)
         exports = self.exports or Path(app.instance_path) / EXPORTS_FOLDER
+        settings = self.settings or load_settings(app.config, require_keys=False)
         app.extensions[ACCESS_KEY] = ConsoleAccess(
             self.authorize,
             self.url_prefix,
@@ -200,6 +205,7 @@ class Console:
             ExportFolder(exports),
             self.settings,
             time_limit_ms=self.time_limit_ms,
+            timezone=settings.timezone,
         )
         app.url_map.converters[IDENTIFIER_CONVERTER] = _IdentifierConverter
         register_filters(app)

@@ -3,7 +3,9 @@ of its body and what it claims, unverified) and a payment's story, with the note
 on it (its exception review and the audit entries that name it).
 
 A body shows only to whom :func:`~.bodies.body_hidden` lets read it, each reading audited;
-the rest of a record (a body's size and SHA-256 included) shows to every role."""
+the rest of a record (a body's size and SHA-256 included) shows to every role. It shows twice,
+from the one reading: exactly as its bytes arrived (:func:`~.filters.raw_body`, what was
+signed) and, when it is JSON, indented for reading (:func:`~.filters.indented_body`)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from payhooks.console.access import console_ledger, current_access
 from payhooks.console.answers import error_page
 from payhooks.console.bodies import body_hidden, sha256_of
 from payhooks.console.evidence import evidence_settings, signature_evidence
-from payhooks.console.filters import pretty_body
+from payhooks.console.filters import indented_body, raw_body
 from payhooks.console.query import MAX_ID
 from payhooks.receiver.payloads.named import named_in_start
 from payhooks.storage.reads import describe
@@ -30,21 +32,21 @@ def delivery(delivery_id: int) -> Response | str:
     """``GET /deliveries/<id>``: one delivery, or the 404 page."""
     details = None
     if 1 <= delivery_id <= MAX_ID:  # a larger id cannot exist, and PostgreSQL refuses it
-        details = console_ledger().receiver.delivery_details(delivery_id)
-    if details is None:
+        details = console_ledger().receiver.delivery(delivery_id)
+    # A delivery read by id is whole: its body and headers are None only in the log's rows.
+    if details is None or details.body is None or details.headers is None:
         return error_page(404, "console_not_found", "There is no delivery with this id.")
     signals = console_ledger().signals
     owed, runs = signals.owed(delivery_id), signals.runs([delivery_id])
     # A pruned delivery keeps no body to show; else the entry is written before the page.
     hidden = None if details.pruned_at else body_hidden(f"delivery {delivery_id}")
-    body, is_json = ("", False) if hidden else pretty_body(details.body)
     return render_template(
         "payhooks_console/delivery.html",
         delivery=details,
         owed=owed,
         runs=runs,
-        body=body,
-        body_is_json=is_json,
+        raw=None if hidden else raw_body(details.body),
+        indented=None if hidden else indented_body(details.body),
         body_hidden=hidden,
         body_sha256=sha256_of(details.body),
         evidence=signature_evidence(
@@ -70,15 +72,14 @@ def refused_request(rejected_id: int) -> Response | str:
     details = None
     if 1 <= rejected_id <= MAX_ID:  # a larger id cannot exist, and PostgreSQL refuses it
         details = console_ledger().receiver.rejected_details(rejected_id)
-    if details is None:
+    if details is None or details.body is None:  # read by id, the body is there
         return error_page(404, "console_not_found", "There is no refused request with this id.")
     hidden = body_hidden(f"refused request {rejected_id}")
-    body, is_json = ("", False) if hidden else pretty_body(details.body)
     return render_template(
         "payhooks_console/refused_request.html",
         rejected=details,
-        body=body,
-        body_is_json=is_json,
+        raw=None if hidden else raw_body(details.body),
+        indented=None if hidden else indented_body(details.body),
         body_hidden=hidden,
         body_sha256=sha256_of(details.body),
         named=named_in_start(details.body),

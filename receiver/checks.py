@@ -6,24 +6,7 @@ with one line saying why; it keeps no state, so cron can run it as often as it l
 merchant's app, for their scheduler, and sends :data:`payhooks.receiver.signals.check_failed`
 for each failing check, as ``flask payhooks check`` does.
 
-The checks, by their stable names (docs/operations.md):
-
-- ``silence``: an accepted delivery within ``max_silence``. A ledger that has never received
-  one passes, said plainly: a new installation is not an outage.
-- ``failure-rate``: at most ``max_failure_percent`` of the last hour's deliveries failed, once
-  there were ``min_deliveries`` of them (one bad request of two is no alarm). Refused
-  requests are not counted: anyone can send them.
-- ``refusals``: requests were refused and no delivery was ever accepted (a wrong key), or over
-  ``max_refused_percent`` of the last hour's requests were refused, once ``min_deliveries`` of
-  them were (a rotated key, or someone's noise).
-- ``signals``: no signal owed to the merchant's code for longer than ``max_signal_age``.
-- ``receivers``: no signal parked (its receiver raised in every allowed round), and none owed
-  after a raise for longer than ``max_receiver_failing``: a receiver that keeps failing.
-- ``drift``: the ``sync_drift`` view is empty.
-- ``sync``: a complete sync within ``max_sync_age``, once a sync has run; a ledger that never
-  synced passes.
-- ``mismatches``: no payment's reconciliation row turned (or stayed, and changed) mismatched
-  within ``mismatch_window``: set it to how often the check runs.
+The checks, by their stable names, and what fails each are in docs/operations.md.
 """
 
 from __future__ import annotations

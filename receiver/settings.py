@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta, tzinfo
 from types import MappingProxyType
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from payhooks.receiver.config import CONFIG_DEFAULTS, KEY_CONFIG, config_keys
 from payhooks.receiver.payloads import load_status_map, load_time_zone
@@ -99,6 +100,10 @@ class ReceiverSettings:
     health_min_free_bytes: int = DEFAULT_MIN_FREE_BYTES
     #: ``PAYHOOKS_HEALTH_LOCK_TIMEOUT_MS``: how long ``/health`` waits for the write lock.
     health_lock_timeout_ms: int = DEFAULT_HEALTH_LOCK_TIMEOUT_MS
+    #: ``PAYHOOKS_TIMEZONE``: the merchant's zone, where finance's days start (the console's
+    #: periods and chart, ``payhooks reconcile``'s times without an offset). Not
+    #: :attr:`time_zone`, which is the zone a notification's ``payment_time`` is written in.
+    timezone: ZoneInfo = field(default_factory=lambda: ZoneInfo("UTC"))
     #: The verifier built from the keys while checking them (None when there were none).
     verifier: Verifier | None = field(default=None, compare=False, repr=False)
 
@@ -209,6 +214,7 @@ def load_settings(config: Mapping[str, Any], *, require_keys: bool = True) -> Re
         delivery_log=_flag(merged, "PAYHOOKS_DELIVERY_LOG"),
         health_min_free_bytes=_non_negative_int(merged, "PAYHOOKS_HEALTH_MIN_FREE_BYTES"),
         health_lock_timeout_ms=_health_lock_timeout(merged),
+        timezone=_timezone(merged),
         verifier=verifier,
     )
 
@@ -334,3 +340,20 @@ def _health_lock_timeout(config: Mapping[str, Any]) -> int:
     if value > 5000:
         raise ValueError(f"PAYHOOKS_HEALTH_LOCK_TIMEOUT_MS must be at most 5000, got {value!r}")
     return value
+
+
+def _timezone(config: Mapping[str, Any]) -> ZoneInfo:
+    """An IANA name (``Europe/Berlin``) or a :class:`~zoneinfo.ZoneInfo`. A fixed offset is
+    refused: a merchant's day follows their zone's summer time, which an offset cannot."""
+    value = config["PAYHOOKS_TIMEZONE"]
+    if isinstance(value, ZoneInfo):
+        return value
+    try:
+        if not isinstance(value, str):
+            raise TypeError(value)
+        return ZoneInfo(value)
+    except (TypeError, ValueError, KeyError, OSError):
+        shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+        raise ValueError(
+            f"PAYHOOKS_TIMEZONE must be an IANA time zone name such as 'Europe/Berlin', got {shown}"
+        ) from None

@@ -24,7 +24,15 @@ import re
 import unicodedata
 from typing import Any, Final
 
-__all__ = ["body_as_text", "json_lines_of", "visible", "visible_json"]
+__all__ = [
+    "MARKED_BYTES",
+    "MARKED_CONTROLS",
+    "body_as_text",
+    "json_lines_of",
+    "marked_runs",
+    "visible",
+    "visible_json",
+]
 
 # Listed rather than matched by category: they are format characters (Cf) with harmless kin.
 _BIDI_CONTROLS: Final = frozenset(
@@ -37,6 +45,18 @@ _NAMED: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
 # lone surrogates (a byte that was not UTF-8, which UTF-8 cannot even encode).
 _UNSAFE_IN_JSON: Final = re.compile(
     "[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff" + "".join(sorted(_BIDI_CONTROLS)) + "]"
+)
+
+#: The kinds of :func:`marked_runs`' marks: bytes that are not UTF-8, and characters a page
+#: must not show raw.
+MARKED_BYTES: Final = "bytes"
+MARKED_CONTROLS: Final = "controls"
+# What a body shown as received marks: what :func:`visible` escapes but the backslash (shown as
+# sent; a mark, not a doubled backslash, tells an escape from the text), the newline and the tab.
+_MARKED: Final = re.compile(
+    "(?P<bytes>[\udc80-\udcff]+)|(?P<controls>[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029"
+    + "".join(sorted(_BIDI_CONTROLS))
+    + "]+)"
 )
 
 
@@ -84,6 +104,32 @@ def body_as_text(body: bytes, *, keep: str = "") -> str:
     everything else :func:`visible` escapes escaped (but ``keep``: one line unless it keeps
     ``"\\n"``)."""
     return visible(body.decode("utf-8", errors="surrogateescape"), keep=keep)
+
+
+def marked_runs(body: bytes) -> list[tuple[str, str | None]]:
+    """``body`` exactly as received, as UTF-8 text in runs: text as sent (kind None), and marks
+    for what a page must not show raw, each run of one kind: bytes that are not UTF-8
+    (:data:`MARKED_BYTES`, ``\\xNN`` each) and control characters, line or paragraph
+    separators and bidirectional controls (:data:`MARKED_CONTROLS`, ``\\uNNNN`` each).
+
+    Nothing else changes (a backslash stays one, ``\\r`` of a CRLF is marked, the newline
+    stays), so the runs give back the bytes, mark by mark: the page's bytes as received are the
+    bytes that were signed, never a re-serialization."""
+    text = body.decode("utf-8", errors="surrogateescape")
+    runs: list[tuple[str, str | None]] = []
+    at = 0
+    for match in _MARKED.finditer(text):
+        if match.start() > at:
+            runs.append((text[at : match.start()], None))
+        if match.lastgroup == MARKED_BYTES:
+            marks = "".join(f"\\x{ord(char) - 0xDC00:02x}" for char in match.group())
+        else:
+            marks = "".join(f"\\u{ord(char):04x}" for char in match.group())
+        runs.append((marks, match.lastgroup))
+        at = match.end()
+    if at < len(text):
+        runs.append((text[at:], None))
+    return runs
 
 
 class _Number(str):

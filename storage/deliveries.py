@@ -13,9 +13,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from dataclasses import fields
 from datetime import UTC, datetime
 from typing import Any
 
+from payhooks.storage.currencies import from_minor_units
 from payhooks.storage.encoding import to_json
 from payhooks.storage.errors import StorageError
 from payhooks.storage.rows import FINISHED_DELIVERY_STATUSES, Delivery, DeliveryStatus
@@ -23,6 +25,8 @@ from payhooks.storage.sql import Connection, Cursor
 from payhooks.storage.times import from_text, to_text
 
 __all__ = [
+    "LISTED",
+    "WHOLE",
     "exists",
     "insert",
     "mark",
@@ -59,10 +63,18 @@ _FAILING_ERRORS = (
 )
 _NOTE_SIGNAL_ERROR = "UPDATE deliveries SET signal_error = ?, updated_at = ? WHERE id = ?"
 
+# In the order of Delivery's fields (``amount_minor`` in the place of ``amount``; ``is_new`` is
+# not stored), with its outcome's values. The log reads NULL for the headers and body.
 _COLUMNS = (
-    "id, dedupe_key, reused_key_of, received_at, headers, body, body_sha256, status, error, "
-    "attempts, outcome_id, signal_error, updated_at, pruned_at"
+    "d.id, d.dedupe_key, d.reused_key_of, d.received_at, {headers}, d.body_sha256, "
+    "length(d.body), d.status, d.error, d.attempts, d.outcome_id, d.signal_error, d.updated_at, "
+    "d.pruned_at, d.pruned_into, d.external_identifier, o.payment_status, o.amount_minor, "
+    "o.currency FROM deliveries d LEFT JOIN outcomes o ON o.id = d.outcome_id"
 )
+#: A delivery whole, and one as the log lists it, ``FROM`` included: a ``WHERE`` may follow.
+WHOLE = _COLUMNS.format(headers="d.headers, d.body")
+LISTED = _COLUMNS.format(headers="NULL, NULL")
+_NAMES = tuple(each.name for each in fields(Delivery) if each.name != "is_new")
 
 # A dedupe_key repeated with the same bytes stores nothing new: it counts an attempt and
 # returns the row's id and attempts (then the stored row is read; a new row, the common case,
@@ -80,52 +92,30 @@ _UPSERT = """
 # The same, when the dedupe key names what was signed rather than the bytes: other bytes under
 # it are the same delivery laid out differently, so they count as an attempt too.
 _UPSERT_BY_CONTENT = _UPSERT.replace("WHERE deliveries.body_sha256 = excluded.body_sha256", "")
-_SELECT = f"SELECT {_COLUMNS} FROM deliveries WHERE id = ?"  # noqa: S608
-_SELECT_ALL = f"SELECT {_COLUMNS} FROM deliveries ORDER BY id"  # noqa: S608
-_SELECT_STATUS = f"SELECT {_COLUMNS} FROM deliveries WHERE status = ? ORDER BY id"  # noqa: S608
+_SELECT = f"SELECT {WHOLE} WHERE d.id = ?"
+_SELECT_ALL = f"SELECT {WHOLE} ORDER BY d.id"
+_SELECT_STATUS = f"SELECT {WHOLE} WHERE d.status = ? ORDER BY d.id"
 # The index ``deliveries_status`` leaves out ``processed`` (most deliveries, which then write no
 # entry in it); saying so in the query lets it be used for the others.
 _SELECT_INDEXED_STATUS = _SELECT_STATUS.replace(
-    "WHERE status = ?", "WHERE status = ? AND status <> 'processed'"
+    "WHERE d.status = ?", "WHERE d.status = ? AND d.status <> 'processed'"
 )
 
 
 def to_delivery(values: tuple[Any, ...], *, is_new: bool = False) -> Delivery:
-    """A row of the table's columns (as every ``SELECT`` here reads them) as a
-    :class:`Delivery`."""
-    (
-        delivery_id,
-        dedupe_key,
-        reused_key_of,
-        received_at,
-        headers,
-        body,
-        body_sha256,
-        status,
-        error,
-        attempts,
-        outcome_id,
-        signal_error,
-        updated_at,
-        pruned_at,
-    ) = values
-    return Delivery(
-        id=delivery_id,
-        dedupe_key=dedupe_key,
-        reused_key_of=reused_key_of,
-        received_at=from_text(received_at, column="deliveries.received_at"),
-        headers=json.loads(headers),
-        body=bytes(body),
-        body_sha256=body_sha256,
-        status=DeliveryStatus(status),
-        error=error,
-        attempts=attempts,
-        outcome_id=outcome_id,
-        signal_error=signal_error,
-        updated_at=from_text(updated_at),
-        is_new=is_new,
-        pruned_at=None if pruned_at is None else from_text(pruned_at),
-    )
+    """A row of :data:`WHOLE` or :data:`LISTED` as a :class:`Delivery`."""
+    row = dict(zip(_NAMES, values, strict=True))
+    headers, body, pruned_at, minor = row["headers"], row["body"], row["pruned_at"], row["amount"]
+    row |= {
+        "received_at": from_text(row["received_at"], column="deliveries.received_at"),
+        "headers": None if headers is None else json.loads(headers),
+        "body": None if body is None else bytes(body),
+        "status": DeliveryStatus(row["status"]),
+        "updated_at": from_text(row["updated_at"]),
+        "pruned_at": None if pruned_at is None else from_text(pruned_at),
+        "amount": None if minor is None else from_minor_units(minor, row["currency"]),
+    }
+    return Delivery(**row, is_new=is_new)
 
 
 def to_values(
@@ -208,6 +198,7 @@ def new_delivery(
         headers=headers,
         body=body,
         body_sha256=digest,
+        body_size=len(body),
         status=DeliveryStatus.RECEIVED,
         error=None,
         attempts=1,

@@ -396,7 +396,7 @@ class Ledger:
         if mismatch_window <= timedelta(0):
             raise ValueError(f"mismatch_window must be positive; got {mismatch_window}")
         with self._read() as conn:
-            return vitals.read_vitals(conn, moment, mismatch_window, self._engine.kind)
+            return vitals.read_vitals(conn, moment, mismatch_window, self.finance.rollup)
 
     # -- retention -------------------------------------------------------------------------
 

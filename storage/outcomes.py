@@ -76,13 +76,7 @@ def to_values(outcome: Outcome, delivery_id: int, recorded_at: str) -> tuple[Any
 def _conflict(outcome: Outcome, first_delivery: int, stored: Mapping[str, Any]) -> str | None:
     """What a delivery's error says when its outcome differs from the one stored; None when
     it says the same (a duplicate)."""
-    new = {
-        "external_identifier": outcome.external_identifier,
-        "state": str(outcome.state),
-        "amount_minor": outcome.amount_minor,
-        "currency": outcome.currency,
-        "provider_reference": outcome.provider_reference,
-    }
+    new = {name: getattr(outcome, name) for name in COMPARED_FIELDS}  # state: a StrEnum
     differing = [
         f"{name} (stored {stored[name]}, here {new[name]})" if name in _SHOWN_FIELDS else name
         for name in COMPARED_FIELDS

@@ -106,15 +106,20 @@ class Selection:
         if self.tried_before is not None:
             clauses.append("(s.attempted_at IS NULL OR s.attempted_at < ?)")
             params.append(self.tried_before)
-        if self.delivery_id is not None:
-            clauses.append(_OF_DELIVERY)
-            params.extend((self.delivery_id, self.delivery_id))
-        if self.identifier is not None:
-            clauses.append(
-                "s.outcome_id IN (SELECT id FROM outcomes WHERE external_identifier = ?)"
-            )
-            params.append(self.identifier)
+        _narrow(clauses, params, self.delivery_id, self.identifier)
         return " AND ".join(clauses), params
+
+
+def _narrow(
+    clauses: list[str], params: list[Any], delivery_id: int | None, identifier: str | None
+) -> None:
+    """Add the clauses that keep one delivery's signals, or one payment's, when named."""
+    if delivery_id is not None:
+        clauses.append(_OF_DELIVERY)
+        params.extend((delivery_id, delivery_id))
+    if identifier is not None:
+        clauses.append("s.outcome_id IN (SELECT id FROM outcomes WHERE external_identifier = ?)")
+        params.append(identifier)
 
 
 DUE: Final = Selection()
@@ -299,12 +304,7 @@ def failing(
     """Signals still owed after a receiver raised, parked first, then by their next round,
     through the partial index ``owed_signals_failing`` (only such rows are in it)."""
     clauses, params = ["s.sent_at IS NULL", "s.attempts > 0"], list[Any]()
-    if delivery_id is not None:
-        clauses.append(_OF_DELIVERY)
-        params.extend((delivery_id, delivery_id))
-    if identifier is not None:
-        clauses.append("o.external_identifier = ?")
-        params.append(identifier)
+    _narrow(clauses, params, delivery_id, identifier)
     rows = conn.execute(
         f"SELECT {_FAILING_COLUMNS} FROM owed_signals AS s "  # noqa: S608 - constants only
         "JOIN outcomes AS o ON o.id = s.outcome_id "
@@ -396,12 +396,7 @@ def unsent(
     """The signals still owed (claimed or not, waiting or parked), oldest outcome first, each
     outcome's in sending order: for one delivery, one payment, or all of them."""
     clauses, params = ["s.sent_at IS NULL"], list[Any]()
-    if delivery_id is not None:
-        clauses.append(_OF_DELIVERY)
-        params.extend((delivery_id, delivery_id))
-    if identifier is not None:
-        clauses.append("s.outcome_id IN (SELECT id FROM outcomes WHERE external_identifier = ?)")
-        params.append(identifier)
+    _narrow(clauses, params, delivery_id, identifier)
     rows = conn.execute(
         f"SELECT {_COLUMNS} FROM owed_signals AS s WHERE {' AND '.join(clauses)} "  # noqa: S608
         "ORDER BY s.outcome_id, s.position",

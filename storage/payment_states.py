@@ -54,6 +54,9 @@ _UPSERT = f"""
     VALUES ({", ".join("?" for _ in COLUMNS)})
     ON CONFLICT (external_identifier) DO UPDATE SET
     {", ".join(f"{c} = excluded.{c}" for c in COLUMNS[1:])}"""  # noqa: S608 - constants only
+# The same, leaving ``kind`` as stored: SQLite rewrites every index on a column the SET names,
+# equal or not, so naming it would cost ``payment_states_order`` a page per delivery.
+_UPSERT_SAME_KIND = _UPSERT.replace("kind = excluded.kind, ", "")
 
 _LATEST_COMPLETE = (
     "SELECT expected_before FROM sync_runs WHERE status = 'complete' ORDER BY id DESC LIMIT 1"
@@ -76,16 +79,17 @@ _INPUTS = f"""
     UNION ALL SELECT 'problem', id, NULL, NULL, status, error, NULL, NULL, NULL, NULL
     FROM deliveries WHERE external_identifier = ?
         AND status IN ('malformed_json', 'invalid_payload', 'conflicting_outcome')
-    UNION ALL SELECT 'state', NULL, NULL, NULL, state, NULL, NULL, NULL, NULL, NULL
+    UNION ALL SELECT 'state', NULL, NULL, NULL, state, kind, NULL, NULL, NULL, NULL
     FROM payment_states WHERE external_identifier = ?
     ORDER BY 1, 2"""  # noqa: S608 - constants only
 
 
 def _load(
     conn: Connection, identifier: str
-) -> tuple[Inputs, list[tuple[Any, ...]], dict[int, int], ReconciliationState | None]:
+) -> tuple[Inputs, list[tuple[Any, ...]], dict[int, int], tuple[str, str | None] | None]:
     """The payment's inputs; its listed transactions as stored (``transaction_id, state,
-    currency, first_seen_at, drift, ledger_state``); each outcome's delivery; the stored state."""
+    currency, first_seen_at, drift, ledger_state``); each outcome's delivery; the stored
+    ``(state, kind)``."""
     expectation, missing_before, before = None, None, None
     outcomes: list[OutcomeFact] = []
     delivery_of: dict[int, int] = {}
@@ -103,7 +107,7 @@ def _load(
             expectation = Expectation(PaymentKind(t1), n1, t2, n2, t3, t4)
             missing_before = t5
         else:
-            before = ReconciliationState(t1)
+            before = (t1, t2)
     facts = [
         ListedFact(tid, PaymentState(state), cur, seen) for tid, state, cur, seen, *_ in listed
     ]
@@ -163,13 +167,15 @@ def refresh(
     :returns: the row stored, or None when nothing names the identifier.
     """
     lock(conn, identifier)
-    inputs, listed_rows, delivery_of, before_state = _load(conn, identifier)
+    inputs, listed_rows, delivery_of, before_row = _load(conn, identifier)
     outcomes, expectation = inputs.outcomes, inputs.expectation
     row = reconcile(inputs)
     if row is None:
         conn.execute("DELETE FROM payment_states WHERE external_identifier = ?", (identifier,))
     else:
-        conn.execute(_UPSERT, _values(row, now))
+        values = _values(row, now)
+        kept = before_row is not None and before_row[1] == values[1]
+        conn.execute(_UPSERT_SAME_KIND if kept else _UPSERT, values)
     for item, stored in zip(inputs.listed, listed_rows, strict=True):
         kind, lifecycle = transaction_drift(item, outcomes, expected=expectation is not None)
         drift = None if kind is None else kind.value
@@ -183,8 +189,8 @@ def refresh(
     new_outcome = next((o for o in outcomes if o.id == new_outcome_id), None)
     # The state before matters only to a change that records no outcome (signal_rules).
     before = None
-    if new_outcome_id is None and before_state is not None and row is not None:
-        before = row._replace(state=before_state)
+    if new_outcome_id is None and before_row is not None and row is not None:
+        before = row._replace(state=ReconciliationState(before_row[0]))
     owed = decide_signals(before, row, inputs, new_outcome)
     if owed and row is not None:
         owed_signals.owe(conn, owed, delivery_of, row.state.value, now)

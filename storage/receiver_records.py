@@ -17,14 +17,7 @@ from payhooks.storage.checks import check_amount, check_delivery, enum_member, m
 from payhooks.storage.engines import Engine
 from payhooks.storage.errors import UnknownDeliveryError
 from payhooks.storage.payment_states import Refresh
-from payhooks.storage.reads.delivery_log import (
-    DeliveryDetails,
-    DeliveryFilter,
-    LoggedDelivery,
-    LogPage,
-    RejectedDelivery,
-    RejectedDetails,
-)
+from payhooks.storage.reads.delivery_log import DeliveryFilter, LogPage, RejectedDelivery
 from payhooks.storage.records import Outcome
 from payhooks.storage.rows import Delivery, DeliveryStatus, RecordedOutcome, ReturnKind
 from payhooks.storage.times import Clock, to_text
@@ -127,7 +120,7 @@ class ReceiverRecords:
             raise UnknownDeliveryError(delivery_id)
 
     def delivery(self, delivery_id: int) -> Delivery | None:
-        """The stored delivery with this id, or None."""
+        """The stored delivery with this id, whole (headers, body, outcome), or None."""
         with self._read() as conn:
             return deliveries.select(conn, delivery_id)
 
@@ -142,10 +135,11 @@ class ReceiverRecords:
 
     def delivery_log(
         self, wanted: DeliveryFilter | None = None, *, before_id: int | None = None, limit: int = 50
-    ) -> LogPage[LoggedDelivery]:
-        """A page of the deliveries ``wanted`` shows (all without it), newest first: those
-        with an id below ``before_id`` when given, at most ``limit`` (1 to 1000). The page's
-        ``next_before_id`` reads the next one; rows that arrive meanwhile never shift it.
+    ) -> LogPage[Delivery]:
+        """A page of the deliveries ``wanted`` shows (all without it), newest first, without
+        their headers and body (None: a page never loads them): those with an id below
+        ``before_id`` when given, at most ``limit`` (1 to 1000). The page's ``next_before_id``
+        reads the next one; rows that arrive meanwhile never shift it.
 
         :raises ValueError: a ``limit`` or ``before_id`` out of range.
         """
@@ -157,11 +151,6 @@ class ReceiverRecords:
         """How many deliveries ``wanted`` shows (all without it), on every page."""
         with self._read() as conn:
             return delivery_log.count_deliveries(conn, wanted)
-
-    def delivery_details(self, delivery_id: int) -> DeliveryDetails | None:
-        """One delivery whole (its log entry, headers and raw body), or None."""
-        with self._read() as conn:
-            return delivery_log.select_details(conn, delivery_id)
 
     def rejected_log(
         self,
@@ -181,9 +170,9 @@ class ReceiverRecords:
         with self._read() as conn:
             return delivery_log.select_rejected_page(conn, since, until, before_id, limit)
 
-    def rejected_details(self, rejected_id: int) -> RejectedDetails | None:
-        """One refused request (its log entry and the start of its body kept), or None when
-        no such row is kept: never stored, or pruned since (only the newest are kept)."""
+    def rejected_details(self, rejected_id: int) -> RejectedDelivery | None:
+        """One refused request with the start of its body kept, or None when no such row is
+        kept: never stored, or pruned since (only the newest are kept)."""
         with self._read() as conn:
             return delivery_log.select_rejected(conn, rejected_id)
 

@@ -82,7 +82,13 @@ class ReturnKind(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Delivery:
-    """One authenticated delivery as stored."""
+    """One authenticated delivery as stored, and what became of it: the one record of a
+    delivery, which the receiver stores, the log lists and the console and ``payhooks
+    deliveries show`` read whole.
+
+    The log reads it without its headers and body (None there; ``body_size`` says how large
+    the body is): a page of a thousand deliveries never loads their bytes.
+    """
 
     id: int
     #: The ``webhook-id`` where the scheme has one, else SHA-256 of the body. When a key
@@ -93,12 +99,14 @@ class Delivery:
     #: reused ``webhook-id``), else None.
     reused_key_of: int | None
     received_at: datetime
-    #: The selected headers stored with it (lower-case names).
-    headers: Mapping[str, str] = field(repr=False)
-    #: The raw body, exactly as received.
-    body: bytes = field(repr=False)
-    #: SHA-256 of ``body``, hex.
+    #: The selected headers stored with it (lower-case names); None when not read (the log).
+    headers: Mapping[str, str] | None = field(repr=False)
+    #: The raw body, exactly as received; None when not read (the log).
+    body: bytes | None = field(repr=False)
+    #: SHA-256 of the body as received, hex.
     body_sha256: str = field(repr=False)
+    #: The stored body's length in bytes (0 once pruned).
+    body_size: int
     status: DeliveryStatus
     #: Why parsing or processing failed, for the statuses that say it did.
     error: str | None
@@ -110,11 +118,19 @@ class Delivery:
     signal_error: str | None
     #: When the row last changed.
     updated_at: datetime
+    #: When ``payhooks prune`` archived and emptied its body and headers; None while kept.
+    pruned_at: datetime | None = None
+    #: The archive's file name they went into (``read_archive`` gives them back).
+    pruned_into: str | None = None
+    #: The payment it is about, when known (its outcome's, or the one a refused body names).
+    external_identifier: str | None = None
+    #: Its outcome's status code, amount and currency, once it has one.
+    payment_status: str | None = None
+    amount: Decimal | None = None
+    currency: str | None = None
     #: True when this call stored it; False when the ``dedupe_key`` was already known (or the
     #: row was read back later).
     is_new: bool = False
-    #: When ``payhooks prune`` archived and emptied its body and headers; None while kept.
-    pruned_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

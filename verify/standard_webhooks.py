@@ -36,11 +36,13 @@ import secrets
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from payhooks.verify.base import (
+    KeyDecoder,
     Signer,
     VerifiedDelivery,
     Verifier,
@@ -70,6 +72,7 @@ TIMESTAMP_HEADER = "webhook-timestamp"
 SIGNATURE_HEADER = "webhook-signature"
 _HEADERS = (ID_HEADER, TIMESTAMP_HEADER, SIGNATURE_HEADER)
 _MAX_TIMESTAMP_DIGITS = 11
+_Key = TypeVar("_Key")
 #: The longest ``webhook-signature`` header read: room for a score of entries, far more than
 #: a sender rotating its keys sends.
 MAX_SIGNATURE_HEADER_LENGTH = 2048
@@ -92,14 +95,7 @@ def _seconds(timestamp_text: str) -> int:
 
 
 def _signatures(signature_header: str, version: str, size: int) -> list[bytes]:
-    """The decoded ``version`` entries of the header, each once.
-
-    Entries are separated by spaces. Entries of other versions are skipped; an entry of this
-    version that is not strict base64 of ``size`` bytes is dropped, since it cannot match.
-    Malformed when no entry has the ``version,value`` form at all, when the header is over
-    :data:`MAX_SIGNATURE_HEADER_LENGTH` characters, or when it holds more than
-    :data:`MAX_SIGNATURE_ENTRIES` distinct entries of ``version``.
-    """
+    """The decoded ``version`` entries of the header, each once (the module's rules 2 and 3)."""
     if len(signature_header) > MAX_SIGNATURE_HEADER_LENGTH:
         raise MalformedSignatureError(
             f"the {SIGNATURE_HEADER} header is longer than {MAX_SIGNATURE_HEADER_LENGTH} "
@@ -146,7 +142,7 @@ def _signed_content(msg_id: str, timestamp_text: str, body: bytes) -> bytes:
     return prefix + body
 
 
-class _StandardWebhooksVerifier(Verifier):
+class _StandardWebhooksVerifier(Verifier, Generic[_Key]):
     """The header handling both versions share; subclasses supply the signature check."""
 
     header_names = _HEADERS
@@ -154,6 +150,19 @@ class _StandardWebhooksVerifier(Verifier):
     _version: ClassVar[str]
     #: The length of one decoded signature of that version.
     _signature_size: ClassVar[int]
+    _decode_key: ClassVar[KeyDecoder[Any]]
+
+    def __init__(
+        self,
+        keys: str | Sequence[str],
+        *,
+        tolerance_seconds: float | None = DEFAULT_TOLERANCE_SECONDS,
+        clock: Clock | None = None,
+    ) -> None:
+        self._keys: tuple[_Key, ...] = decoded_keys(keys, type(self)._decode_key)
+        super().__init__(
+            key_count=len(self._keys), tolerance_seconds=tolerance_seconds, clock=clock
+        )
 
     def verify(self, headers: Mapping[str, str], body: bytes) -> VerifiedDelivery:
         msg_id, timestamp_text, signature_header = lookup_headers(headers, _HEADERS)
@@ -182,24 +191,13 @@ class _StandardWebhooksVerifier(Verifier):
         """Whether any configured key made any of ``signatures`` over ``content``."""
 
 
-class StandardWebhooksVerifier(_StandardWebhooksVerifier):
+class StandardWebhooksVerifier(_StandardWebhooksVerifier[bytes]):
     """``standard-webhooks``: ``v1`` entries, HMAC-SHA256 with ``whsec_`` secrets."""
 
     scheme = "standard-webhooks"
     _version = "v1"
     _signature_size = 32
-
-    def __init__(
-        self,
-        keys: str | Sequence[str],
-        *,
-        tolerance_seconds: float | None = DEFAULT_TOLERANCE_SECONDS,
-        clock: Clock | None = None,
-    ) -> None:
-        self._keys = decoded_keys(keys, decode_whsec)
-        super().__init__(
-            key_count=len(self._keys), tolerance_seconds=tolerance_seconds, clock=clock
-        )
+    _decode_key = staticmethod(decode_whsec)
 
     def _matches(self, content: bytes, signatures: Sequence[bytes]) -> bool:
         for key in self._keys:
@@ -210,24 +208,13 @@ class StandardWebhooksVerifier(_StandardWebhooksVerifier):
         return False
 
 
-class StandardWebhooksEd25519Verifier(_StandardWebhooksVerifier):
+class StandardWebhooksEd25519Verifier(_StandardWebhooksVerifier[Ed25519PublicKey]):
     """``standard-webhooks-ed25519``: ``v1a`` entries, Ed25519 with ``whpk_`` public keys."""
 
     scheme = "standard-webhooks-ed25519"
     _version = "v1a"
     _signature_size = 64
-
-    def __init__(
-        self,
-        keys: str | Sequence[str],
-        *,
-        tolerance_seconds: float | None = DEFAULT_TOLERANCE_SECONDS,
-        clock: Clock | None = None,
-    ) -> None:
-        self._keys = decoded_keys(keys, decode_ed25519_public)
-        super().__init__(
-            key_count=len(self._keys), tolerance_seconds=tolerance_seconds, clock=clock
-        )
+    _decode_key = staticmethod(decode_ed25519_public)
 
     def _matches(self, content: bytes, signatures: Sequence[bytes]) -> bool:
         for key in self._keys:

@@ -129,7 +129,7 @@ def console_command(
                 who=name,
                 read_only=read_only,
                 busy_timeout_ms=busy_timeout_ms,
-                settings=configured if configured.keys else None,
+                settings=configured,
                 exports=exports,
                 time_limit_ms=time_limit_ms,
             ),

@@ -6,14 +6,9 @@ Reads the vital figures once (``Ledger.vitals``), decides each check
 when every check passes, 1 when one fails, 2 for bad usage. Under ``flask payhooks check``
 it also sends ``check_failed`` in the merchant's app for each failing check.
 
-``payhooks signals``: the signals still owed to the merchant's code (the backlog ``check``
-watches), and running them. A signal is owed from the commit that makes it owed until every
-receiver connected to it has returned. One whose receiver raised waits for its retry (backoff),
-or is parked after its last allowed round; a worker that died holding one leaves it to the next
-sender after its lease. ``payhooks signals`` lists them; ``flask payhooks signals --send`` runs,
-in the app, exactly the receivers still owed of what is due (``--now`` also what waits for its
-backoff, ``--retry-parked`` also what is parked, ``--identifier`` only one payment's), each
-claimed with the lease so no signal runs twice at once, and says what ran.
+``payhooks signals`` lists the signals still owed to the merchant's code (the backlog ``check``
+watches); ``flask payhooks signals --send`` runs, in the app, exactly the receivers still owed,
+each signal claimed with the lease so that none runs twice at once.
 """
 
 from __future__ import annotations
@@ -25,18 +20,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from flask import current_app
 
 from payhooks.receiver.checks import CHECK_NAMES, CheckLimits, CheckReport, evaluate, send_failed
 from payhooks.receiver.cli.common import (
+    DURATION,
+    PERCENT,
+    app_or_none,
     database_option,
     fail_on_storage_errors,
     ledger_for,
     settings,
     terminal_text,
 )
-from payhooks.receiver.cli.deliveries import app_or_none
-from payhooks.receiver.cli.option_values import DURATION, PERCENT
 from payhooks.receiver.pipeline import send_owed
 
 if TYPE_CHECKING:
@@ -156,8 +151,9 @@ def check(
     with ledger_for(database, read_only=True) as ledger:
         report = evaluate(ledger.vitals(mismatch_window=limits.mismatch_window), limits)
     _print(report, output)
-    if current_app and "payhooks" in current_app.extensions:
-        send_failed(current_app._get_current_object(), report)  # type: ignore[attr-defined]
+    app = app_or_none()
+    if app is not None:
+        send_failed(app, report)
     if not report.ok:
         names = ", ".join(result.name for result in report.failed)
         raise click.ClickException(f"{len(report.failed)} check(s) failed: {names}.")

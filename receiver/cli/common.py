@@ -1,5 +1,6 @@
-"""What the ``payhooks`` commands share: where settings come from, opening the ledger, and
-turning expected failures into one clear sentence and the right exit code.
+"""What the ``payhooks`` commands share: where settings come from, opening the ledger, the
+values read from the command line, and turning expected failures into one clear sentence and
+the right exit code.
 
 Settings have one order everywhere: a command-line option, then the merchant's app (when the
 command runs as ``flask payhooks ...`` in an app with :class:`payhooks.receiver.PayHooks`), then the
@@ -12,75 +13,75 @@ Exit codes (docs/cli.md): 0 success, 1 a failure the command reports
 checks, and :class:`BadUsage` for a ledger file that does not exist or is not a ledger).
 Expected errors never print a traceback.
 
-Text from a webhook body is made safe for where a report puts it. An ``unexpected`` row's
-identifier and every transaction id come from notification bodies: the signature says the
-service sent them, not that they are harmless. Each output gets its own rule, and none changes
-what a tool reading the report exactly gets back:
+Text from a webhook body is made safe for where it is written: :func:`csv_field` (the OWASP
+rule against formulas, :mod:`payhooks.receiver.report_csv`), and :func:`terminal_text` and
+:func:`terminal_json`, :mod:`payhooks.receiver.visible_text`'s rule under the command line's
+names, so that the console's pages and the commands show the same text the same way.
 
-- CSV: :func:`csv_field`, the OWASP rule against formulas, lives in
-  :mod:`payhooks.receiver.report_csv`, which the console's CSV export shares; it is
-  re-exported here.
-- A terminal obeys escape sequences, and a newline draws a row of its own in a table.
-  :func:`terminal_text` shows every control character as a visible escape (``\\x1b``,
-  ``\\n``), and a backslash as ``\\\\`` so that an escape on screen is never ambiguous.
-- JSON (:func:`terminal_json`, for JSON Lines and documents alike) writes each character
-  :func:`terminal_text` would escape as a JSON ``\\u`` escape: the document decodes to the
-  exact values and shows inert on a terminal, and the characters JSON leaves raw that some line
-  readers (Python's ``str.splitlines``, JavaScript before ES2019) treat as line breaks are
-  escaped too, so one record stays on one line.
-
-The last two are :mod:`payhooks.receiver.visible_text`'s rule under the command line's names:
-the console's pages show the same text the same way.
+Values (amounts in whole minor units, 1 or more, where a negative number is an amount, never an
+unknown option; ISO 4217 codes; ISO 8601 times; durations, percentages and seconds) are each
+refused in one sentence as bad usage (exit 2). ``nan`` and the infinities are never a number
+here: Python's ``float`` reads them, and they pass every range check.
 """
 
 from __future__ import annotations
 
+import math
 import os
-import secrets
-import stat
+import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta, tzinfo
+from decimal import Decimal, InvalidOperation
 from functools import wraps
 from pathlib import Path
-from typing import Any, ParamSpec, TextIO, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import click
 from flask import Flask, current_app
 from flask.cli import ScriptInfo
 
-from payhooks.receiver.config import KEY_CONFIG, config_from_env
+from payhooks.receiver.config import config_from_env
+from payhooks.receiver.durations import parse_duration
 from payhooks.receiver.report_csv import FORMULA_TRIGGERS, csv_field
 from payhooks.receiver.settings import ReceiverSettings, load_settings
 from payhooks.receiver.visible_text import visible as terminal_text
 from payhooks.receiver.visible_text import visible_json as terminal_json
 from payhooks.storage import (
+    MAX_AMOUNT_MINOR,
     Ledger,
     NotALedgerError,
     StorageError,
     is_postgres_url,
+    minor_unit_exponent,
     redacted,
 )
-from payhooks.verify import DEFAULT_SCHEME, SCHEMES, Signer, Verifier, get_signer, get_verifier
 
 __all__ = [
+    "AMOUNT_RULE",
     "DEFAULT_DATABASE",
+    "DURATION",
     "FORMULA_TRIGGERS",
+    "PERCENT",
     "SIGNING_KEY_ENV",
     "BadUsage",
+    "NegativeAmountsCommand",
+    "Seconds",
+    "amount_callback",
+    "app_or_none",
+    "check_window",
     "csv_field",
+    "currency_callback",
     "database_option",
     "fail_on_storage_errors",
     "ledger_for",
+    "local_moment_callback",
+    "moment_callback",
     "resolve_database",
-    "resolve_scheme",
-    "scheme_option",
     "settings",
     "shown",
-    "signer_for",
     "terminal_json",
     "terminal_text",
-    "verifier_for",
-    "written_whole",
 ]
 
 #: Where the ledger commands look when neither ``--database``, the app nor the environment
@@ -91,12 +92,6 @@ DEFAULT_DATABASE = "payhooks.db"
 #: schemes the receiver's ``PAYHOOKS_SECRETS`` is the same key and is read next; the
 #: public-key schemes sign with a private key the receiver never holds, hence its own name.
 SIGNING_KEY_ENV = "PAYHOOKS_SIGNING_KEY"
-
-# The options a *signer* accepts; PAYHOOKS_SIGNATURE_OPTIONS is the verifier's, which has a
-# few more (check_timestamp, time_zone, providers) that mean nothing to a sender.
-_SIGNER_OPTIONS = frozenset(
-    {"hash_algorithm", "header_name", "encoding", "max_body_bytes", "max_depth", "max_members"}
-)
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -144,6 +139,15 @@ def settings(ctx: click.Context | None = None) -> ReceiverSettings:
         raise BadUsage(f"The configuration cannot be used: {err}.") from err
     root.meta["payhooks.settings"] = loaded
     return loaded
+
+
+def app_or_none() -> Flask | None:
+    """Inside a merchant's app with payhooks (``flask payhooks``), the app whose receivers get
+    the signals; None for the plain ``payhooks`` script."""
+    if not current_app or "payhooks" not in current_app.extensions:
+        return None
+    app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
+    return app
 
 
 # -- the ledger --------------------------------------------------------------------------------
@@ -256,124 +260,189 @@ def ledger_for(
         yield ledger
 
 
-# -- signatures --------------------------------------------------------------------------------
+# -- values read from the command line -------------------------------------------------------
+
+#: What an expected amount must be, said by every refusal of one.
+AMOUNT_RULE = "amounts are 1 or more minor units"
 
 
-def scheme_option(function: Callable[_P, _R]) -> Callable[_P, _R]:
-    """``--scheme NAME``: one of the registered signature schemes."""
-    return click.option(
-        "--scheme",
-        type=click.Choice(sorted(SCHEMES)),
-        default=None,
-        help=(
-            "The signature scheme. Default: the app's or $PAYHOOKS_SIGNATURE_SCHEME, "
-            f"else {DEFAULT_SCHEME}."
-        ),
-    )(function)
+def negative_amount_error(text: str) -> click.BadParameter:
+    """The refusal of an amount written with a minus sign (``-5``, ``-0``)."""
+    return click.BadParameter(f"{text} is negative: {AMOUNT_RULE}.")
 
 
-def resolve_scheme(scheme: str | None) -> str:
-    """``--scheme``, else the configured ``PAYHOOKS_SIGNATURE_SCHEME``, else the default."""
-    return scheme or settings().scheme
+class NegativeAmountsCommand(click.Command):
+    """A command whose negative numbers are amounts, not options.
 
-
-def _scheme_options(scheme: str) -> dict[str, Any]:
-    """The configured verifier options, when they are for this scheme (``--scheme`` may name
-    another one than the settings do)."""
-    configured = settings()
-    return dict(configured.signature_options) if configured.scheme == scheme else {}
-
-
-def signer_for(scheme: str, secret: str | None) -> Signer:
-    """A signer for ``scheme`` with ``--secret``, else ``$PAYHOOKS_SIGNING_KEY``, else (HMAC
-    schemes) the first of the configured ``PAYHOOKS_SECRETS``.
-
-    :raises click.UsageError: no key anywhere (exit 2).
-    :raises click.ClickException: a key the scheme cannot use; the key is never echoed.
+    click reads ``payhooks expect order-1 -5 CNY`` as an unknown option ``-5``; a person meant
+    an amount, so a word that is a minus sign and digits, other than the value of an option
+    that takes text, is refused as a negative amount.
     """
-    key = secret or os.environ.get(SIGNING_KEY_ENV)
-    configured = settings()
-    if (
-        not key
-        and SCHEMES[scheme].key_kind == "secret"
-        and configured.key_config == KEY_CONFIG["secret"]
-    ):
-        key = configured.keys[0] if configured.keys else None
-    if not key:
-        where = (
-            f"${SIGNING_KEY_ENV} or $PAYHOOKS_SECRETS"
-            if SCHEMES[scheme].key_kind == "secret"
-            else f"${SIGNING_KEY_ENV} (the private key; `payhooks keygen --scheme {scheme}`)"
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        takes_text = {
+            name
+            for param in self.params
+            if isinstance(param, click.Option)
+            and not param.is_flag
+            and param.name not in AMOUNT_OPTIONS
+            for name in param.opts
+        }
+        previous = None
+        for arg in args:
+            if arg == "--":
+                break
+            if _NEGATIVE_NUMBER.fullmatch(arg) and previous not in takes_text:
+                raise negative_amount_error(arg)
+            previous = arg
+        return super().parse_args(ctx, args)
+
+
+#: The options of :class:`NegativeAmountsCommand` whose value is an amount.
+AMOUNT_OPTIONS = frozenset({"plan_amount"})
+_NEGATIVE_NUMBER = re.compile(r"-[0-9]+", re.ASCII)
+
+
+def amount_callback(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    """Refuse an amount that is not 1 or more minor units (a payment of nothing cannot be told
+    from one not made), or over :data:`payhooks.storage.MAX_AMOUNT_MINOR`, which the ledger
+    would refuse too (its sums must stay exact), as bad usage rather than a traceback."""
+    if value is not None and value < 0:
+        raise negative_amount_error(str(value))
+    if value == 0:
+        raise click.BadParameter(f"0 is no amount to expect: {AMOUNT_RULE}.")
+    if value is not None and value > MAX_AMOUNT_MINOR:
+        raise click.BadParameter(
+            f"{value} is over the largest amount the ledger takes ({MAX_AMOUNT_MINOR} minor units)."
         )
-        raise click.UsageError(f"No signing key: pass --secret or set {where}.")
-    options = {
-        name: value for name, value in _scheme_options(scheme).items() if name in _SIGNER_OPTIONS
-    }
+    return value
+
+
+def currency_callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Check an ISO 4217 code with minor units, upper-cased (``cny`` is ``CNY``)."""
+    if value is None:
+        return None
+    code = value.strip().upper()
     try:
-        return get_signer(scheme, key, **options)
-    except ValueError as err:
-        raise _blame(err, f"The signing key cannot be used with {scheme}") from err
+        minor_unit_exponent(code)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not an ISO 4217 currency code.") from None
+    return code
 
 
-def verifier_for(
-    scheme: str, secrets: tuple[str, ...], *, tolerance_seconds: float | None
-) -> Verifier:
-    """A verifier for ``scheme`` with the ``--secret`` keys, else the configured
-    ``PAYHOOKS_SECRETS`` or ``PAYHOOKS_PUBLIC_KEYS`` (whichever the scheme takes).
+def moment_callback(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> datetime | None:
+    """Read an ISO 8601 date or time (one without an offset is UTC), returned in UTC as the
+    ledger compares it: a UTC before year 1 or after 9999 (``0001-01-01T00:00:00+01:00``) is
+    refused here, in one sentence, rather than overflowing later."""
+    return _moment(value, UTC)
 
-    :raises click.UsageError: no key anywhere (exit 2).
-    """
-    configured = settings()
-    key_config = KEY_CONFIG[SCHEMES[scheme].key_kind]
-    keys = secrets or (configured.keys if configured.key_config == key_config else ())
-    if not keys:
-        raise click.UsageError(f"No key to verify with: pass --secret or set {key_config}.")
+
+def local_moment_callback(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> datetime | None:
+    """As :func:`moment_callback`, but a time without an offset is the merchant's
+    (``PAYHOOKS_TIMEZONE``): ``2026-03-29`` is that day's midnight there. A time the clocks
+    skip or show twice is read with the offset before the change."""
+    return None if value is None else _moment(value, settings(ctx).timezone)
+
+
+def _moment(value: str | None, zone: tzinfo) -> datetime | None:
+    if value is None:
+        return None
     try:
-        return get_verifier(
-            scheme, keys, tolerance_seconds=tolerance_seconds, **_scheme_options(scheme)
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is not an ISO 8601 time (2024-05-01 or 2024-05-01T12:00:00+08:00)."
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=zone)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise click.BadParameter(
+            f"{value!r} is outside the times the ledger can compare (years 1 to 9999 in UTC)."
+        ) from None
+
+
+def check_window(
+    start: datetime | None,
+    end: datetime | None,
+    taken: str,
+    start_name: str = "--since",
+    end_name: str = "--until",
+) -> None:
+    """Bad usage when a window of times ends where it starts, or before."""
+    if start is not None and end is not None and end <= start:
+        raise click.BadParameter(
+            f"{end.isoformat()} is not after {start_name} {start.isoformat()}: {taken} "
+            f"from {start_name} up to, not including, {end_name}.",
+            param_hint=f"'{end_name}'",
         )
-    except ValueError as err:
-        raise _blame(err, f"The key cannot be used with {scheme}") from err
 
 
-def _blame(err: ValueError, key_fault: str) -> click.ClickException:
-    """Name what is really at fault when building a signer or verifier fails: the key (the
-    schemes' errors about keys start with ``key``/``keys[...]``), else the configured
-    ``PAYHOOKS_SIGNATURE_OPTIONS``, as :func:`payhooks.receiver.settings.load_settings` does.
-    Either is bad usage (exit 2): nothing was tried."""
-    if str(err).startswith("key"):
-        return BadUsage(f"{key_fault}: {err}.")
-    return BadUsage(f"The configuration cannot be used: PAYHOOKS_SIGNATURE_OPTIONS: {err}.")
+# click 8.3 made ParamType generic; subscripting it would fail on the 8.1 the project allows.
+class Duration(click.ParamType):  # type: ignore[type-arg]
+    """A DURATION option (``30s``, ``15m``, ``12h``, ``90d``), read by
+    :func:`~payhooks.receiver.durations.parse_duration` into a ``timedelta``; anything else is
+    bad usage (exit 2) in one sentence."""
+
+    name = "DURATION"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> timedelta:
+        if isinstance(value, timedelta):
+            return value
+        try:
+            return parse_duration(str(value))
+        except ValueError as err:
+            self.fail(str(err), param, ctx)
 
 
-@contextmanager
-def written_whole(path: Path) -> Iterator[TextIO]:
-    """A file written whole or not at all: a temporary file beside ``path``, moved over it once
-    complete, so Ctrl-C or a full disk never leaves a truncated report that looks whole.
+#: The one instance the commands use: ``type=DURATION``.
+DURATION = Duration()
 
-    Only a regular file (or a new one) is replaced: a device, a pipe or a terminal
-    (``/dev/stdout``, ``/dev/full``, a FIFO) is written in place, as replacing it would put a
-    plain file where the device was. A symbolic link keeps pointing where it did: its target is
-    what gets replaced."""
-    try:
-        regular = stat.S_ISREG(os.stat(path).st_mode)
-    except FileNotFoundError:
-        regular = True
-    if not regular:
-        with open(path, "w", encoding="utf-8", newline="") as handle:
-            yield handle
-        return
-    path = path.resolve()
-    # The name is chosen before the file exists and the file is made inside the ``try``: a
-    # Ctrl-C that lands just after the file was created (inside ``mkstemp``, or before a
-    # ``try`` around its result) would otherwise leave the temporary file behind.
-    temporary = path.parent / f".{path.name}.{secrets.token_hex(8)}"
-    try:
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with open(descriptor, "w", encoding="utf-8", newline="") as handle:
-            yield handle
-        os.replace(temporary, path)
-    except BaseException as err:
-        if not (isinstance(err, FileExistsError) and err.filename == str(temporary)):
-            temporary.unlink(missing_ok=True)  # never another's file of the same name
-        raise
+
+class Percent(click.ParamType):  # type: ignore[type-arg]
+    """A PERCENT option: a number from 0 to 100, read as a ``Decimal`` (never through a float);
+    anything else (``nan``, ``inf``, ``101``) is bad usage (exit 2) in one sentence."""
+
+    name = "PERCENT"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> Decimal:
+        if isinstance(value, Decimal) and value.is_finite() and 0 <= value <= 100:
+            return value
+        try:
+            number = Decimal(str(value).strip())
+        except InvalidOperation:
+            number = Decimal("NaN")
+        if not number.is_finite() or not 0 <= number <= 100:
+            self.fail(f"{value!r} is not a percentage from 0 to 100 (such as 12.5).", param, ctx)
+        return number
+
+
+#: The one instance the commands use: ``type=PERCENT``.
+PERCENT = Percent()
+
+
+class Seconds(click.FloatRange):
+    """A number of seconds above 0 and at most ``highest``; ``nan`` and the infinities, which
+    :class:`click.FloatRange` lets through, are bad usage (exit 2) in one sentence."""
+
+    name = "SECONDS"
+
+    def __init__(self, highest: float) -> None:
+        super().__init__(min=0, min_open=True, max=highest)
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        seconds: float = super().convert(value, param, ctx)
+        if not math.isfinite(seconds):
+            self.fail(f"{value!r} is not a number of seconds.", param, ctx)
+        return seconds

@@ -1,59 +1,42 @@
-"""``payhooks deliveries`` and ``reprocess``: the stored deliveries and refused requests.
+"""``payhooks deliveries``: the stored deliveries and refused requests.
 
 ``list`` pages through them newest first, ``show`` shows one whole (headers and body), and
 ``export`` writes raw bodies to files ``payhooks replay`` sends again. Each opens an existing
-ledger only. What a delivery carries came from outside, so every text reaches the terminal
-escaped (:mod:`payhooks.receiver.cli.reports` shows them).
-
-``payhooks reprocess``: stored deliveries run through parsing again. It sends signals only
-inside the merchant's app (``flask payhooks reprocess``): the receivers are connected there
-(:func:`app_or_none`, which ``payhooks signals`` shares).
+ledger only. Everything a delivery carries came from outside (identifiers, errors, headers,
+the body), so text for the terminal goes through
+:func:`~payhooks.receiver.cli.common.terminal_text` and JSON through
+:func:`~payhooks.receiver.cli.common.terminal_json`: a tool decoding the JSON gets the exact
+values back, and a terminal shows no escape sequence and no bidirectional control. Amounts are
+decimal strings, never floats.
 """
 
 from __future__ import annotations
 
+import base64
 import os
 import secrets
-import sys
+from collections.abc import Iterator
 from datetime import datetime
+from decimal import Decimal
 from pathlib import Path
-from typing import TextIO
+from typing import Any, Final
 
 import click
-from flask import current_app
 
 from payhooks.receiver.cli.common import (
+    check_window,
     database_option,
     fail_on_storage_errors,
     ledger_for,
-    settings,
+    moment_callback,
     terminal_json,
     terminal_text,
 )
-from payhooks.receiver.cli.option_values import moment_callback
-from payhooks.receiver.cli.reports import (
-    DELIVERY_HEADER,
-    REJECTED_HEADER,
-    delivery_record,
-    delivery_row,
-    details_lines,
-    details_record,
-    rejected_record,
-    rejected_row,
-)
-from payhooks.receiver.pipeline import (
-    UNFINISHED_STATUSES,
-    delivery_ids,
-    reprocess_deliveries,
-)
-from payhooks.storage import DeliveryStatus, Ledger
-from payhooks.storage.reads import DeliveryDetails, DeliveryErrorCode, DeliveryFilter
+from payhooks.receiver.visible_text import body_as_text, json_lines_of
+from payhooks.storage import Delivery, DeliveryStatus, Ledger
+from payhooks.storage.reads import DeliveryErrorCode, DeliveryFilter, RejectedDelivery
 
-__all__ = [
-    "app_or_none",
-    "deliveries",
-    "reprocess",
-]
+__all__ = ["deliveries"]
 
 
 @click.group()
@@ -140,12 +123,7 @@ def list_command(
     A time without an offset is UTC. The table ends with how many rows match and, when more
     remain, the --before ID that lists the next page.
     """
-    if since is not None and until is not None and until <= since:
-        raise click.BadParameter(
-            f"{until.isoformat()} is not after --since {since.isoformat()}: the list takes "
-            "rows received from --since up to, not including, --until.",
-            param_hint="'--until'",
-        )
+    check_window(since, until, "the list takes rows received")
     narrowed = (identifier, code, error, search)
     if refused and (statuses or any(value is not None for value in narrowed)):
         raise click.UsageError(
@@ -230,8 +208,8 @@ def show(delivery_id: int, output_format: str, database: Path | None) -> None:
         click.echo(line)
 
 
-def _details(ledger: Ledger, delivery_id: int) -> DeliveryDetails:
-    details = ledger.receiver.delivery_details(delivery_id)
+def _details(ledger: Ledger, delivery_id: int) -> Delivery:
+    details = ledger.receiver.delivery(delivery_id)
     if details is None:
         raise click.ClickException(f"There is no delivery {delivery_id} in the ledger.")
     return details
@@ -270,8 +248,9 @@ def export(delivery_ids: tuple[int, ...], output: Path, database: Path | None) -
     try:
         output.mkdir(parents=True, exist_ok=True)
         for details, target in targets:
+            assert details.body is not None  # read whole
             _write_new(target, details.body)
-            click.echo(f"Wrote {terminal_text(str(target))} ({len(details.body)} bytes).")
+            click.echo(f"Wrote {terminal_text(str(target))} ({details.body_size} bytes).")
     except FileExistsError as err:
         raise click.ClickException(
             f"{err.filename2 or err.filename} exists already; it was not overwritten."
@@ -306,80 +285,146 @@ def _write_new(target: Path, body: bytes) -> None:
     temporary.unlink()
 
 
-def _stderr() -> TextIO:
-    return sys.stderr
+# -- how a delivery is shown -------------------------------------------------------------------
 
 
-@click.command()
-@click.option(
-    "--status",
-    type=click.Choice([status.value for status in DeliveryStatus]),
-    help=(
-        "Only deliveries with this status. Default: every delivery without a recorded outcome "
-        "(received, malformed_json, invalid_payload, processing_error)."
-    ),
+#: How much of an error a table row shows; ``deliveries show`` shows all of it.
+_ERROR_SHOWN: Final = 60
+
+DELIVERY_HEADER: Final = (
+    f"{'ID':>8}  {'RECEIVED':<25}  {'STATUS':<19}  {'TRIES':>5}  {'IDENTIFIER':<20}  "
+    f"{'OUTCOME':<24}  {'BYTES':>7}  ERROR"
 )
-@click.option(
-    "--no-signals",
-    is_flag=True,
-    help=(
-        "Record the outcomes without sending their signals: they stay owed, and "
-        "`flask payhooks signals --send` in the app sends them. Required outside an app: "
-        "plain `payhooks` has no app whose signals it could send."
-    ),
-)
-@database_option
-@fail_on_storage_errors
-def reprocess(status: str | None, no_signals: bool, database: Path | None) -> None:
-    """Run stored deliveries through parsing again and record their outcomes.
+REJECTED_HEADER: Final = f"{'ID':>8}  {'RECEIVED':<25}  {'REMOTE ADDR':<39}  {'BYTES':>7}  REASON"
 
-    For deliveries that failed to parse (a status code the map lacked, a bug since fixed).
-    Exit 1 when some still cannot be processed. Run it as `flask payhooks reprocess` in your
-    app to send the app's signals for each outcome recorded for the first time; plain
-    `payhooks reprocess` cannot, and refuses (exit 2) unless given --no-signals.
-    """
-    config = settings()
-    app = None if no_signals else app_or_none()
-    if app is None and not no_signals:
-        raise click.UsageError(
-            "Outside your app, reprocess cannot send its signals: run `flask payhooks "
-            "reprocess` in the app, or pass --no-signals to record the outcomes and leave "
-            "their signals owed."
+
+def _amount(value: Decimal | None) -> str | None:
+    return None if value is None else str(value)
+
+
+def _outcome(row: Delivery) -> str:
+    if row.outcome_id is None:
+        return "-"
+    amount = f" {row.amount} {terminal_text(row.currency or '')}" if row.amount is not None else ""
+    return f"{row.outcome_id} {terminal_text(row.payment_status or '')}{amount}"
+
+
+def _shortened(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def delivery_row(row: Delivery) -> str:
+    """One table line: every text from outside escaped, the error shortened."""
+    problem = row.error or (f"signal: {row.signal_error}" if row.signal_error else "")
+    return (
+        f"{row.id:>8}  {row.received_at.isoformat(timespec='seconds'):<25}  "
+        f"{row.status.value:<19}  {row.attempts:>5}  "
+        f"{terminal_text(row.external_identifier or '-'):<20}  {_outcome(row):<24}  "
+        f"{row.body_size:>7}  {_shortened(terminal_text(problem), _ERROR_SHOWN)}"
+    ).rstrip()
+
+
+def rejected_row(row: RejectedDelivery) -> str:
+    return (
+        f"{row.id:>8}  {row.received_at.isoformat(timespec='seconds'):<25}  "
+        f"{terminal_text(row.remote_addr or '-'):<39}  {row.body_size:>7}  "
+        f"{terminal_text(row.reason)}"
+    )
+
+
+def delivery_record(row: Delivery) -> dict[str, Any]:
+    """One delivery's log entry as a JSON object: the stored values, the amount a string."""
+    return {
+        "id": row.id,
+        "received_at": row.received_at.isoformat(),
+        "status": row.status.value,
+        "attempts": row.attempts,
+        "error": row.error,
+        "signal_error": row.signal_error,
+        "external_identifier": row.external_identifier,
+        "outcome_id": row.outcome_id,
+        "payment_status": row.payment_status,
+        "amount": _amount(row.amount),
+        "currency": row.currency,
+        "body_size": row.body_size,
+        "dedupe_key": row.dedupe_key,
+    }
+
+
+def rejected_record(row: RejectedDelivery) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "received_at": row.received_at.isoformat(),
+        "remote_addr": row.remote_addr,
+        "reason": row.reason,
+        "body_size": row.body_size,
+    }
+
+
+def details_record(details: Delivery) -> dict[str, Any]:
+    """One delivery whole as a JSON object: ``body`` is its text when it is UTF-8 (else null),
+    ``body_base64`` its exact bytes."""
+    assert details.body is not None  # read whole
+    assert details.headers is not None
+    try:
+        text: str | None = details.body.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    return delivery_record(details) | {
+        "headers": dict(details.headers),
+        "body": text,
+        "body_base64": base64.b64encode(details.body).decode("ascii"),
+        "pruned_at": None if details.pruned_at is None else details.pruned_at.isoformat(),
+        "pruned_into": details.pruned_into,
+    }
+
+
+def details_lines(details: Delivery) -> Iterator[str]:
+    """``deliveries show``'s text: the entry, the headers, then the body."""
+    assert details.body is not None  # read whole
+    assert details.headers is not None
+    fields = {
+        "received at": details.received_at.isoformat(),
+        "status": details.status.value,
+        "attempts": str(details.attempts),
+        "dedupe key": details.dedupe_key,
+        "identifier": details.external_identifier or "-",
+        "outcome": _outcome(details),
+        "error": details.error or "-",
+        "signal error": details.signal_error or "-",
+        "body size": f"{details.body_size} bytes",
+    }
+    yield f"Delivery {details.id}"
+    for name, value in fields.items():
+        # The outcome is escaped already; escaping twice would double its backslashes.
+        shown = value if name == "outcome" else terminal_text(value)
+        yield f"  {name + ':':<14}{shown}"
+    yield ""
+    yield "Headers:"
+    if not details.headers:
+        yield "  (none stored)"
+    for name, value in sorted(details.headers.items()):
+        yield f"  {terminal_text(name)}: {terminal_text(value)}"
+    yield ""
+    yield "Body:"
+    if details.pruned_at is not None:
+        yield (
+            f"  (pruned {details.pruned_at.isoformat()} into "
+            f"{terminal_text(details.pruned_into or '?')}; payhooks prune's archive holds it)"
         )
-    statuses = UNFINISHED_STATUSES if status is None else (DeliveryStatus(status),)
-    with ledger_for(database) as ledger:
-        ids = delivery_ids(ledger, statuses)
-        with click.progressbar(ids, label="Reprocessing", file=_stderr()) as bar:
-            try:
-                report = reprocess_deliveries(
-                    ledger,
-                    bar,
-                    time_zone=config.time_zone,
-                    status_map=config.status_map,
-                    app=app,
-                    retries=config.signal_retries,
-                )
-            except ValueError as err:
-                raise click.ClickException(f"The configuration cannot be used: {err}.") from err
-    if not report.total:
-        click.echo("No delivery to reprocess.")
         return
-    listed = ", ".join(f"{count} {name}" for name, count in sorted(report.counts.items()))
-    click.echo(f"Reprocessed {report.total} delivery(ies): {listed}.")
-    if report.still_failing:
-        options = " ".join(
-            f"--status {status}" for status in report.failing_statuses if status != "not_found"
-        )
-        raise click.ClickException(
-            f"{report.still_failing} delivery(ies) still cannot be processed; "
-            f"`payhooks deliveries list {options}` shows them with their errors."
-        )
+    yield from body_lines(details.body)
 
 
-def app_or_none() -> object | None:
-    """Inside a merchant's app with payhooks (``flask payhooks``), the app whose receivers get
-    the signals; None for the plain ``payhooks`` script."""
-    if not current_app or "payhooks" not in current_app.extensions:
-        return None
-    app: object = current_app._get_current_object()  # type: ignore[attr-defined]
-    return app
+# -- the body ------------------------------------------------------------------------------
+
+
+def body_lines(body: bytes) -> list[str]:
+    """The body for the terminal, indented by two spaces: laid out when it is JSON (members
+    in the order sent, repeated names kept, numbers as written), else on one line, escaped."""
+    if not body:
+        return ["  (empty)"]
+    lines = json_lines_of(body)
+    if lines is None:
+        return ["  (not JSON; shown escaped)", f"  {body_as_text(body)}"]
+    return [f"  {line}" for line in lines]

@@ -15,11 +15,18 @@ import click
 
 from payhooks.receiver.cli.check import check, signals
 from payhooks.receiver.cli.common import terminal_text
-from payhooks.receiver.cli.database import copy_ledger, migrate_command
-from payhooks.receiver.cli.deliveries import deliveries, reprocess
-from payhooks.receiver.cli.ledger import expect, reconcile, rollup
-from payhooks.receiver.cli.replay import replay
-from payhooks.receiver.cli.retention import backup, prune, restore_pruned
+from payhooks.receiver.cli.database import (
+    backup,
+    copy_ledger,
+    migrate_command,
+    prune,
+    restore_pruned,
+    rollup,
+)
+from payhooks.receiver.cli.deliveries import deliveries
+from payhooks.receiver.cli.ledger import expect
+from payhooks.receiver.cli.replay import replay, reprocess
+from payhooks.receiver.cli.reports import reconcile
 from payhooks.receiver.cli.show import show
 from payhooks.receiver.cli.signing import keygen, sign, verify_command
 from payhooks.receiver.cli.sync import sync

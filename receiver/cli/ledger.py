@@ -1,59 +1,58 @@
-"""``payhooks expect``, ``reconcile`` and ``rollup``: the ledger from the command line.
+"""``payhooks expect``: registering the payments the merchant expects, one or a CSV file's.
 
-Each opens the file that ``--database``, the app (under ``flask payhooks``) or
-``PAYHOOKS_DATABASE`` names, else ``./payhooks.db``. ``reconcile`` refuses a
-file that does not exist rather than report on an empty ledger they just created.
+It opens the file that ``--database``, the app (under ``flask payhooks``) or
+``PAYHOOKS_DATABASE`` names, else ``./payhooks.db``, and creates it when it is missing.
+
+``expect --csv`` reads its file twice, all or nothing, in bounded memory, and neither pass
+keeps its rows:
+
+1. :func:`check_expected_payments` checks every row, reports every bad one with its line
+   number (the first :data:`MAX_REPORTED`, and how many more), and registers nothing. The same
+   identifier twice with different data is a bad row too; to see that without holding a
+   million identifiers in memory, the identifiers seen so far go into a temporary SQLite
+   database on disk, which SQLite pages through a small cache.
+2. Only a file that is entirely good is read again by :func:`iter_expected_payments`, row by
+   row, for the command to register in one ledger transaction. Each row is checked again (the
+   file may have changed in between): any problem then raises, and the transaction rolls back.
+
+Two passes rather than one transaction rolled back at the first bad line: the common mistake (a
+typo on line 9,000) is found without taking the ledger's write lock, which the receiver needs
+for every notification, and every bad row is still reported in one run.
 """
 
 from __future__ import annotations
 
-import os
+import csv
+import sqlite3
 import sys
-from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
-from datetime import datetime
+from collections.abc import Iterable, Iterator
+from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Final, TextIO
 
 import click
 
 from payhooks.receiver.cli.common import (
+    AMOUNT_RULE,
+    NegativeAmountsCommand,
+    amount_callback,
+    currency_callback,
     database_option,
     fail_on_storage_errors,
     ledger_for,
     resolve_database,
-    terminal_text,
-    written_whole,
 )
-from payhooks.receiver.cli.expected_csv import (
-    ExpectedPayment,
-    ExpectedPaymentsError,
-    check_expected_payments,
-    iter_expected_payments,
-)
-from payhooks.receiver.cli.option_values import (
-    NegativeAmountsCommand,
-    amount_callback,
-    currency_callback,
-    moment_callback,
-)
-from payhooks.receiver.cli.reports import ReportFormat, Totals, write_report, write_totals
 from payhooks.storage import (
-    MISMATCH_STATES,
+    MAX_AMOUNT_MINOR,
     ConflictError,
     Ledger,
     PaymentKind,
-    ReconciliationRow,
-    ReconciliationState,
     from_minor_units,
+    minor_unit_exponent,
 )
 
-__all__ = ["expect", "reconcile", "rollup"]
-
-
-def _stderr() -> TextIO:
-    return sys.stderr
+__all__ = ["expect"]
 
 
 # -- expect ------------------------------------------------------------------------------------
@@ -171,7 +170,7 @@ def _open_csv(path: Path) -> TextIO:
 
 def _expect_csv(path: Path, database: Path | None) -> None:
     """Check the whole file, then register it in one of the ledger's transactions, reading it
-    a second time (see :mod:`payhooks.receiver.cli.expected_csv`): memory stays bounded,
+    a second time (see this module's docstring): memory stays bounded,
     whatever the size. All or nothing: a failure, Ctrl-C included, rolls every row back, and
     a SQLite file this command created is removed again, so nothing is left that looks like a
     ledger."""
@@ -185,7 +184,7 @@ def _expect_csv(path: Path, database: Path | None) -> None:
             ledger_for(target, must_exist=False) as ledger,
             ledger.transaction(),
             _open_csv(path) as handle,
-            click.progressbar(length=checked.rows, label="Registering", file=_stderr()) as bar,
+            click.progressbar(length=checked.rows, label="Registering", file=sys.stderr) as bar,
         ):
             for payment in iter_expected_payments(handle):
                 try:
@@ -212,224 +211,236 @@ def _expect_csv(path: Path, database: Path | None) -> None:
     )
 
 
-# -- reconcile ---------------------------------------------------------------------------------
+# -- the expected payments' CSV file -----------------------------------------------------------
 
 
-@click.command()
-@click.option(
-    "--format",
-    "report_format",
-    type=click.Choice(["table", "csv", "json"]),
-    default="table",
-    show_default=True,
-    help="json is JSON Lines: one object per row.",
-)
-@click.option(
-    "--state",
-    "states",
-    multiple=True,
-    type=click.Choice([state.value for state in ReconciliationState]),
-    help="Only rows in this state; repeat it for several.",
-)
-@click.option(
-    "--since",
-    callback=moment_callback,
-    metavar="TIME",
-    help="Only payments opened at or after this time.",
-)
-@click.option(
-    "--until",
-    callback=moment_callback,
-    metavar="TIME",
-    help="Only payments opened before this time.",
-)
-@click.option(
-    "--paid-since",
-    callback=moment_callback,
-    metavar="TIME",
-    help="Only payments with money that arrived (a succeeded outcome) at or after this time.",
-)
-@click.option(
-    "--paid-until",
-    callback=moment_callback,
-    metavar="TIME",
-    help="Only payments with money that arrived (a succeeded outcome) before this time.",
-)
-@click.option(
-    "--output",
-    type=click.Path(dir_okay=False, writable=True, path_type=Path),
-    help="Write the report to this file (with a progress bar) instead of standard output.",
-)
-@click.option(
-    "--fail-on-mismatch",
-    is_flag=True,
-    help=(
-        "Exit 1 when any row is amount_mismatch, currency_mismatch, duplicate_payment, "
-        "unexpected or unknown_status, or has drift payhooks sync found (missed_notification, "
-        "status_differs, unknown_status, unexpected, missing_at_service)."
-    ),
-)
-@database_option
-@fail_on_storage_errors
-def reconcile(
-    report_format: ReportFormat,
-    states: tuple[str, ...],
-    since: datetime | None,
-    until: datetime | None,
-    paid_since: datetime | None,
-    paid_until: datetime | None,
-    output: Path | None,
-    fail_on_mismatch: bool,
-    database: Path | None,
-) -> None:
-    """Report every expected payment (and every unexpected one) against what arrived.
+#: Columns that every file must have.
+REQUIRED_COLUMNS: Final = ("external_identifier", "amount_minor", "currency")
 
-    A payment is opened when it was registered (an unexpected one: its first payment time);
-    --since and --until filter on that. --paid-since and --paid-until keep the payments whose
-    money arrived in that window (a succeeded outcome's payment time; a subscription: any
-    period's). A time without an offset is UTC. The table ends with counts and totals per
-    currency and state.
-    """
-    _check_window(since, until, "opened", "--since", "--until")
-    _check_window(paid_since, paid_until, "paid", "--paid-since", "--paid-until")
-    totals = Totals()
-    with ledger_for(database, read_only=True) as ledger:
-        rows = ledger.reconcile(
-            state=states or None,
-            since=since,
-            until=until,
-            paid_since=paid_since,
-            paid_until=paid_until,
+#: Every column a file may have.
+COLUMNS: Final = (*REQUIRED_COLUMNS, "kind", "plan_amount_minor", "description")
+
+#: How many bad rows are listed before the report stops counting them one by one.
+MAX_REPORTED: Final = 20
+
+
+@dataclass(frozen=True, slots=True)
+class ExpectedPayment:
+    """One checked row, ready for :meth:`payhooks.storage.Ledger.expect_transaction` or
+    :meth:`~payhooks.storage.Ledger.expect_subscription`."""
+
+    line: int
+    external_identifier: str
+    kind: PaymentKind
+    amount_minor: int
+    currency: str
+    plan_amount_minor: int | None
+    description: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RowError:
+    """What is wrong with one line of the file."""
+
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.message}"
+
+
+class ExpectedPaymentsError(ValueError):
+    """The file cannot be registered: ``message`` says so in one sentence, ``errors`` lists
+    every bad line found."""
+
+    code = "invalid_csv"
+
+    def __init__(self, message: str, errors: Iterable[RowError] = ()) -> None:
+        self.message = message
+        self.errors = tuple(errors)
+        super().__init__(message)
+
+
+def _minor_units(text: str, column: str) -> int:
+    if not text.isascii() or not text.isdigit() or not text.strip("0"):
+        raise ValueError(f"{column} {text[:24]!r} is not an amount: {AMOUNT_RULE}")
+    digits = text.lstrip("0")
+    if len(digits) > len(str(MAX_AMOUNT_MINOR)) or int(digits or "0") > MAX_AMOUNT_MINOR:
+        raise ValueError(
+            f"{column} {text[:24]!r} is over the largest amount the ledger takes "
+            f"({MAX_AMOUNT_MINOR} minor units)"
         )
-        if output is None:
-            with _writing_to_stdout() as out:
-                write_report(rows, out, report_format, totals=totals)
-                if report_format == "table":
-                    if totals.rows:
-                        out.write("\n")
-                        write_totals(totals, out)
-                    else:
-                        out.write("(no rows)\n")
-        else:
+    return int(digits or "0")
+
+
+def _check_row(line: int, row: dict[str, str]) -> ExpectedPayment:
+    """One row as an :class:`ExpectedPayment`; ``ValueError`` with the first problem."""
+    identifier = row["external_identifier"]
+    if not 1 <= len(identifier) <= 64:
+        raise ValueError("external_identifier must be 1 to 64 characters")
+    amount = _minor_units(row["amount_minor"].strip(), "amount_minor")
+    currency = row["currency"].strip().upper()
+    try:
+        minor_unit_exponent(currency)
+    except ValueError:
+        raise ValueError(f"currency {row['currency']!r} is not an ISO 4217 code") from None
+    kind_text = (row.get("kind") or "").strip().lower() or PaymentKind.TRANSACTION.value
+    try:
+        kind = PaymentKind(kind_text)
+    except ValueError:
+        raise ValueError(
+            f"kind {row.get('kind')!r} is neither 'transaction' nor 'subscription'"
+        ) from None
+    plan_text = (row.get("plan_amount_minor") or "").strip()
+    plan: int | None = None
+    if kind is PaymentKind.SUBSCRIPTION:
+        if not plan_text:
+            raise ValueError("a subscription needs plan_amount_minor")
+        plan = _minor_units(plan_text, "plan_amount_minor")
+    elif plan_text:
+        raise ValueError("plan_amount_minor is only for kind 'subscription'")
+    description = row.get("description") or None
+    return ExpectedPayment(line, identifier, kind, amount, currency, plan, description)
+
+
+def _reader(handle: TextIO) -> csv.DictReader[str]:
+    """A reader over ``handle`` whose header has been checked (:class:`ExpectedPaymentsError`
+    for a missing or unknown column, or an empty file)."""
+    reader = csv.DictReader(handle, restkey="\0extra", strict=True)
+    try:
+        header = reader.fieldnames
+    except csv.Error as err:
+        raise ExpectedPaymentsError(f"line 1: the header cannot be read: {err}") from err
+    if not header:
+        raise ExpectedPaymentsError("The file is empty; it needs a header row.")
+    names = [name.strip() for name in header]
+    reader.fieldnames = names
+    missing = [name for name in REQUIRED_COLUMNS if name not in names]
+    unknown = [name for name in names if name not in COLUMNS]
+    if missing or unknown:
+        parts = []
+        if missing:
+            parts.append(f"missing column(s) {', '.join(missing)}")
+        if unknown:
+            parts.append(f"unknown column(s) {', '.join(repr(n) for n in unknown)}")
+        raise ExpectedPaymentsError(f"line 1: {'; '.join(parts)} (columns: {', '.join(COLUMNS)}).")
+    return reader
+
+
+def _checked_rows(reader: csv.DictReader[str]) -> Iterator[ExpectedPayment | RowError]:
+    """Each row, checked on its own: a payment or what is wrong with its line (the line where
+    the row ends, as a text editor counts). A row the csv module cannot read ends the file."""
+    width = len(reader.fieldnames or ())
+    try:
+        for row in reader:
+            line = reader.line_num
+            if "\0extra" in row or any(value is None for value in row.values()):
+                yield RowError(line, f"expected {width} fields")
+                continue
             try:
-                with (
-                    written_whole(output) as handle,
-                    click.progressbar(
-                        _unsized(rows), label=f"Writing {output}", file=_stderr(), show_pos=True
-                    ) as bar,
-                ):
-                    write_report(bar, handle, report_format, totals=totals)
-            except OSError as err:
-                raise click.ClickException(f"{output} cannot be written: {err.strerror}.") from err
-    if output is not None:
-        click.echo(f"Wrote {totals.rows} row(s) to {output}.", err=True)
-    if fail_on_mismatch:
-        _fail_on_mismatch(totals)
+                yield _check_row(line, row)
+            except ValueError as err:
+                yield RowError(line, str(err))
+    except csv.Error as err:
+        yield RowError(reader.line_num, f"the row cannot be read: {err}")
 
 
-def _check_window(
-    start: datetime | None, end: datetime | None, what: str, start_name: str, end_name: str
-) -> None:
-    """Bad usage when the window ends where it starts, or before."""
-    if start is not None and end is not None and end <= start:
-        raise click.BadParameter(
-            f"{end.isoformat()} is not after {start_name} {start.isoformat()}: the report "
-            f"takes payments {what} from {start_name} up to, not including, {end_name}.",
-            param_hint=f"'{end_name}'",
+@dataclass(frozen=True, slots=True)
+class CheckedFile:
+    """What :func:`check_expected_payments` found in a good file."""
+
+    #: Every row, repeats included: how many payments the second pass yields.
+    rows: int
+    #: Rows that repeat an earlier row exactly (registering them again changes nothing).
+    repeated: int
+
+
+class _SeenIdentifiers:
+    """The identifiers read so far, with their line and data, in a temporary SQLite database
+    on disk: a million of them cost a few megabytes of cache rather than hundreds of
+    megabytes of Python objects."""
+
+    def __init__(self) -> None:
+        # "": a private temporary database that SQLite keeps on disk and deletes on close.
+        self._conn = sqlite3.connect("", isolation_level=None)
+        self._conn.execute(
+            "CREATE TABLE seen (identifier TEXT PRIMARY KEY, line INTEGER, kind TEXT, "
+            "amount INTEGER, currency TEXT, plan INTEGER, description TEXT) WITHOUT ROWID"
         )
+        self._conn.execute("BEGIN")
+
+    def add(self, payment: ExpectedPayment) -> tuple[int, bool] | None:
+        """None when the identifier is new; else the earlier line, and whether its data is
+        the same."""
+        data = (
+            payment.kind.value,
+            payment.amount_minor,
+            payment.currency,
+            payment.plan_amount_minor,
+            payment.description,
+        )
+        inserted = self._conn.execute(
+            "INSERT INTO seen VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            (payment.external_identifier, payment.line, *data),
+        ).rowcount
+        if inserted:
+            return None
+        line, *earlier = self._conn.execute(
+            "SELECT line, kind, amount, currency, plan, description FROM seen WHERE identifier = ?",
+            (payment.external_identifier,),
+        ).fetchone()
+        return line, tuple(earlier) == data
+
+    def close(self) -> None:
+        self._conn.close()
 
 
-@contextmanager
-def _writing_to_stdout() -> Iterator[TextIO]:
-    """Standard output for a report, flushed before the block ends, so a full disk or a closed
-    file is an exit 1 with one sentence rather than a traceback (or Python's complaint at exit).
+def check_expected_payments(handle: TextIO) -> CheckedFile:
+    """Check the whole file, keeping none of its rows (the first pass).
 
-    A closed pipe (``payhooks reconcile | head``) means the reader has what it wanted: the
-    command ends quietly with exit 0, as ``cat`` and ``grep`` do (``--fail-on-mismatch`` is not
-    judged on a report nobody read whole). After that or any other failure, what is still
-    buffered goes to the null device: it cannot be written anyway, and the interpreter would
-    try again on its way out.
+    :raises ExpectedPaymentsError: a bad header, an empty file, or any bad row.
     """
-    out = sys.stdout
-    try:
-        yield out
-        out.flush()
-    except BrokenPipeError:
-        _discard_stdout()
-        raise click.exceptions.Exit(0) from None
-    except OSError as err:
-        _discard_stdout()
-        raise click.ClickException(
-            f"The report cannot be written to standard output: {err.strerror or err}."
-        ) from err
+    reader = _reader(handle)
+    shown: list[RowError] = []
+    bad = rows = repeated = 0
+    with closing(_SeenIdentifiers()) as seen:
+        for checked in _checked_rows(reader):
+            if isinstance(checked, ExpectedPayment):
+                earlier = seen.add(checked)
+                if earlier is None:
+                    rows += 1
+                    continue
+                line, same = earlier
+                if same:
+                    rows += 1
+                    repeated += 1  # the same payment twice: registering it again is a no-op
+                    continue
+                checked = RowError(
+                    checked.line,
+                    f"{checked.external_identifier!r} is already on line {line} "
+                    "with different data",
+                )
+            bad += 1
+            if len(shown) < MAX_REPORTED:
+                shown.append(checked)
+    if bad:
+        more = bad - len(shown)
+        summary = f"{bad} bad row(s)" + (f" ({more} not listed)" if more else "")
+        raise ExpectedPaymentsError(f"{summary}; nothing was registered.", shown)
+    return CheckedFile(rows, repeated)
 
 
-def _discard_stdout() -> None:
-    try:
-        descriptor = sys.stdout.fileno()
-    except (AttributeError, OSError, ValueError):
-        return  # not a file (a test runner's buffer): nothing is flushed at exit
-    null = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(null, descriptor)
-    finally:
-        os.close(null)
+def iter_expected_payments(handle: TextIO) -> Iterator[ExpectedPayment]:
+    """Every payment of a file :func:`check_expected_payments` passed, one at a time, repeats
+    included.
 
-
-def _unsized(rows: Iterator[ReconciliationRow]) -> Iterator[ReconciliationRow]:
-    """The rows with no length hint: the bar counts them rather than guess a total (counting
-    first would compute the whole reconciliation twice)."""
-    yield from rows
-
-
-def _fail_on_mismatch(totals: Totals) -> None:
-    by_state: Counter[str] = Counter()
-    for (_, state), (count, _, _) in totals.groups.items():
-        if ReconciliationState(state) in MISMATCH_STATES:
-            by_state[state] += count
-    for kind, count in totals.drift.items():
-        by_state[f"drift {kind}"] += count
-    if by_state:
-        listed = ", ".join(f"{state} {count}" for state, count in sorted(by_state.items()))
-        count = totals.attention  # a row with a mismatch and drift is one payment
-        raise click.ClickException(f"{count} payment(s) need attention ({listed}).")
-
-
-@click.command()
-@click.option(
-    "--verify",
-    is_flag=True,
-    help="Then compute the last --days local days from the rows and print every bucket "
-    "stored otherwise; exit 1 when there is one.",
-)
-@click.option(
-    "--days",
-    type=click.IntRange(1, 3660),
-    default=7,
-    show_default=True,
-    help="With --verify: how many local days, today included.",
-)
-@database_option
-@fail_on_storage_errors
-def rollup(verify: bool, days: int, database: Path | None) -> None:
-    """Bring finance's period totals up to date: the days changed since the last refresh,
-    computed again from the rows in chunks, each written in a short transaction (for cron or a
-    systemd timer; the console's finance page does the same for a moment before it reads)."""
-    with ledger_for(database) as ledger:
-        kept = ledger.finance.rollup
-        report = kept.refresh()
-        click.echo(
-            f"Marked {report.marked} day(s), computed {report.computed} ({report.revised} "
-            f"revised after they ended) in {report.seconds:.2f} s; {report.dirty_left} left."
-        )
-        if not verify:
-            return
-        found = kept.verify(days)
-    for one in found:
-        key = terminal_text(" ".join(map(str, one.key)))
-        click.echo(
-            f"{one.table} {one.hour} {key}: stored {one.stored}, the rows say {one.computed}"
-        )
-    click.echo(f"Verified {days} day(s) in {kept.zone.key}: {len(found)} bucket(s) differ.")
-    if found:
-        raise click.exceptions.Exit(1)
+    :raises ExpectedPaymentsError: at the first bad row, should the file have changed since
+        it was checked (the caller's transaction must then roll back).
+    """
+    for checked in _checked_rows(_reader(handle)):
+        if isinstance(checked, RowError):
+            raise ExpectedPaymentsError(
+                "the file changed while it was being registered; nothing was registered.",
+                [checked],
+            )
+        yield checked

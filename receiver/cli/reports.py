@@ -1,33 +1,39 @@
-"""The ledger as text: the reconciliation as a table for people, CSV for spreadsheets, JSON
-Lines for tools; and the deliveries as rows, records and bodies.
+"""``payhooks reconcile``: every payment, expected or not, against what arrived, as a table
+for people, CSV for spreadsheets, JSON Lines for tools.
 
 Every format carries the same fields (:data:`REPORT_FIELDS`), amounts as exact decimal strings
-in major units (``"25.00"``), never floats. Identifiers come from webhook bodies, so each format
-writes text its own safe way: CSV cells a spreadsheet would run as formulas are neutralised
-(:mod:`payhooks.receiver.report_csv`, which the console's CSV export shares), control
-characters in the table are shown as escapes (:mod:`payhooks.receiver.cli.common`), JSON
-Lines stays exact. Rows are written one at a time as the ledger streams them, so a report over
-a million payments never holds more than one row (the table keeps its first few rows to size
-its columns).
-
-How ``payhooks deliveries`` shows what the ledger holds (table rows, records, a body) is here
-too. Everything a delivery carries came from outside (identifiers, errors, headers, the body),
-so text for the terminal goes through :func:`~payhooks.receiver.cli.common.terminal_text` and
-JSON through :func:`~payhooks.receiver.cli.common.terminal_json`: a tool decoding the JSON gets
-the exact values back, and a terminal shows no escape sequence and no bidirectional control.
-Amounts are decimal strings, never floats.
+(``"25.00"``), never floats, every text from outside written its own safe way
+(:mod:`payhooks.receiver.cli.common`). Rows are written as the ledger streams them, so a
+report over a million payments holds one row (the table keeps a few to size its columns).
 """
 
 from __future__ import annotations
 
-import base64
+import os
+import secrets
+import stat
+import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from decimal import Decimal
+from pathlib import Path
 from typing import Any, Final, Literal, TextIO
 
-from payhooks.receiver.cli.common import terminal_json, terminal_text
+import click
+
+from payhooks.receiver.cli.common import (
+    check_window,
+    database_option,
+    fail_on_storage_errors,
+    ledger_for,
+    local_moment_callback,
+    settings,
+    terminal_json,
+    terminal_text,
+)
 from payhooks.receiver.report_csv import (
     NUMERIC_FIELDS,
     REPORT_FIELDS,
@@ -36,25 +42,19 @@ from payhooks.receiver.report_csv import (
     record_line,
     report_record,
 )
-from payhooks.receiver.visible_text import body_as_text, json_lines_of
-from payhooks.storage import MISMATCH_STATES, ReconciliationRow, from_minor_units
-from payhooks.storage.reads import DeliveryDetails, LoggedDelivery, RejectedDelivery
+from payhooks.storage import (
+    MISMATCH_STATES,
+    ReconciliationRow,
+    ReconciliationState,
+    from_minor_units,
+)
 
 __all__ = [
-    "DELIVERY_HEADER",
     "NUMERIC_FIELDS",
-    "REJECTED_HEADER",
     "REPORT_FIELDS",
     "ReportFormat",
     "Totals",
-    "body_lines",
-    "delivery_record",
-    "delivery_row",
-    "details_lines",
-    "details_record",
-    "needs_attention",
-    "rejected_record",
-    "rejected_row",
+    "reconcile",
     "report_record",
     "write_report",
     "write_totals",
@@ -241,139 +241,210 @@ def write_totals(totals: Totals, out: TextIO) -> None:
         out.write("  ".join(parts).rstrip() + "\n")
 
 
-#: How much of an error a table row shows; ``deliveries show`` shows all of it.
-_ERROR_SHOWN: Final = 60
+# -- reconcile ---------------------------------------------------------------------------------
 
-DELIVERY_HEADER: Final = (
-    f"{'ID':>8}  {'RECEIVED':<25}  {'STATUS':<19}  {'TRIES':>5}  {'IDENTIFIER':<20}  "
-    f"{'OUTCOME':<24}  {'BYTES':>7}  ERROR"
+
+@click.command()
+@click.option(
+    "--format",
+    "report_format",
+    type=click.Choice(["table", "csv", "json"]),
+    default="table",
+    show_default=True,
+    help="json is JSON Lines: one object per row.",
 )
-REJECTED_HEADER: Final = f"{'ID':>8}  {'RECEIVED':<25}  {'REMOTE ADDR':<39}  {'BYTES':>7}  REASON"
+@click.option(
+    "--state",
+    "states",
+    multiple=True,
+    type=click.Choice([state.value for state in ReconciliationState]),
+    help="Only rows in this state; repeat it for several.",
+)
+@click.option(
+    "--since",
+    callback=local_moment_callback,
+    metavar="TIME",
+    help="Only payments opened at or after this time.",
+)
+@click.option(
+    "--until",
+    callback=local_moment_callback,
+    metavar="TIME",
+    help="Only payments opened before this time.",
+)
+@click.option(
+    "--paid-since",
+    callback=local_moment_callback,
+    metavar="TIME",
+    help="Only payments with money that arrived (a succeeded outcome) at or after this time.",
+)
+@click.option(
+    "--paid-until",
+    callback=local_moment_callback,
+    metavar="TIME",
+    help="Only payments with money that arrived (a succeeded outcome) before this time.",
+)
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    help="Write the report to this file (with a progress bar) instead of standard output.",
+)
+@click.option(
+    "--fail-on-mismatch",
+    is_flag=True,
+    help=(
+        "Exit 1 when any row is amount_mismatch, currency_mismatch, duplicate_payment, "
+        "unexpected or unknown_status, or has drift payhooks sync found (missed_notification, "
+        "status_differs, unknown_status, unexpected, missing_at_service)."
+    ),
+)
+@database_option
+@fail_on_storage_errors
+def reconcile(
+    report_format: ReportFormat,
+    states: tuple[str, ...],
+    since: datetime | None,
+    until: datetime | None,
+    paid_since: datetime | None,
+    paid_until: datetime | None,
+    output: Path | None,
+    fail_on_mismatch: bool,
+    database: Path | None,
+) -> None:
+    """Report every expected payment (and every unexpected one) against what arrived.
 
-
-def _amount(value: Decimal | None) -> str | None:
-    return None if value is None else str(value)
-
-
-def _outcome(row: LoggedDelivery) -> str:
-    if row.outcome_id is None:
-        return "-"
-    amount = f" {row.amount} {terminal_text(row.currency or '')}" if row.amount is not None else ""
-    return f"{row.outcome_id} {terminal_text(row.payment_status or '')}{amount}"
-
-
-def _shortened(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def delivery_row(row: LoggedDelivery) -> str:
-    """One table line: every text from outside escaped, the error shortened."""
-    problem = row.error or (f"signal: {row.signal_error}" if row.signal_error else "")
-    return (
-        f"{row.id:>8}  {row.received_at.isoformat(timespec='seconds'):<25}  "
-        f"{row.status.value:<19}  {row.attempts:>5}  "
-        f"{terminal_text(row.external_identifier or '-'):<20}  {_outcome(row):<24}  "
-        f"{row.body_size:>7}  {_shortened(terminal_text(problem), _ERROR_SHOWN)}"
-    ).rstrip()
-
-
-def rejected_row(row: RejectedDelivery) -> str:
-    return (
-        f"{row.id:>8}  {row.received_at.isoformat(timespec='seconds'):<25}  "
-        f"{terminal_text(row.remote_addr or '-'):<39}  {row.body_size:>7}  "
-        f"{terminal_text(row.reason)}"
+    A payment is opened when it was registered (an unexpected one: its first payment time);
+    --since and --until filter on that. --paid-since and --paid-until keep the payments whose
+    money arrived in that window (a succeeded outcome's payment time; a subscription: any
+    period's). A time without an offset is the merchant's (PAYHOOKS_TIMEZONE, UTC by default).
+    The table ends with counts and totals per currency and state, and names the zone.
+    """
+    zone = f"{settings().timezone.key} (PAYHOOKS_TIMEZONE)"
+    check_window(since, until, "the report takes payments opened")
+    check_window(
+        paid_since, paid_until, "the report takes payments paid", "--paid-since", "--paid-until"
     )
-
-
-def delivery_record(row: LoggedDelivery) -> dict[str, Any]:
-    """One delivery's log entry as a JSON object: the stored values, the amount a string."""
-    return {
-        "id": row.id,
-        "received_at": row.received_at.isoformat(),
-        "status": row.status.value,
-        "attempts": row.attempts,
-        "error": row.error,
-        "signal_error": row.signal_error,
-        "external_identifier": row.external_identifier,
-        "outcome_id": row.outcome_id,
-        "payment_status": row.payment_status,
-        "amount": _amount(row.amount),
-        "currency": row.currency,
-        "body_size": row.body_size,
-        "dedupe_key": row.dedupe_key,
-    }
-
-
-def rejected_record(row: RejectedDelivery) -> dict[str, Any]:
-    return {
-        "id": row.id,
-        "received_at": row.received_at.isoformat(),
-        "remote_addr": row.remote_addr,
-        "reason": row.reason,
-        "body_size": row.body_size,
-    }
-
-
-def details_record(details: DeliveryDetails) -> dict[str, Any]:
-    """One delivery whole as a JSON object: ``body`` is its text when it is UTF-8 (else null),
-    ``body_base64`` its exact bytes."""
-    try:
-        text: str | None = details.body.decode("utf-8")
-    except UnicodeDecodeError:
-        text = None
-    return delivery_record(details) | {
-        "headers": dict(details.headers),
-        "body": text,
-        "body_base64": base64.b64encode(details.body).decode("ascii"),
-        "pruned_at": None if details.pruned_at is None else details.pruned_at.isoformat(),
-        "pruned_into": details.pruned_into,
-    }
-
-
-def details_lines(details: DeliveryDetails) -> Iterator[str]:
-    """``deliveries show``'s text: the entry, the headers, then the body."""
-    fields = {
-        "received at": details.received_at.isoformat(),
-        "status": details.status.value,
-        "attempts": str(details.attempts),
-        "dedupe key": details.dedupe_key,
-        "identifier": details.external_identifier or "-",
-        "outcome": _outcome(details),
-        "error": details.error or "-",
-        "signal error": details.signal_error or "-",
-        "body size": f"{details.body_size} bytes",
-    }
-    yield f"Delivery {details.id}"
-    for name, value in fields.items():
-        # The outcome is escaped already; escaping twice would double its backslashes.
-        shown = value if name == "outcome" else terminal_text(value)
-        yield f"  {name + ':':<14}{shown}"
-    yield ""
-    yield "Headers:"
-    if not details.headers:
-        yield "  (none stored)"
-    for name, value in sorted(details.headers.items()):
-        yield f"  {terminal_text(name)}: {terminal_text(value)}"
-    yield ""
-    yield "Body:"
-    if details.pruned_at is not None:
-        yield (
-            f"  (pruned {details.pruned_at.isoformat()} into "
-            f"{terminal_text(details.pruned_into or '?')}; payhooks prune's archive holds it)"
+    totals = Totals()
+    with ledger_for(database, read_only=True) as ledger:
+        rows = ledger.reconcile(
+            state=states or None,
+            since=since,
+            until=until,
+            paid_since=paid_since,
+            paid_until=paid_until,
         )
+        if output is None:
+            with _writing_to_stdout() as out:
+                write_report(rows, out, report_format, totals=totals)
+                if report_format == "table":
+                    if totals.rows:
+                        out.write("\n")
+                        write_totals(totals, out)
+                    else:
+                        out.write("(no rows)\n")
+                    out.write(f"Times without an offset are read in {zone}.\n")
+        else:
+            try:
+                with (
+                    _written_whole(output) as handle,
+                    click.progressbar(
+                        _unsized(rows), label=f"Writing {output}", file=sys.stderr, show_pos=True
+                    ) as bar,
+                ):
+                    write_report(bar, handle, report_format, totals=totals)
+            except OSError as err:
+                raise click.ClickException(f"{output} cannot be written: {err.strerror}.") from err
+    if output is not None:
+        note = f"times without an offset are read in {zone}"
+        click.echo(f"Wrote {totals.rows} row(s) to {output}; {note}.", err=True)
+    if fail_on_mismatch:
+        _fail_on_mismatch(totals)
+
+
+@contextmanager
+def _writing_to_stdout() -> Iterator[TextIO]:
+    """Standard output for a report, flushed before the block ends, so a full disk or a closed
+    file is an exit 1 with one sentence rather than a traceback (or Python's complaint at exit).
+
+    A closed pipe (``payhooks reconcile | head``) means the reader has what it wanted: the
+    command ends quietly with exit 0, as ``cat`` and ``grep`` do (``--fail-on-mismatch`` is not
+    judged on a report nobody read whole). After that or any other failure, what is still
+    buffered goes to the null device: it cannot be written anyway, and the interpreter would
+    try again on its way out.
+    """
+    out = sys.stdout
+    try:
+        yield out
+        out.flush()
+    except BrokenPipeError:
+        _discard_stdout()
+        raise click.exceptions.Exit(0) from None
+    except OSError as err:
+        _discard_stdout()
+        raise click.ClickException(
+            f"The report cannot be written to standard output: {err.strerror or err}."
+        ) from err
+
+
+def _discard_stdout() -> None:
+    try:
+        descriptor = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return  # not a file (a test runner's buffer): nothing is flushed at exit
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, descriptor)
+    finally:
+        os.close(null)
+
+
+@contextmanager
+def _written_whole(path: Path) -> Iterator[TextIO]:
+    """A file written whole or not at all: a temporary file beside ``path``, moved over it once
+    complete, so Ctrl-C or a full disk never leaves a truncated report that looks whole.
+
+    Only a regular file (or a new one) is replaced: a device, a pipe or a terminal
+    (``/dev/stdout``, ``/dev/full``, a FIFO) is written in place, as replacing it would put a
+    plain file where the device was. A symbolic link keeps pointing where it did: its target is
+    what gets replaced."""
+    try:
+        regular = stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:
+        regular = True
+    if not regular:
+        with open(path, "w", encoding="utf-8", newline="") as handle:
+            yield handle
         return
-    yield from body_lines(details.body)
+    path = path.resolve()
+    # The name is chosen before the file exists and the file is made inside the ``try``: a
+    # Ctrl-C that lands just after the file was created (inside ``mkstemp``, or before a
+    # ``try`` around its result) would otherwise leave the temporary file behind.
+    temporary = path.parent / f".{path.name}.{secrets.token_hex(8)}"
+    try:
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with open(descriptor, "w", encoding="utf-8", newline="") as handle:
+            yield handle
+        os.replace(temporary, path)
+    except BaseException as err:
+        if not (isinstance(err, FileExistsError) and err.filename == str(temporary)):
+            temporary.unlink(missing_ok=True)  # never another's file of the same name
+        raise
 
 
-# -- the body ------------------------------------------------------------------------------
+def _unsized(rows: Iterator[ReconciliationRow]) -> Iterator[ReconciliationRow]:
+    """The rows with no length hint: the bar counts them rather than guess a total (counting
+    first would compute the whole reconciliation twice)."""
+    yield from rows
 
 
-def body_lines(body: bytes) -> list[str]:
-    """The body for the terminal, indented by two spaces: laid out when it is JSON (members
-    in the order sent, repeated names kept, numbers as written), else on one line, escaped."""
-    if not body:
-        return ["  (empty)"]
-    lines = json_lines_of(body)
-    if lines is None:
-        return ["  (not JSON; shown escaped)", f"  {body_as_text(body)}"]
-    return [f"  {line}" for line in lines]
+def _fail_on_mismatch(totals: Totals) -> None:
+    by_state: Counter[str] = Counter()
+    for (_, state), (count, _, _) in totals.groups.items():
+        if ReconciliationState(state) in MISMATCH_STATES:
+            by_state[state] += count
+    for kind, count in totals.drift.items():
+        by_state[f"drift {kind}"] += count
+    if by_state:
+        listed = ", ".join(f"{state} {count}" for state, count in sorted(by_state.items()))
+        count = totals.attention  # a row with a mismatch and drift is one payment
+        raise click.ClickException(f"{count} payment(s) need attention ({listed}).")

@@ -7,34 +7,31 @@ needing to appear in the shell's history; nothing here prints a key except ``key
 whole job is to make one, and which prints a private key nowhere: a public-key scheme's signing
 key goes to a file of its own, readable by its owner only.
 
-``verify --headers`` reads a captured delivery's headers (:func:`read_headers`) in two shapes,
-because that is how headers get captured: a JSON object of names to values (a log line, a test
-fixture), or ``Name: value`` lines as ``curl -D`` and ``payhooks sign`` write them. In the lines
-form, HTTP status lines (``HTTP/1.1 200 OK``) and blank lines are skipped, so a ``curl -D`` dump
-can be used as is.
+The signers and verifiers of ``sign``, ``verify`` and ``replay`` are built here
+(:func:`signer_for`, :func:`verifier_for`), from the options, else the settings.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
 
 import click
 
-from payhooks.receiver.cli.common import (
-    SIGNING_KEY_ENV,
-    resolve_scheme,
-    scheme_option,
-    settings,
-    signer_for,
-    verifier_for,
-)
+from payhooks.receiver.cli.common import SIGNING_KEY_ENV, BadUsage, settings
+from payhooks.receiver.config import KEY_CONFIG
 from payhooks.verify import (
     DEFAULT_SCHEME,
     SCHEMES,
     SignatureError,
+    Signer,
+    Verifier,
     generate_keypair,
+    get_signer,
+    get_verifier,
     key_fingerprint,
 )
 
@@ -43,9 +40,16 @@ __all__ = [
     "HeadersFileError",
     "keygen",
     "read_headers",
+    "resolve_scheme",
+    "scheme_option",
     "sign",
+    "signer_for",
+    "verifier_for",
     "verify_command",
 ]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 _BODY = click.Path(exists=True, dir_okay=False, readable=True, path_type=Path)
 
@@ -55,6 +59,100 @@ def _read_bytes(path: Path) -> bytes:
         return path.read_bytes()
     except OSError as err:
         raise click.ClickException(f"{path} cannot be read: {err.strerror}.") from err
+
+
+# The options a *signer* accepts; PAYHOOKS_SIGNATURE_OPTIONS is the verifier's, which has a
+# few more (check_timestamp, time_zone, providers) that mean nothing to a sender.
+_SIGNER_OPTIONS = frozenset(
+    {"hash_algorithm", "header_name", "encoding", "max_body_bytes", "max_depth", "max_members"}
+)
+
+
+def scheme_option(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``--scheme NAME``: one of the registered signature schemes."""
+    return click.option(
+        "--scheme",
+        type=click.Choice(sorted(SCHEMES)),
+        default=None,
+        help=(
+            "The signature scheme. Default: the app's or $PAYHOOKS_SIGNATURE_SCHEME, "
+            f"else {DEFAULT_SCHEME}."
+        ),
+    )(function)
+
+
+def resolve_scheme(scheme: str | None) -> str:
+    """``--scheme``, else the configured ``PAYHOOKS_SIGNATURE_SCHEME``, else the default."""
+    return scheme or settings().scheme
+
+
+def _scheme_options(scheme: str) -> dict[str, Any]:
+    """The configured verifier options, when they are for this scheme (``--scheme`` may name
+    another one than the settings do)."""
+    configured = settings()
+    return dict(configured.signature_options) if configured.scheme == scheme else {}
+
+
+def signer_for(scheme: str, secret: str | None) -> Signer:
+    """A signer for ``scheme`` with ``--secret``, else ``$PAYHOOKS_SIGNING_KEY``, else (HMAC
+    schemes) the first of the configured ``PAYHOOKS_SECRETS``.
+
+    :raises click.UsageError: no key anywhere (exit 2).
+    :raises click.ClickException: a key the scheme cannot use; the key is never echoed.
+    """
+    key = secret or os.environ.get(SIGNING_KEY_ENV)
+    configured = settings()
+    if (
+        not key
+        and SCHEMES[scheme].key_kind == "secret"
+        and configured.key_config == KEY_CONFIG["secret"]
+    ):
+        key = configured.keys[0] if configured.keys else None
+    if not key:
+        where = (
+            f"${SIGNING_KEY_ENV} or $PAYHOOKS_SECRETS"
+            if SCHEMES[scheme].key_kind == "secret"
+            else f"${SIGNING_KEY_ENV} (the private key; `payhooks keygen --scheme {scheme}`)"
+        )
+        raise click.UsageError(f"No signing key: pass --secret or set {where}.")
+    options = {
+        name: value for name, value in _scheme_options(scheme).items() if name in _SIGNER_OPTIONS
+    }
+    try:
+        return get_signer(scheme, key, **options)
+    except ValueError as err:
+        raise _blame(err, f"The signing key cannot be used with {scheme}") from err
+
+
+def verifier_for(
+    scheme: str, secrets: tuple[str, ...], *, tolerance_seconds: float | None
+) -> Verifier:
+    """A verifier for ``scheme`` with the ``--secret`` keys, else the configured
+    ``PAYHOOKS_SECRETS`` or ``PAYHOOKS_PUBLIC_KEYS`` (whichever the scheme takes).
+
+    :raises click.UsageError: no key anywhere (exit 2).
+    """
+    configured = settings()
+    key_config = KEY_CONFIG[SCHEMES[scheme].key_kind]
+    keys = secrets or (configured.keys if configured.key_config == key_config else ())
+    if not keys:
+        raise click.UsageError(f"No key to verify with: pass --secret or set {key_config}.")
+    try:
+        return get_verifier(
+            scheme, keys, tolerance_seconds=tolerance_seconds, **_scheme_options(scheme)
+        )
+    except ValueError as err:
+        raise _blame(err, f"The key cannot be used with {scheme}") from err
+
+
+def _blame(err: ValueError, key_fault: str) -> click.ClickException:
+    """Name what is really at fault when building a signer or verifier fails: the key (the
+    schemes' errors about keys start with ``key``/``keys[...]``), else the configured
+    ``PAYHOOKS_SIGNATURE_OPTIONS``, as :func:`payhooks.receiver.settings.load_settings` does.
+    Either is bad usage (exit 2): nothing was tried."""
+    if str(err).startswith("key"):
+        return BadUsage(f"{key_fault}: {err}.")
+    return BadUsage(f"The configuration cannot be used: PAYHOOKS_SIGNATURE_OPTIONS: {err}.")
 
 
 @click.command()
@@ -238,11 +336,7 @@ def keygen(scheme: str, signing_key_file: Path | None, output: Path | None) -> N
             os.close(claimed)
             output.unlink(missing_ok=True)
         raise
-    if claimed is not None and output is not None:
-        _fill_private_file(claimed, output, receiver)
-        click.echo(f"Wrote the receiver's settings to {output} (readable by you only).", err=True)
-    else:
-        click.echo(receiver, nl=False)
+    _emit_settings(output, receiver, claimed)
     click.echo(
         f"Wrote the sender's signing key to {path} (readable by you only); "
         f"{'standard output' if output is None else output} has the receiver's settings.",
@@ -259,20 +353,19 @@ def _setting(name: str, value: str) -> str:
     return f"{name}='{value}'\n"
 
 
-def _emit_settings(output: Path | None, text: str) -> None:
+def _emit_settings(output: Path | None, text: str, claimed: int | None = None) -> None:
+    """``text`` to standard output, or to the new private file ``output`` (``claimed``: its
+    descriptor, when it was created already)."""
     if output is None:
         click.echo(text, nl=False)
         return
-    _write_private_file(output, text)
+    _fill_private_file(_create_private_file(output) if claimed is None else claimed, output, text)
     click.echo(f"Wrote the receiver's settings to {output} (readable by you only).", err=True)
 
 
 def _create_private_file(path: Path) -> int:
     """Create ``path`` with mode 600 and return its descriptor; an existing file is never
-    replaced (it may hold a key in use).
-
-    :raises click.ClickException: the file exists or cannot be created.
-    """
+    replaced (it may hold a key in use)."""
     try:
         return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
@@ -286,10 +379,7 @@ def _create_private_file(path: Path) -> int:
 
 def _fill_private_file(descriptor: int, path: Path, text: str) -> None:
     """Write ``text`` to the file :func:`_create_private_file` made; nothing is left if the
-    write fails.
-
-    :raises click.ClickException: the file cannot be written.
-    """
+    write fails."""
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
             handle.write(text)
@@ -299,19 +389,12 @@ def _fill_private_file(descriptor: int, path: Path, text: str) -> None:
 
 
 def _write_private_file(path: Path, text: str) -> None:
-    """Create ``path`` with mode 600 and write ``text``; an existing file is never replaced
-    (it may hold the key a sender uses today).
-
-    :raises click.ClickException: the file exists or cannot be written; nothing is left.
-    """
     _fill_private_file(_create_private_file(path), path, text)
 
 
 class HeadersFileError(ValueError):
-    """The text is neither a JSON object of strings nor ``Name: value`` lines.
-
-    ``code`` is ``invalid_headers``; ``message`` names the line at fault.
-    """
+    """The text is neither a JSON object of strings nor ``Name: value`` lines; ``message``
+    names the line at fault."""
 
     code = "invalid_headers"
 
@@ -321,7 +404,10 @@ class HeadersFileError(ValueError):
 
 
 def read_headers(text: str) -> dict[str, str]:
-    """The headers in ``text``, names lower-cased (lookups are case-insensitive anyway).
+    """The headers in ``text``, names lower-cased, in the two shapes headers get captured in:
+    a JSON object (a log line, a test fixture), or ``Name: value`` lines as ``curl -D`` and
+    ``payhooks sign`` write them, where status lines (``HTTP/1.1 200 OK``) and blank lines are
+    skipped so that a ``curl -D`` dump is read as is.
 
     :raises HeadersFileError: naming the first line that is not a header.
     """

@@ -15,18 +15,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from flask import current_app
 
 from payhooks.receiver import signals
 from payhooks.receiver.cli.common import (
+    DURATION,
     BadUsage,
+    app_or_none,
     database_option,
     fail_on_storage_errors,
     ledger_for,
     settings,
     terminal_text,
 )
-from payhooks.receiver.cli.option_values import DURATION
 
 if TYPE_CHECKING:
     from payhooks.service import SyncProgress, SyncReport
@@ -175,8 +175,8 @@ def sync(
             + (f", resuming sync {report.run.id}." if report.resumed else ".")
         )
         _print_drift(ledger, report, summary)
-    if report.has_drift and current_app and "payhooks" in current_app.extensions:
-        app = current_app._get_current_object()  # type: ignore[attr-defined]
+    app = app_or_none()
+    if report.has_drift and app is not None:
         signals.sync_drift.send(app, report=report, drift=dict(report.drift))
     if fail_on_drift and report.has_drift:
         total = sum(report.drift.values())

@@ -210,6 +210,8 @@ def receive_delivery(
             delivery = store()
             if _finished(delivery):
                 return _redelivery(ledger, delivery, lease)
+            assert delivery.body is not None  # read whole
+            assert delivery.headers is not None
             stored_zone = delivery.headers.get("timezone")
             if stored_zone != headers.get("timezone") or delivery.body != body:
                 parsed = _parse(delivery.body, stored_zone, time_zone, status_map)
@@ -283,6 +285,8 @@ def process_stored_delivery(
         service's codes.
     :raises StorageUnavailableError: the ledger cannot be written now; nothing was changed.
     """
+    assert delivery.body is not None  # read whole
+    assert delivery.headers is not None
     parsed = _parse(delivery.body, delivery.headers.get("timezone"), time_zone, status_map)
     try:
         with ledger.transaction(savepoints=False):

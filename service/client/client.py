@@ -345,23 +345,15 @@ class ServiceClient:
                     "POST", path, body=body, headers=headers, idempotent=idempotency_key is not None
                 )
             )
-        except ServiceResponseError as err:
-            state = CreationState.UNCERTAIN if err.status >= 500 else CreationState.REFUSED
-            self._record(
-                service.finish_creation,
-                attempt,
-                state,
-                http_status=err.status,
-                error_code=err.service_code or err.code,
-                error=err.message,
-            )
-            raise
         except ServiceError as err:
+            answered = err if isinstance(err, ServiceResponseError) else None
+            status = None if answered is None else answered.status
             self._record(
                 service.finish_creation,
                 attempt,
-                CreationState.UNCERTAIN,
-                error_code=err.code,
+                CreationState.REFUSED if status and status < 500 else CreationState.UNCERTAIN,
+                http_status=status,
+                error_code=(answered and answered.service_code) or err.code,
                 error=err.message,
             )
             raise

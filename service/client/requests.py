@@ -38,13 +38,30 @@ def _compact(values: Mapping[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in values.items() if value is not None}
 
 
-def _flat(obj: object) -> dict[str, Any]:
-    """A dataclass of plain members as a wire object (members named as on the wire)."""
-    return _compact({f.name: getattr(obj, f.name) for f in fields(obj)})  # type: ignore[arg-type]
+def _wire(value: Any) -> Any:
+    """A member's wire form: a request part's own, times in ISO 8601, sequences as lists."""
+    if isinstance(value, _WireObject):
+        return value.to_wire()
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return [_wire(item) for item in value]
+    return value
+
+
+class _WireObject:
+    """A request part whose members, in their order, are named as on the wire."""
+
+    __slots__ = ()
+
+    def to_wire(self) -> dict[str, Any]:
+        return _compact({f.name: _wire(getattr(self, f.name)) for f in fields(self)})  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Card:
+class Card(_WireObject):
     """Card data (shape A, and a Direct API mode subscription)."""
 
     number: str = field(repr=False)
@@ -59,17 +76,9 @@ class Card:
             f"exp_year={self.exp_year})"
         )
 
-    def to_wire(self) -> dict[str, Any]:
-        return {
-            "number": self.number,
-            "exp_month": self.exp_month,
-            "exp_year": self.exp_year,
-            "cvc": self.cvc,
-        }
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Address:
+class Address(_WireObject):
     """Address data (2.8's address members; also ``billing_address``/``shipping_address``)."""
 
     city: str | None = None
@@ -81,9 +90,6 @@ class Address:
     line1: str | None = None
     line2: str | None = None
     organization: str | None = None
-
-    def to_wire(self) -> dict[str, Any]:
-        return _flat(self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -218,7 +224,7 @@ TransactionRequest = CardTransaction | OrchestratorWalletTransaction | DirectWal
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Customer:
+class Customer(_WireObject):
     """2.5: every member a string; which are required is not shown, so none is here."""
 
     display_name: str | None = None
@@ -229,12 +235,9 @@ class Customer:
     phone_number: str | None = None
     account_number: str | None = None
 
-    def to_wire(self) -> dict[str, Any]:
-        return _flat(self)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Plan:
+class Plan(_WireObject):
     """2.6. ``amount`` is what each later period costs, in minor units."""
 
     amount: int
@@ -246,35 +249,21 @@ class Plan:
     payment_attempts: int | None = None
     interval_time: int | None = None
 
-    def to_wire(self) -> dict[str, Any]:
-        return _flat(self)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SubscriptionPaymentMethod:
+class SubscriptionPaymentMethod(_WireObject):
     """2.7's request form. ``card`` given means Direct API mode (``browser_info`` becomes
     required); without it the subscription uses checkout mode (payhooks' assumption)."""
 
-    type: str
     payment_channel_code: str | None = None
+    type: str
     redirect_url: str | None = None
     webhooks_url: str | None = None
     card: Card | None = None
 
-    def to_wire(self) -> dict[str, Any]:
-        return _compact(
-            {
-                "payment_channel_code": self.payment_channel_code,
-                "type": self.type,
-                "redirect_url": self.redirect_url,
-                "webhooks_url": self.webhooks_url,
-                "card": _wire(self.card),
-            }
-        )
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class BillingDetails:
+class BillingDetails(_WireObject):
     """2.8."""
 
     first_name: str | None = None
@@ -283,20 +272,9 @@ class BillingDetails:
     phone_number: str | None = None
     address: Address | None = None
 
-    def to_wire(self) -> dict[str, Any]:
-        return _compact(
-            {
-                "first_name": self.first_name,
-                "last_name": self.last_name,
-                "email_address": self.email_address,
-                "phone_number": self.phone_number,
-                "address": _wire(self.address),
-            }
-        )
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CartItem:
+class CartItem(_WireObject):
     """2.9. Amounts in minor units."""
 
     name: str
@@ -312,15 +290,9 @@ class CartItem:
     tax_amount: int | None = None
     categories: Sequence[str] | None = None
 
-    def to_wire(self) -> dict[str, Any]:
-        wire = _flat(self)
-        if self.categories is not None:
-            wire["categories"] = list(self.categories)
-        return wire
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class BrowserInfo:
+class BrowserInfo(_WireObject):
     """2.10: the customer's browser, for the service's anti-fraud (Direct API mode)."""
 
     javascript_enabled: bool | None = None
@@ -334,12 +306,9 @@ class BrowserInfo:
     screen_width: int | None = None
     time_zone_offset: int | None = None
 
-    def to_wire(self) -> dict[str, Any]:
-        return _flat(self)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SubscriptionRequest:
+class SubscriptionRequest(_WireObject):
     """4.1's body. ``amount`` is the first period; ``plan.amount`` the later ones."""
 
     external_identifier: str
@@ -360,25 +329,4 @@ class SubscriptionRequest:
     def to_wire(self) -> dict[str, Any]:
         if self.trial_end is not None and self.trial_end.utcoffset() is None:
             raise RequestValidationError("trial_end", "must be an aware datetime")
-        return _compact(
-            {
-                "external_identifier": self.external_identifier,
-                "amount": self.amount,
-                "currency": self.currency,
-                "customer": self.customer.to_wire(),
-                "plan": self.plan.to_wire(),
-                "payment_method": self.payment_method.to_wire(),
-                "billing_details": _wire(self.billing_details),
-                "cart_items": None
-                if self.cart_items is None
-                else [item.to_wire() for item in self.cart_items],
-                "browser_info": _wire(self.browser_info),
-                "trial_end": None if self.trial_end is None else self.trial_end.isoformat(),
-                "description": self.description,
-                "metadata": None if self.metadata is None else dict(self.metadata),
-            }
-        )
-
-
-def _wire(value: Any) -> Any:
-    return None if value is None else value.to_wire()
+        return _WireObject.to_wire(self)

@@ -21,7 +21,7 @@ from flask import Blueprint, Flask, Response, abort, redirect, render_template, 
 from flask.typing import ResponseReturnValue
 
 from payhooks.service.sandbox.access import authorize, authorize_control
-from payhooks.service.sandbox.core import Sandbox
+from payhooks.service.sandbox.core import Sandbox, Settlement
 from payhooks.service.sandbox.records import SandboxError, major_units
 from payhooks.service.sandbox.settings import OUTCOMES
 
@@ -173,32 +173,25 @@ def _control(sandbox: Sandbox) -> Blueprint:
     def check_control_token() -> None:
         authorize_control(sandbox.settings, authorization=request.headers.get("Authorization"))
 
-    @control.post("/transactions/<transaction_id>/<outcome>")
-    def settle(transaction_id: str, outcome: str) -> Response:
-        settlement = sandbox.settle(transaction_id, outcome)
+    def settled(settlement: Settlement, **extra: Any) -> Response:
+        notification = settlement.notification
         return _json(
             {
                 "transaction_id": settlement.transaction_id,
                 "outcome": settlement.outcome,
-                "return_url": settlement.return_url,
-                "notification_id": None
-                if settlement.notification is None
-                else settlement.notification.id,
+                **extra,
+                "notification_id": None if notification is None else notification.id,
             }
         )
 
+    @control.post("/transactions/<transaction_id>/<outcome>")
+    def settle(transaction_id: str, outcome: str) -> Response:
+        settlement = sandbox.settle(transaction_id, outcome)
+        return settled(settlement, return_url=settlement.return_url)
+
     @control.post("/subscriptions/<subscription_id>/bill/<outcome>")
     def bill(subscription_id: str, outcome: str) -> Response:
-        settlement = sandbox.bill_period(subscription_id, outcome)
-        return _json(
-            {
-                "transaction_id": settlement.transaction_id,
-                "outcome": settlement.outcome,
-                "notification_id": None
-                if settlement.notification is None
-                else settlement.notification.id,
-            }
-        )
+        return settled(sandbox.bill_period(subscription_id, outcome))
 
     @control.get("/notifications")
     def notifications() -> Response:

@@ -102,8 +102,9 @@ TABLES: Final = (
     """
     CREATE INDEX deliveries_problems ON deliveries (external_identifier, id)
     WHERE status IN ('malformed_json', 'invalid_payload', 'conflicting_outcome')""",
-    # The delivery log's deliveries of one payment, newest first (payhooks deliveries list).
-    "CREATE INDEX deliveries_identifier ON deliveries (external_identifier, id)",
+    # A payment's deliveries, newest first (payhooks deliveries list); none before it is known.
+    "CREATE INDEX deliveries_identifier ON deliveries (external_identifier, id) "
+    "WHERE external_identifier IS NOT NULL",
     # Time windows: the delivery log's (1h, 24h, 7d, --since/--until) and the health
     # figures' (the last hour, the last day), read exactly whatever order rows were stored in.
     "CREATE INDEX deliveries_received ON deliveries (received_at)",

@@ -10,14 +10,7 @@ never this package. A type only the console's annotations name stays at its modu
 from __future__ import annotations
 
 from payhooks.storage.reads.audit import AuditEntry
-from payhooks.storage.reads.delivery_log import (
-    DeliveryDetails,
-    DeliveryFilter,
-    LoggedDelivery,
-    LogPage,
-    RejectedDelivery,
-    RejectedDetails,
-)
+from payhooks.storage.reads.delivery_log import DeliveryFilter, LogPage, RejectedDelivery
 from payhooks.storage.reads.exception_reviews import ReviewStatus
 from payhooks.storage.reads.finance import bucket_size_for
 from payhooks.storage.reads.finance_rows import (
@@ -27,6 +20,7 @@ from payhooks.storage.reads.finance_rows import (
     FinanceFilter,
     FinancePage,
 )
+from payhooks.storage.reads.local_hours import bucket_starts
 from payhooks.storage.reads.log_search import DeliveryErrorCode
 from payhooks.storage.reads.story import Entry, EntryKind, PaymentStory, describe
 from payhooks.storage.reads.vitals import Vitals
@@ -35,7 +29,6 @@ __all__ = [
     "UNEXPECTED_KIND",
     "AuditEntry",
     "BucketSize",
-    "DeliveryDetails",
     "DeliveryErrorCode",
     "DeliveryFilter",
     "Entry",
@@ -44,12 +37,11 @@ __all__ = [
     "FinanceFilter",
     "FinancePage",
     "LogPage",
-    "LoggedDelivery",
     "PaymentStory",
     "RejectedDelivery",
-    "RejectedDetails",
     "ReviewStatus",
     "Vitals",
     "bucket_size_for",
+    "bucket_starts",
     "describe",
 ]

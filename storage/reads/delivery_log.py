@@ -14,33 +14,28 @@ rows, not the table's.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import datetime
-from decimal import Decimal
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, ClassVar, Final, Generic, TypeVar
 
 from payhooks.storage.checks import enum_member
-from payhooks.storage.currencies import from_minor_units
+from payhooks.storage.deliveries import LISTED, to_delivery
 from payhooks.storage.reads.log_search import DeliveryErrorCode, error_clause, text_clause
-from payhooks.storage.rows import DeliveryStatus
+from payhooks.storage.rejected_deliveries import REJECTED_BODY_BYTES
+from payhooks.storage.rows import Delivery, DeliveryStatus
 from payhooks.storage.sql import Connection
 from payhooks.storage.times import from_text, to_text
 
 __all__ = [
     "MAX_PAGE_SIZE",
-    "DeliveryDetails",
     "DeliveryFilter",
     "LogPage",
-    "LoggedDelivery",
     "RejectedDelivery",
-    "RejectedDetails",
     "check_page",
     "check_times",
     "count_deliveries",
     "count_rejected",
-    "select_details",
     "select_page",
     "select_rejected",
     "select_rejected_page",
@@ -51,14 +46,9 @@ MAX_PAGE_SIZE: Final = 1000
 
 _T = TypeVar("_T")
 
-# In the order of LoggedDelivery's fields.
-_ENTRY_COLUMNS = (
-    "d.id, d.received_at, d.status, d.attempts, d.error, d.signal_error, "
-    "d.external_identifier, d.outcome_id, o.payment_status, o.amount_minor, o.currency, "
-    "length(d.body), d.dedupe_key"
-)
-_FROM = "FROM deliveries d LEFT JOIN outcomes o ON o.id = d.outcome_id"
-_REJECTED_COLUMNS = "id, received_at, remote_addr, reason, body_size"
+# In the order of RejectedDelivery's fields, ``FROM`` included; the log reads NULL for the body.
+_REJECTED = "id, received_at, remote_addr, reason, body_size, {body} FROM rejected_deliveries"
+_REJECTED_LISTED = _REJECTED.format(body="NULL")
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -115,44 +105,16 @@ class DeliveryFilter:
 
 
 @dataclass(frozen=True, slots=True)
-class LoggedDelivery:
-    """One delivery as the log lists it: what became of it, without its headers and body."""
-
-    id: int
-    received_at: datetime
-    status: DeliveryStatus
-    #: How many times its ``dedupe_key`` arrived with these bytes.
-    attempts: int
-    error: str | None
-    signal_error: str | None
-    #: The payment it is about, when known.
-    external_identifier: str | None
-    #: The outcome it recorded or duplicated, and that outcome's status, amount and currency.
-    outcome_id: int | None
-    payment_status: str | None
-    amount: Decimal | None
-    currency: str | None
-    #: The body's length in bytes.
-    body_size: int
-    dedupe_key: str
-
-
-@dataclass(frozen=True, slots=True)
-class DeliveryDetails(LoggedDelivery):
-    """One delivery whole: its log entry, the headers stored with it and its raw body."""
-
-    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
-    body: bytes = field(default=b"", repr=False)
-    #: When ``payhooks prune`` archived and emptied the body and headers; None while kept.
-    pruned_at: datetime | None = None
-    #: The archive's file name they went into (``read_archive`` gives them back).
-    pruned_into: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class RejectedDelivery:
     """A request refused before it was stored as a delivery (a signature that did not hold):
-    the trace ``rejected_deliveries`` keeps."""
+    the trace ``rejected_deliveries`` keeps.
+
+    Nobody vouches for its bytes: the signature did not hold, so anyone could have sent them.
+    Show them as evidence of a refusal, never as a payment's word.
+    """
+
+    #: How much of a refused body is kept: its first bytes, this many at most.
+    KEPT_BYTES: ClassVar[int] = REJECTED_BODY_BYTES
 
     id: int
     received_at: datetime
@@ -161,19 +123,9 @@ class RejectedDelivery:
     reason: str
     #: The whole body's length in bytes (only its start is kept).
     body_size: int
-
-
-@dataclass(frozen=True, slots=True)
-class RejectedDetails(RejectedDelivery):
-    """One refused request whole: its log entry and the start of its body that was kept.
-
-    Nobody vouches for these bytes: the signature did not hold, so anyone could have sent
-    them. Show them as evidence of a refusal, never as a payment's word.
-    """
-
-    #: The first :data:`~payhooks.storage.rejected_deliveries.REJECTED_BODY_BYTES` of the body
-    #: (all of it when ``body_size`` is no larger).
-    body: bytes = field(default=b"", repr=False)
+    #: The first :attr:`KEPT_BYTES` of the body
+    #: (all of it when ``body_size`` is no larger); None when not read (the log).
+    body: bytes | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,18 +206,6 @@ def _times(
         params.append(to_text(until, argument="until"))
 
 
-def _entry_values(values: tuple[Any, ...]) -> dict[str, Any]:
-    """A row of :data:`_ENTRY_COLUMNS` (in the order of :class:`LoggedDelivery`'s fields,
-    ``amount_minor`` in the place of ``amount``) as the fields' values."""
-    entry = dict(zip((each.name for each in fields(LoggedDelivery)), values, strict=True))
-    minor, currency = entry["amount"], entry["currency"]
-    return entry | {
-        "received_at": from_text(entry["received_at"], column="deliveries.received_at"),
-        "status": DeliveryStatus(entry["status"]),
-        "amount": None if minor is None else from_minor_units(minor, currency),
-    }
-
-
 def _paged(rows: list[_T], limit: int, last_id: int | None) -> LogPage[_T]:
     """A page from up to ``limit + 1`` rows: the extra one only says that more remain."""
     more = len(rows) > limit
@@ -274,14 +214,12 @@ def _paged(rows: list[_T], limit: int, last_id: int | None) -> LogPage[_T]:
 
 def select_page(
     conn: Connection, wanted: DeliveryFilter | None, before_id: int | None, limit: int
-) -> LogPage[LoggedDelivery]:
-    """A page of deliveries, newest first, below ``before_id`` when given."""
+) -> LogPage[Delivery]:
+    """A page of deliveries without their headers and body, newest first, below
+    ``before_id`` when given."""
     where, params = _where(conn, wanted, before_id)
-    sql = f"SELECT {_ENTRY_COLUMNS} {_FROM}{where} ORDER BY d.id DESC LIMIT ?"
-    rows = [
-        LoggedDelivery(**_entry_values(tuple(values)))
-        for values in conn.execute(sql, (*params, limit + 1)).fetchall()
-    ]
+    sql = f"SELECT {LISTED}{where} ORDER BY d.id DESC LIMIT ?"
+    rows = [to_delivery(tuple(values)) for values in conn.execute(sql, (*params, limit + 1))]
     return _paged(rows, limit, rows[limit - 1].id if len(rows) > limit else None)
 
 
@@ -291,25 +229,6 @@ def count_deliveries(conn: Connection, wanted: DeliveryFilter | None) -> int:
     sql = f"SELECT count(*) FROM deliveries d{where}"  # noqa: S608 - constant fragments only
     count: int = conn.execute(sql, params).fetchone()[0]
     return count
-
-
-def select_details(conn: Connection, delivery_id: int) -> DeliveryDetails | None:
-    """One delivery whole, or None."""
-    sql = (
-        f"SELECT {_ENTRY_COLUMNS}, d.headers, d.body, d.pruned_at, d.pruned_into "
-        f"{_FROM} WHERE d.id = ?"
-    )
-    values = conn.execute(sql, (delivery_id,)).fetchone()
-    if values is None:
-        return None
-    *entry, headers, body, pruned_at, pruned_into = tuple(values)
-    return DeliveryDetails(
-        **_entry_values(tuple(entry)),
-        headers=json.loads(headers),
-        body=bytes(body),
-        pruned_at=None if pruned_at is None else from_text(pruned_at),
-        pruned_into=pruned_into,
-    )
 
 
 def _rejected_where(
@@ -326,6 +245,18 @@ def _rejected_where(
     return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
 
 
+def _to_rejected(values: tuple[Any, ...]) -> RejectedDelivery:
+    rejected_id, received_at, remote_addr, reason, body_size, body = values
+    return RejectedDelivery(
+        id=rejected_id,
+        received_at=from_text(received_at, column="rejected_deliveries.received_at"),
+        remote_addr=remote_addr,
+        reason=reason,
+        body_size=body_size,
+        body=None if body is None else bytes(body),
+    )
+
+
 def select_rejected_page(
     conn: Connection,
     since: datetime | None,
@@ -333,42 +264,19 @@ def select_rejected_page(
     before_id: int | None,
     limit: int,
 ) -> LogPage[RejectedDelivery]:
-    """A page of refused requests, newest first, below ``before_id`` when given."""
+    """A page of refused requests without their bodies, newest first, below ``before_id``
+    when given."""
     where, params = _rejected_where(since, until, before_id)
-    sql = (
-        f"SELECT {_REJECTED_COLUMNS} FROM rejected_deliveries{where} "  # noqa: S608
-        "ORDER BY id DESC LIMIT ?"
-    )
-    rows = [
-        RejectedDelivery(
-            id=rejected_id,
-            received_at=from_text(received_at, column="rejected_deliveries.received_at"),
-            remote_addr=remote_addr,
-            reason=reason,
-            body_size=body_size,
-        )
-        for rejected_id, received_at, remote_addr, reason, body_size in conn.execute(
-            sql, (*params, limit + 1)
-        ).fetchall()
-    ]
+    sql = f"SELECT {_REJECTED_LISTED}{where} ORDER BY id DESC LIMIT ?"
+    rows = [_to_rejected(tuple(values)) for values in conn.execute(sql, (*params, limit + 1))]
     return _paged(rows, limit, rows[limit - 1].id if len(rows) > limit else None)
 
 
-def select_rejected(conn: Connection, rejected_id: int) -> RejectedDetails | None:
+def select_rejected(conn: Connection, rejected_id: int) -> RejectedDelivery | None:
     """One refused request with the start of its body, or None (never kept, or pruned)."""
-    sql = f"SELECT {_REJECTED_COLUMNS}, body FROM rejected_deliveries WHERE id = ?"  # noqa: S608
+    sql = f"SELECT {_REJECTED.format(body='body')} WHERE id = ?"
     values = conn.execute(sql, (rejected_id,)).fetchone()
-    if values is None:
-        return None
-    found_id, received_at, remote_addr, reason, body_size, body = tuple(values)
-    return RejectedDetails(
-        id=found_id,
-        received_at=from_text(received_at, column="rejected_deliveries.received_at"),
-        remote_addr=remote_addr,
-        reason=reason,
-        body_size=body_size,
-        body=bytes(body),
-    )
+    return None if values is None else _to_rejected(tuple(values))
 
 
 def count_rejected(conn: Connection, since: datetime | None, until: datetime | None) -> int:

@@ -5,6 +5,13 @@ stream. The SQL is :mod:`payhooks.storage.reads.finance_sql`; here its few group
 into figures per currency (never added across currencies) and checked arguments are turned
 into its parameters.
 
+Days, hours and weeks are the merchant's (a :class:`~zoneinfo.ZoneInfo` the caller passes,
+``PAYHOOKS_TIMEZONE``, read once by the receiver's settings): a chart's buckets are ranges
+between instants :func:`~payhooks.storage.reads.local_hours.bucket_starts` computes in that
+zone. The rollup kept in that zone answers them from its hours or days; without it, each is
+read through the same index-served range as a whole period (one query per bucket, in one read),
+so a zone with a 30- or 45-minute offset or a day of 23 or 25 hours costs what UTC costs.
+
 Two clocks select: money *paid* in a period (``received``, ``paid``, the chart's received
 bars) by the ``paid_at`` of succeeded outcomes, which is what "what was paid yesterday" means;
 everything about payments as rows (expected, pending, mismatches, refunds, drift) by when the
@@ -13,12 +20,18 @@ row was *opened*: a payment's registration, an unexpected payment's first ``paid
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from datetime import UTC, datetime, timedelta
+from datetime import date, datetime, timedelta
 from decimal import Decimal
+from itertools import pairwise
 from typing import Any, TypeVar
+from zoneinfo import ZoneInfo
 
 import payhooks.storage.reads.finance_sql as finance_sql
 from payhooks.storage.currencies import from_minor_units
@@ -36,6 +49,7 @@ from payhooks.storage.reads.finance_rows import (
     figure,
 )
 from payhooks.storage.reads.finance_sql import Group, Paid, PaidBucket
+from payhooks.storage.reads.local_hours import bucket_starts, day_bounds
 from payhooks.storage.reads.rollup import Rollup
 from payhooks.storage.reads.rollup_reads import RollupPeriod, read_period, read_totals
 from payhooks.storage.reconciliation import to_row
@@ -50,8 +64,7 @@ MAX_PAGE = 500
 #: Up to this long a period is charted by the hour; up to :data:`_DAYS_UP_TO` by the day.
 _HOURS_UP_TO = timedelta(days=1)
 _DAYS_UP_TO = timedelta(days=62)
-# How many characters of a stored time name its hour, its day.
-_PREFIX = {BucketSize.HOUR: 13, BucketSize.DAY: 10, BucketSize.WEEK: 10}
+_UTC_ZONE = ZoneInfo("UTC")
 _KINDS = frozenset({*(kind.value for kind in PaymentKind), UNEXPECTED_KIND})
 _R = ReconciliationState
 _REFUNDED = frozenset({_R.REFUNDED, _R.PARTIALLY_REFUNDED})
@@ -59,7 +72,10 @@ _Row = TypeVar("_Row", Group, Paid, PaidBucket)
 
 
 def bucket_size_for(since: datetime, until: datetime) -> BucketSize:
-    """By the hour for a day or less, by the day up to about two months, by the week beyond."""
+    """By the hour for a day or less, by the day up to about two months, by the week beyond.
+
+    Two times in one zone subtract as wall clocks: a day of 25 hours is one day.
+    """
     span = until - since
     if span <= _HOURS_UP_TO:
         return BucketSize.HOUR
@@ -142,7 +158,11 @@ class FinanceBook:
         return _figures(since, until, groups, _by_currency(received), paid)
 
     def overview(
-        self, since: datetime, until: datetime, size: BucketSize | None = None
+        self,
+        since: datetime,
+        until: datetime,
+        size: BucketSize | None = None,
+        zone: ZoneInfo = _UTC_ZONE,
     ) -> PeriodOverview:
         """What the finance page shows of ``[since, until)`` above its rows: the tiles, the
         chart's buckets (see :meth:`buckets`) and the totals of every row opened in the
@@ -152,86 +172,106 @@ class FinanceBook:
         :raises ValueError: a naive time, or ``until`` not after ``since``.
         """
         size = size or bucket_size_for(since, until)
+        starts = bucket_starts(since, until, size, zone)
         groups, by_bucket, paid, as_of = self._period(
-            since, until, size, with_paid=True, current_only=False
+            since, until, size, starts, zone, with_paid=True, current_only=False
         )
         received = _Money()
         for bucket in by_bucket:
             received.add(bucket.currency, bucket.transactions, bucket.amount_minor)
         return PeriodOverview(
             figures=_figures(since, until, groups, received.figures(), paid),
-            buckets=_buckets(groups, by_bucket, size, since),
+            buckets=_buckets(groups, by_bucket, starts),
             totals=_totals(groups),
             as_of=as_of,
         )
 
     def buckets(
-        self, since: datetime, until: datetime, size: BucketSize | None = None
+        self,
+        since: datetime,
+        until: datetime,
+        size: BucketSize | None = None,
+        zone: ZoneInfo = _UTC_ZONE,
     ) -> list[ChartBucket]:
         """Expected (by registration) and received (by paid time) totals of ``[since, until)``
-        per bucket and currency, oldest first; a bucket without either is left out. A week
-        starts on Monday (UTC), the first one at ``since``.
+        per bucket and currency, oldest first; a bucket without either is left out. Buckets
+        are :func:`bucket_starts`' in ``zone`` (a week starts on Monday there, the first one
+        at ``since``), and each bucket's ``start`` is in ``zone``.
 
         :param size: the buckets' width; by default :func:`bucket_size_for` the period.
         """
         size = size or bucket_size_for(since, until)
+        starts = bucket_starts(since, until, size, zone)
         groups, by_bucket, _paid, _as_of = self._period(
-            since, until, size, with_paid=False, current_only=True
+            since, until, size, starts, zone, with_paid=False, current_only=True
         )
-        return _buckets(groups, by_bucket, size, since)
+        return _buckets(groups, by_bucket, starts)
 
     def _period(
         self,
         since: datetime,
         until: datetime,
         size: BucketSize,
+        starts: list[datetime],
+        zone: ZoneInfo,
         *,
         with_paid: bool,
         current_only: bool,
     ) -> RollupPeriod:
-        """The rows opened in the period grouped by bucket, the money paid in it by bucket,
-        and (``with_paid``) the part of that money whose payment is ``paid``: from the rollup
-        when it can answer (``current_only``: with current figures), else from the rows."""
+        """The rows opened in the period and the money paid in it, by bucket (each bucket's
+        ``bucket`` the stored text of its start), and (``with_paid``) the part of that money
+        whose payment is ``paid``: from the rollup when it is kept in ``zone`` and can answer
+        (``current_only``: with current figures; its hours or days then fall into the
+        buckets), else one index-served range per bucket, in one read."""
         _check_period(since, until)
-        width = _PREFIX[size]
-        span = (to_text(since), to_text(until))
-        sql, params = finance_sql.opened_groups(since, until, width)
+        groups: list[Group] = []
+        by_bucket: list[PaidBucket] = []
         with self._read() as conn:
-            bucket = "hour" if size is BucketSize.HOUR else "day"
-            kept = read_period(
-                self.rollup,
-                conn,
-                since,
-                until,
-                bucket,
-                with_paid=with_paid,
-                current_only=current_only,
-            )
-            if kept is not None:
-                return kept
-            groups = _read(conn, Group, sql, params)
-            by_bucket = _read(conn, PaidBucket, finance_sql.RECEIVED_BUCKETS_SQL, (width, *span))
+            if zone.key == self.rollup.zone.key:
+                kept = read_period(
+                    self.rollup,
+                    conn,
+                    since,
+                    until,
+                    "hour" if size is BucketSize.HOUR else "day",
+                    with_paid=with_paid,
+                    current_only=current_only,
+                )
+                if kept is not None:
+                    return _into_buckets(kept, starts, zone)
+            for low, high in pairwise([*starts, until]):
+                key = to_text(low)
+                sql, params = finance_sql.opened_groups(low, high)
+                groups += [g._replace(bucket=key) for g in _read(conn, Group, sql, params)]
+                span = (key, to_text(high))
+                found = _read(conn, PaidBucket, finance_sql.RECEIVED_BUCKETS_SQL, (0, *span))
+                by_bucket += [b._replace(prefix=key) for b in found]
+            span = (to_text(since), to_text(until))
             paid = _read(conn, Paid, finance_sql.PAID_SQL, span) if with_paid else []
         return RollupPeriod(groups, by_bucket, paid, None)
 
     def page(
         self, wanted: FinanceFilter, *, after: str | None = None, limit: int = 50
     ) -> FinancePage:
-        """Up to ``limit`` filtered rows by identifier, those after ``after`` (the cursor the
-        previous page gave): rows that arrive meanwhile never shift a page.
+        """Up to ``limit`` filtered rows, newest opened first, those after ``after`` (the
+        opaque cursor the previous page gave): rows that arrive meanwhile never shift a page.
+        Each part of the set is read backwards along its index from the cursor
+        (:func:`~payhooks.storage.reads.finance_sql.page_rows`), so a page costs about
+        ``limit`` rows however long the period.
 
         :raises ValueError: a filter field that cannot be used, a ``limit`` outside 1 to
-            :data:`MAX_PAGE`.
+            :data:`MAX_PAGE`, an ``after`` that is not a cursor a page gave.
         """
         check_filter(wanted)
         if not 1 <= limit <= MAX_PAGE:
             raise ValueError(f"limit must be from 1 to {MAX_PAGE}")
-        sql, params = finance_sql.filtered_rows(wanted, after=after, limit=limit + 1)
+        sql, params = finance_sql.page_rows(wanted, _cursor_key(after), limit + 1)
         with self._read() as conn:
-            rows = [to_row(values) for values in conn.execute(sql, params)]
-        more = len(rows) > limit
-        rows = rows[:limit]
-        return FinancePage(rows, rows[-1].external_identifier if more else None)
+            found = list(conn.execute(sql, params))
+        more = len(found) > limit
+        found = found[:limit]
+        rows = [to_row(values[1:]) for values in found]
+        return FinancePage(rows, _cursor(found[-1][0], found[-1][1]) if more else None)
 
     def totals(self, wanted: FinanceFilter) -> list[FilteredTotal]:
         """Per currency, over the whole filtered set (not one page): rows, expected and
@@ -309,23 +349,25 @@ def _by_currency(paid: Iterable[Paid]) -> dict[str, Figure]:
 
 
 def _buckets(
-    groups: Iterable[Group], received: Iterable[PaidBucket], size: BucketSize, since: datetime
+    groups: Iterable[Group], received: Iterable[PaidBucket], starts: Sequence[datetime]
 ) -> list[ChartBucket]:
     """The registered rows' expected money (from the grouped rows opened in the period) and
-    the money received, per bucket prefix and currency, folded into buckets."""
+    the money received, per bucket (named by the stored text of its start) and currency."""
+    start_of = {to_text(start): start for start in starts}
     expected = [
         PaidBucket(g.bucket, g.currency, g.rows, g.expected) for g in groups if g.registered
     ]
-    cells: dict[tuple[datetime, str], list[int]] = {}
+    # Keyed by the stored text (UTC): two starts in one zone compare by their wall clocks,
+    # which the hour the clocks show twice shares.
+    cells: dict[tuple[str, str], list[int]] = {}
     for offset, found in ((0, expected), (2, received)):
         for bucket in found:
-            start = _bucket_start(bucket.prefix, size, since)
-            cell = cells.setdefault((start, bucket.currency), [0, 0, 0, 0])
+            cell = cells.setdefault((bucket.prefix, bucket.currency), [0, 0, 0, 0])
             cell[offset] += bucket.transactions
             cell[offset + 1] += bucket.amount_minor
     return [
-        ChartBucket(start, currency, figure(e_n, e_a, currency), figure(r_n, r_a, currency))
-        for (start, currency), (e_n, e_a, r_n, r_a) in sorted(cells.items())
+        ChartBucket(start_of[key], currency, figure(e_n, e_a, currency), figure(r_n, r_a, currency))
+        for (key, currency), (e_n, e_a, r_n, r_a) in sorted(cells.items())
     ]
 
 
@@ -365,13 +407,39 @@ def _totals(groups: Iterable[Group]) -> list[FilteredTotal]:
     ]
 
 
-def _bucket_start(prefix: str, size: BucketSize, since: datetime) -> datetime:
-    """Where the bucket a stored time's prefix (``2026-11-21T12`` or ``2026-11-21``) falls in
-    starts."""
-    if size is BucketSize.HOUR:  # an hour's prefix, or the rollup's key of the hour
-        return datetime.fromisoformat(prefix if len(prefix) > 13 else prefix + ":00:00+00:00")
-    day = datetime.fromisoformat(prefix).replace(tzinfo=UTC)
-    if size is BucketSize.DAY:
-        return day
-    monday = day - timedelta(days=day.weekday())
-    return max(monday, since.astimezone(UTC))
+def _into_buckets(kept: RollupPeriod, starts: list[datetime], zone: ZoneInfo) -> RollupPeriod:
+    """The rollup's rows by hour (the stored text of its start) or by local day, each named by
+    the stored text of the bucket of ``starts`` it falls in."""
+    keys = [to_text(start) for start in starts]
+
+    def key(found: str) -> str:
+        day = len(found) == len("2026-11-21")
+        moment = to_text(day_bounds(date.fromisoformat(found), zone)[0]) if day else found
+        return keys[max(bisect_right(keys, moment) - 1, 0)]
+
+    groups = [g._replace(bucket=key(g.bucket)) for g in kept.groups]
+    by_bucket = [b._replace(prefix=key(b.prefix)) for b in kept.by_bucket]
+    return kept._replace(groups=groups, by_bucket=by_bucket)
+
+
+def _cursor(opened_at: str, identifier: str) -> str:
+    """The opaque cursor of the row opened at ``opened_at`` (stored text) with ``identifier``:
+    URL-safe, and never an identifier a person might edit into another one."""
+    return base64.urlsafe_b64encode(json.dumps([opened_at, identifier]).encode()).decode()
+
+
+def _cursor_key(after: str | None) -> tuple[str, str] | None:
+    """:raises ValueError: ``after`` is not a cursor :func:`_cursor` made."""
+    if after is None:
+        return None
+    try:
+        opened_at, identifier = json.loads(base64.urlsafe_b64decode(after.encode("ascii")))
+        if not isinstance(opened_at, str) or not isinstance(identifier, str):
+            raise TypeError(after)
+        if to_text(datetime.fromisoformat(opened_at)) != opened_at:
+            raise ValueError(opened_at)
+        if not 1 <= len(identifier) <= 64 or "\x00" in identifier:
+            raise ValueError(identifier)
+    except (ValueError, TypeError, UnicodeError, binascii.Error) as err:
+        raise ValueError("after is not a cursor a page of rows gave") from err
+    return opened_at, identifier

@@ -140,7 +140,8 @@ class PeriodOverview:
 
 @dataclass(frozen=True, slots=True)
 class FinancePage:
-    """One page of rows, by identifier, and the cursor of the next (None: the last page)."""
+    """One page of rows, newest opened first, and the opaque cursor of the next (None: the
+    last page)."""
 
     rows: list[ReconciliationRow] = field(default_factory=list)
     next_after: str | None = None

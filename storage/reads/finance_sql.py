@@ -38,6 +38,7 @@ __all__ = [
     "filtered_rows",
     "next_prefix",
     "opened_groups",
+    "page_rows",
 ]
 
 _COLUMNS: Final = ", ".join(f"r.{column}" for column in RECONCILIATION_COLUMNS)
@@ -155,6 +156,13 @@ def _range(column: str, since: Any, until: Any, params: list[Any]) -> list[str]:
     return found
 
 
+def _keyset(key: str, identifier: str, after: tuple[str, str], params: list[Any]) -> list[str]:
+    """Rows before ``after`` (an opened time and an identifier) in newest-first order: the
+    first condition bounds the index's range, the second breaks ties."""
+    params.extend((after[0], after[0], after[1]))
+    return [f"{key} <= ?", f"({key} < ? OR {identifier} < ?)"]
+
+
 def _row_conditions(wanted: FinanceFilter, after: str | None, params: list[Any]) -> list[str]:
     """The conditions on ``r`` (the reconciliation view) every part shares."""
     conditions: list[str] = []
@@ -196,16 +204,21 @@ def _row_conditions(wanted: FinanceFilter, after: str | None, params: list[Any])
     return conditions
 
 
-def _parts(wanted: FinanceFilter, after: str | None) -> tuple[list[str], list[Any]]:
+def _parts(
+    wanted: FinanceFilter, after: str | None, *, keyset: tuple[str, str] | None = None
+) -> tuple[list[str], list[Any]]:
     """The SELECTs (of the view's columns, as ``r``) whose UNION ALL is the filtered set.
 
     With a registration range, two: the payments registered in it, found through
     ``payments.created_at``, and the unexpected rows opened in it. Without one, the view
-    itself.
+    itself. ``keyset`` (a page of :func:`page_rows`) takes the two parts whatever the range,
+    each led by its opened time (the column its index orders by) and taking the rows opened
+    before that cursor.
     """
     kind = wanted.kind
     params: list[Any] = []
-    if wanted.registered_since is None and wanted.registered_until is None:
+    paged = keyset is not None
+    if not paged and wanted.registered_since is None and wanted.registered_until is None:
         conditions = _row_conditions(wanted, after, params)
         if kind == UNEXPECTED_KIND:
             conditions.insert(0, _UNEXPECTED)
@@ -216,18 +229,51 @@ def _parts(wanted: FinanceFilter, after: str | None) -> tuple[list[str], list[An
     if kind != UNEXPECTED_KIND:
         conditions = _range("p.created_at", since, until, params)
         conditions += _row_conditions(wanted, after, params)
+        if keyset is not None and keyset != _FIRST:
+            conditions += _keyset("p.created_at", "p.external_identifier", keyset, params)
+        lead = "p.created_at, " if paged else ""
         parts.append(
-            f"SELECT {_COLUMNS} FROM payments AS p JOIN reconciliation AS r "  # noqa: S608
-            "ON r.external_identifier = p.external_identifier WHERE " + " AND ".join(conditions)
+            f"SELECT {lead}{_COLUMNS} FROM payments AS p JOIN reconciliation AS r "  # noqa: S608
+            "ON r.external_identifier = p.external_identifier"
+            + (" WHERE " + " AND ".join(conditions) if conditions else "")
         )
     if kind is None or kind == UNEXPECTED_KIND:
         conditions = [_UNEXPECTED, *_range("r.opened_at", since, until, params)]
         conditions += _row_conditions(wanted, after, params)
+        if keyset is not None and keyset != _FIRST:
+            conditions += _keyset("r.opened_at", "r.external_identifier", keyset, params)
+        lead = "r.opened_at, " if paged else ""
         parts.append(
-            f"SELECT {_COLUMNS} FROM reconciliation AS r WHERE "  # noqa: S608
+            f"SELECT {lead}{_COLUMNS} FROM reconciliation AS r WHERE "  # noqa: S608
             + " AND ".join(conditions)
         )
     return parts, params
+
+
+#: :func:`page_rows`' cursor of the first page: no row is skipped.
+_FIRST: Final = ("", "")
+
+
+def page_rows(
+    wanted: FinanceFilter, after: tuple[str, str] | None, limit: int
+) -> tuple[str, Sequence[Any]]:
+    """At most ``limit`` filtered rows, newest opened first (then by identifier, descending),
+    opened before ``after`` (the stored opened time and the identifier of the last row of the
+    previous page); each row led by its opened time.
+
+    Keyset pagination: each part reads its own index backwards (``payments_created``, whose
+    entries end with the identifier on SQLite; ``payment_states_unexpected``) and stops after
+    ``limit`` rows, so a page of a 90-day period reads about ``limit`` rows rather than
+    sorting the period's every row.
+    """
+    parts, params = _parts(wanted, None, keyset=after or _FIRST)
+    # The limit is written out (an int, checked by the caller): each part has its own.
+    order = f" ORDER BY 1 DESC, 2 DESC LIMIT {int(limit)}"
+    limited = [
+        f"SELECT * FROM ({part}{order}) AS part{index}"  # noqa: S608 - constants and an int
+        for index, part in enumerate(parts)
+    ]
+    return " UNION ALL ".join(limited) + order, params
 
 
 def filtered_rows(

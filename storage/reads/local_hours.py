@@ -6,6 +6,9 @@ dates) in SQL, whatever the zone. Offsets of 30 or 45 minutes and the days of 23
 around a DST change come out right because nothing here assumes an hour starts on a UTC hour or
 a day lasts 24 of them: a local day is the hours whose date is that day. Every offset in use
 since 1970 is a whole number of minutes, which is what :func:`hour_of` relies on.
+
+The finance chart's buckets (:func:`bucket_starts`) are these hours and days too, so the rollup's
+rows fall into them exactly: one notion of the merchant's hours and days for both.
 """
 
 from __future__ import annotations
@@ -13,9 +16,18 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from functools import lru_cache
 
+from payhooks.storage.reads.finance_rows import BucketSize
 from payhooks.storage.times import to_text
 
-__all__ = ["day_bounds", "days_between", "hour_days", "hour_of", "is_hour_start", "local_day"]
+__all__ = [
+    "bucket_starts",
+    "day_bounds",
+    "days_between",
+    "hour_days",
+    "hour_of",
+    "is_hour_start",
+    "local_day",
+]
 
 _MINUTE = timedelta(minutes=1)
 
@@ -44,8 +56,8 @@ def _day_start(day: date, zone: tzinfo) -> datetime:
         moment = guess - timedelta(hours=3)
         while moment.astimezone(zone).date() < day:
             moment += _MINUTE
-    except OverflowError:
-        return datetime.min.replace(tzinfo=UTC)
+    except OverflowError:  # the calendar's first day, or the day after its last
+        return (datetime.min if day.year == 1 else datetime.max).replace(tzinfo=UTC)
     return moment
 
 
@@ -78,3 +90,38 @@ def is_hour_start(moment: datetime, zone: tzinfo) -> bool:
     """Whether ``moment`` is where one of the zone's local hours starts."""
     local = moment.astimezone(zone)
     return (local.minute, local.second, local.microsecond) == (0, 0, 0)
+
+
+def bucket_starts(
+    since: datetime, until: datetime, size: BucketSize, zone: tzinfo = UTC
+) -> list[datetime]:
+    """Every bucket's start in ``[since, until)``, in ``zone``: its hours (where its clock
+    shows a whole hour: an offset of 45 minutes starts them at a quarter past in UTC, a 25-hour
+    day has 25), its days (midnight to midnight: 23 or 25 hours when the clocks change) or
+    weeks from Monday (the first from ``since``).
+
+    A step is taken only when it lands before ``until``, so a period that ends at the last
+    day a datetime holds (9999-12-31) never computes the start of a bucket after it.
+    """
+    end = until.astimezone(UTC)
+    starts: list[datetime] = []
+    moment = since.astimezone(UTC)
+    while moment < end:
+        starts.append(moment.astimezone(zone))
+        try:
+            moment = _next_start(moment, size, zone)
+        except OverflowError:  # past year 9999: past ``until`` too
+            break
+    return starts
+
+
+def _next_start(moment: datetime, size: BucketSize, zone: tzinfo) -> datetime:
+    """Where the bucket after the one starting at ``moment`` (UTC) starts, in UTC."""
+    local = moment.astimezone(zone)
+    if size is BucketSize.HOUR:
+        later = moment + timedelta(hours=1)
+        into = later.astimezone(zone)
+        snapped = later - timedelta(minutes=into.minute, seconds=into.second)
+        return snapped if snapped > moment else later
+    days = 1 if size is BucketSize.DAY else 7 - local.weekday()
+    return _day_start(local.date() + timedelta(days=days), zone)

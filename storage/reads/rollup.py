@@ -405,12 +405,12 @@ class Rollup:
     ) -> datetime | None:
         """When the oldest change not yet in the rollup happened: one not yet marked, or one
         marked on a day from ``first`` to ``last`` (every day without them). None: up to date."""
-        return waiting_since(conn, self._engine.kind, first, last)
+        return waiting_since(conn, self._engine.kind, first, last, self.zone.key)
 
     def lag(self) -> timedelta:
         """How long the oldest change not yet in the rollup has waited (zero when none)."""
         with self._engine.read() as conn:
-            waiting = waiting_since(conn, self._engine.kind)
+            waiting = waiting_since(conn, self._engine.kind, zone=self.zone.key)
         if waiting is None:
             return timedelta(0)
         return max(timedelta(0), self._clock() - waiting)

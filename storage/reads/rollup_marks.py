@@ -256,10 +256,17 @@ def read_marks(
 
 
 def waiting_since(
-    conn: Any, engine: str, first: date | None = None, last: date | None = None
+    conn: Any,
+    engine: str,
+    first: date | None = None,
+    last: date | None = None,
+    zone: str | None = None,
 ) -> datetime | None:
     """When the oldest change not yet in the rollup happened: one not yet marked, or one
-    marked on a day from ``first`` to ``last`` (every day without them). None: up to date."""
+    marked on a day from ``first`` to ``last`` (every day without them). None: up to date.
+
+    A rollup kept in another zone than ``zone`` (the configured one: it will be built again)
+    holds none of the changes: the oldest change waits."""
     times = []
     state = conn.execute("SELECT zone, sync_horizon FROM finance_rollup_state").fetchone()
     if state is None:
@@ -271,6 +278,8 @@ def waiting_since(
         params = (first.isoformat(), last.isoformat())
     times.append(conn.execute(dirty, params).fetchone()[0])
     sources = dict(conn.execute("SELECT source, up_to FROM finance_rollup_sources"))
+    if zone is not None and state[0] != zone:
+        sources = {}
     for source, sql in CHANGES.items():
         ident = PAYMENTS_ID[engine] if source == "payments" else "id"
         row = conn.execute(

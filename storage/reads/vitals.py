@@ -19,17 +19,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import payhooks.storage.owed_signals as owed_signals
 import payhooks.storage.service_transactions as service_transactions
-from payhooks.storage.reads.rollup_marks import waiting_since
 from payhooks.storage.records import MISMATCH_STATES, ReconciliationState
 from payhooks.storage.rows import FINISHED_DELIVERY_STATUSES, DeliveryStatus
 from payhooks.storage.service_records import sync_run_from_row
 from payhooks.storage.sql import Connection
 from payhooks.storage.sync_rows import DriftKind, SyncRun
 from payhooks.storage.times import from_text, to_text
+
+if TYPE_CHECKING:
+    from payhooks.storage.reads.rollup import Rollup
 
 __all__ = [
     "ACCEPTED_DELIVERY_STATUSES",
@@ -229,10 +231,10 @@ def _last_finished_and_accepted(conn: Connection) -> tuple[str | None, str | Non
 
 
 def read_vitals(
-    conn: Connection, now: datetime, mismatch_window: timedelta = DAY, engine: str = "sqlite"
+    conn: Connection, now: datetime, mismatch_window: timedelta = DAY, rollup: Rollup | None = None
 ) -> Vitals:
-    """The figures at ``now``, read in ``conn`` (one read; each query bounded, see above), on
-    ``engine`` (``"sqlite"``, ``"postgresql"``)."""
+    """The figures at ``now``, read in ``conn`` (one read; each query bounded, see above); with
+    ``rollup`` (the ledger's, kept in ``PAYHOOKS_TIMEZONE``), how long its changes have waited."""
     last_hour, _ = _window(conn, to_text(now - HOUR, argument="now"))
     last_day, causes = _window(conn, to_text(now - DAY, argument="now"))
     last = conn.execute("SELECT received_at FROM deliveries ORDER BY id DESC LIMIT 1").fetchone()
@@ -300,7 +302,7 @@ def read_vitals(
         parked_signals=parked,
         oldest_failing_at=_time(oldest_failing, "signal_runs.started_at"),
         receiver_errors=sum(cause.count for cause in receiver_causes),
-        rollup_waiting_since=waiting_since(conn, engine),
+        rollup_waiting_since=None if rollup is None else rollup.waiting_since(conn),
         refused_by_code={code: count for code, count, _ in refusals},
         last_refused_at=_time(
             max((last for _, _, last in refusals), default=None), "rejected_deliveries.received_at"

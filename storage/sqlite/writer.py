@@ -103,10 +103,7 @@ class Writer:
         # Set while this writer's own transaction has nested writes join it without savepoints.
         self._joining = self._failed = False
         self._busy_timeout_ms = busy_timeout_ms
-        #: The lock writers take before SQLite's (None: SQLite's busy handler alone).
         self.write_lock = write_lock
-        #: Watches the WAL after each commit, and syncs it outside the locks when
-        #: :attr:`sync_commits` (None: SQLite syncs, or not, and nobody watches).
         self.wal_sync = wal_sync
         self.sync_commits = sync_commits
 

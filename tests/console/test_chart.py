@@ -6,16 +6,12 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from zoneinfo import ZoneInfo
 
 import pytest
 
-from payhooks.console.chart import (
-    bucket_label,
-    bucket_starts,
-    chart_series,
-    draw_chart,
-)
-from payhooks.storage.reads import BucketSize, Figure
+from payhooks.console.chart import bucket_label, chart_series, draw_chart
+from payhooks.storage.reads import BucketSize, Figure, bucket_starts
 from payhooks.storage.reads.finance_rows import ChartBucket, figure
 
 SINCE = datetime(2026, 11, 19, tzinfo=UTC)  # a Thursday
@@ -74,7 +70,7 @@ def test_the_bucket_holding_now_is_so_far_and_empty_buckets_are_zero_in_decimals
     now = SINCE + timedelta(days=1, hours=5)
     found = [bucket(SINCE, "CNY", 2500, 2000), bucket(SINCE, "JPY", 500, 0)]
 
-    series = chart_series(found, SINCE, until, BucketSize.DAY, now)
+    series = chart_series(found, SINCE, until, BucketSize.DAY, now, ZoneInfo("UTC"))
 
     assert [one.currency for one in series] == ["CNY", "JPY"]
     cny = series[0]
@@ -86,7 +82,9 @@ def test_the_bucket_holding_now_is_so_far_and_empty_buckets_are_zero_in_decimals
 def test_the_svg_is_an_image_with_a_title_and_only_presentation_attributes() -> None:
     now = SINCE + timedelta(hours=2)
     odd = ChartBucket(SINCE, "<b>", Figure(1, 100, Decimal("1.00")), Figure(1, 50, Decimal("0.50")))
-    series = chart_series([odd], SINCE, SINCE + timedelta(days=1), BucketSize.HOUR, now)[0]
+    series = chart_series(
+        [odd], SINCE, SINCE + timedelta(days=1), BucketSize.HOUR, now, ZoneInfo("UTC")
+    )[0]
 
     svg = str(draw_chart(series, BucketSize.HOUR, 3))
 

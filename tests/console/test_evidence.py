@@ -107,7 +107,7 @@ def test_the_signed_time_is_compared_with_the_received_time(
     signed_at = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=90)
     answer = console.post(NOTIFY, data=body, headers=sign(body, timestamp=signed_at))
     assert answer.status_code == 200
-    details = ledger.receiver.delivery_details(answer.get_json()["delivery_id"])
+    details = ledger.receiver.delivery(answer.get_json()["delivery_id"])
     assert details is not None
     delay = int((details.received_at - signed_at).total_seconds())
 

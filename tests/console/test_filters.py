@@ -11,9 +11,12 @@ from urllib.parse import quote
 
 import pytest
 from flask.testing import FlaskClient
+from hypothesis import given
+from hypothesis import strategies as st
 
 from payhooks.console.filters import (
-    pretty_body,
+    indented_body,
+    raw_body,
     shorten,
     utc,
     visible,
@@ -22,6 +25,7 @@ from payhooks.console.filters import (
 from payhooks.storage import Ledger
 from tests.console.conftest import NOTIFY, VIEWER
 from tests.support.app import BodyFactory, SignFunction
+from tests.support.page_html import bytes_as_shown
 
 #: Characters that must never reach a page raw: C0 (but the line breaks a ``<pre>`` keeps),
 #: DEL, C1, the line separators and the bidirectional controls.
@@ -81,33 +85,71 @@ def test_utc_shows_any_zone_in_utc_to_the_second() -> None:
 
 
 @pytest.mark.parametrize(
-    ("body", "shown", "is_json"),
+    ("body", "shown"),
     [
-        (b'{"a":[1,2]}', '{\n  "a": [\n    1,\n    2\n  ]\n}', True),
-        (b'{"id": "a\\u202eb\\u001b"}', '{\n  "id": "a\\u202eb\\u001b"\n}', True),
-        ('{"id": "a\u202eb\u0085"}'.encode(), '{\n  "id": "a\\u202eb\\u0085"\n}', True),
-        (b'{"lone": "\\ud800"}', '{\n  "lone": "\\ud800"\n}', True),
-        (b"\xff\xfeok\\x41", "\\xff\\xfeok\\\\x41", False),
-        (b"\x1b[2J\nnext", "\\x1b[2J\nnext", False),
-        (b"[" * 100_000, "[" * 100_000, False),
-        # JSON nested deeper than the parser goes: shown as the text it is.
-        (b"[" * 5_000 + b"]" * 5_000, "[" * 5_000 + "]" * 5_000, False),
-        (
-            b'{"amount": 25.00, "a": 1, "a": 2}',
-            '{\n  "amount": 25.00,\n  "a": 1,\n  "a": 2\n}',
-            True,
-        ),
+        (b'{"a":[1,2]}', '{\n  "a": [\n    1,\n    2\n  ]\n}'),
+        (b'{"id": "a\\u202eb\\u001b"}', '{\n  "id": "a\\u202eb\\u001b"\n}'),
+        ('{"id": "a\u202eb\u0085"}'.encode(), '{\n  "id": "a\\u202eb\\u0085"\n}'),
+        (b'{"lone": "\\ud800"}', '{\n  "lone": "\\ud800"\n}'),
+        (b"\xff\xfeok\\x41", None),
+        (b"\x1b[2J\nnext", None),
+        (b"[" * 100_000, None),
+        # JSON nested deeper than the parser goes: only its bytes as received show.
+        (b"[" * 5_000 + b"]" * 5_000, None),
+        (b'{"amount": 25.00, "a": 1, "a": 2}', '{\n  "amount": 25.00,\n  "a": 1,\n  "a": 2\n}'),
     ],
 )
-def test_a_body_reads_as_the_same_json_or_as_its_escaped_bytes(
-    body: bytes, shown: str, is_json: bool
+def test_a_json_body_is_indented_as_the_same_json_and_any_other_body_is_not(
+    body: bytes, shown: str | None
 ) -> None:
-    text, parsed = pretty_body(body)
+    text = indented_body(body)
 
-    assert (text, parsed) == (shown, is_json)
-    text.encode("utf-8")  # what the page can always send
-    if parsed:  # the same document, read as a parser would
+    assert text == shown
+    if text is not None:  # the same document, read as a parser would
+        text.encode("utf-8")  # what the page can always send
         assert json.loads(text, parse_float=str) == json.loads(body, parse_float=str)
+
+
+@pytest.mark.parametrize(
+    ("body", "shown"),
+    [
+        (b'{"a": "\\u00e9\\\\"}', "{&#34;a&#34;: &#34;\\u00e9\\\\&#34;}"),
+        (
+            b"\xff\xfeok\\x41",
+            '<span class="mark mark-bytes" title="bytes that are not UTF-8, one \\xNN each">'
+            "\\xff\\xfe</span>ok\\x41",
+        ),
+        (
+            b"<script>\x1b[31m\r\n\t\xe2\x80\xae\xc2\x80",
+            "&lt;script&gt;"
+            '<span class="mark mark-controls" title="characters a page does not show raw, one '
+            '\\uNNNN each">\\u001b</span>[31m<span class="mark mark-controls" title="characters '
+            'a page does not show raw, one \\uNNNN each">\\u000d</span>\n\t<span class="mark '
+            'mark-controls" title="characters a page does not show raw, one \\uNNNN each">'
+            "\\u202e\\u0080</span>",
+        ),
+    ],
+    ids=["backslashes-as-sent", "not-utf-8", "markup-and-controls"],
+)
+def test_a_body_as_received_shows_its_text_as_sent_and_marks_what_cannot_show_raw(
+    body: bytes, shown: str
+) -> None:
+    assert str(raw_body(body)) == shown
+
+
+@given(st.binary(max_size=300) | st.text(max_size=100).map(str.encode))
+def test_a_body_as_received_gives_back_its_exact_bytes_and_nothing_unsafe(body: bytes) -> None:
+    """Any bytes: the page's text, marks decoded, is the body byte for byte (the raw view is
+    the signed bytes, never a re-serialization), and no character a page must not show raw, nor
+    any markup but the marks, reaches it."""
+    page = str(raw_body(body))
+
+    assert bytes_as_shown(page) == body
+    assert UNSAFE.search(page) is None
+    assert (
+        re.sub(r'<span class="mark mark-\w+" title="[^"<>]*">[^<]*</span>', "", page).count("<")
+        == 0
+    )
 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))

@@ -4,6 +4,7 @@ beside the receiver's."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import sqlite3
 from collections.abc import Callable
@@ -144,8 +145,10 @@ def test_a_page_whose_rows_run_past_the_limit_is_a_503_that_says_so(
 ) -> None:
     client = _limited_app(make_app, time_limit_ms=1).test_client()
 
-    # The period's rows by identifier: every one of MANY read and sorted to list the first 50.
-    page = client.get("/console/reconciliation?period=7d", headers=VIEWER)
+    # An identifier prefix no row has, newest first: every one of MANY read to find none.
+    page = client.get(
+        "/console/reconciliation?period=7d&amount_min=999999&currency=EUR", headers=VIEWER
+    )
 
     assert page.status_code == 503
     error = parse_page(page.text).find(data_error="console_time_limit")
@@ -158,13 +161,14 @@ def test_the_finance_figures_that_run_past_the_limit_stop_and_the_page_says_so(
 ) -> None:
     client = _limited_app(make_app, time_limit_ms=1).test_client()
 
-    # A filter no row matches on a short prefix: the rows are one index probe, the period's
-    # figures (every one of MANY grouped) never fit in 1 ms.
-    page = client.get("/console/reconciliation?period=7d&q=nobody", headers=VIEWER)
+    # The period's first row, newest first, is two rows read along the indexes (too few steps
+    # for SQLite to be stopped in); the period's figures (MANY grouped) never fit in 1 ms.
+    page = client.get("/console/reconciliation?period=7d&limit=1", headers=VIEWER)
 
     assert page.status_code == 200, page.text
     assert "The figures of this period are not shown: stopped counting after 1 ms" in page.text
     assert "Totals of every matching row" not in page.text
+    assert len(re.findall(r"<tr data-identifier=", page.text)) == 1
 
 
 @pytest.mark.parametrize(
@@ -235,3 +239,24 @@ def test_the_receiver_pool_size_is_read_from_the_environment() -> None:
 
     assert load_settings(config, require_keys=False).postgres_pool_size == 25
     assert load_settings({}, require_keys=False).postgres_pool_size == 10
+
+
+@pytest.mark.sqlite_only
+def test_totals_of_a_filter_outside_the_rollup_stop_and_say_so_where_they_would_be(
+    make_app: AppFactory, many_unexpected_payments: Path
+) -> None:
+    """A period long ago (its figures: nothing, at once) and rows registered since 2000: the
+    first row is found at once along the index, their totals (every one of MANY read) never
+    fit in 1 ms, and the page says so where they would be."""
+    client = _limited_app(make_app, time_limit_ms=1).test_client()
+
+    page = client.get(
+        "/console/reconciliation?from=2001-01-01&until=2001-01-02&registered_from=2000-01-01"
+        "&limit=1",
+        headers=VIEWER,
+    )
+
+    assert page.status_code == 200, page.text
+    note = parse_page(page.text).find("p", data_stopped_totals=None)
+    assert "Totals of every matching row: stopped counting after 1 ms" in note.text()
+    assert "Totals of every matching row</h2>" not in page.text

@@ -12,12 +12,14 @@ import sys
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
 from payhooks.receiver.cli.reports import REPORT_FIELDS
 from payhooks.storage import MISMATCH_STATES, DeliveryStatus, Ledger, ReconciliationState
 from tests.support.cli import clean_env, json_lines, notification, record_notification, run
+from tests.support.factories import FixedClock
 
 __all__ = ["clean_env"]
 
@@ -226,7 +228,7 @@ def test_reconcile_output_writes_a_file_and_reports_on_stderr(
 
     assert result.exit_code == 0, result.output
     assert result.stdout == ""
-    assert f"Wrote 6 row(s) to {output}." in result.stderr
+    assert f"Wrote 6 row(s) to {output}; times without an offset are read in UTC" in result.stderr
     assert "order-short" in output.read_text()
 
 
@@ -612,3 +614,52 @@ def test_a_reader_that_stops_early_ends_the_report_quietly_with_0(
     assert piped.returncode == 0, piped.stderr
     assert piped.stderr == ""
     assert len(piped.stdout.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("zone", "midnight"),
+    [
+        ("Asia/Kathmandu", datetime(2026, 11, 20, 18, 15, tzinfo=UTC)),  # +05:45
+        ("America/St_Johns", datetime(2026, 11, 21, 3, 30, tzinfo=UTC)),  # -03:30
+        ("Europe/Berlin", datetime(2026, 3, 28, 23, 0, tzinfo=UTC)),  # the 23-hour day
+        ("America/New_York", datetime(2026, 11, 1, 4, 0, tzinfo=UTC)),  # the 25-hour day
+    ],
+)
+def test_reconcile_reads_a_time_without_an_offset_in_payhooks_timezone_and_says_so(
+    tmp_path: Path, zone: str, midnight: datetime
+) -> None:
+    """``--since DAY --until NEXT`` is the zone's day: a payment a microsecond before its
+    midnight is out, one at it is in, as is one a microsecond before the next midnight."""
+    path = tmp_path / "zoned.db"
+    clock = FixedClock()
+    day = midnight.astimezone(ZoneInfo(zone)).date()
+    end = datetime.combine(day + timedelta(days=1), datetime.min.time(), ZoneInfo(zone))
+    with Ledger(path, clock=clock) as ledger:
+        for identifier, moment in (
+            ("before", midnight - timedelta(microseconds=1)),
+            ("first", midnight),
+            ("last", end - timedelta(microseconds=1)),
+            ("after", end),
+        ):
+            clock.now = moment
+            ledger.expect_transaction(identifier, 100, "EUR")
+    args = ["reconcile", "--since", str(day), "--until", str(day + timedelta(days=1))]
+
+    result = run([*args, "--database", str(path)], env={"PAYHOOKS_TIMEZONE": zone})
+    in_utc = run([*args, "--database", str(path)])
+
+    assert result.exit_code == 0, result.output
+    listed = [line.split()[0] for line in result.stdout.splitlines()[1:3]]
+    assert sorted(listed) == ["first", "last"]
+    assert f"Times without an offset are read in {zone} (PAYHOOKS_TIMEZONE)." in result.stdout
+    assert "read in UTC (PAYHOOKS_TIMEZONE)" in in_utc.stdout
+
+
+def test_reconcile_refuses_an_unknown_zone_in_one_sentence(database: Path) -> None:
+    result = run(
+        ["reconcile", "--since", "2026-11-21", "--database", str(database)],
+        env={"PAYHOOKS_TIMEZONE": "Mars/Olympus"},
+    )
+
+    assert result.exit_code == 2
+    assert "PAYHOOKS_TIMEZONE must be an IANA time zone name" in result.stderr

@@ -315,9 +315,9 @@ def test_restore_puts_back_only_the_headers_the_configured_receiver_stores(
         assert "headers are not the few short headers a receiver stores" in result.stderr
         assert "stolen" not in result.stderr
     with Ledger(database) as ledger:
-        details = ledger.receiver.delivery_details(old_ids["key-order-1"])
+        details = ledger.receiver.delivery(old_ids["key-order-1"])
     assert details is not None
-    assert dict(details.headers) == (headers if restored else {})
+    assert details.headers == (headers if restored else {})
 
 
 def _aged(path: Path) -> None:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -63,3 +65,22 @@ def test_days_outside_1_to_3660_are_bad_usage(shop: Path) -> None:
     result = run(["rollup", "--database", str(shop), "--verify", "--days", "0"])
     assert result.exit_code == 2
     assert "--days" in result.stderr
+
+
+def test_a_changed_payhooks_timezone_builds_the_rollup_again_and_lags_until_then(
+    shop: Path,
+) -> None:
+    assert run(["rollup", "--database", str(shop)]).exit_code == 0
+    zone = ZoneInfo("Asia/Kathmandu")
+    with Ledger(shop) as ledger:
+        ledger.finance.rollup.zone = zone  # as the receiver and the console set it
+        assert ledger.vitals(datetime.now(UTC)).rollup_lag > timedelta(0)
+    env = {"PAYHOOKS_TIMEZONE": zone.key}
+    result = run(["rollup", "--database", str(shop), "--verify", "--days", "3"], env=env)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1] == f"Verified 3 day(s) in {zone.key}: 0 bucket(s) differ."
+    with sqlite3.connect(shop) as conn:
+        assert conn.execute("SELECT zone FROM finance_rollup_state").fetchone() == (zone.key,)
+    with Ledger(shop) as ledger:
+        ledger.finance.rollup.zone = zone
+        assert ledger.vitals(datetime.now(UTC)).rollup_lag == timedelta(0)

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
-from payhooks.receiver.cli.option_values import DURATION
+from payhooks.receiver.cli.common import DURATION
 from payhooks.receiver.durations import MAX_DURATION, format_duration, parse_duration
 
 

@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 from sqlite_utils import Database
 
+from bench.write_pages import btree_names, read_wal
 from payhooks.storage import DeliveryStatus, Ledger, ReconciliationState
 from payhooks.storage.errors import SchemaVersionError
 from payhooks.storage.sqlite import MIGRATIONS, SCHEMA_VERSION
+from tests.support.factories import make_outcome, record
 
 
 def test_a_new_file_gets_every_table_and_the_view(tmp_path: Path) -> None:
@@ -193,3 +195,38 @@ def test_deliveries_by_status_read_the_partial_index_but_for_processed(ledger: L
     assert index_sql.endswith("WHERE status <> 'processed'")
     assert [d.id for d in ledger.receiver.deliveries("processing_error")] == [1]
     assert list(ledger.receiver.deliveries("processed")) == []
+
+
+@pytest.mark.sqlite_only  # SQLite's pages and write-ahead log
+def test_a_delivery_writes_no_index_entry_that_no_read_needs(ledger: Ledger) -> None:
+    """Issue 38's WAL pages per delivery: a delivery stored before its payment is known has
+    no entry in ``deliveries_identifier`` (partial), and a payment's row stored anew with its
+    kind unchanged leaves ``payment_states_order`` unwritten (SQLite rewrites an index whenever
+    its column is in the ``SET``, changed or not). A kind that changes is still stored."""
+    conn = ledger.database.conn
+
+    def identifier_entries() -> int:
+        return int(
+            conn.execute(
+                "SELECT COALESCE(SUM(ncell), 0) FROM dbstat "
+                "WHERE name = 'deliveries_identifier' AND pagetype = 'leaf'"
+            ).fetchone()[0]
+        )
+
+    delivery = ledger.receiver.record_delivery(dedupe_key="msg_0", body=b"0", headers={})
+    assert delivery.status is DeliveryStatus.RECEIVED
+    assert identifier_entries() == 0
+    record(ledger, make_outcome(external_identifier="order-1"))  # unexpected: kind NULL
+    ledger.expect_transaction("order-1", 2500, "CNY")  # the kind changes, and is stored
+    assert conn.execute("SELECT kind FROM payment_states").fetchall() == [("transaction",)]
+    assert identifier_entries() == 1
+
+    (path,) = [row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"]
+    assert conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone() == (0, 0, 0)
+    record(ledger, make_outcome(transaction_id="ll-2", payment_status="PS2"))
+    pages, _ = read_wal(Path(f"{path}-wal").read_bytes())
+    names = btree_names(Path(path))
+    written = {names.get(page) for page in pages}
+    assert {"payment_states", "deliveries_identifier"} <= written, written
+    assert "payment_states_order" not in written, written
+    assert conn.execute("SELECT kind FROM payment_states").fetchall() == [("transaction",)]

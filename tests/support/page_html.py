@@ -9,11 +9,13 @@ browser shows it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from html import unescape
 from html.parser import HTMLParser
 
-__all__ = ["Element", "parse_page"]
+__all__ = ["Element", "bytes_as_shown", "parse_page"]
 
 #: Elements that never have children or a closing tag.
 _VOID = frozenset(
@@ -33,6 +35,10 @@ class Element:
     def text(self) -> str:
         """Its text and its descendants', whitespace runs folded into one space."""
         return " ".join("".join(self._pieces()).split())
+
+    def text_as_written(self) -> str:
+        """Its text and its descendants', whitespace kept (what a ``<pre>`` shows)."""
+        return "".join(self._pieces())
 
     def _pieces(self) -> Iterator[str]:
         for child in self.children:
@@ -105,3 +111,22 @@ def parse_page(html: str) -> Element:
     builder.feed(html)
     builder.close()
     return builder.root
+
+
+_MARK = re.compile(r'<span class="mark mark-(bytes|controls)" title="[^"<>]*">([^<]*)</span>')
+
+
+def bytes_as_shown(block: str) -> bytes:
+    """The bytes a body shown as received (the HTML inside its ``<pre data-raw>``) says were
+    received: its text unescaped, each mark decoded (``\\xNN`` a byte that was not UTF-8,
+    ``\\uNNNN`` a character)."""
+    out = bytearray()
+    at = 0
+    for match in _MARK.finditer(block):
+        out += unescape(block[at : match.start()]).encode("utf-8")
+        for code in re.findall(r"\\[xu]([0-9a-f]+)", match.group(2)):
+            number = int(code, 16)
+            out += bytes([number]) if match.group(1) == "bytes" else chr(number).encode()
+        at = match.end()
+    out += unescape(block[at:]).encode("utf-8")
+    return bytes(out)

@@ -158,7 +158,7 @@ def test_the_reconcile_bench_on_postgresql_reports_every_payment(
     assert re.search(rf"report / floor: +{RATIO}$", report), output
 
 
-#: The pages bench.console measures, in its table's order (issue 29).
+#: The pages bench.console measures, in its table's order (issues 29 and 39).
 CONSOLE_PAGES = (
     "log, 24h (default)",
     "log, status filter, 7d",
@@ -167,8 +167,12 @@ CONSOLE_PAGES = (
     "refused, 24h",
     "one delivery",
     "one payment",
+    "finance, today",
     "finance, 7d (default)",
+    "finance, 30d",
+    "finance, 3 years",
     "finance, 90d",
+    "finance, custom year",
     "finance, 90d, table",
     "finance chart, 90d",
     "finance csv, 90d",

@@ -236,7 +236,7 @@ def test_a_delivery_opened_from_another_sites_link_holds_its_body_back_until_reo
     hidden.locator("text=Show the body").click()
     operator.wait_for_load_state()
 
-    assert "merchant_transaction_id" in operator.locator("pre.body").inner_text()
+    assert "merchant_transaction_id" in operator.locator("pre.body.raw").inner_text()
     with Ledger(database) as ledger:
         (entry,) = ledger.console.audit_log().rows
     assert (entry.who, entry.action, entry.target) == (

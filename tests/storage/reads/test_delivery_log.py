@@ -3,6 +3,8 @@ delivery whole, refused requests."""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 from collections.abc import Callable
 from datetime import timedelta
 from decimal import Decimal
@@ -10,14 +12,9 @@ from typing import Any
 
 import pytest
 
-from payhooks.storage import DeliveryStatus, Ledger
-from payhooks.storage.reads import (
-    DeliveryDetails,
-    DeliveryFilter,
-    LoggedDelivery,
-    RejectedDelivery,
-    RejectedDetails,
-)
+from payhooks.storage import Delivery, DeliveryStatus, Ledger
+from payhooks.storage.deliveries import LISTED
+from payhooks.storage.reads import DeliveryFilter, RejectedDelivery
 from tests.support.factories import T0, FixedClock, make_outcome
 
 INDEX = "deliveries_identifier"
@@ -73,22 +70,30 @@ def test_the_log_lists_every_delivery_newest_first_with_its_outcome(
     assert [row.id for row in page.rows] == sorted(stored.values(), reverse=True)
     assert page.next_before_id is None
     newest = page.rows[0]
-    assert newest == LoggedDelivery(
+    assert newest == Delivery(
         id=stored["d"],
+        dedupe_key="msg_6",
+        reused_key_of=None,
         received_at=T0 + timedelta(minutes=6),
+        headers=None,  # the log never reads them
+        body=None,
+        body_sha256=hashlib.sha256(b'{"n": 6}').hexdigest(),
+        body_size=len(b'{"n": 6}'),
         status=DeliveryStatus.PROCESSED,
-        attempts=1,
         error=None,
-        signal_error=None,
-        external_identifier="order-3",
+        attempts=1,
         outcome_id=newest.outcome_id,
+        signal_error=None,
+        updated_at=newest.updated_at,
+        external_identifier="order-3",
         payment_status="PS",
         amount=Decimal("25.00"),
         currency="CNY",
-        body_size=len(b'{"n": 6}'),
-        dedupe_key="msg_6",
     )
     assert newest.outcome_id is not None
+    # Read by id, it is the same record whole: the log only leaves the headers and body out.
+    whole = ledger.receiver.delivery(stored["d"])
+    assert whole == dataclasses.replace(newest, headers={"webhook-id": "msg_6"}, body=b'{"n": 6}')
     malformed = next(row for row in page.rows if row.id == stored["bad1"])
     assert (malformed.status, malformed.error, malformed.outcome_id, malformed.amount) == (
         DeliveryStatus.MALFORMED_JSON,
@@ -158,20 +163,20 @@ def test_a_delivery_arriving_between_pages_never_shifts_the_next_one(
     assert [row.id for row in first.rows + second.rows] == sorted(stored.values(), reverse=True)
 
 
-def test_details_carry_the_headers_and_the_raw_body(ledger: Ledger) -> None:
+def test_a_delivery_read_by_id_carries_the_headers_and_the_raw_body(ledger: Ledger) -> None:
     body = b'{"a":1}\x00\xff\x1b[31m'
     delivery = ledger.receiver.record_delivery(
         dedupe_key="msg_raw", body=body, headers={"webhook-id": "msg_raw", "x-odd": "\u202e"}
     )
 
-    details = ledger.receiver.delivery_details(delivery.id)
+    details = ledger.receiver.delivery(delivery.id)
 
-    assert isinstance(details, DeliveryDetails)
+    assert details is not None
     assert details.body == body
     assert details.body_size == len(body)
     assert details.headers == {"webhook-id": "msg_raw", "x-odd": "\u202e"}
     assert details.status is DeliveryStatus.RECEIVED
-    assert ledger.receiver.delivery_details(delivery.id + 1) is None
+    assert ledger.receiver.delivery(delivery.id + 1) is None
 
 
 def test_refused_requests_are_listed_newest_first_with_their_reason(
@@ -195,6 +200,7 @@ def test_refused_requests_are_listed_newest_first_with_their_reason(
         remote_addr="203.0.113.4",
         reason="missing_signature",
         body_size=5004,
+        body=None,  # the log never reads it
     )
     assert [row.id for row in first.rows + rest.rows] == [5, 4, 3, 2, 1]
     assert rest.next_before_id is None
@@ -233,10 +239,10 @@ def test_bad_arguments_are_refused_naming_the_argument(
 def test_the_log_of_one_payment_or_of_problems_reads_an_index(
     ledger: Ledger, stored: dict[str, int], wanted: DeliveryFilter, index: str
 ) -> None:
-    from payhooks.storage.reads.delivery_log import _ENTRY_COLUMNS, _FROM, _where
+    from payhooks.storage.reads.delivery_log import _where
 
     where, params = _where(ledger.database.conn, wanted, None)
-    sql = f"SELECT {_ENTRY_COLUMNS} {_FROM}{where} ORDER BY d.id DESC LIMIT 5"
+    sql = f"SELECT {LISTED}{where} ORDER BY d.id DESC LIMIT 5"
     plan = " ".join(
         row[3] for row in ledger.database.conn.execute(f"EXPLAIN QUERY PLAN {sql}", params)
     )
@@ -251,9 +257,9 @@ def test_each_engine_indexes_deliveries_by_payment_then_id(
     else:
         rows = db_rows("SELECT sql FROM sqlite_schema WHERE name = ?", INDEX)
     assert len(rows) == 1, rows
-    assert rows[0]["sql"].endswith("deliveries (external_identifier, id)") or rows[0][
-        "sql"
-    ].endswith("deliveries USING btree (external_identifier, id)"), rows
+    # Partial: a delivery whose payment is not known yet has no entry (issue 38's WAL pages).
+    sql = rows[0]["sql"].replace(" USING btree", "").replace("(", "").replace(")", "")
+    assert sql.endswith("deliveries external_identifier, id WHERE external_identifier IS NOT NULL")
 
 
 def test_a_refused_request_is_read_whole_with_the_start_of_its_body_kept(ledger: Ledger) -> None:
@@ -264,7 +270,7 @@ def test_a_refused_request_is_read_whole_with_the_start_of_its_body_kept(ledger:
 
     details = ledger.receiver.rejected_details(rejected_id)
 
-    assert details == RejectedDetails(
+    assert details == RejectedDelivery(
         id=rejected_id,
         received_at=T0,
         remote_addr="203.0.113.9",

@@ -225,9 +225,44 @@ def every_row(ledger: Ledger, wanted: FinanceFilter, limit: int) -> list[str]:
 OPENED = FinanceFilter(registered_since=SINCE, registered_until=UNTIL)
 
 
+def newest_first(ledger: Ledger, wanted: FinanceFilter) -> list[str]:
+    """The filtered rows in the pages' order: newest opened first, then by identifier, down."""
+    rows = sorted(ledger.finance.rows(wanted), key=lambda r: (r.opened_at, r.external_identifier))
+    return [row.external_identifier for row in reversed(rows)]
+
+
 @pytest.mark.parametrize("limit", [1, 2, 50])
-def test_cursor_pages_reach_every_filtered_row_once_by_identifier(day: Ledger, limit: int) -> None:
-    assert every_row(day, OPENED, limit) == ["cny-1", "cny-2", "eur-1", "jpy-1", "stray"]
+def test_cursor_pages_reach_every_filtered_row_once_newest_opened_first(
+    day: Ledger, limit: int
+) -> None:
+    # cny-1 was registered at the period's first instant, stray paid at T0 like the others.
+    assert every_row(day, OPENED, limit) == ["stray", "jpy-1", "eur-1", "cny-2", "cny-1"]
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 7])
+def test_rows_opened_at_the_same_instant_page_by_identifier_without_loss(
+    ledger: Ledger, clock: FixedClock, limit: int
+) -> None:
+    """Ties on the opened time, across both parts (registered and unexpected): the cursor's
+    identifier breaks them, so no row is skipped or repeated."""
+    for identifier in ("b", "a", "d"):
+        register(ledger, clock, identifier, 100, "EUR", T0)
+    register(ledger, clock, "c", 100, "EUR", T0 + DAY)
+    for identifier in ("e", "0"):
+        pay(ledger, identifier, 100, "EUR", T0)  # unexpected, opened at T0 too
+    wanted = FinanceFilter(registered_since=SINCE, registered_until=UNTIL + DAY)
+
+    assert every_row(ledger, wanted, limit) == ["c", "e", "d", "b", "a", "0"]
+
+
+@pytest.mark.parametrize(
+    "after",
+    ["cny-1", "", "e30=", "WyJ4IiwgInkiXQ==", "WyIyMDI2LTExLTIxVDAwOjAwOjAwIiwgImEiXQ==", "!!"],
+)
+def test_a_cursor_no_page_gave_is_a_value_error(day: Ledger, after: str) -> None:
+    """Not Base64, not JSON, not a pair, a time that is not stored text (naive)."""
+    with pytest.raises(ValueError, match="after is not a cursor"):
+        day.finance.page(OPENED, after=after or "=")
 
 
 @pytest.mark.parametrize(
@@ -267,7 +302,7 @@ def test_cursor_pages_reach_every_filtered_row_once_by_identifier(day: Ledger, l
 def test_each_filter_selects_its_rows(
     day: Ledger, wanted: FinanceFilter, identifiers: list[str]
 ) -> None:
-    assert every_row(day, wanted, 2) == identifiers
+    assert every_row(day, wanted, 2) == newest_first(day, wanted)
     assert [row.external_identifier for row in day.finance.rows(wanted)] == identifiers
 
 
@@ -280,7 +315,7 @@ def test_totals_cover_the_whole_filtered_set_per_currency(day: Ledger) -> None:
         "JPY": (1, "500", "500"),
     }
     assert totals["EUR"].difference == Decimal("-0.01")
-    assert day.finance.page(OPENED, limit=1).next_after == "cny-1"  # one page, whole totals
+    assert day.finance.page(OPENED, limit=1).next_after is not None  # one page, whole totals
 
 
 @pytest.mark.parametrize(

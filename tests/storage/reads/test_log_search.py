@@ -50,7 +50,7 @@ def stored(ledger: Ledger) -> dict[str, int]:
         "broken": _refused(ledger, 7, "processing_error"),
     }
     claimed = ledger.signals.claim(
-        [ledger.receiver.delivery_details(found["d"]).outcome_id],  # type: ignore[union-attr, list-item]
+        [ledger.receiver.delivery(found["d"]).outcome_id],  # type: ignore[union-attr, list-item]
         lease=timedelta(minutes=1),
     )
     raise_in_round(ledger, claimed, {claimed[0].signal: "RuntimeError: boom"})
@@ -180,7 +180,8 @@ def test_a_transaction_id_only_the_sync_listed_finds_its_payments_deliveries(
 
 @pytest.mark.sqlite_only  # SQLite's query plans
 def test_a_transaction_id_search_reads_indexes_only(ledger: Ledger, stored: dict[str, int]) -> None:
-    from payhooks.storage.reads.delivery_log import _ENTRY_COLUMNS, _FROM, _where
+    from payhooks.storage.deliveries import LISTED
+    from payhooks.storage.reads.delivery_log import _where
     from payhooks.storage.reads.log_search import _NAMED_BY_TRANSACTION
 
     lookup = " ".join(
@@ -193,7 +194,7 @@ def test_a_transaction_id_search_reads_indexes_only(ledger: Ledger, stored: dict
     search = " ".join(
         row[3]
         for row in ledger.database.conn.execute(
-            f"EXPLAIN QUERY PLAN SELECT {_ENTRY_COLUMNS} {_FROM}{where} ORDER BY d.id DESC LIMIT 5",
+            f"EXPLAIN QUERY PLAN SELECT {LISTED}{where} ORDER BY d.id DESC LIMIT 5",
             params,
         )
     )
@@ -211,11 +212,12 @@ def test_a_transaction_id_search_is_index_lookups_on_postgresql_too(
 ) -> None:
     """With sequential scans priced out, PostgreSQL still finds an index path for every part
     of the search: a subquery inside the ``OR`` would have left it only the scan."""
-    from payhooks.storage.reads.delivery_log import _ENTRY_COLUMNS, _FROM, _where
+    from payhooks.storage.deliveries import LISTED
+    from payhooks.storage.reads.delivery_log import _where
 
     with ledger._engine.writer.write() as conn:
         where, params = _where(conn, DeliveryFilter(text="ll-4"), None)
-        sql = f"SELECT {_ENTRY_COLUMNS} {_FROM}{where} ORDER BY d.id DESC LIMIT 5"
+        sql = f"SELECT {LISTED}{where} ORDER BY d.id DESC LIMIT 5"
         conn.execute("SET LOCAL enable_seqscan = off")
         plan = "\n".join(row[0] for row in conn.execute("EXPLAIN " + sql, params).fetchall())
 

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from payhooks.storage import ConflictError, Ledger, ReconciliationState
-from payhooks.storage.reads import FinanceFilter
+from payhooks.storage.reads import BucketSize, FinanceFilter
 from payhooks.storage.reads.local_hours import day_bounds, hour_of, is_hour_start
 from payhooks.storage.reads.rollup_reads import read_period
 from tests.support.factories import FixedClock, make_outcome, record
@@ -141,10 +141,11 @@ def figures(ledger: Ledger, zone: ZoneInfo, *, rollup: bool) -> list[Any]:
     for since, until in periods(zone):
         assert is_hour_start(since, zone)
         assert is_hour_start(until, zone)
-        overview = finance.overview(since, until)
-        seen.append((overview.figures, overview.totals, overview.as_of))
-        if zone.key == "UTC":  # the chart's buckets are UTC's until the page has a zone
-            seen.append(overview.buckets)
+        overview = finance.overview(since, until, zone=zone)
+        seen.append((overview.figures, overview.totals, overview.as_of, overview.buckets))
+        # The chart by each width in the merchant's zone: the rollup's hours and days fall
+        # into the buckets the live reads compute.
+        seen += [finance.buckets(since, until, size, zone) for size in BucketSize]
         for wanted in (
             FinanceFilter(registered_since=since, registered_until=until, kind="transaction"),
             FinanceFilter(registered_since=since, registered_until=until, kind="unexpected"),

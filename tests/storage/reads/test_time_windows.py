@@ -138,13 +138,8 @@ LOG_WINDOW = DeliveryFilter(since=_at(1), until=_at(5))
 
 def _window_statements(conn: Any) -> list[tuple[str, str, list[Any]]]:
     """Each windowed statement the ledger runs, with the table whose index it should read."""
-    from payhooks.storage.reads.delivery_log import (
-        _ENTRY_COLUMNS,
-        _FROM,
-        _REJECTED_COLUMNS,
-        _rejected_where,
-        _where,
-    )
+    from payhooks.storage.deliveries import LISTED
+    from payhooks.storage.reads.delivery_log import _REJECTED_LISTED, _rejected_where, _where
 
     where, params = _where(conn, LOG_WINDOW)
     refused_where, refused_params = _rejected_where(LOG_WINDOW.since, LOG_WINDOW.until)
@@ -152,14 +147,13 @@ def _window_statements(conn: Any) -> list[tuple[str, str, list[Any]]]:
     return [
         (
             "deliveries",
-            f"SELECT {_ENTRY_COLUMNS} {_FROM}{where} ORDER BY d.id DESC LIMIT 51",
+            f"SELECT {LISTED}{where} ORDER BY d.id DESC LIMIT 51",
             params,
         ),
         ("deliveries", f"SELECT count(*) FROM deliveries d{where}", params),  # noqa: S608
         (
             "rejected_deliveries",
-            f"SELECT {_REJECTED_COLUMNS} FROM rejected_deliveries{refused_where} "  # noqa: S608
-            "ORDER BY id DESC LIMIT 51",
+            f"SELECT {_REJECTED_LISTED}{refused_where} ORDER BY id DESC LIMIT 51",
             refused_params,
         ),
         (
