@@ -56,9 +56,6 @@ ROLLUP_TABLES: Final = (
         amount_minor INTEGER NOT NULL,
         PRIMARY KEY (hour, currency, state)
     ) WITHOUT ROWID""",
-    # Each local day computed: when, whether it had ended then, and when a later computation
-    # changed it after it had ended (revised) and by what (revised_by: 'delivery', 'sync_run',
-    # 'registration', 'creation'; revised_ref: its id).
     # The same, summed by local day: what a period of whole days reads.
     """
     CREATE TABLE finance_days_opened (
@@ -85,6 +82,9 @@ ROLLUP_TABLES: Final = (
         amount_minor INTEGER NOT NULL,
         PRIMARY KEY (day, currency, state)
     ) WITHOUT ROWID""",
+    # Each local day computed: when, whether it had ended then, and when a later computation
+    # changed it after it had ended (revised) and by what (revised_by: 'delivery', 'sync_run',
+    # 'registration', 'creation'; revised_ref: its id).
     """
     CREATE TABLE finance_days (
         day TEXT NOT NULL PRIMARY KEY,
