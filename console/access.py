@@ -178,7 +178,4 @@ def current_access() -> ConsoleAccess:
 def console_ledger() -> Ledger:
     """The calling thread's ledger that the current app's console pages read, its finance
     rollup kept in the merchant's zone (``PAYHOOKS_TIMEZONE``)."""
-    access = current_access()
-    ledger = access.ledgers.get()
-    ledger.finance.rollup.zone = access.timezone
-    return ledger
+    return current_access().ledgers.get()

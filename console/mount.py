@@ -197,6 +197,7 @@ class Console:
         ledgers = self._ledgers if self._ledgers is not None else self._beside(app)
         exports = self.exports or Path(app.instance_path) / EXPORTS_FOLDER
         settings = self.settings or load_settings(app.config, require_keys=False)
+        ledgers.timezone = settings.timezone  # before any page opens a ledger of the pool
         app.extensions[ACCESS_KEY] = ConsoleAccess(
             self.authorize,
             self.url_prefix,

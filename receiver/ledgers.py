@@ -24,8 +24,12 @@ import os
 import threading
 import weakref
 from pathlib import Path
+from typing import Final
+from zoneinfo import ZoneInfo
 
 from payhooks.storage import DEFAULT_POOL_SIZE, Ledger, StorageError, is_postgres_url, redacted
+
+UTC_ZONE: Final = ZoneInfo("UTC")
 
 __all__ = ["LedgerPool"]
 
@@ -77,6 +81,9 @@ class LedgerPool:
         opens (:class:`~payhooks.storage.Ledger`'s ``pool_size``).
     :param pool_name: PostgreSQL: whose pool (``"receiver"``, ``"console"``): two ledger
         pools of different names in one process never share connections.
+    :param timezone: ``PAYHOOKS_TIMEZONE``: the zone each ledger's finance rollup is kept in,
+        set once as the ledger opens (the receiver's lag metric, the console's finance page
+        and ``payhooks rollup`` must all keep the same one).
     """
 
     def __init__(
@@ -88,6 +95,7 @@ class LedgerPool:
         read_only: bool = False,
         pool_size: int = DEFAULT_POOL_SIZE,
         pool_name: str = "receiver",
+        timezone: ZoneInfo = UTC_ZONE,
     ) -> None:
         #: The database file (or URL) this pool opens.
         self.path: str | Path = path if is_postgres_url(path) else Path(path)
@@ -96,6 +104,7 @@ class LedgerPool:
         self.read_only = read_only
         self.pool_size = pool_size
         self.pool_name = pool_name
+        self.timezone = timezone
         self._local = threading.local()
         # Holders inherited across a fork are kept referenced, never closed or collected:
         # closing a connection the parent still uses could checkpoint or remove its WAL files.
@@ -119,6 +128,7 @@ class LedgerPool:
                 pool_name=self.pool_name,
             )
         )
+        holder.ledger.finance.rollup.zone = self.timezone
         self._local.holder = holder
         return holder.ledger
 

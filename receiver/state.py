@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta, tzinfo
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from flask import Flask, current_app
 
@@ -69,16 +68,11 @@ class ReceiverState:
     #: ``PAYHOOKS_SIGNALS_RETRY_POLL_SECONDS``: each serving process's look for due retries.
     retry_poll_seconds: int = 30
 
-    #: ``PAYHOOKS_TIMEZONE``: the merchant's days, in which finance's rollup is kept.
-    timezone: ZoneInfo = field(default_factory=lambda: ZoneInfo("UTC"))
-
     @property
     def ledger(self) -> Ledger:
-        """The calling thread's ledger for this app, its finance rollup in :attr:`timezone`
-        (so the lag metric measures the rollup the console and ``payhooks rollup`` keep)."""
-        ledger = self.ledgers.get()
-        ledger.finance.rollup.zone = self.timezone
-        return ledger
+        """The calling thread's ledger for this app, its finance rollup in
+        ``PAYHOOKS_TIMEZONE`` (the pool sets it as the ledger opens)."""
+        return self.ledgers.get()
 
 
 def receiver_state(app: Flask | None = None) -> ReceiverState:
@@ -120,6 +114,7 @@ def build_state(config: Mapping[str, Any], *, serving: bool = True) -> ReceiverS
         busy_timeout_ms=settings.busy_timeout_ms,
         synchronous=settings.synchronous,
         pool_size=settings.postgres_pool_size,
+        timezone=settings.timezone,
     )
     return ReceiverState(
         verifier=settings.verifier,
@@ -136,5 +131,4 @@ def build_state(config: Mapping[str, Any], *, serving: bool = True) -> ReceiverS
         health_lock_timeout_ms=settings.health_lock_timeout_ms,
         signal_retries=settings.signal_retries,
         retry_poll_seconds=settings.signals_retry_poll_seconds,
-        timezone=settings.timezone,
     )
