@@ -11,7 +11,6 @@ and says where it stopped counting.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from contextlib import suppress
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
@@ -136,7 +135,7 @@ def reconciliation() -> str:
     size = bucket_size_for(query.since, query.until)
     wanted = query.finance_filter()
     opened = FinanceFilter(registered_since=query.since, registered_until=query.until)
-    _bring_up_to_date(finance.rollup)
+    refreshed = _bring_up_to_date(finance.rollup)
     # The rows first (one page), then the figures, which stop at the time limit (:mod:`.limits`).
     try:
         page = finance.page(wanted, after=query.after, limit=query.limit)
@@ -169,6 +168,7 @@ def reconciliation() -> str:
         page=page,
         totals=totals,
         as_of=None if overview is None else overview.as_of,
+        refreshed=refreshed,
         revised=_revised(finance.rollup, query.since, query.until),
         periods=PERIODS,
         kinds=KINDS,
@@ -180,14 +180,17 @@ def reconciliation() -> str:
     )
 
 
-def _bring_up_to_date(rollup: Rollup) -> None:
+def _bring_up_to_date(rollup: Rollup) -> bool:
     """Fresh by default: the rollup's refresh before the page reads, for at most
     :data:`REFRESH_BUDGET_S` (a larger backlog is ``payhooks rollup``'s; the page then says
-    "as of"), in the merchant's zone (:func:`~payhooks.console.access.console_ledger` set it:
-    a rollup kept in another is built again). A ledger the console cannot write (read-only)
-    is read as it stands."""
-    with suppress(StorageError):
+    "as of"), in the merchant's zone (the ledger pool set it: a rollup kept in another is
+    built again). False when it could not run: a ledger the console cannot write (read-only)
+    is read as it stands, and the page must not promise that a reload will count the rest."""
+    try:
         rollup.refresh(budget=REFRESH_BUDGET_S)
+    except StorageError:
+        return False
+    return True
 
 
 def _revised(rollup: Rollup, since: datetime, until: datetime) -> dict[date, RevisedDay]:

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from flask.testing import FlaskClient
 
 import payhooks.console.finance_views as finance_views
+from payhooks.console import Console
 from payhooks.storage import Ledger
-from tests.console.conftest import VIEWER, Deliver
+from tests.console.conftest import VIEWER, Deliver, header_role
+from tests.support.app import AppFactory
 
 PAGE = "/console/reconciliation"
 
@@ -77,3 +80,18 @@ def test_a_late_notification_marks_its_closed_day_revised_with_a_link_to_it(
     assert f'data-revised="{three_days_ago.isoformat()}"' in html
     assert re.search(r"<li data-revised=[^>]*>[^<]*revised [^<]* by " + re.escape(link), html)
     assert re.search(r"data-revised-day>revised by " + re.escape(link), html)
+
+
+def test_a_read_only_console_says_it_cannot_count_the_changes_rather_than_to_reload(
+    make_app: AppFactory, ledger: Ledger, deliver: Deliver, database: Path | str
+) -> None:
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    assert ledger.finance.rollup.refresh().done
+    deliver(external_identifier="order-1", transaction_id="ll-1", payment_time=paid_time(1))
+    app = make_app()
+    Console(app, authorize=header_role, url_prefix="/reader", database=database, read_only=True)
+    html = app.test_client().get("/reader/reconciliation", headers=VIEWER).get_data(as_text=True)
+    assert "data-as-of" in html
+    assert "this console cannot bring the totals up to date" in html
+    assert "Reload in a moment" not in html
+    assert ledger.finance.rollup.lag() > timedelta(0)  # nothing was written
