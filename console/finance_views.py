@@ -28,7 +28,7 @@ from payhooks.storage import MISMATCH_STATES, ReconciliationState, StorageError,
 from payhooks.storage.reads import Figure, FinanceFilter, bucket_size_for
 
 if TYPE_CHECKING:
-    from payhooks.storage.reads.finance_rows import PeriodFigures
+    from payhooks.storage.reads.finance_rows import PeriodFigures, PeriodOverview
     from payhooks.storage.reads.rollup import RevisedDay, Rollup
 
 __all__ = [
@@ -144,7 +144,13 @@ def reconciliation() -> str:
             "after must be a cursor a page of rows gave; start from the first page."
         ) from None
     overview = counted(lambda: finance.overview(query.since, query.until, size, zone))
-    previous = None if overview is None else counted(lambda: finance.figures(*query.previous))
+    # The rollup answers the rest too while changes wait (the page says "as of" the oldest
+    # time any of its figures holds): reading every row of a period is what it exists to spare.
+    previous = (
+        None
+        if overview is None
+        else counted(lambda: finance.figures(*query.previous, as_of_ok=True))
+    )
     series = (
         []
         if overview is None
@@ -154,7 +160,9 @@ def reconciliation() -> str:
         # The default view's rows are the period's: their totals came with the overview.
         totals = None if overview is None else overview.totals
     else:
-        totals = counted(lambda: finance.totals(wanted))
+        # Totals of days within the period hold at least as of the overview's "as of".
+        within = _within(wanted, query.since, query.until)
+        totals = counted(lambda: finance.totals(wanted, as_of_ok=within))
     return render_template(
         "payhooks_console/finance.html",
         query=query,
@@ -167,7 +175,7 @@ def reconciliation() -> str:
         bucket_label=bucket_label,
         page=page,
         totals=totals,
-        as_of=None if overview is None else overview.as_of,
+        as_of=_oldest(overview, previous),
         refreshed=refreshed,
         revised=_revised(finance.rollup, query.since, query.until),
         periods=PERIODS,
@@ -178,6 +186,18 @@ def reconciliation() -> str:
         minor=from_minor_units,
         local=lambda moment: _local(moment, zone),
     )
+
+
+def _within(wanted: FinanceFilter, since: datetime, until: datetime) -> bool:
+    """Whether the filter's rows were all opened in ``[since, until)``."""
+    low, high = wanted.registered_since, wanted.registered_until
+    return low is not None and high is not None and since <= low and high <= until
+
+
+def _oldest(overview: PeriodOverview | None, previous: PeriodFigures | None) -> datetime | None:
+    """The time the page's figures hold: the older "as of" of its reads (None: current)."""
+    found = [r.as_of for r in (overview, previous) if r is not None and r.as_of is not None]
+    return min(found, default=None)
 
 
 def _bring_up_to_date(rollup: Rollup) -> bool:

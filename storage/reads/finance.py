@@ -134,10 +134,13 @@ class FinanceBook:
         #: figures below read them where they can, and their rows otherwise.
         self.rollup = Rollup(engine, clock)
 
-    def figures(self, since: datetime, until: datetime) -> PeriodFigures:
+    def figures(self, since: datetime, until: datetime, *, as_of_ok: bool = False) -> PeriodFigures:
         """The tiles of ``[since, until)``
         (:class:`~payhooks.storage.reads.finance_rows.PeriodFigures` says which time selects each).
 
+        :param as_of_ok: the rollup may answer while changes to the period still wait to be
+            counted (the figures' ``as_of`` then says the time they hold): a page that says
+            so reads in milliseconds rather than every row of the period.
         :raises ValueError: a naive time, or ``until`` not after ``since``.
         """
         _check_period(since, until)
@@ -145,13 +148,14 @@ class FinanceBook:
         sql, params = finance_sql.opened_groups(since, until)
         with self._read() as conn:
             kept = read_period(
-                self.rollup, conn, since, until, "''", with_paid=True, current_only=True
+                self.rollup, conn, since, until, "''", with_paid=True, current_only=not as_of_ok
             )
             if kept is not None:
                 received_by = [
                     Paid(b.currency, b.transactions, b.amount_minor) for b in kept.by_bucket
                 ]
-                return _figures(since, until, kept.groups, _by_currency(received_by), kept.paid)
+                by_currency = _by_currency(received_by)
+                return _figures(since, until, kept.groups, by_currency, kept.paid, kept.as_of)
             received = _read(conn, Paid, finance_sql.RECEIVED_SQL, span)
             paid = _read(conn, Paid, finance_sql.PAID_SQL, span)
             groups = _read(conn, Group, sql, params)
@@ -180,7 +184,7 @@ class FinanceBook:
         for bucket in by_bucket:
             received.add(bucket.currency, bucket.transactions, bucket.amount_minor)
         return PeriodOverview(
-            figures=_figures(since, until, groups, received.figures(), paid),
+            figures=_figures(since, until, groups, received.figures(), paid, as_of),
             buckets=_buckets(groups, by_bucket, starts),
             totals=_totals(groups),
             as_of=as_of,
@@ -273,13 +277,18 @@ class FinanceBook:
         rows = [to_row(values[1:]) for values in found]
         return FinancePage(rows, _cursor(found[-1][0], found[-1][1]) if more else None)
 
-    def totals(self, wanted: FinanceFilter) -> list[FilteredTotal]:
+    def totals(self, wanted: FinanceFilter, *, as_of_ok: bool = False) -> list[FilteredTotal]:
         """Per currency, over the whole filtered set (not one page): rows, expected and
-        received; money that arrived in another currency counts in that currency."""
+        received; money that arrived in another currency counts in that currency.
+
+        :param as_of_ok: the rollup may answer while changes to the filter's days still wait to
+            be counted; the caller says "as of" (the finance page does, when the overview of a
+            period holding those days was: its ``as_of`` is no later than these totals').
+        """
         check_filter(wanted)
         sql, params = finance_sql.filtered_groups(wanted)
         with self._read() as conn:
-            groups = read_totals(self.rollup, conn, wanted)
+            groups = read_totals(self.rollup, conn, wanted, as_of_ok=as_of_ok)
             if groups is None:
                 groups = _read(conn, Group, sql, params)
         return _totals(groups)
@@ -311,6 +320,7 @@ def _figures(
     groups: Iterable[Group],
     received: dict[str, Figure],
     paid: Iterable[Paid],
+    as_of: datetime | None = None,
 ) -> PeriodFigures:
     """Folds the grouped rows opened in a period (any buckets added up) into its tiles."""
     tiles = {name: _Money() for name in ("expected", "mismatches", "pending", "refunded")}
@@ -341,6 +351,7 @@ def _figures(
         received=received,
         paid=_by_currency(paid),
         **{name: money.figures() for name, money in tiles.items()},
+        as_of=as_of,
     )
 
 

@@ -78,6 +78,9 @@ class PeriodFigures:
     charged_back: Mapping[str, Figure]
     #: Rows the service's list disagrees with: their count and expected amount.
     drift: Mapping[str, Figure]
+    #: None when the figures are current; else the time they hold (read from the rollup, asked
+    #: with ``as_of_ok``, while changes since that time still wait to be counted).
+    as_of: datetime | None = None
 
 
 class BucketSize(StrEnum):

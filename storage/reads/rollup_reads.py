@@ -106,13 +106,16 @@ def _whole_days(rollup: Rollup, since: datetime | None, until: datetime | None) 
     )
 
 
-def read_totals(rollup: Rollup, conn: Any, wanted: FinanceFilter) -> list[Group] | None:
-    """A filter's grouped rows from the rollup, when it is current and has the columns."""
+def read_totals(
+    rollup: Rollup, conn: Any, wanted: FinanceFilter, *, as_of_ok: bool = False
+) -> list[Group] | None:
+    """A filter's grouped rows from the rollup, when it has the columns and is current (or,
+    ``as_of_ok``, whatever changes still wait)."""
     if wanted.identifier_prefix or any(getattr(wanted, name) is not None for name in _LIVE_ONLY):
         return None
     since, until = wanted.registered_since, wanted.registered_until
     servable, as_of = _servable(rollup, conn, since, until)
-    if not servable or as_of is not None:
+    if not servable or (as_of is not None and not as_of_ok):
         return None
     conditions: list[str] = []
     params: list[Any] = []

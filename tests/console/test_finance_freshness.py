@@ -62,6 +62,25 @@ def test_figures_the_refresh_could_not_reach_are_said_to_be_as_of_their_time(
     assert "data-count>1 payment or period<" in received(html)
 
 
+@pytest.mark.parametrize("query", ["", "?state=paid"], ids=["period", "filtered"])
+def test_a_change_waiting_in_the_previous_period_is_said_as_of_not_read_row_by_row(
+    console: FlaskClient,
+    ledger: Ledger,
+    deliver: Deliver,
+    monkeypatch: pytest.MonkeyPatch,
+    query: str,
+) -> None:
+    assert ledger.finance.rollup.refresh().done
+    before = datetime.now(UTC)
+    # an unexpected payment opened and paid 10 days ago: the 7 days before this week's
+    deliver(external_identifier="lost-1", transaction_id="ll-1", payment_time=paid_time(10))
+    monkeypatch.setattr(finance_views, "REFRESH_BUDGET_S", 0)
+    html = console.get(PAGE + query, headers=VIEWER).get_data(as_text=True)
+    [as_of] = re.findall(r'data-as-of="([^"]+)"', html)
+    assert before <= datetime.fromisoformat(as_of) <= datetime.now(UTC)
+    assert ledger.finance.rollup.lag() > timedelta(0)
+
+
 def test_a_late_notification_marks_its_closed_day_revised_with_a_link_to_it(
     console: FlaskClient, ledger: Ledger, deliver: Deliver
 ) -> None:

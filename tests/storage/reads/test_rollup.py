@@ -3,7 +3,9 @@ zones, both engines (payhooks.storage.reads.rollup)."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -279,10 +281,20 @@ def test_changes_the_budget_left_waiting_make_the_page_say_as_of(
     assert (report.marked, report.computed, report.dirty_left) == (1, 0, 1)
     stale = ledger.finance.overview(since, until)
     assert stale.as_of == changed_at
-    assert stale.figures == current.figures  # the figures as they held, said to be so
+    # the figures as they held, said to be so
+    assert stale.figures == dataclasses.replace(current.figures, as_of=changed_at)
     assert ledger.finance.rollup.lag() == timedelta(seconds=60)
-    # the tiles alone are never stale: they are read from the rows meanwhile
-    assert ledger.finance.figures(since, until).received["CNY"].count == 1
+    # the tiles and totals alone are never stale unless asked: they are read from the rows
+    live = ledger.finance.figures(since, until)
+    assert (live.received["CNY"].count, live.as_of) == (1, None)
+    opened = FinanceFilter(registered_since=since, registered_until=until)
+    [total] = ledger.finance.totals(opened)
+    assert total.received == Decimal("19.99")
+    # asked (the page, which says "as of"), the rollup answers as it held
+    held = ledger.finance.figures(since, until, as_of_ok=True)
+    assert (held.as_of, held.received) == (changed_at, current.figures.received)
+    [held_total] = ledger.finance.totals(opened, as_of_ok=True)
+    assert held_total.received == 0
     assert ledger.finance.rollup.refresh().done
     assert ledger.finance.overview(since, until).as_of is None
     assert ledger.finance.overview(since, until).figures.received["CNY"].count == 1
