@@ -44,6 +44,7 @@ CHECK_NAMES: Final = (
     "drift",
     "sync",
     "mismatches",
+    "rollup",
 )
 
 
@@ -69,6 +70,9 @@ class CheckLimits:
     max_sync_age: timedelta = timedelta(days=2)
     #: A mismatch whose reconciliation row changed within this is new.
     mismatch_window: timedelta = timedelta(hours=1)
+    #: The longest a change may wait to be counted in finance's totals (the health strip
+    #: marks the same hour).
+    max_rollup_lag: timedelta = timedelta(hours=1)
     #: Checks left out, by name.
     skip: frozenset[str] = field(default_factory=frozenset)
 
@@ -276,6 +280,20 @@ def _mismatches(vitals: Vitals, limits: CheckLimits) -> CheckResult:
     )
 
 
+def _rollup(vitals: Vitals, limits: CheckLimits) -> CheckResult:
+    limit = format_duration(limits.max_rollup_lag)
+    waiting, lag = vitals.rollup_waiting_since, vitals.rollup_lag
+    counts: dict[str, int | bool] = {"lag_seconds": int(lag.total_seconds())}
+    if waiting is None:
+        return CheckResult(
+            "rollup", True, f"Finance's totals are up to date (limit {limit}).", counts
+        )
+    ok = lag <= limits.max_rollup_lag
+    detail = f"Finance's totals wait on a change made {_ago(vitals.now, waiting)} (limit {limit})"
+    advice = "" if ok else ": run `payhooks rollup`, from cron beside this check"
+    return CheckResult("rollup", ok, detail + advice + ".", counts)
+
+
 _CHECKS: Final = {
     "silence": _silence,
     "failure-rate": _failure_rate,
@@ -285,6 +303,7 @@ _CHECKS: Final = {
     "drift": _drift,
     "sync": _sync,
     "mismatches": _mismatches,
+    "rollup": _rollup,
 }
 
 

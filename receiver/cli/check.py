@@ -104,6 +104,13 @@ _DEFAULTS = CheckLimits()
     help="Fail on mismatched payments changed within this; set it to how often check runs.",
 )
 @click.option(
+    "--max-rollup-lag",
+    type=DURATION,
+    default="1h",
+    show_default=True,
+    help="Fail when a change has waited longer to be counted in finance's totals.",
+)
+@click.option(
     "--skip",
     multiple=True,
     type=click.Choice(CHECK_NAMES),
@@ -128,6 +135,7 @@ def check(
     max_receiver_failing: Any,
     max_sync_age: Any,
     mismatch_window: Any,
+    max_rollup_lag: Any,
     skip: tuple[str, ...],
     output: str,
     database: Path | None,
@@ -135,7 +143,7 @@ def check(
     """Check the ledger's health: exit 0 when every check passes, 1 when one fails.
 
     The checks: silence, failure-rate, refusals, signals, receivers, drift, sync,
-    mismatches.
+    mismatches, rollup.
     """
     limits = CheckLimits(
         max_silence=max_silence,
@@ -146,6 +154,7 @@ def check(
         max_receiver_failing=max_receiver_failing,
         max_sync_age=max_sync_age,
         mismatch_window=mismatch_window,
+        max_rollup_lag=max_rollup_lag,
         skip=frozenset(skip),
     )
     with ledger_for(database, read_only=True) as ledger:

@@ -35,6 +35,7 @@ NAMES = [
     "drift",
     "sync",
     "mismatches",
+    "rollup",
 ]
 
 
@@ -202,6 +203,42 @@ def test_drift_found_by_the_last_sync_fails(
 
 
 @pytest.mark.parametrize(
+    ("hours_ago", "refreshed", "options", "fails"),
+    [
+        (2, False, [], ["rollup"]),
+        (2, False, ["--max-rollup-lag", "3h"], []),
+        (2, True, [], []),
+        (0.5, False, [], []),
+    ],
+)
+def test_a_change_finance_s_totals_have_not_counted_for_too_long_fails(
+    ledger: Ledger,
+    clock: FixedClock,
+    database: Path | str,
+    hours_ago: float,
+    refreshed: bool,
+    options: list[str],
+    fails: list[str],
+) -> None:
+    back(clock, hours=3)
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    assert ledger.finance.rollup.refresh().done
+    back(clock, hours=hours_ago)
+    ledger.expect_transaction("order-2", 2500, "CNY")
+    if refreshed:
+        assert ledger.finance.rollup.refresh().done
+
+    result = check(database, "--format", "json", *options)
+
+    assert (result.exit_code, failing(result)) == (1 if fails else 0, fails), result.output
+    [rollup] = [each for each in json.loads(result.stdout)["checks"] if each["name"] == "rollup"]
+    lag = rollup["counts"]["lag_seconds"]
+    assert lag == 0 if refreshed else hours_ago * 3600 <= lag < hours_ago * 3600 + 60
+    if fails:
+        assert "run `payhooks rollup`" in rollup["detail"]
+
+
+@pytest.mark.parametrize(
     ("days_ago", "options", "fails"),
     [(1, [], []), (3, [], ["sync"]), (3, ["--max-sync-age", "4d"], [])],
 )
@@ -265,6 +302,7 @@ def test_the_json_report_has_one_entry_per_check_and_the_time_checked(
         "signals",
         "receivers",
         "mismatches",
+        "rollup",
     ]
     assert all(set(each) == {"name", "ok", "detail", "counts"} for each in report["checks"])
     assert report["checks"][1]["counts"] == {"failures": 0, "deliveries": 1}
