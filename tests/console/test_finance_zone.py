@@ -153,3 +153,24 @@ def test_the_zone_is_read_from_the_environment_too() -> None:
 
     assert settings.timezone.key == "America/New_York"
     assert load_settings({}, require_keys=False).timezone.key == "UTC"
+
+
+def test_a_revised_day_says_when_on_the_zone_s_clock(
+    make_app: AppFactory, clock: Clock, database: Path | str
+) -> None:
+    """Kathmandu is at +05:45: when the day was revised is said on its clock (the ledger's
+    real time, which the console's test clock does not move)."""
+    app = zoned_console(make_app, clock, "Asia/Kathmandu")
+    registered_at = FixedClock(datetime(2026, 11, 21, 6, tzinfo=UTC))
+    at(clock, datetime(2026, 11, 24, 6, tzinfo=UTC))
+    period = {"from": "2026-11-20", "until": "2026-11-23", "view": "table"}
+    with Ledger(database, clock=registered_at) as ledger:
+        ledger.expect_transaction("order-1", 100, "EUR")
+        app.test_client().get(PAGE, query_string=period, headers=VIEWER)
+        registered_at.now += timedelta(hours=1)  # registered late, on the ended day
+        ledger.expect_transaction("order-2", 100, "EUR")
+
+    html = app.test_client().get(PAGE, query_string=period, headers=VIEWER).get_data(as_text=True)
+
+    [line] = re.findall(r'<li data-revised="2026-11-21">([^<]*)', html)
+    assert re.match(r"2026-11-21: revised \d{4}-\d\d-\d\d \d\d:\d\d UTC\+05:45 by ", line), line
