@@ -17,7 +17,7 @@ from payhooks.console.access import console_ledger, current_access
 from payhooks.console.answers import error_page
 from payhooks.console.bodies import body_hidden, sha256_of
 from payhooks.console.evidence import evidence_settings, signature_evidence
-from payhooks.console.filters import indented_body, raw_body
+from payhooks.console.filters import indented_body, raw_body, utc
 from payhooks.console.query import MAX_ID
 from payhooks.receiver.payloads.named import named_in_start
 from payhooks.storage.reads import describe
@@ -99,7 +99,7 @@ def payment(external_identifier: str) -> Response | str:
     return render_template(
         "payhooks_console/payment.html",
         story=story,
-        describe=describe,
+        describe=lambda entry: describe(entry, when=utc),
         review=review,
         review_status=review and review.status_for(story.row.state.value if story.row else ""),
         notes=ledger.console.audit_for(external_identifier, limit=NOTES_SHOWN),

@@ -169,7 +169,7 @@ def _time(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds")
 
 
-def _signal(row: Mapping[str, Any]) -> list[str]:
+def _signal(row: Mapping[str, Any], when: Callable[[datetime], str]) -> list[str]:
     parts = [f"{row['signal']} ({row['reconciliation']}) for outcome #{row['outcome_id']}"]
     for column, words in (
         ("dismissed_at", "marked handled without running"),
@@ -179,7 +179,7 @@ def _signal(row: Mapping[str, Any]) -> list[str]:
         ("next_attempt_at", "owed, retry at"),
     ):
         if row[column] is not None:
-            parts.append(f"{words} {_time(row[column])}")
+            parts.append(f"{words} {when(row[column])}")
             break
     else:
         parts.append("owed")
@@ -195,7 +195,9 @@ def _said(template: str, value: Any) -> str | None:
     return None if value is None else template.format(value)
 
 
-def _parts(kind: EntryKind, row: Mapping[str, Any]) -> list[str | None]:
+def _parts(
+    kind: EntryKind, row: Mapping[str, Any], when: Callable[[datetime], str]
+) -> list[str | None]:
     """What a person reads of a row, in order; None where the row has nothing to say."""
     get = row.get
     if kind is _K.REGISTRATION:
@@ -227,23 +229,27 @@ def _parts(kind: EntryKind, row: Mapping[str, Any]) -> list[str | None]:
         return [
             f"#{row['outcome_id']} {row['transaction_id']} {row['payment_status']} "
             f"{row['state']} {_money(row['amount'], row['currency'])}",
-            f"paid {_time(row['paid_at'])}",
+            f"paid {when(row['paid_at'])}",
             f"delivery #{row['delivery_id']}",
         ]
     if kind is _K.SIGNAL:
-        return [*_signal(row), _said("error {}", get("error"))]
+        return [*_signal(row, when), _said("error {}", get("error"))]
     if kind is _K.RETURN:
         return [str(row["return_kind"]), _said("result code {}", get("result_code"))]
     return [
         f"{row['transaction_id']} listed {row['status']} ({row['state']}) "
         f"{_money(row['amount'], row['currency'])}",
-        f"last seen {_time(row['last_seen_at'])}",
+        f"last seen {when(row['last_seen_at'])}",
         f"drift {row['drift'] or '-'}",
     ]
 
 
-def describe(entry: Entry) -> str:
+def describe(entry: Entry, when: Callable[[datetime], str] = _time) -> str:
     """``entry`` for people, as the console's payment page and ``payhooks show`` say it: its
-    details in the order a person reads them, comma-separated; times in UTC, ISO 8601. Not
-    escaped: text from outside is as stored."""
-    return ", ".join(part for part in _parts(entry.kind, entry.row) if part)
+    details in the order a person reads them, comma-separated. Not escaped: text from outside
+    is as stored.
+
+    :param when: how a time is said: by default UTC in ISO 8601 to the millisecond (the
+        command line's); the page passes its own, so the details read as its "At" column.
+    """
+    return ", ".join(part for part in _parts(entry.kind, entry.row, when) if part)

@@ -147,6 +147,10 @@ def test_a_payment_page_shows_its_reconciliation_and_timeline_linking_each_deliv
         assert f'<a href="/console/deliveries/{delivery_id}">delivery #{delivery_id}</a>' in text
     assert '<span class="badge badge-duplicate">duplicate</span>' in text
     assert 'href="/console/deliveries?identifier=order-1&amp;window=all"' in text
+    # the details say times as the "At" column does, not as the command line's ISO 8601
+    [outcome] = re.findall(r'<tr data-event="outcome">.*?</tr>', text, re.S)
+    assert re.search(r"paid \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", outcome), outcome
+    assert "+00:00" not in outcome
 
 
 def test_a_payment_only_refused_deliveries_name_has_a_story_without_a_reconciliation(
