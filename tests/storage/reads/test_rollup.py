@@ -15,7 +15,13 @@ from hypothesis import strategies as st
 import payhooks.storage.reads.rollup as rollup_module
 from payhooks.storage import ConflictError, Ledger, ReconciliationState
 from payhooks.storage.reads import BucketSize, FinanceFilter
-from payhooks.storage.reads.local_hours import day_bounds, hour_of, is_hour_start
+from payhooks.storage.reads.local_hours import (
+    day_bounds,
+    hour_end,
+    hour_of,
+    hours_between,
+    is_hour_start,
+)
 from payhooks.storage.reads.rollup_reads import read_period
 from tests.support.factories import FixedClock, make_outcome, record
 from tests.support.ledger_ops import CODES, apply_listing
@@ -262,6 +268,30 @@ def test_a_day_computed_while_open_is_not_revised_by_a_change_on_time(
     clock.advance(86400)
     assert ledger.finance.rollup.refresh().revised == 0
     assert ledger.finance.rollup.revised(date(2026, 11, 1), date(2026, 11, 30)) == []
+
+
+@pytest.mark.parametrize(
+    ("zone", "day", "count"),
+    [
+        ("America/New_York", date(2026, 11, 1), 25),
+        ("America/New_York", date(2026, 3, 8), 23),
+        ("Asia/Kathmandu", date(2026, 11, 21), 24),
+    ],
+)
+def test_the_hours_marked_between_two_times_are_a_day_s_23_24_or_25_local_hours(
+    zone: str, day: date, count: int
+) -> None:
+    """What a sync horizon's move and the build mark (hours_between), and each hour's end as
+    a refresh computes it (hour_end): every local hour once, each ending where the next
+    starts, the last where the day ends."""
+    where = ZoneInfo(zone)
+    start, end = day_bounds(day, where)
+    hours = hours_between(start.isoformat(), (end - timedelta(minutes=1)).isoformat(), where)
+    assert len(hours) == count
+    assert {found for _, found in hours} == {day.isoformat()}
+    starts = [datetime.fromisoformat(hour) for hour, _ in hours]
+    assert starts[0] == start
+    assert [hour_end(one, where) for one in starts] == [*starts[1:], end]
 
 
 def dirty_hours(ledger: Ledger) -> set[tuple[str, str]]:
