@@ -360,8 +360,8 @@ def backup(dest: Path, database: Path | str | None) -> None:
 @database_option
 @fail_on_storage_errors
 def rollup(verify: bool, days: int, database: Path | None) -> None:
-    """Bring finance's period totals up to date in PAYHOOKS_TIMEZONE: the days changed since
-    the last refresh, computed again from the rows in chunks, each written in a short
+    """Bring finance's period totals up to date in PAYHOOKS_TIMEZONE: the local hours changed
+    since the last refresh, computed again from the rows in chunks, each written in a short
     transaction (for cron or a systemd timer; the console's finance page does the same for a
     moment before it reads). A rollup kept in another zone is built again."""
     with ledger_for(database) as ledger:
@@ -369,8 +369,9 @@ def rollup(verify: bool, days: int, database: Path | None) -> None:
         kept.zone = settings().timezone
         report = kept.refresh()
         click.echo(
-            f"Marked {report.marked} day(s), computed {report.computed} ({report.revised} "
-            f"revised after they ended) in {report.seconds:.2f} s; {report.dirty_left} left."
+            f"Marked {report.marked} hour(s), computed {report.computed} ({report.revised} "
+            f"day(s) revised after they ended) in {report.seconds:.2f} s; "
+            f"{report.dirty_left} left."
         )
         if not verify:
             return

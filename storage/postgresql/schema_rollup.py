@@ -3,7 +3,7 @@ among its tables); the same names and columns as on SQLite.
 
 Written only by the rollup's refresh (:mod:`payhooks.storage.reads.rollup`), never by the
 receiver: rows opened and money paid per local hour of the rollup's zone (``hour``: the UTC
-instant the hour starts; ``day``: its local date), the days computed and revised, the days
+instant the hour starts; ``day``: its local date), the days computed and revised, the hours
 still to compute, and the watermarks. docs/reconciliation.md describes each table.
 """
 
@@ -100,13 +100,15 @@ ROLLUP_TABLES: Final = (
     )""",
     """
     CREATE TABLE finance_rollup_dirty (
-        day TEXT COLLATE "C" NOT NULL PRIMARY KEY,
+        hour TEXT COLLATE "C" NOT NULL,
+        day TEXT COLLATE "C" NOT NULL,
         version BIGINT NOT NULL,
         marked_at TEXT COLLATE "C" NOT NULL,
         changed_at TEXT COLLATE "C" NOT NULL,
         cause TEXT COLLATE "C" NOT NULL,
         cause_ref TEXT COLLATE "C" NOT NULL,
-        cause_at TEXT COLLATE "C" NOT NULL
+        cause_at TEXT COLLATE "C" NOT NULL,
+        PRIMARY KEY (day, hour)
     )""",
     """
     CREATE TABLE finance_rollup_sources (

@@ -23,8 +23,9 @@ __all__ = [
     "bucket_starts",
     "day_bounds",
     "days_between",
-    "hour_days",
+    "hour_end",
     "hour_of",
+    "hours_between",
     "is_hour_start",
     "local_day",
 ]
@@ -71,14 +72,25 @@ def day_bounds(day: date, zone: tzinfo) -> tuple[datetime, datetime]:
     return _day_start(day, zone), end
 
 
-def hour_days(hour: str, zone: tzinfo) -> set[date]:
-    """The local dates a UTC hour (``2026-11-21T12``) falls on: one, or two in a zone whose
-    offset is not whole hours."""
-    start = datetime.fromisoformat(hour + ":00:00+00:00")
+def hour_end(start: datetime, zone: tzinfo) -> datetime:
+    """Where the local hour starting at ``start`` ends: where the next one starts (the latest
+    time there is after the calendar's last hour)."""
     try:
-        return {local_day(start, zone), local_day(start + timedelta(minutes=59), zone)}
+        return _next_start(start.astimezone(UTC), BucketSize.HOUR, zone)
     except OverflowError:
-        return {start.date()}
+        return datetime.max.replace(tzinfo=UTC)
+
+
+def hours_between(first: str, last: str, zone: tzinfo) -> list[tuple[str, str]]:
+    """Every local hour from the one holding the stored time ``first`` to the one holding
+    ``last``, as :func:`hour_of` gives them: its key and its local date (so a 23- or 25-hour
+    day has 23 or 25, and a UTC hour in a zone 45 minutes off has two)."""
+    start = datetime.fromisoformat(hour_of(first[:16], zone)[0])
+    end = datetime.fromisoformat(hour_of(last[:16], zone)[0]) + timedelta(microseconds=1)
+    return [
+        (to_text(moment), moment.date().isoformat())
+        for moment in bucket_starts(start, end, BucketSize.HOUR, zone)
+    ]
 
 
 def days_between(first: date, last: date) -> list[date]:

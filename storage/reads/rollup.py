@@ -4,21 +4,26 @@ The receiver never writes here. A refresh, run by the console before its finance
 (under a time budget) or by ``payhooks rollup``, does two steps:
 
 1. **Mark.** In one read snapshot, what was appended since the watermark
-   (:mod:`payhooks.storage.reads.rollup_marks`) becomes the local days to compute again; the
+   (:mod:`payhooks.storage.reads.rollup_marks`) becomes the local hours to compute again; the
    marks and the new watermark are written in one short transaction, so a refresh interrupted
    anywhere loses nothing: the next one finds either both or neither.
-2. **Compute.** Each dirty day is computed from the rows, in a read snapshot, with finance's
-   own SQL (:func:`~payhooks.storage.reads.finance_sql.opened_groups` and
-   :data:`~payhooks.storage.reads.finance_sql.PAID_BUCKETS_SQL` by minute), folded into the
-   zone's local hours here; then one short write replaces the day's rows, records the day in
-   ``finance_days`` (revised when it had ended and its figures changed) and clears its mark,
-   but only if the mark is still the version computed: a change marked meanwhile keeps it
-   dirty for the next pass.
+2. **Compute.** Dirty hours, oldest first, are computed from the rows in one read snapshot,
+   each with finance's own SQL (:func:`~payhooks.storage.reads.finance_sql.opened_groups` and
+   :data:`~payhooks.storage.reads.finance_sql.PAID_BUCKETS_SQL` by minute) folded into the
+   zone's local hours; then one short write stores them: each hour's rows replaced and its mark
+   cleared, but only if the mark is still the version computed (a change marked meanwhile keeps
+   it dirty for the next pass); the days they touched summed again from their hours and
+   recorded in ``finance_days`` (revised when an hour of an ended day changed).
 
-The first refresh (or the first after the zone changed) builds: every day that holds a row is
-marked at once (the UTC hours of the indexes finance reads, scanned once). Until the build has
-computed a day, the page reads it live; a day marked since it was computed is shown "as of" its
-oldest waiting change (:meth:`Rollup.waiting_since`).
+Marks are by hour, not by day, so that a step's cost follows an hour's rows whatever the
+ledger's size: the page's budget is checked after each hour (a few ms at 10^6 payments, tens at
+10^7, where a day was half a second), and a late delivery computes one opened hour and one paid
+hour again, not two days.
+
+The first refresh (or the first after the zone changed) builds: every local hour that holds a
+row is marked at once (the UTC hours of the indexes finance reads, scanned once). Until the
+build has computed a day's hours, the page reads that day live; a day with an hour marked since
+it was computed is shown "as of" its oldest waiting change (:meth:`Rollup.waiting_since`).
 """
 
 from __future__ import annotations
@@ -31,35 +36,37 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from payhooks.storage.engines import Engine
-from payhooks.storage.reads.local_hours import day_bounds, days_between, hour_days, local_day
-from payhooks.storage.reads.rollup_days import (
-    Difference,
-    compare_day,
-    day_sums,
-    opened_rows,
-    paid_rows,
+from payhooks.storage.reads.local_hours import (
+    day_bounds,
+    days_between,
+    hour_end,
+    hours_between,
+    local_day,
 )
+from payhooks.storage.reads.rollup_days import Difference, compare_day, opened_rows, paid_rows
 from payhooks.storage.reads.rollup_marks import Marks, read_marks, waiting_since
 from payhooks.storage.reads.rollup_sql import (
     BUILD_HOURS,
-    DAY_OPENED,
-    DAY_PAID,
-    INSERT_DAY_OPENED,
-    INSERT_DAY_PAID,
+    HOURS_OPENED,
+    HOURS_PAID,
     INSERT_OPENED,
     INSERT_PAID,
     MARK_DIRTY,
     PAYMENTS_ID,
+    SUM_DAY_OPENED,
+    SUM_DAY_PAID,
 )
 from payhooks.storage.reads.rollup_turn import Turn, take_turn
 from payhooks.storage.times import Clock, to_text
 
 __all__ = ["Difference", "RefreshReport", "RevisedDay", "Rollup"]
 
-#: Rows read per source in one marking pass; days computed per snapshot.
+#: Rows read per source in one marking pass.
 #: Under a budget (the page's), a smaller chunk, so one pass stays near the budget.
 _CHUNK, _BUDGET_CHUNK = 20_000, 2_000
-_DAYS_PER_SNAPSHOT = 16
+#: Hours computed in one read snapshot at most, then stored in one write: two days, so a
+#: build's writes stay short (tens of ms at 10^7 payments).
+_HOURS_PER_STEP = 48
 #: How long a build on PostgreSQL waits for the transactions running at its snapshot to end.
 _SETTLE_SECONDS = 5.0
 
@@ -68,12 +75,12 @@ _SETTLE_SECONDS = 5.0
 class RefreshReport:
     """What one :meth:`Rollup.refresh` did, and what it left."""
 
-    #: Days marked to compute again, and days computed (``revised``: of those, closed days
-    #: whose figures changed).
+    #: Local hours marked to compute again, and hours computed (``revised``: days marked
+    #: revised, an hour of theirs changed after they had ended).
     marked: int
     computed: int
     revised: int
-    #: Days still to compute, and whether changes were left unread (the budget ran out).
+    #: Hours still to compute, and whether changes were left unread (the budget ran out).
     dirty_left: int
     unread_left: bool
     seconds: float
@@ -98,8 +105,12 @@ class RevisedDay:
 
 
 @dataclass(frozen=True, slots=True)
-class _Day:
-    day: date
+class _Hour:
+    """A dirty hour computed: its key and end, its day, its mark, and its rows."""
+
+    hour: str
+    end: str
+    day: str
     version: int
     cause: str
     ref: str
@@ -130,7 +141,7 @@ class Rollup:
 
     def refresh(self, budget: float | None = None) -> RefreshReport:
         """Bring the rollup up to date, or as near as ``budget`` seconds allow (checked
-        between steps: one step is one chunk of changes or a few days).
+        between steps: one step is one chunk of changes or one local hour computed).
 
         :raises StorageError: the database failed; what was written before stays, and the next
             refresh goes on from there.
@@ -141,7 +152,8 @@ class Rollup:
         def out_of_time() -> bool:
             return deadline is not None and time.monotonic() >= deadline
 
-        marked = computed = revised = 0
+        marked = computed = 0
+        revised: set[str] = set()
         more = False
         with take_turn(self._engine) as turn:
             if turn is None:
@@ -154,13 +166,13 @@ class Rollup:
                 if not more or out_of_time():
                     break
             while not out_of_time():
-                days, changed = self._compute(turn, out_of_time)
-                computed, revised = computed + days, revised + changed
-                if not days:
+                hours, changed = self._compute(turn, out_of_time)
+                computed, revised = computed + hours, revised | changed
+                if not hours:
                     break
             with turn.snapshot() as conn:
                 (left,) = conn.execute("SELECT COUNT(*) FROM finance_rollup_dirty").fetchone()
-        return RefreshReport(marked, computed, revised, left, more, time.monotonic() - began)
+        return RefreshReport(marked, computed, len(revised), left, more, time.monotonic() - began)
 
     def _built(self, turn: Turn) -> bool:
         with turn.snapshot() as conn:
@@ -168,8 +180,8 @@ class Rollup:
         return found is not None and found[0] == self.zone.key
 
     def _build(self, turn: Turn) -> int:
-        """Start over in :attr:`zone`: every day that holds a row marked (the UTC hours of the
-        indexes finance reads, scanned once), the watermarks at the newest rows. On
+        """Start over in :attr:`zone`: every local hour that holds a row marked (the UTC hours
+        of the indexes finance reads, scanned once), the watermarks at the newest rows. On
         PostgreSQL the transactions running at the snapshot are waited for (at most
         :data:`_SETTLE_SECONDS`), so no id below the watermarks can commit later."""
         engine, zone = self._engine.kind, self.zone
@@ -193,10 +205,10 @@ class Rollup:
                 "SELECT expected_before FROM sync_runs WHERE status = 'complete' "
                 "ORDER BY id DESC LIMIT 1"
             ).fetchone()
-            hours = {hour for (hour,) in conn.execute(BUILD_HOURS)}
+            utc_hours = [utc for (utc,) in conn.execute(BUILD_HOURS)]
         if horizon is not None:
             self._settle(turn, horizon[1])
-        days = sorted({day for hour in hours for day in hour_days(hour, zone)})
+        hours = {h for utc in utc_hours for h in hours_between(f"{utc}:00", f"{utc}:59", zone)}
         sync_seen = {run: f"{pages} {status}" for run, pages, status in runs}
         done = 0
         for run, _pages, status in runs:
@@ -233,9 +245,9 @@ class Rollup:
                 "INSERT INTO finance_rollup_pending (source, id, seen) VALUES (?, ?, ?)", pending
             )
             conn.executemany(
-                MARK_DIRTY, [(d.isoformat(), now, now, "build", "", now) for d in days]
+                MARK_DIRTY, [(hour, day, now, now, "build", "", now) for hour, day in sorted(hours)]
             )
-        return len(days)
+        return len(hours)
 
     def _settle(self, turn: Turn, xmax: int) -> None:
         """Wait until every transaction running at a snapshot whose ``xmax`` this was has
@@ -251,7 +263,7 @@ class Rollup:
             time.sleep(0.01)
 
     def _mark(self, turn: Turn, chunk: int) -> tuple[int, bool]:
-        """One marking pass: how many days it marked, and whether changes are left unread."""
+        """One marking pass: how many hours it marked, and whether changes are left unread."""
         with turn.snapshot() as conn:
             sources = dict(conn.execute("SELECT source, up_to FROM finance_rollup_sources"))
             pending: dict[str, dict[int, str]] = {}
@@ -273,7 +285,7 @@ class Rollup:
             sources,
             pending,
             horizon,
-        ) and not marks.days:
+        ) and not marks.hours:
             return 0, False
         now = to_text(self._clock())
         with turn.write() as conn:
@@ -282,8 +294,8 @@ class Rollup:
             conn.executemany(
                 MARK_DIRTY,
                 [
-                    (day.isoformat(), now, m.changed_at, m.cause, m.ref, m.cause_at)
-                    for day, m in sorted(marks.days.items())
+                    (hour, day, now, m.changed_at, m.cause, m.ref, m.cause_at)
+                    for (hour, day), m in sorted(marks.hours.items())
                 ],
             )
             conn.executemany(
@@ -301,91 +313,110 @@ class Rollup:
                 ],
             )
             conn.execute("UPDATE finance_rollup_state SET sync_horizon = ?", (marks.horizon,))
-        return len(marks.days), marks.more
+        return len(marks.hours), marks.more
 
-    def _compute(self, turn: Turn, out_of_time: Callable[[], bool]) -> tuple[int, int]:
-        """Compute a few dirty days: how many were stored, and how many of them revised."""
+    def _compute(self, turn: Turn, out_of_time: Callable[[], bool]) -> tuple[int, set[str]]:
+        """Compute dirty hours, oldest first, in one snapshot while time allows (checked after
+        each hour; :data:`_HOURS_PER_STEP` at most), then store them: how many hours were
+        stored, and the days revised."""
         zone = self.zone
-        found: list[_Day] = []
+        found: list[_Hour] = []
         with turn.snapshot() as conn:
             dirty = conn.execute(
-                "SELECT day, version, cause, cause_ref, cause_at FROM finance_rollup_dirty "
-                "ORDER BY day LIMIT ?",
-                (_DAYS_PER_SNAPSHOT,),
+                "SELECT hour, day, version, cause, cause_ref, cause_at FROM finance_rollup_dirty "
+                "ORDER BY day, hour LIMIT ?",
+                (_HOURS_PER_STEP,),
             ).fetchall()
-            for day_text, version, cause, ref, cause_at in dirty:
-                day = date.fromisoformat(day_text)
-                start, end = day_bounds(day, zone)
+            for hour, day, version, cause, ref, cause_at in dirty:
+                start = datetime.fromisoformat(hour)
+                end = hour_end(start, zone)
                 opened = opened_rows(conn, start, end, zone)
                 paid = paid_rows(conn, start, end, zone)
-                found.append(_Day(day, version, cause, ref, cause_at, opened, paid))
+                found.append(
+                    _Hour(hour, to_text(end), day, version, cause, ref, cause_at, opened, paid)
+                )
                 if out_of_time():
                     break
-        stored = revised = 0
-        for computed in found:
-            outcome = self._store(turn, computed)
-            stored += outcome is not None
-            revised += bool(outcome)
-        return stored, revised
+        return self._store(turn, found) if found else (0, set())
 
-    def _store(self, turn: Turn, found: _Day) -> bool | None:
-        """Store one computed day, if its mark is still the version computed: None when it was
-        not (marked again meanwhile), else whether the day was revised."""
-        day = found.day.isoformat()
-        start, end = day_bounds(found.day, self.zone)
-        span = (to_text(start), to_text(end))
-        now = self._clock()
+    def _store(self, turn: Turn, found: list[_Hour]) -> tuple[int, set[str]]:
+        """Store computed hours in one write, each only if its mark is still the version
+        computed (else it was marked again meanwhile), then sum their days again and record
+        them: how many hours were stored, and the days revised.
+
+        A day is revised when an hour of it changed after the day had ended (it had been
+        computed closed, or the change came after its end), by that hour's cause: the newest.
+        The build's marks never revise: those hours were never computed."""
+        touched: dict[str, list[tuple[_Hour, bool]]] = {}
         with turn.write() as conn:
-            mark = conn.execute(
-                "SELECT version FROM finance_rollup_dirty WHERE day = ?", (day,)
-            ).fetchone()
-            if mark is None or mark[0] != found.version:
-                return None
-            old_opened = sorted(tuple(r) for r in conn.execute(DAY_OPENED, span))
-            old_paid = sorted(tuple(r) for r in conn.execute(DAY_PAID, span))
-            changed = (old_opened, old_paid) != (found.opened, found.paid)
-            if changed:
-                conn.execute("DELETE FROM finance_hours_opened WHERE hour >= ? AND hour < ?", span)
-                conn.execute("DELETE FROM finance_hours_paid WHERE hour >= ? AND hour < ?", span)
-                conn.execute("DELETE FROM finance_days_opened WHERE day = ?", (day,))
-                conn.execute("DELETE FROM finance_days_paid WHERE day = ?", (day,))
-                conn.executemany(INSERT_OPENED, found.opened)
-                conn.executemany(INSERT_PAID, found.paid)
-                conn.executemany(INSERT_DAY_OPENED, day_sums(found.opened, 6))
-                conn.executemany(INSERT_DAY_PAID, day_sums(found.paid, 2))
-            before = conn.execute(
-                "SELECT closed, revised_at, revised_by, revised_ref FROM finance_days "
-                "WHERE day = ?",
-                (day,),
-            ).fetchone()
-            revised = bool(
-                changed and before is not None and (before[0] or found.cause_at >= span[1])
-            )
-            why = (
-                (to_text(now), found.cause, found.ref)
-                if revised
-                else ((None, None, None) if before is None else tuple(before[1:]))
-            )
-            conn.execute(
-                "INSERT INTO finance_days (day, computed_at, closed, revised_at, revised_by, "
-                "revised_ref) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (day) DO UPDATE SET "
-                "computed_at = excluded.computed_at, closed = excluded.closed, "
-                "revised_at = excluded.revised_at, revised_by = excluded.revised_by, "
-                "revised_ref = excluded.revised_ref",
-                (day, to_text(now), int(end <= now), *why),
-            )
-            conn.execute(
-                "DELETE FROM finance_rollup_dirty WHERE day = ? AND version = ?",
-                (day, found.version),
-            )
-        return revised
+            for one in found:
+                mark = conn.execute(
+                    "SELECT version FROM finance_rollup_dirty WHERE day = ? AND hour = ?",
+                    (one.day, one.hour),
+                ).fetchone()
+                if mark is None or mark[0] != one.version:
+                    continue
+                span = (one.hour, one.end)
+                old_opened = sorted(tuple(r) for r in conn.execute(HOURS_OPENED, span))
+                old_paid = sorted(tuple(r) for r in conn.execute(HOURS_PAID, span))
+                changed = (old_opened, old_paid) != (one.opened, one.paid)
+                if changed:
+                    for table in ("finance_hours_opened", "finance_hours_paid"):
+                        conn.execute(f"DELETE FROM {table} WHERE hour >= ? AND hour < ?", span)  # noqa: S608
+                    conn.executemany(INSERT_OPENED, one.opened)
+                    conn.executemany(INSERT_PAID, one.paid)
+                conn.execute(
+                    "DELETE FROM finance_rollup_dirty WHERE day = ? AND hour = ? AND version = ?",
+                    (one.day, one.hour, one.version),
+                )
+                touched.setdefault(one.day, []).append((one, changed))
+            revised = {day for day, hours in touched.items() if self._record_day(conn, day, hours)}
+        return sum(map(len, touched.values())), revised
+
+    def _record_day(self, conn: Any, day: str, hours: list[tuple[_Hour, bool]]) -> bool:
+        """Sum a day whose hours were stored again from its hours, and record it in
+        ``finance_days``: whether it was revised."""
+        now = self._clock()
+        start, end = day_bounds(date.fromisoformat(day), self.zone)
+        span = (to_text(start), to_text(end))
+        if any(changed for _, changed in hours):
+            conn.execute("DELETE FROM finance_days_opened WHERE day = ?", (day,))
+            conn.execute("DELETE FROM finance_days_paid WHERE day = ?", (day,))
+            conn.execute(SUM_DAY_OPENED, span)
+            conn.execute(SUM_DAY_PAID, span)
+        before = conn.execute(
+            "SELECT closed, revised_at, revised_by, revised_ref FROM finance_days WHERE day = ?",
+            (day,),
+        ).fetchone()
+        revising = [
+            one
+            for one, changed in hours
+            if changed
+            and one.cause != "build"
+            and before is not None
+            and (before[0] or one.cause_at >= span[1])
+        ]
+        if revising:
+            newest = max(revising, key=lambda one: one.cause_at)
+            why: tuple[str | None, ...] = (to_text(now), newest.cause, newest.ref)
+        else:
+            why = (None, None, None) if before is None else tuple(before[1:])
+        conn.execute(
+            "INSERT INTO finance_days (day, computed_at, closed, revised_at, revised_by, "
+            "revised_ref) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (day) DO UPDATE SET "
+            "computed_at = excluded.computed_at, closed = excluded.closed, "
+            "revised_at = excluded.revised_at, revised_by = excluded.revised_by, "
+            "revised_ref = excluded.revised_ref",
+            (day, to_text(now), int(end <= now), *why),
+        )
+        return bool(revising)
 
     # -- checks --------------------------------------------------------------------------
 
     def verify(self, days: int) -> list[Difference]:
         """Compute the last ``days`` local days (today included) from the rows, in one
-        snapshot, and compare them with the stored buckets; days still dirty are skipped
-        (a refresh first leaves few). Every bucket that differs, oldest first.
+        snapshot, and compare them with the stored buckets; days with an hour still dirty are
+        skipped (a refresh first leaves few). Every bucket that differs, oldest first.
 
         :raises ValueError: ``days`` is not an int from 1 to 3660.
         """
@@ -394,7 +425,7 @@ class Rollup:
         zone, today = self.zone, local_day(self._clock(), self.zone)
         found: list[Difference] = []
         with take_turn(self._engine) as turn, (turn or Turn(self._engine)).snapshot() as conn:
-            dirty = {d for (d,) in conn.execute("SELECT day FROM finance_rollup_dirty")}
+            dirty = {d for (d,) in conn.execute("SELECT DISTINCT day FROM finance_rollup_dirty")}
             for day in days_between(today - timedelta(days=days - 1), today):
                 if day.isoformat() not in dirty:
                     found += compare_day(conn, day, zone)

@@ -1,10 +1,11 @@
-"""One local day of the finance rollup computed from the ledger's rows, and compared with what
-is stored (:meth:`payhooks.storage.reads.rollup.Rollup.verify`).
+"""The finance rollup's local hours computed from the ledger's rows (a refresh computes one
+hour, :meth:`payhooks.storage.reads.rollup.Rollup.verify` a whole day), and a day compared with
+what is stored.
 
-A day is computed with finance's own SQL, the live page's, by minute
+Any span ``[start, end)`` is computed with finance's own SQL, the live page's, by minute
 (:func:`~payhooks.storage.reads.finance_sql.opened_groups` with a 16-character bucket,
 :data:`~payhooks.storage.reads.finance_sql.PAID_BUCKETS_SQL`; by hour, 13, in a zone whose
-offset is whole hours all day), and the minutes are folded into the zone's local hours here:
+offset is whole hours all along), and the minutes are folded into the zone's local hours here:
 one rule for the figures, whichever way they are read.
 """
 
@@ -18,10 +19,10 @@ import payhooks.storage.reads.finance_sql as finance_sql
 from payhooks.storage.reads.finance_sql import Group
 from payhooks.storage.reads.local_hours import day_bounds, hour_of
 from payhooks.storage.reads.rollup_sql import (
-    DAY_OPENED,
-    DAY_PAID,
     DAY_SUMS_OPENED,
     DAY_SUMS_PAID,
+    HOURS_OPENED,
+    HOURS_PAID,
 )
 from payhooks.storage.times import to_text
 
@@ -41,8 +42,8 @@ class Difference:
 
 
 def _width(start: datetime, end: datetime, zone: tzinfo) -> int:
-    """How many characters of a stored time the day's SQL groups by: its UTC hour (13) when
-    the zone's offset is whole hours all day (its hours are UTC's), else its minute (16)."""
+    """How many characters of a stored time the span's SQL groups by: its UTC hour (13) when
+    the zone's offset is whole hours at both ends (its hours are UTC's), else its minute (16)."""
     offsets = (start.astimezone(zone).utcoffset(), end.astimezone(zone).utcoffset())
     whole = all(o is not None and o % timedelta(hours=1) == timedelta(0) for o in offsets)
     return 13 if whole else 16
@@ -53,7 +54,7 @@ def _minute(bucket: str) -> str:
 
 
 def opened_rows(conn: Any, start: datetime, end: datetime, zone: tzinfo) -> list[tuple[Any, ...]]:
-    """One day's ``finance_hours_opened`` rows, computed from the ledger's rows."""
+    """The ``finance_hours_opened`` rows of ``[start, end)``, computed from the ledger's rows."""
     sql, params = finance_sql.opened_groups(start, end, _width(start, end, zone))
     sums: dict[tuple[Any, ...], list[int]] = {}
     for g in (Group._make(values) for values in conn.execute(sql, params)):
@@ -67,7 +68,7 @@ def opened_rows(conn: Any, start: datetime, end: datetime, zone: tzinfo) -> list
 
 
 def paid_rows(conn: Any, start: datetime, end: datetime, zone: tzinfo) -> list[tuple[Any, ...]]:
-    """One day's ``finance_hours_paid`` rows, computed from the ledger's rows."""
+    """The ``finance_hours_paid`` rows of ``[start, end)``, computed from the ledger's rows."""
     params = (_width(start, end, zone), to_text(start), to_text(end))
     sums: dict[tuple[Any, ...], list[int]] = {}
     for minute, currency, state, count, amount in conn.execute(
@@ -98,8 +99,8 @@ def compare_day(conn: Any, day: date, zone: tzinfo) -> list[Difference]:
     opened, paid = opened_rows(conn, start, end, zone), paid_rows(conn, start, end, zone)
     found: list[Difference] = []
     for table, computed, stored, params in (
-        ("finance_hours_opened", opened, DAY_OPENED, span),
-        ("finance_hours_paid", paid, DAY_PAID, span),
+        ("finance_hours_opened", opened, HOURS_OPENED, span),
+        ("finance_hours_paid", paid, HOURS_PAID, span),
         (
             "finance_days_opened",
             [(r[0], *r) for r in day_sums(opened, 6)],

@@ -1,4 +1,4 @@
-"""The finance rollup's first step: what changed since its watermark, as the local days to
+"""The finance rollup's first step: what changed since its watermark, as the local hours to
 compute again (:mod:`payhooks.storage.reads.rollup`).
 
 Only tables that are appended to are read, each from its watermark (an id): ``outcomes``,
@@ -8,10 +8,11 @@ again), the rows ``service_transactions`` each sync run touched (column ``sync_r
 identifiers its transactions left (``service_transaction_moves``), and the
 move of the latest complete sync's ``expected_before`` (payments registered between the old and
 the new horizon may have become missing at the service). Reviews and refused deliveries change
-no finance figure, so they are not read. Each change names a payment; a payment is in the days
-of every time that places it (:data:`~payhooks.storage.reads.rollup_sql.CHANGED_TIMES`), which
-covers where it was counted as well as where it is now, since none of those rows is ever
-deleted.
+no finance figure, so they are not read. Each change names a payment; a payment is in the local
+hours of every time that places it (:data:`~payhooks.storage.reads.rollup_sql.CHANGED_TIMES`),
+which covers where it was counted as well as where it is now, since none of those rows is ever
+deleted. Hours, not days: a late delivery makes one opened hour and one paid hour to compute
+again, not two whole days.
 
 On PostgreSQL ids can commit out of order: an id below the watermark not seen yet is a *hole*,
 kept with the snapshot's ``xmax`` and read again at each refresh until it shows up or
@@ -27,10 +28,10 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, tzinfo
 from typing import Any, NamedTuple
 
-from payhooks.storage.reads.local_hours import days_between, hour_of, local_day
+from payhooks.storage.reads.local_hours import hour_of, hours_between
 from payhooks.storage.reads.rollup_sql import CHANGED_TIMES, CHANGES, PAYMENTS_ID
 
-__all__ = ["Change", "DayMark", "Marks", "read_marks", "waiting_since"]
+__all__ = ["Change", "HourMark", "Marks", "read_marks", "waiting_since"]
 
 _IDENTIFIERS_PER_READ = 300
 _SENDING = "creation_sending"
@@ -47,8 +48,9 @@ class Change(NamedTuple):
 
 
 @dataclass
-class DayMark:
-    """A day to compute again: its oldest waiting change, its newest one and what that was."""
+class HourMark:
+    """A local hour to compute again: its oldest waiting change, its newest one and what that
+    was."""
 
     changed_at: str
     cause: str
@@ -63,20 +65,22 @@ class DayMark:
 
 @dataclass
 class Marks:
-    """What one pass read: the days to mark and the state to store with them."""
+    """What one pass read: the hours to mark (by key and local date, as
+    :func:`~payhooks.storage.reads.local_hours.hour_of` gives them) and the state to store
+    with them."""
 
     sources: dict[str, int]
     pending: dict[str, dict[int, str]]
     horizon: str | None
-    days: dict[date, DayMark] = field(default_factory=dict)
+    hours: dict[tuple[str, str], HourMark] = field(default_factory=dict)
     #: A source had more rows than one pass reads.
     more: bool = False
     changes: int = 0
 
-    def mark(self, day: date, at: str, cause: str, ref: str, cause_at: str) -> None:
-        found = self.days.get(day)
+    def mark(self, hour: tuple[str, str], at: str, cause: str, ref: str, cause_at: str) -> None:
+        found = self.hours.get(hour)
         if found is None:
-            self.days[day] = DayMark(at, cause, ref, cause_at)
+            self.hours[hour] = HourMark(at, cause, ref, cause_at)
         else:
             found.add(at, cause, ref, cause_at)
 
@@ -190,8 +194,8 @@ def _sync_runs(conn: Any, marks: Marks) -> list[Change]:
 
 
 def _horizon(conn: Any, marks: Marks, zone: tzinfo) -> None:
-    """When the latest complete sync moved ``expected_before``, the days of the payments
-    registered between the two horizons (their drift may have changed)."""
+    """When the latest complete sync moved ``expected_before``, every hour between the two
+    horizons: the payments registered then may have changed (their drift)."""
     latest = conn.execute(
         "SELECT id, expected_before, COALESCE(finished_at, updated_at) FROM sync_runs "
         "WHERE status = 'complete' ORDER BY id DESC LIMIT 1"
@@ -203,13 +207,13 @@ def _horizon(conn: Any, marks: Marks, zone: tzinfo) -> None:
     if old is None:
         old = conn.execute("SELECT MIN(created_at) FROM payments").fetchone()[0] or horizon
     low, high = sorted((old, horizon))
-    for day in days_between(local_day(low, zone), local_day(high, zone)):
-        marks.mark(day, at, "sync_run", str(run), at)
+    for hour in hours_between(low, high, zone):
+        marks.mark(hour, at, "sync_run", str(run), at)
     marks.horizon = horizon
 
 
 def _place(conn: Any, changes: list[Change], marks: Marks, zone: tzinfo) -> None:
-    """Mark every day each changed payment was or is in."""
+    """Mark every local hour each changed payment was or is in."""
     by_payment: dict[str, tuple[str, Change]] = {}
     for change in changes:
         oldest, newest = by_payment.get(change.identifier, (change.at, change))
@@ -221,13 +225,13 @@ def _place(conn: Any, changes: list[Change], marks: Marks, zone: tzinfo) -> None
         part = identifiers[start : start + _IDENTIFIERS_PER_READ]
         placeholders = ", ".join("?" for _ in part)
         sql = CHANGED_TIMES.format(marks=placeholders)
-        days: dict[str, set[str]] = {}
+        hours: dict[str, set[tuple[str, str]]] = {}
         for identifier, moment in conn.execute(sql, part * 3):
-            days.setdefault(identifier, set()).add(hour_of(moment[:16], zone)[1])
+            hours.setdefault(identifier, set()).add(hour_of(moment[:16], zone))
         for identifier in part:
             oldest, newest = by_payment[identifier]
-            for day in days.get(identifier, ()):
-                marks.mark(date.fromisoformat(day), oldest, newest.cause, newest.ref, newest.at)
+            for hour in hours.get(identifier, ()):
+                marks.mark(hour, oldest, newest.cause, newest.ref, newest.at)
 
 
 def read_marks(
@@ -240,7 +244,7 @@ def read_marks(
     horizon: tuple[int, int] | None,
 ) -> Marks:
     """Read, in ``conn``'s snapshot, what changed after ``marks``' watermarks (up to ``chunk``
-    rows a source), into ``marks``: the days and the watermarks to store together.
+    rows a source), into ``marks``: the hours and the watermarks to store together.
 
     :param horizon: PostgreSQL's ``(xmin, xmax)`` of the snapshot; None on SQLite.
     """
@@ -263,7 +267,8 @@ def waiting_since(
     zone: str | None = None,
 ) -> datetime | None:
     """When the oldest change not yet in the rollup happened: one not yet marked, or one
-    marked on a day from ``first`` to ``last`` (every day without them). None: up to date.
+    marked in an hour of a day from ``first`` to ``last`` (every day without them). None: up
+    to date.
 
     A rollup kept in another zone than ``zone`` (the configured one: it will be built again)
     holds none of the changes: the oldest change waits."""

@@ -4,8 +4,9 @@ would give them, so that the same folds (:func:`~payhooks.storage.reads.finance.
 
 The rollup answers a period whose ends are local hours of its zone, and filters within its
 columns (state, currency, kind, what needs a person, the period); everything else is read live.
-A day the build has not computed yet is read live too; any other day marked since it was
-computed (or, empty, never was) is answered "as of" its oldest waiting change.
+A day with an hour the build has not computed yet is read live too; any other day with an hour
+marked since it was computed (or, empty, never was) is answered "as of" its oldest waiting
+change.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from payhooks.storage.times import to_text
 
 __all__ = ["RollupPeriod", "read_period", "read_totals"]
 
-#: The period's days the build marked and nobody computed yet (another day never computed was
-#: empty: it counts as computed).
+#: The period's days with an hour the build marked and nobody computed yet (another hour never
+#: computed was empty: it counts as computed). Marks are keyed by day first: a range.
 _UNCOMPUTED = (
     "SELECT COUNT(*) FROM finance_rollup_dirty WHERE day >= ? AND day <= ? AND cause = 'build'"
 )

@@ -2,7 +2,7 @@
 
 One text for both engines (``?`` placeholders), but for the few lines where they differ, named
 per engine in :data:`PAYMENTS_ID` and :class:`Horizon`. The figures themselves are never
-computed here: a day is computed by finance's own SQL
+computed here: an hour is computed by finance's own SQL
 (:func:`payhooks.storage.reads.finance_sql.opened_groups`,
 :data:`~payhooks.storage.reads.finance_sql.PAID_BUCKETS_SQL`), and these statements store and
 sum its rows.
@@ -17,18 +17,18 @@ __all__ = [
     "CHANGED_TIMES",
     "CHANGES",
     "DAYS",
-    "DAY_OPENED",
-    "DAY_PAID",
     "DAY_SUMS_OPENED",
     "DAY_SUMS_PAID",
-    "INSERT_DAY_OPENED",
-    "INSERT_DAY_PAID",
+    "HOURS_OPENED",
+    "HOURS_PAID",
     "INSERT_OPENED",
     "INSERT_PAID",
     "MARK_DIRTY",
     "OPENED_COLUMNS",
     "PAYMENTS_ID",
     "SPAN",
+    "SUM_DAY_OPENED",
+    "SUM_DAY_PAID",
     "opened_sums",
     "paid_sums",
 ]
@@ -46,20 +46,25 @@ INSERT_PAID: Final = (
     "INSERT INTO finance_hours_paid (hour, day, currency, state, count, amount_minor) "
     "VALUES (?, ?, ?, ?, ?, ?)"
 )
-INSERT_DAY_OPENED: Final = (
-    f"INSERT INTO finance_days_opened (day, {OPENED_COLUMNS}) "  # noqa: S608 - constants
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-INSERT_DAY_PAID: Final = (
-    "INSERT INTO finance_days_paid (day, currency, state, count, amount_minor) "
-    "VALUES (?, ?, ?, ?, ?)"
-)
-#: One day's stored rows (its hours' range), to compare with a new computation.
-DAY_OPENED: Final = (
+#: A day's rows summed again from its stored hours (``[?, ?)``: the day's range of hours),
+#: once its old rows are deleted.
+SUM_DAY_OPENED: Final = f"""
+INSERT INTO finance_days_opened (day, {OPENED_COLUMNS})
+SELECT day, currency, received_currency, state, drifting, kind, SUM(count), SUM(expected),
+    SUM(received), SUM(home_received), SUM(refunded), SUM(charged_back)
+FROM finance_hours_opened WHERE hour >= ? AND hour < ?
+GROUP BY day, currency, received_currency, state, drifting, kind"""  # noqa: S608 - constants
+SUM_DAY_PAID: Final = """
+INSERT INTO finance_days_paid (day, currency, state, count, amount_minor)
+SELECT day, currency, state, SUM(count), SUM(amount_minor)
+FROM finance_hours_paid WHERE hour >= ? AND hour < ?
+GROUP BY day, currency, state"""
+#: The stored rows of the hours in ``[?, ?)``, to compare with a new computation.
+HOURS_OPENED: Final = (
     f"SELECT hour, day, {OPENED_COLUMNS} FROM finance_hours_opened "  # noqa: S608 - constants
     "WHERE hour >= ? AND hour < ?"
 )
-DAY_PAID: Final = (
+HOURS_PAID: Final = (
     "SELECT hour, day, currency, state, count, amount_minor FROM finance_hours_paid "
     "WHERE hour >= ? AND hour < ?"
 )
@@ -69,12 +74,14 @@ DAY_SUMS_PAID: Final = (
     "SELECT day, day, currency, state, count, amount_minor FROM finance_days_paid WHERE day = ?"
 )
 
-#: Mark a day to compute again: a new version, the oldest change waiting, the newest's cause
-#: (but a day the build marked stays the build's until computed: it was never computed).
+#: Mark a local hour (its key, its day) to compute again: a new version, the oldest change
+#: waiting, the newest's cause (but an hour the build marked stays the build's until computed:
+#: it was never computed).
 MARK_DIRTY: Final = """
-INSERT INTO finance_rollup_dirty (day, version, marked_at, changed_at, cause, cause_ref, cause_at)
-VALUES (?, 1, ?, ?, ?, ?, ?)
-ON CONFLICT (day) DO UPDATE SET version = finance_rollup_dirty.version + 1,
+INSERT INTO finance_rollup_dirty (hour, day, version, marked_at, changed_at, cause, cause_ref,
+    cause_at)
+VALUES (?, ?, 1, ?, ?, ?, ?, ?)
+ON CONFLICT (day, hour) DO UPDATE SET version = finance_rollup_dirty.version + 1,
     marked_at = excluded.marked_at,
     changed_at = CASE WHEN excluded.changed_at < finance_rollup_dirty.changed_at
         THEN excluded.changed_at ELSE finance_rollup_dirty.changed_at END,
@@ -106,7 +113,7 @@ CHANGES: Final = {
     ),
 }
 
-#: Every time that places a payment in a day: its registration, each outcome's ``paid_at``
+#: Every time that places a payment in an hour: its registration, each outcome's ``paid_at``
 #: (an unexpected row opens at one of them), each listed transaction's first sighting (where a
 #: row only the service's list names opens). ``{marks}``: the identifiers' placeholders.
 CHANGED_TIMES: Final = """

@@ -3,7 +3,7 @@ among its tables); the same names and columns as on PostgreSQL.
 
 Written only by the rollup's refresh (:mod:`payhooks.storage.reads.rollup`), never by the
 receiver: rows opened and money paid per local hour of the rollup's zone (``hour``: the UTC
-instant the hour starts; ``day``: its local date), the days computed and revised, the days
+instant the hour starts; ``day``: its local date), the days computed and revised, the hours
 still to compute, and the watermarks. docs/reconciliation.md describes each table.
 """
 
@@ -94,17 +94,20 @@ ROLLUP_TABLES: Final = (
         revised_by TEXT,
         revised_ref TEXT
     ) WITHOUT ROWID""",
-    # The days to compute again: version grows with each mark, so a refresh that computed an
+    # The local hours to compute again (hour: its key; keyed by its day first, so a period's
+    # marks are a range of days): version grows with each mark, so a refresh that computed an
     # older version never clears a newer mark; changed_at, the oldest change waiting in it.
     """
     CREATE TABLE finance_rollup_dirty (
-        day TEXT NOT NULL PRIMARY KEY,
+        hour TEXT NOT NULL,
+        day TEXT NOT NULL,
         version INTEGER NOT NULL,
         marked_at TEXT NOT NULL,
         changed_at TEXT NOT NULL,
         cause TEXT NOT NULL,
         cause_ref TEXT NOT NULL,
-        cause_at TEXT NOT NULL
+        cause_at TEXT NOT NULL,
+        PRIMARY KEY (day, hour)
     ) WITHOUT ROWID""",
     # Per source table, the id up to which its rows are marked; and the ids below it to look at
     # again (PostgreSQL's ids not committed yet, attempts still sending, sync runs going on).

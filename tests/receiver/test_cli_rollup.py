@@ -32,13 +32,14 @@ def shop(tmp_path: Path) -> Path:
 def test_rollup_brings_the_totals_up_to_date_and_says_what_it_did(shop: Path) -> None:
     first = run(["rollup", "--database", str(shop)])
     assert first.exit_code == 0, first.output
-    # the days from the registration to the payment's time, each computed once
+    # the hours of the registration and of the payment's time, each computed once
     assert re.match(
-        r"Marked (\d+) day\(s\), computed \1 \(0 revised after they ended\)", first.stdout
+        r"Marked (\d+) hour\(s\), computed \1 \(0 day\(s\) revised after they ended\)",
+        first.stdout,
     )
     assert first.stdout.rstrip().endswith("; 0 left.")
     again = run(["rollup", "--database", str(shop)])
-    assert again.stdout.startswith("Marked 0 day(s), computed 0 ")
+    assert again.stdout.startswith("Marked 0 hour(s), computed 0 ")
     with Ledger(shop) as ledger:
         assert ledger.finance.rollup.lag().total_seconds() == 0
 

@@ -14,9 +14,16 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+import payhooks.storage.reads.rollup as rollup_module
 from payhooks.storage import ConflictError, Ledger, ReconciliationState
 from payhooks.storage.reads import BucketSize, FinanceFilter
-from payhooks.storage.reads.local_hours import day_bounds, hour_of, is_hour_start
+from payhooks.storage.reads.local_hours import (
+    day_bounds,
+    hour_end,
+    hour_of,
+    hours_between,
+    is_hour_start,
+)
 from payhooks.storage.reads.rollup_reads import read_period
 from tests.support.factories import FixedClock, make_outcome, record
 from tests.support.ledger_ops import CODES, apply_listing
@@ -263,6 +270,104 @@ def test_a_day_computed_while_open_is_not_revised_by_a_change_on_time(
     clock.advance(86400)
     assert ledger.finance.rollup.refresh().revised == 0
     assert ledger.finance.rollup.revised(date(2026, 11, 1), date(2026, 11, 30)) == []
+
+
+@pytest.mark.parametrize(
+    ("zone", "day", "count"),
+    [
+        ("America/New_York", date(2026, 11, 1), 25),
+        ("America/New_York", date(2026, 3, 8), 23),
+        ("Asia/Kathmandu", date(2026, 11, 21), 24),
+    ],
+)
+def test_the_hours_marked_between_two_times_are_a_day_s_23_24_or_25_local_hours(
+    zone: str, day: date, count: int
+) -> None:
+    """What a sync horizon's move and the build mark (hours_between), and each hour's end as
+    a refresh computes it (hour_end): every local hour once, each ending where the next
+    starts, the last where the day ends."""
+    where = ZoneInfo(zone)
+    start, end = day_bounds(day, where)
+    hours = hours_between(start.isoformat(), (end - timedelta(minutes=1)).isoformat(), where)
+    assert len(hours) == count
+    assert {found for _, found in hours} == {day.isoformat()}
+    starts = [datetime.fromisoformat(hour) for hour, _ in hours]
+    assert starts[0] == start
+    assert [hour_end(one, where) for one in starts] == [*starts[1:], end]
+
+
+def dirty_hours(ledger: Ledger) -> set[tuple[str, str]]:
+    with ledger._engine.read() as conn:
+        return {tuple(r) for r in conn.execute("SELECT hour, day FROM finance_rollup_dirty")}
+
+
+@pytest.mark.parametrize(
+    ("zone", "expected"),
+    [
+        (
+            "UTC",
+            {
+                ("2026-11-21T12:00:00+00:00", "2026-11-21"),
+                ("2026-11-20T08:00:00+00:00", "2026-11-20"),
+            },
+        ),
+        (  # +05:45: a local hour starts at a quarter past a UTC hour
+            "Asia/Kathmandu",
+            {
+                ("2026-11-21T11:15:00+00:00", "2026-11-21"),
+                ("2026-11-20T08:15:00+00:00", "2026-11-20"),
+            },
+        ),
+    ],
+)
+def test_a_late_delivery_marks_its_payment_s_hours_not_their_whole_days(
+    ledger: Ledger, clock: FixedClock, zone: str, expected: set[tuple[str, str]]
+) -> None:
+    """The payment's registration hour and its payment's hour: two hours to compute again,
+    though another payment sits in another hour of the registration's day."""
+    ledger.finance.rollup.zone = ZoneInfo(zone)
+    ledger.expect_transaction("order-1", 1999, "CNY")  # 12:00 UTC
+    clock.advance(5 * 3600)
+    ledger.expect_transaction("order-2", 1999, "CNY")  # 17:00 UTC, the same local day
+    assert ledger.finance.rollup.refresh().done
+    paid_at = datetime(2026, 11, 20, 8, 30, tzinfo=UTC)
+    record(ledger, make_outcome(external_identifier="order-1", amount_minor=1999, paid_at=paid_at))
+    report = ledger.finance.rollup.refresh(budget=0)
+    assert (report.marked, report.computed) == (2, 0)
+    assert dirty_hours(ledger) == expected
+    report = ledger.finance.rollup.refresh()
+    assert (report.computed, report.done) == (2, True)
+    assert ledger.finance.rollup.verify(days=3) == []
+
+
+class _TickingTime:
+    """The rollup's ``time`` whose monotonic clock is 10 ms later at each reading: a budget
+    runs out after a known number of checks, whatever the machine's speed."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        self.now += 0.01
+        return self.now
+
+
+def test_a_refresh_whose_budget_runs_out_stops_after_an_hour_not_a_day(
+    ledger: Ledger, clock: FixedClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for n in range(12):  # a payment in each hour from 12:00 to 23:00 of one day
+        ledger.expect_transaction(f"order-{n}", 1999, "CNY")
+        clock.advance(3600)
+    built = ledger.finance.rollup.refresh(budget=0)
+    assert (built.marked, built.computed) == (12, 0)
+    monkeypatch.setattr(rollup_module, "time", _TickingTime())
+    # the budget has time left to start computing, and none after the first hour
+    report = ledger.finance.rollup.refresh(budget=0.015)
+    assert (report.computed, report.dirty_left) == (1, 11)
+    assert ("2026-11-21T12:00:00+00:00", "2026-11-21") not in dirty_hours(ledger)
+    monkeypatch.undo()
+    assert ledger.finance.rollup.refresh().done
+    assert ledger.finance.rollup.verify(days=2) == []
 
 
 def test_changes_the_budget_left_waiting_make_the_page_say_as_of(
