@@ -104,6 +104,32 @@ class RevisedDay:
     ref: str
 
 
+def _runs(dirty: list[tuple[Any, ...]], zone: ZoneInfo) -> list[list[tuple[Any, ...]]]:
+    """Dirty marks (ordered by day and hour) in runs of hours of one day, each starting where
+    the one before ends."""
+    found: list[list[tuple[Any, ...]]] = []
+    for row in dirty:
+        last = found[-1][-1] if found else None
+        if last is not None and last[1] == row[1] and _after(last[0], zone) == row[0]:
+            found[-1].append(row)
+        else:
+            found.append([row])
+    return found
+
+
+def _after(hour: str, zone: ZoneInfo) -> str:
+    """The stored text of the start of the local hour after ``hour``."""
+    return to_text(hour_end(datetime.fromisoformat(hour), zone))
+
+
+def _by_hour(rows: list[tuple[Any, ...]]) -> dict[str, list[tuple[Any, ...]]]:
+    """A range's hour rows (``hour`` first, sorted) by hour."""
+    found: dict[str, list[tuple[Any, ...]]] = {}
+    for row in rows:
+        found.setdefault(row[0], []).append(row)
+    return found
+
+
 @dataclass(frozen=True, slots=True)
 class _Hour:
     """A dirty hour computed: its key and end, its day, its mark, and its rows."""
@@ -166,7 +192,7 @@ class Rollup:
                 if not more or out_of_time():
                     break
             while not out_of_time():
-                hours, changed = self._compute(turn, out_of_time)
+                hours, changed = self._compute(turn, out_of_time, runs=budget is None)
                 computed, revised = computed + hours, revised | changed
                 if not hours:
                     break
@@ -315,10 +341,17 @@ class Rollup:
             conn.execute("UPDATE finance_rollup_state SET sync_horizon = ?", (marks.horizon,))
         return len(marks.hours), marks.more
 
-    def _compute(self, turn: Turn, out_of_time: Callable[[], bool]) -> tuple[int, set[str]]:
+    def _compute(
+        self, turn: Turn, out_of_time: Callable[[], bool], *, runs: bool
+    ) -> tuple[int, set[str]]:
         """Compute dirty hours, oldest first, in one snapshot while time allows (checked after
-        each hour; :data:`_HOURS_PER_STEP` at most), then store them: how many hours were
-        stored, and the days revised."""
+        each step; :data:`_HOURS_PER_STEP` at most), then store them: how many hours were
+        stored, and the days revised.
+
+        :param runs: a step reads a run of consecutive dirty hours of one day in one range
+            (a build's day is two statements, not 48); else one hour, so that a budget (the
+            page's) is overrun by at most an hour's rows.
+        """
         zone = self.zone
         found: list[_Hour] = []
         with turn.snapshot() as conn:
@@ -327,14 +360,25 @@ class Rollup:
                 "ORDER BY day, hour LIMIT ?",
                 (_HOURS_PER_STEP,),
             ).fetchall()
-            for hour, day, version, cause, ref, cause_at in dirty:
-                start = datetime.fromisoformat(hour)
-                end = hour_end(start, zone)
-                opened = opened_rows(conn, start, end, zone)
-                paid = paid_rows(conn, start, end, zone)
-                found.append(
-                    _Hour(hour, to_text(end), day, version, cause, ref, cause_at, opened, paid)
-                )
+            for run in _runs(dirty, zone) if runs else [[row] for row in dirty]:
+                start = datetime.fromisoformat(run[0][0])
+                end = hour_end(datetime.fromisoformat(run[-1][0]), zone)
+                opened = _by_hour(opened_rows(conn, start, end, zone))
+                paid = _by_hour(paid_rows(conn, start, end, zone))
+                for hour, day, version, cause, ref, cause_at in run:
+                    found.append(
+                        _Hour(
+                            hour,
+                            _after(hour, zone),
+                            day,
+                            version,
+                            cause,
+                            ref,
+                            cause_at,
+                            opened.get(hour, []),
+                            paid.get(hour, []),
+                        )
+                    )
                 if out_of_time():
                     break
         return self._store(turn, found) if found else (0, set())
