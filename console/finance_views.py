@@ -73,7 +73,7 @@ TILES: Final = (
 )
 _ZERO = Figure(0, 0, Decimal(0))
 #: How long the page lets the rollup's refresh run before it reads (seconds).
-REFRESH_BUDGET_S: Final = 0.1
+REFRESH_BUDGET_S: Final = 0.05
 
 
 @dataclass(frozen=True, slots=True)
