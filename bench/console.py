@@ -669,8 +669,10 @@ def rollup_up_to_date(target: Path | str) -> str:
         [sys.executable, "-m", "payhooks.receiver", "rollup", "--database", str(target)],
         capture_output=True,
         text=True,
-        check=True,
+        check=False,
     )
+    if done.returncode:
+        raise SystemExit(f"payhooks rollup failed before timing: {done.stderr.strip()}")
     seconds = time.perf_counter() - started
     peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     said = done.stdout.strip()
