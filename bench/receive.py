@@ -446,38 +446,21 @@ def wal_pages(database: Path, send: Callable[[], object]) -> int:
     return int(frames)
 
 
-#: How long an idle PostgreSQL backend may hold its statistics (its WAL counts among them)
-#: before it reports them (``PGSTAT_IDLE_INTERVAL``, 10 s), and a second more.
-STATS_SETTLE_SECONDS = 11.0
-
-
-def wal_bytes(url: str, send: Callable[[], object]) -> tuple[int, int]:
-    """How many bytes of PostgreSQL's write-ahead log the writes that ``send()`` causes take,
-    and how many full-page images are among them.
-
-    The bytes: the server's WAL position (``pg_current_wal_lsn()``) before and after, read
-    between rounds with every app idle. It is the whole server's log, so anything else writing
-    meanwhile (autovacuum) lands in it too: a rough figure. The images (``pg_stat_wal``'s
-    ``wal_fpi``, read once every backend has reported): the first change to a page after a
-    checkpoint began logs the whole page (``full_page_writes``), so deliveries counted soon
-    after a checkpoint's start (every five minutes, ``checkpoint_timeout``) write several times
-    the bytes of the same deliveries counted later, with the same statements; the images say
-    which it was."""
+def wal_bytes(url: str, send: Callable[[], object]) -> int:
+    """How many bytes of PostgreSQL's write-ahead log the writes that ``send()`` causes take:
+    the server's WAL position (``pg_current_wal_lsn()``) before and after, read between
+    rounds with every app idle. It is the whole server's log, so anything else writing
+    meanwhile (autovacuum, a checkpoint's full-page images) lands in it too: a rough figure."""
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
-        time.sleep(STATS_SETTLE_SECONDS)  # the rounds' images reported, before the count
-        before = conn.execute("SELECT pg_current_wal_lsn(), wal_fpi FROM pg_stat_wal").fetchone()
-        assert before is not None
+        before = conn.execute("SELECT pg_current_wal_lsn()").fetchone()
         send()
         found = conn.execute(
-            "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)", (before[0],)
+            "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)", (before[0] if before else None,)
         ).fetchone()
-        time.sleep(STATS_SETTLE_SECONDS)
-        images = conn.execute("SELECT wal_fpi FROM pg_stat_wal").fetchone()
     assert found is not None
-    assert images is not None
-    return int(found[0]), int(images[0]) - int(before[1])
+    return int(found[0])
 
 
 def without_index(suffix: str) -> str | None:
@@ -700,7 +683,10 @@ def over_gunicorn(args: argparse.Namespace, postgres: str | None) -> None:
                 name: wal_pages(database, send_counted(name)) / args.wal_count
                 for name, database in stored_in.items()
             }
-            pg_wal = {name: wal_bytes(url, send_counted(name)) for name, url in wal_of.items()}
+            pg_bytes = {
+                name: wal_bytes(url, send_counted(name)) / args.wal_count
+                for name, url in wal_of.items()
+            }
             counted = scrape_processed(servers[METRICS].port) if with_metrics else 0
         finally:
             for server in servers.values():
@@ -762,8 +748,8 @@ def over_gunicorn(args: argparse.Namespace, postgres: str | None) -> None:
     for name, app in figures.items():
         if name in pages:
             wal_text = f"{pages[name]:5.2f} WAL pages/delivery"
-        elif name in pg_wal:  # PostgreSQL has no pages count of its own: its log's bytes
-            wal_text = f"{pg_wal[name][0] / args.wal_count:5.0f} WAL bytes/delivery"
+        elif name in pg_bytes:  # PostgreSQL has no pages count of its own: its log's bytes
+            wal_text = f"{pg_bytes[name]:5.0f} WAL bytes/delivery"
         else:
             wal_text = ""
         print(f"  {app.name:<29} {wal_text:<23}  {app.cpu_text()}")
@@ -772,11 +758,6 @@ def over_gunicorn(args: argparse.Namespace, postgres: str | None) -> None:
             "  (PostgreSQL: WAL bytes from pg_current_wal_lsn() over the same deliveries, the "
             "whole server's; server CPU is gunicorn's only, not PostgreSQL's backends')"
         )
-        images = "; ".join(
-            f"{figures[name].name}: {count / args.wal_count:.2f}"
-            for name, (_, count) in pg_wal.items()
-        )
-        print(f"  (PostgreSQL: full-page images per delivery, pg_stat_wal's: {images})")
     print("the receiver's share of its durable floor's throughput (median of per-round ratios):")
     if args.without_index:  # before the goals' lines, so PostgreSQL's stays last
         bare = f"FULL{WITHOUT}{args.without_index}"
