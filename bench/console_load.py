@@ -46,7 +46,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from html import unescape
@@ -187,12 +187,24 @@ def loaded(base: str | None, page: str, viewers: int, exports: int) -> Iterator[
             thread.join(timeout=600)
 
 
-def send(port: int, jobs: Sequence[tuple[bytes, dict[str, str]]]) -> list[float]:
-    """Each job sent after the previous one's answer; each one's seconds to its answer."""
+def send(
+    port: int, jobs: Iterable[tuple[bytes, dict[str, str]]], every: float = 0.0
+) -> list[float]:
+    """Each job sent after the previous one's answer; each one's seconds to its answer.
+
+    With ``every`` (seconds), at a steady rate instead: job ``i`` is due ``i * every`` after
+    the first, sent when due (at once when the previous answer came late), and timed from when
+    it was due, so that a receiver stalled for a second shows in every job it delayed, not in
+    one slow answer only (a client that waits for answers would otherwise hide the stall)."""
     times = []
+    first = time.perf_counter()
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120) as client:
-        for body, headers in jobs:
-            started = time.perf_counter()
+        for number, (body, headers) in enumerate(jobs):
+            if every:
+                started = first + number * every
+                time.sleep(max(0.0, started - time.perf_counter()))
+            else:
+                started = time.perf_counter()
             answer = client.post(NOTIFY, content=body, headers=headers)
             times.append(time.perf_counter() - started)
             if answer.status_code != 200:

@@ -498,3 +498,51 @@ def test_bench_console_load_times_the_receiver_beside_viewers_and_exports_in_bot
         assert seen <= allowed, out
     exports = re.findall(r"exports: \{([^}]*)\}", out.split("layout |")[1])
     assert all("'downloaded 200'" in found for found in exports), out
+
+
+def test_the_rollup_bench_times_the_receiver_during_full_refreshes_that_leave_the_rollup_exact(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """On both engines: every notification answered 200 (the bench stops on any other), each
+    round's refresh rebuilt every day of the ledger in a process of its own and said its time
+    and memory, and the rollup the last one left, with the notifications received meanwhile
+    read by the next refresh, equals the rows (``payhooks rollup --verify`` exits 0)."""
+    database = tmp_path / "rollup.db"
+    output = _run(
+        "-m", "bench.rollup", "--n", "2000", "--rounds", "2", "--rate", "40", "--nice", "5",
+        "--database", str(database), "--postgres", postgres_url, timeout=BENCH_LIMIT,
+    )  # fmt: skip
+
+    engines = output.split("PostgreSQL ")
+    assert len(engines) == 2, output
+    for shown in engines:
+        assert "2,000 payments; 40 notifications/s; 2 rounds; the refresh at nice +5" in shown
+        rounds = re.findall(
+            r"^  round \d +(alone|refresh): (\d+) notifications, p50 [\d.]+ ms, p99 [\d.]+ ms"
+            r"(; refresh [\d.]+ s, \d+ MB)?$",
+            shown,
+            re.MULTILINE,
+        )
+        assert sorted(name for name, _, _ in rounds) == ["alone"] * 2 + ["refresh"] * 2, shown
+        assert all(int(sent) > 0 for _, sent, _ in rounds), shown
+        assert all(bool(said) == (name == "refresh") for name, _, said in rounds), shown
+        # 120 days of history and the day the bench's payments were registered.
+        assert re.search(
+            r"^full refresh: [\d.]+ s \(median of 2; [\d.]+-[\d.]+\), peak RSS \d+ MB, 12\d days$",
+            shown,
+            re.MULTILINE,
+        ), shown
+        assert re.search(
+            rf"^receiver's p99 during a full refresh / alone: {RATIO}$", shown, re.MULTILINE
+        ), shown
+    for target in (str(database), postgres_url):
+        verified = subprocess.run(
+            [sys.executable, "-m", "payhooks.receiver", "rollup", "--verify", "--days", "800"],
+            env={**os.environ, "PAYHOOKS_DATABASE": target},
+            capture_output=True,
+            text=True,
+            timeout=BENCH_LIMIT,
+            check=False,
+        )
+        assert verified.returncode == 0, verified.stdout[-2000:] + verified.stderr[-2000:]
+        assert "Verified 800 day(s) in UTC: 0 bucket(s) differ." in verified.stdout
