@@ -63,7 +63,7 @@ from tests.support.gunicorn_server import GunicornServer
 ALONE, REFRESH = "alone", "refresh"
 #: The receiver's workers, as docs/deployment.md and the other benches serve it.
 WORKERS = 4
-#: What ``payhooks rollup`` says it did: the days computed, in how many seconds.
+#: What ``payhooks rollup`` says it did: the local hours computed, in how many seconds.
 _REPORT = re.compile(r"computed (\d+) .* in ([\d.]+) s")
 
 
@@ -75,7 +75,7 @@ class Refresh:
     seconds: float
     wall: float
     peak_mb: float
-    days: int
+    hours: int
 
 
 @dataclass
@@ -115,7 +115,7 @@ class Rebuild:
         return self.reaped is None
 
     def wait(self) -> Refresh:
-        """Its seconds (as it reports them), its peak RSS and how many days it computed;
+        """Its seconds (as it reports them), its peak RSS and how many local hours it computed;
         raise when it failed."""
         if self.reaped is None:
             _, status, usage = os.wait4(self.process.pid, 0)
@@ -161,7 +161,7 @@ def run(target: Path | str, args: argparse.Namespace, folder: Path) -> None:
     first = Rebuild(target, args.nice).start().wait()
     print(
         f"  first refresh (cold): {first.seconds:.1f} s, peak RSS {first.peak_mb:.0f} MB, "
-        f"{first.days} days",
+        f"{first.hours} hours",
         flush=True,
     )
     refreshes: list[Refresh] = []
@@ -214,7 +214,7 @@ def run(target: Path | str, args: argparse.Namespace, folder: Path) -> None:
         f"full refresh: {statistics.median(r.seconds for r in refreshes):.1f} s (median of "
         f"{len(refreshes)}; {min(r.seconds for r in refreshes):.1f}-"
         f"{max(r.seconds for r in refreshes):.1f}), peak RSS "
-        f"{max(r.peak_mb for r in refreshes):.0f} MB, {refreshes[-1].days} days"
+        f"{max(r.peak_mb for r in refreshes):.0f} MB, {refreshes[-1].hours} hours"
     )
     print(f"receiver's p99 during a full refresh / alone: {ratios(p99s, REFRESH, ALONE).text()}")
 
