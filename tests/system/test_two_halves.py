@@ -19,7 +19,7 @@ from payhooks.service.client import Card, CardTransaction, ServiceClient
 from payhooks.service.sandbox import SandboxServer, SandboxSettings
 from payhooks.storage import Ledger, ReconciliationState
 from tests.support.app import TEST_SECRET, AppFactory
-from tests.support.live_server import LiveServer
+from tests.support.live_server import LiveServer, eventually
 
 ROLE = "X-Test-Role"
 #: (identifier, minor units, currency, what the finance page shows of it): CNY has two decimals,
@@ -81,6 +81,8 @@ def test_payments_made_through_the_sandbox_reach_the_ledger_the_signals_and_the_
             row = ledger.row(identifier)
             assert row is not None
             assert (row.received_currency, row.received_amount_minor) == (currency, amount)
+        # the receivers run once the answer is written (call_on_close): after the sandbox saw it
+        assert eventually(lambda: len(heard) >= len(PAYMENTS), timeout=10)
         assert sorted(heard) == [
             ("order-cny", "CNY", Decimal("42.00")),
             ("order-jpy", "JPY", Decimal("1500")),
