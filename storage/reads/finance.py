@@ -138,9 +138,8 @@ class FinanceBook:
         """The tiles of ``[since, until)``
         (:class:`~payhooks.storage.reads.finance_rows.PeriodFigures` says which time selects each).
 
-        :param as_of_ok: the rollup may answer while changes to the period still wait to be
-            counted (the figures' ``as_of`` then says the time they hold): a page that says
-            so reads in milliseconds rather than every row of the period.
+        :param as_of_ok: the rollup may answer while changes still wait (``as_of`` says the
+            time its figures hold), rather than every row of the period being read.
         :raises ValueError: a naive time, or ``until`` not after ``since``.
         """
         _check_period(since, until)
@@ -151,11 +150,8 @@ class FinanceBook:
                 self.rollup, conn, since, until, "''", with_paid=True, current_only=not as_of_ok
             )
             if kept is not None:
-                received_by = [
-                    Paid(b.currency, b.transactions, b.amount_minor) for b in kept.by_bucket
-                ]
-                by_currency = _by_currency(received_by)
-                return _figures(since, until, kept.groups, by_currency, kept.paid, kept.as_of)
+                money = _by_currency(Paid(*bucket[1:]) for bucket in kept.by_bucket)  # less prefix
+                return _figures(since, until, kept.groups, money, kept.paid, kept.as_of)
             received = _read(conn, Paid, finance_sql.RECEIVED_SQL, span)
             paid = _read(conn, Paid, finance_sql.PAID_SQL, span)
             groups = _read(conn, Group, sql, params)
@@ -281,9 +277,7 @@ class FinanceBook:
         """Per currency, over the whole filtered set (not one page): rows, expected and
         received; money that arrived in another currency counts in that currency.
 
-        :param as_of_ok: the rollup may answer while changes to the filter's days still wait to
-            be counted; the caller says "as of" (the finance page does, when the overview of a
-            period holding those days was: its ``as_of`` is no later than these totals').
+        :param as_of_ok: the rollup may answer while changes still wait (the caller says so).
         """
         check_filter(wanted)
         sql, params = finance_sql.filtered_groups(wanted)

@@ -40,19 +40,17 @@ from payhooks.storage.reads.local_hours import (
     day_bounds,
     days_between,
     hour_end,
-    hours_between,
     local_day,
 )
+from payhooks.storage.reads.rollup_build import build, built
 from payhooks.storage.reads.rollup_days import Difference, compare_day, opened_rows, paid_rows
 from payhooks.storage.reads.rollup_marks import Marks, read_marks, waiting_since
 from payhooks.storage.reads.rollup_sql import (
-    BUILD_HOURS,
     HOURS_OPENED,
     HOURS_PAID,
     INSERT_OPENED,
     INSERT_PAID,
     MARK_DIRTY,
-    PAYMENTS_ID,
     SUM_DAY_OPENED,
     SUM_DAY_PAID,
 )
@@ -67,8 +65,6 @@ _CHUNK, _BUDGET_CHUNK = 20_000, 2_000
 #: Hours computed in one read snapshot at most, then stored in one write: two days, so a
 #: build's writes stay short (tens of ms at 10^7 payments).
 _HOURS_PER_STEP = 48
-#: How long a build on PostgreSQL waits for the transactions running at its snapshot to end.
-_SETTLE_SECONDS = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,8 +180,8 @@ class Rollup:
         with take_turn(self._engine) as turn:
             if turn is None:
                 return RefreshReport(0, 0, 0, 0, True, time.monotonic() - began, skipped=True)
-            if not self._built(turn):
-                marked += self._build(turn)
+            if not built(turn, self.zone):
+                marked += build(turn, self._engine.kind, self.zone, self._clock)
             while True:
                 found, more = self._mark(turn, _CHUNK if budget is None else _BUDGET_CHUNK)
                 marked += found
@@ -208,94 +204,6 @@ class Rollup:
             with turn.snapshot() as conn:
                 (left,) = conn.execute("SELECT COUNT(*) FROM finance_rollup_dirty").fetchone()
         return RefreshReport(marked, computed, len(revised), left, more, time.monotonic() - began)
-
-    def _built(self, turn: Turn) -> bool:
-        with turn.snapshot() as conn:
-            found = conn.execute("SELECT zone FROM finance_rollup_state").fetchone()
-        return found is not None and found[0] == self.zone.key
-
-    def _build(self, turn: Turn) -> int:
-        """Start over in :attr:`zone`: every local hour that holds a row marked (the UTC hours
-        of the indexes finance reads, scanned once), the watermarks at the newest rows. On
-        PostgreSQL the transactions running at the snapshot are waited for (at most
-        :data:`_SETTLE_SECONDS`), so no id below the watermarks can commit later."""
-        engine, zone = self._engine.kind, self.zone
-        with turn.snapshot() as conn:
-            horizon = turn.horizon(conn)
-            tops = {
-                "outcomes": conn.execute("SELECT MAX(id) FROM outcomes").fetchone()[0],
-                "payments": conn.execute(
-                    f"SELECT MAX({PAYMENTS_ID[engine]}) FROM payments"  # noqa: S608
-                ).fetchone()[0],
-                "creation_attempts": conn.execute(
-                    "SELECT MAX(id) FROM creation_attempts"
-                ).fetchone()[0],
-            }
-            sending = [
-                i
-                for (i,) in conn.execute("SELECT id FROM creation_attempts WHERE state = 'sending'")
-            ]
-            runs = conn.execute("SELECT id, pages, status FROM sync_runs ORDER BY id").fetchall()
-            latest = conn.execute(
-                "SELECT expected_before FROM sync_runs WHERE status = 'complete' "
-                "ORDER BY id DESC LIMIT 1"
-            ).fetchone()
-            utc_hours = [utc for (utc,) in conn.execute(BUILD_HOURS)]
-        if horizon is not None:
-            self._settle(turn, horizon[1])
-        hours = {h for utc in utc_hours for h in hours_between(f"{utc}:00", f"{utc}:59", zone)}
-        sync_seen = {run: f"{pages} {status}" for run, pages, status in runs}
-        done = 0
-        for run, _pages, status in runs:
-            if run != done + 1 or status != "complete":
-                break
-            done = run
-            del sync_seen[run]
-        now = to_text(self._clock())
-        with turn.write() as conn:
-            for table in (
-                "finance_hours_opened",
-                "finance_hours_paid",
-                "finance_days_opened",
-                "finance_days_paid",
-                "finance_days",
-                "finance_rollup_dirty",
-                "finance_rollup_sources",
-                "finance_rollup_pending",
-                "finance_rollup_state",
-            ):
-                conn.execute(f"DELETE FROM {table}")  # noqa: S608 - constants
-            conn.execute(
-                "INSERT INTO finance_rollup_state (id, zone, sync_horizon) VALUES (1, ?, ?)",
-                (zone.key, None if latest is None else latest[0]),
-            )
-            sources = {**{k: v or 0 for k, v in tops.items()}, "sync_runs": done}
-            conn.executemany(
-                "INSERT INTO finance_rollup_sources (source, up_to) VALUES (?, ?)",
-                sorted(sources.items()),
-            )
-            pending = [("creation_sending", i, "sending") for i in sending]
-            pending += [("sync_runs", run, seen) for run, seen in sync_seen.items()]
-            conn.executemany(
-                "INSERT INTO finance_rollup_pending (source, id, seen) VALUES (?, ?, ?)", pending
-            )
-            conn.executemany(
-                MARK_DIRTY, [(hour, day, now, now, "build", "", now) for hour, day in sorted(hours)]
-            )
-        return len(hours)
-
-    def _settle(self, turn: Turn, xmax: int) -> None:
-        """Wait until every transaction running at a snapshot whose ``xmax`` this was has
-        ended (PostgreSQL)."""
-        give_up = time.monotonic() + _SETTLE_SECONDS
-        while True:
-            with turn.snapshot() as conn:
-                horizon = turn.horizon(conn)
-            if horizon is None or horizon[0] >= xmax:
-                return
-            if time.monotonic() > give_up:
-                raise TimeoutError("a transaction stayed open through the rollup's build")
-            time.sleep(0.01)
 
     def _mark(self, turn: Turn, chunk: int) -> tuple[int, bool]:
         """One marking pass: how many hours it marked, and whether changes are left unread."""
