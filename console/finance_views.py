@@ -160,9 +160,10 @@ def reconciliation() -> str:
         # The default view's rows are the period's: their totals came with the overview.
         totals = None if overview is None else overview.totals
     else:
-        # Totals of days within the period hold at least as of the overview's "as of".
-        within = _within(wanted, query.since, query.until)
-        totals = counted(lambda: finance.totals(wanted, as_of_ok=within))
+        # Totals of days within the period hold at least as of the overview's "as of", when
+        # it has one; else they are read current, as the page says.
+        held = overview.as_of is not None and _within(wanted, query.since, query.until)
+        totals = counted(lambda: finance.totals(wanted, as_of_ok=held))
     return render_template(
         "payhooks_console/finance.html",
         query=query,

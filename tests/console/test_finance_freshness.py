@@ -81,6 +81,28 @@ def test_a_change_waiting_in_the_previous_period_is_said_as_of_not_read_row_by_r
     assert ledger.finance.rollup.lag() > timedelta(0)
 
 
+def test_a_filter_s_totals_hold_as_of_the_overview_when_changes_wait(
+    console: FlaskClient, ledger: Ledger, deliver: Deliver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    assert ledger.finance.rollup.refresh().done
+    deliver(external_identifier="order-1", transaction_id="ll-1", payment_time=paid_time(0))
+    monkeypatch.setattr(finance_views, "REFRESH_BUDGET_S", 0)
+
+    def received_total() -> str:
+        html = console.get(PAGE + "?currency=CNY", headers=VIEWER).get_data(as_text=True)
+        found = re.search(
+            r'<tr data-total="CNY">.*?data-label="Received[^"]*"[^>]*>([^<]*)<', html, re.S
+        )
+        assert found is not None, html
+        return found.group(1)
+
+    # as the rollup held it, like the tiles the page says are "as of"; then current
+    assert received_total() == "0.00"
+    monkeypatch.setattr(finance_views, "REFRESH_BUDGET_S", 5)
+    assert received_total() == "25.00"
+
+
 def test_a_late_notification_marks_its_closed_day_revised_with_a_link_to_it(
     console: FlaskClient, ledger: Ledger, deliver: Deliver
 ) -> None:
