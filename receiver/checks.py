@@ -284,10 +284,14 @@ def _rollup(vitals: Vitals, limits: CheckLimits) -> CheckResult:
     limit = format_duration(limits.max_rollup_lag)
     waiting, lag = vitals.rollup_waiting_since, vitals.rollup_lag
     counts: dict[str, int | bool] = {"lag_seconds": int(lag.total_seconds())}
-    if waiting is None:
-        return CheckResult(
-            "rollup", True, f"Finance's totals are up to date (limit {limit}).", counts
+    if not vitals.rollup_built:
+        said = (
+            "Finance's rollup is not built yet (the finance page or `payhooks rollup` builds it)."
         )
+        return CheckResult("rollup", True, said, counts)
+    if waiting is None:
+        said = f"Finance's totals are up to date (limit {limit})."
+        return CheckResult("rollup", True, said, counts)
     ok = lag <= limits.max_rollup_lag
     detail = f"Finance's totals wait on a change made {_ago(vitals.now, waiting)} (limit {limit})"
     advice = "" if ok else ": run `payhooks rollup`, from cron beside this check"

@@ -155,6 +155,9 @@ class Vitals:
     rollup_waiting_since: datetime | None = None
     #: When the newest refused request kept arrived; None: none kept.
     last_refused_at: datetime | None = None
+    #: Whether finance's rollup has been built (the finance page or ``payhooks rollup`` builds
+    #: it): a lag of zero says nothing before it is.
+    rollup_built: bool = False
 
     @property
     def rollup_lag(self) -> timedelta:
@@ -303,6 +306,7 @@ def read_vitals(
         oldest_failing_at=_time(oldest_failing, "signal_runs.started_at"),
         receiver_errors=sum(cause.count for cause in receiver_causes),
         rollup_waiting_since=None if rollup is None else rollup.waiting_since(conn),
+        rollup_built=conn.execute("SELECT 1 FROM finance_rollup_state").fetchone() is not None,
         refused_by_code={code: count for code, count, _ in refusals},
         last_refused_at=_time(
             max((last for _, _, last in refusals), default=None), "rejected_deliveries.received_at"

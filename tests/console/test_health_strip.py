@@ -90,6 +90,17 @@ def test_an_empty_ledger_says_none_yet_and_never(console: FlaskClient) -> None:
     assert "errors" not in figures
 
 
+def test_finance_totals_say_not_built_then_up_to_date_then_how_far_behind(
+    console: FlaskClient, ledger: Ledger
+) -> None:
+    assert strip(console)["rollup"] == "not built yet"
+    ledger.expect_transaction("order-1", 2500, "CNY")
+    assert ledger.finance.rollup.refresh().done
+    assert strip(console)["rollup"] == "up to date"
+    ledger.expect_transaction("order-2", 2500, "CNY")
+    assert re.fullmatch(r"0 min \d+ s behind, since \S+ \S+ UTC", strip(console)["rollup"])
+
+
 @pytest.mark.usefixtures("traffic")
 def test_a_failing_figure_is_marked_by_a_class_without_script_or_inline_style(
     console: FlaskClient,

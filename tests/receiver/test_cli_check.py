@@ -238,6 +238,18 @@ def test_a_change_finance_s_totals_have_not_counted_for_too_long_fails(
         assert "run `payhooks rollup`" in rollup["detail"]
 
 
+def test_a_rollup_never_built_passes_and_says_it_is_not_built(
+    ledger: Ledger, database: Path | str
+) -> None:
+    ledger.expect_transaction("order-1", 2500, "CNY")
+
+    result = check(database, "--format", "json")
+
+    [rollup] = [each for each in json.loads(result.stdout)["checks"] if each["name"] == "rollup"]
+    assert rollup["ok"] is True
+    assert rollup["detail"].startswith("Finance's rollup is not built yet")
+
+
 @pytest.mark.parametrize(
     ("days_ago", "options", "fails"),
     [(1, [], []), (3, [], ["sync"]), (3, ["--max-sync-age", "4d"], [])],
