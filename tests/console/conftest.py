@@ -4,6 +4,7 @@ notifications through the receiver."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -114,3 +115,18 @@ def stuck(ledger: Ledger, make_body: BodyFactory) -> Stuck:
         return stored.id
 
     return store
+
+
+def forge(client: FlaskClient, body: bytes, ledger: Ledger) -> int:
+    """Send ``body`` with a signature that does not hold; the refused request's id."""
+    answer = client.post(
+        NOTIFY,
+        data=body,
+        headers={
+            "webhook-id": "msg_forged",
+            "webhook-timestamp": str(int(datetime.now(UTC).timestamp())),
+            "webhook-signature": "v1," + base64.b64encode(b"\0" * 32).decode(),
+        },
+    )
+    assert answer.status_code == 401, answer.text
+    return ledger.receiver.rejected_log(limit=1).rows[0].id

@@ -4,10 +4,9 @@ each reading leaves; never one written by another site's link."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from flask.testing import FlaskClient
 from payhooks.console import Console, ConsoleGrant, ConsoleRole
 from payhooks.storage import Ledger
 from payhooks.storage.reads import AuditEntry
-from tests.console.conftest import NOTIFY, Clock, Deliver
+from tests.console.conftest import Clock, Deliver, forge
 from tests.support.app import AppFactory
 from tests.support.cli import notification, record_notification
 from tests.support.console_actions import token
@@ -65,21 +64,6 @@ def console_app(make_app: AppFactory, clock: Clock) -> Flask:
     return app
 
 
-def _forge(client: FlaskClient, ledger: Ledger) -> int:
-    """:data:`BODY` under a signature that does not hold; the refused request's id."""
-    answer = client.post(
-        NOTIFY,
-        data=BODY,
-        headers={
-            "webhook-id": "msg_forged",
-            "webhook-timestamp": str(int(datetime.now(UTC).timestamp())),
-            "webhook-signature": "v1," + base64.b64encode(b"\0" * 32).decode(),
-        },
-    )
-    assert answer.status_code == 401, answer.text
-    return ledger.receiver.rejected_log(limit=1).rows[0].id
-
-
 def _views(ledger: Ledger) -> list[AuditEntry]:
     return [entry for entry in ledger.console.audit_log().rows if entry.action == "view_body"]
 
@@ -89,7 +73,7 @@ def _record(kind: str, console: FlaskClient, deliver: Deliver, ledger: Ledger) -
     if kind == "delivery":
         delivery_id = deliver(body=BODY)
         return f"/console/deliveries/{delivery_id}", f"delivery {delivery_id}"
-    rejected_id = _forge(console, ledger)
+    rejected_id = forge(console, BODY, ledger)
     return f"/console/deliveries/refused/{rejected_id}", f"refused request {rejected_id}"
 
 

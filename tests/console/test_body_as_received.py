@@ -5,12 +5,11 @@ reached from a finance row in two clicks; and readable on a phone."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import re
 import sqlite3
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,7 +20,7 @@ from flask.testing import FlaskClient
 from payhooks.storage import Ledger
 from payhooks.storage.reads import AuditEntry, RejectedDelivery
 from payhooks.verify import DEFAULT_SCHEME, get_signer
-from tests.console.conftest import NOTIFY, ROLE_HEADER, VIEWER, Deliver
+from tests.console.conftest import NOTIFY, ROLE_HEADER, VIEWER, Deliver, forge
 from tests.support.app import BodyFactory
 from tests.support.browser import BROWSER_TIMEOUT_MS, SCREENS
 from tests.support.cli import notification, record_notification
@@ -155,21 +154,6 @@ def test_a_pruned_delivery_says_where_its_body_went_and_keeps_its_sha256_of_rece
         assert _views(ledger) == []
 
 
-def _forge(client: FlaskClient, body: bytes, ledger: Ledger) -> int:
-    """``body`` under a signature that does not hold; the refused request's id."""
-    answer = client.post(
-        NOTIFY,
-        data=body,
-        headers={
-            "webhook-id": "msg_forged",
-            "webhook-timestamp": str(int(datetime.now(UTC).timestamp())),
-            "webhook-signature": "v1," + base64.b64encode(b"\0" * 32).decode(),
-        },
-    )
-    assert answer.status_code == 401, answer.text
-    return ledger.receiver.rejected_log(limit=1).rows[0].id
-
-
 def test_a_refused_request_shows_its_kept_start_as_received_and_says_nobody_vouches_for_it(
     console: FlaskClient, ledger: Ledger
 ) -> None:
@@ -177,7 +161,7 @@ def test_a_refused_request_shows_its_kept_start_as_received_and_says_nobody_vouc
     character that was never sent."""
     kept = RejectedDelivery.KEPT_BYTES
     body = HOSTILE_BYTES + b"x" * (kept - len(HOSTILE_BYTES) - 1) + "é and more".encode()
-    rejected_id = _forge(console, body, ledger)
+    rejected_id = forge(console, body, ledger)
 
     html = console.get(f"/console/deliveries/refused/{rejected_id}", headers=OPERATOR).text
     page = parse_page(html)
@@ -202,7 +186,7 @@ def test_a_refused_request_shows_its_kept_start_as_received_and_says_nobody_vouc
 
 
 def test_a_short_refused_request_is_kept_whole(console: FlaskClient, ledger: Ledger) -> None:
-    rejected_id = _forge(console, b'{"merchant_transaction_id": "order-1"}', ledger)
+    rejected_id = forge(console, b'{"merchant_transaction_id": "order-1"}', ledger)
 
     html = console.get(f"/console/deliveries/refused/{rejected_id}", headers=OPERATOR).text
 
@@ -220,7 +204,7 @@ def test_the_raw_view_is_a_body_view_held_back_by_the_grant_and_audited_once_wit
     if kind == "delivery":
         path = f"/console/deliveries/{deliver(body=HOSTILE_JSON)}"
     else:
-        path = f"/console/deliveries/refused/{_forge(console, HOSTILE_JSON, ledger)}"
+        path = f"/console/deliveries/refused/{forge(console, HOSTILE_JSON, ledger)}"
 
     hidden = console.get(path, headers=VIEWER).text
     elsewhere = console.get(path, headers=OPERATOR | {"Sec-Fetch-Site": "cross-site"}).text

@@ -4,16 +4,14 @@ for what the ledger does not hold."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import re
-from datetime import UTC, datetime
 
 import pytest
 from flask.testing import FlaskClient
 
 from payhooks.storage import Ledger
-from tests.console.conftest import NOTIFY, ROLE_HEADER, VIEWER, Deliver
+from tests.console.conftest import NOTIFY, ROLE_HEADER, VIEWER, Deliver, forge
 from tests.support.app import BodyFactory, SignFunction
 from tests.support.page_html import parse_page
 
@@ -187,21 +185,6 @@ def test_an_identifier_with_slashes_and_dots_links_to_its_own_page(
     assert '<code class="identifier">a/../b</code>' in payment
 
 
-def _forge(client: FlaskClient, body: bytes, ledger: Ledger) -> int:
-    """Send ``body`` with a signature that does not hold; the refused request's id."""
-    answer = client.post(
-        NOTIFY,
-        data=body,
-        headers={
-            "webhook-id": "msg_forged",
-            "webhook-timestamp": str(int(datetime.now(UTC).timestamp())),
-            "webhook-signature": "v1," + base64.b64encode(b"\0" * 32).decode(),
-        },
-    )
-    assert answer.status_code == 401, answer.get_data(as_text=True)
-    return ledger.receiver.rejected_log(limit=1).rows[0].id
-
-
 UNVERIFIED = "Unverified: the signature did not hold; anyone could have sent this"
 
 
@@ -213,7 +196,7 @@ def test_a_refused_request_opens_with_its_facts_and_its_claims_marked_unverified
         b'{"ll_transaction_id": "ll-77", "merchant_transaction_id": "order-77", '
         b'"payment_data": {"payment_amount": "25.00", "pad": "' + b"x" * 5000 + b'"}}'
     )
-    rejected_id = _forge(console, body, ledger)
+    rejected_id = forge(console, body, ledger)
 
     answer = console.get(f"/console/deliveries/refused/{rejected_id}", headers={ROLE_HEADER: role})
     assert answer.status_code == 200, answer.get_data(as_text=True)
@@ -292,7 +275,7 @@ def test_a_refused_requests_hostile_strings_render_as_inert_visible_text(
     shown_identifier: str | None,
     shown_in_body: str,
 ) -> None:
-    rejected_id = _forge(console, body, ledger)
+    rejected_id = forge(console, body, ledger)
 
     html = _page(console, f"/console/deliveries/refused/{rejected_id}", headers=READS_BODIES)
     page = parse_page(html)
@@ -313,7 +296,7 @@ def test_a_refused_requests_hostile_strings_render_as_inert_visible_text(
 def test_a_refused_request_the_ledger_does_not_keep_is_the_404_page(
     console: FlaskClient, ledger: Ledger, rejected_id: str
 ) -> None:
-    _forge(console, b"{}", ledger)
+    forge(console, b"{}", ledger)
 
     page = parse_page(_page(console, f"/console/deliveries/refused/{rejected_id}", status=404))
 
