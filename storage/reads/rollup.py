@@ -142,7 +142,7 @@ class _Hour:
 
 
 class Rollup:
-    """The finance rollup of one ledger: :meth:`refresh`, :meth:`verify`, :meth:`lag`, and
+    """The finance rollup of one ledger: :meth:`refresh`, :meth:`verify`, and
     what the finance book reads of it.
 
     :param engine: the ledger's engine.
@@ -398,14 +398,6 @@ class Rollup:
         """When the oldest change not yet in the rollup happened: one not yet marked, or one
         marked on a day from ``first`` to ``last`` (every day without them). None: up to date."""
         return waiting_since(conn, self._engine.kind, first, last, self.zone.key)
-
-    def lag(self) -> timedelta:
-        """How long the oldest change not yet in the rollup has waited (zero when none)."""
-        with self._engine.read() as conn:
-            waiting = waiting_since(conn, self._engine.kind, zone=self.zone.key)
-        if waiting is None:
-            return timedelta(0)
-        return max(timedelta(0), self._clock() - waiting)
 
     def revised(self, first: date, last: date) -> list[RevisedDay]:
         """The days from ``first`` to ``last`` revised after they had ended, oldest first."""

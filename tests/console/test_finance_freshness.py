@@ -38,7 +38,7 @@ def test_the_page_brings_the_rollup_up_to_date_before_it_reads(
     deliver(external_identifier="order-1", transaction_id="ll-1", payment_time=paid_time(1))
     html = console.get(PAGE, headers=VIEWER).get_data(as_text=True)
     assert "data-as-of" not in html
-    assert ledger.finance.rollup.lag() == timedelta(0)
+    assert ledger.vitals().rollup_lag == timedelta(0)
     assert "data-count>1 payment or period<" in received(html)
 
 
@@ -78,7 +78,7 @@ def test_a_change_waiting_in_the_previous_period_is_said_as_of_not_read_row_by_r
     html = console.get(PAGE + query, headers=VIEWER).get_data(as_text=True)
     [as_of] = re.findall(r'data-as-of="([^"]+)"', html)
     assert before <= datetime.fromisoformat(as_of) <= datetime.now(UTC)
-    assert ledger.finance.rollup.lag() > timedelta(0)
+    assert ledger.vitals().rollup_lag > timedelta(0)
 
 
 def test_a_filter_s_totals_hold_as_of_the_overview_when_changes_wait(
@@ -135,4 +135,4 @@ def test_a_read_only_console_says_it_cannot_count_the_changes_rather_than_to_rel
     assert "data-as-of" in html
     assert "this console cannot bring the totals up to date" in html
     assert "Reload in a moment" not in html
-    assert ledger.finance.rollup.lag() > timedelta(0)  # nothing was written
+    assert ledger.vitals().rollup_lag > timedelta(0)  # nothing was written

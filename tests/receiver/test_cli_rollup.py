@@ -41,7 +41,7 @@ def test_rollup_brings_the_totals_up_to_date_and_says_what_it_did(shop: Path) ->
     again = run(["rollup", "--database", str(shop)])
     assert again.stdout.startswith("Marked 0 hour(s), computed 0 ")
     with Ledger(shop) as ledger:
-        assert ledger.finance.rollup.lag().total_seconds() == 0
+        assert ledger.vitals().rollup_lag.total_seconds() == 0
 
 
 def test_verify_finds_nothing_when_the_totals_hold(shop: Path) -> None:

@@ -199,7 +199,7 @@ def test_after_a_refresh_the_rollup_gives_the_live_figures_for_every_period(
         apply(ledger, clock, op, prefix, tmp_path)
     report = ledger.finance.rollup.refresh()
     assert report.done, report
-    assert ledger.finance.rollup.lag() == timedelta(0)
+    assert ledger.vitals().rollup_lag == timedelta(0)
     with ledger._engine.read() as conn:
         for since, until in periods(zone):
             assert (
@@ -388,7 +388,7 @@ def test_changes_the_budget_left_waiting_make_the_page_say_as_of(
     assert stale.as_of == changed_at
     # the figures as they held, said to be so
     assert stale.figures == dataclasses.replace(current.figures, as_of=changed_at)
-    assert ledger.finance.rollup.lag() == timedelta(seconds=60)
+    assert ledger.vitals().rollup_lag == timedelta(seconds=60)
     # the tiles and totals alone are never stale unless asked: they are read from the rows
     live = ledger.finance.figures(since, until)
     assert (live.received["CNY"].count, live.as_of) == (1, None)
