@@ -150,12 +150,11 @@ class FinanceBook:
                 self.rollup, conn, since, until, "''", with_paid=True, current_only=not as_of_ok
             )
             if kept is not None:
-                money = _by_currency(Paid(*bucket[1:]) for bucket in kept.by_bucket)  # less prefix
-                return _figures(since, until, kept.groups, money, kept.paid, kept.as_of)
+                return _figures(since, until, kept.groups, kept.by_bucket, kept.paid, kept.as_of)
             received = _read(conn, Paid, finance_sql.RECEIVED_SQL, span)
             paid = _read(conn, Paid, finance_sql.PAID_SQL, span)
             groups = _read(conn, Group, sql, params)
-        return _figures(since, until, groups, _by_currency(received), paid)
+        return _figures(since, until, groups, received, paid)
 
     def overview(
         self,
@@ -176,11 +175,8 @@ class FinanceBook:
         groups, by_bucket, paid, as_of = self._period(
             since, until, size, starts, zone, with_paid=True, current_only=False
         )
-        received = _Money()
-        for bucket in by_bucket:
-            received.add(bucket.currency, bucket.transactions, bucket.amount_minor)
         return PeriodOverview(
-            figures=_figures(since, until, groups, received.figures(), paid, as_of),
+            figures=_figures(since, until, groups, by_bucket, paid, as_of),
             buckets=_buckets(groups, by_bucket, starts),
             totals=_totals(groups),
             as_of=as_of,
@@ -312,11 +308,11 @@ def _figures(
     since: datetime,
     until: datetime,
     groups: Iterable[Group],
-    received: dict[str, Figure],
+    received: Iterable[Paid | PaidBucket],
     paid: Iterable[Paid],
     as_of: datetime | None = None,
 ) -> PeriodFigures:
-    """Folds the grouped rows opened in a period (any buckets added up) into its tiles."""
+    """Folds a period's grouped rows and the money paid in it (buckets added up) into tiles."""
     tiles = {name: _Money() for name in ("expected", "mismatches", "pending", "refunded")}
     tiles |= {"charged_back": _Money(), "drift": _Money()}
     for g in groups:
@@ -342,15 +338,19 @@ def _figures(
     return PeriodFigures(
         since=since,
         until=until,
-        received=received,
+        received=_by_currency(received),
         paid=_by_currency(paid),
         **{name: money.figures() for name, money in tiles.items()},
         as_of=as_of,
     )
 
 
-def _by_currency(paid: Iterable[Paid]) -> dict[str, Figure]:
-    return {p.currency: figure(p.transactions, p.amount_minor, p.currency) for p in sorted(paid)}
+def _by_currency(paid: Iterable[Paid | PaidBucket]) -> dict[str, Figure]:
+    """Money paid per currency, summed over any buckets."""
+    money = _Money()
+    for row in paid:
+        money.add(row.currency, row.transactions, row.amount_minor)
+    return money.figures()
 
 
 def _buckets(
