@@ -29,7 +29,6 @@ it was computed is shown "as of" its oldest waiting change (:meth:`Rollup.waitin
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -191,13 +190,8 @@ class Rollup:
                 # Under a budget a step computes for half the time left: its write (each
                 # hour's rows compared and replaced: a round trip each on PostgreSQL) takes
                 # about as long again, and must fit too.
-                step = time.monotonic()
-                halfway = None if deadline is None else step + (deadline - step) / 2
-
-                def step_out_of_time(halfway: float | None = halfway) -> bool:
-                    return halfway is not None and time.monotonic() >= halfway
-
-                hours, changed = self._compute(turn, step_out_of_time, runs=budget is None)
+                halfway = None if deadline is None else (time.monotonic() + deadline) / 2
+                hours, changed = self._compute(turn, halfway)
                 computed, revised = computed + hours, revised | changed
                 if not hours:
                     break
@@ -258,16 +252,14 @@ class Rollup:
             conn.execute("UPDATE finance_rollup_state SET sync_horizon = ?", (marks.horizon,))
         return len(marks.hours), marks.more
 
-    def _compute(
-        self, turn: Turn, out_of_time: Callable[[], bool], *, runs: bool
-    ) -> tuple[int, set[str]]:
-        """Compute dirty hours, oldest first, in one snapshot while time allows (checked after
-        each step; :data:`_HOURS_PER_STEP` at most), then store them: how many hours were
-        stored, and the days revised.
+    def _compute(self, turn: Turn, stop_at: float | None) -> tuple[int, set[str]]:
+        """Compute dirty hours, oldest first, in one snapshot (:data:`_HOURS_PER_STEP` at
+        most), then store them: how many hours were stored, and the days revised.
 
-        :param runs: a step reads a run of consecutive dirty hours of one day in one range
-            (a build's day is two statements, not 48); else one hour, so that a budget (the
-            page's) is overrun by at most an hour's rows.
+        :param stop_at: a ``time.monotonic()`` after which no step starts (checked after each),
+            and a step is one hour, so that a budget (the page's) is overrun by at most an
+            hour's rows. None: no budget, and a step reads a run of consecutive dirty hours of
+            one day in one range (a build's day is two statements, not 48).
         """
         zone = self.zone
         found: list[_Hour] = []
@@ -277,7 +269,7 @@ class Rollup:
                 "ORDER BY day, hour LIMIT ?",
                 (_HOURS_PER_STEP,),
             ).fetchall()
-            for run in _runs(dirty, zone) if runs else [[row] for row in dirty]:
+            for run in _runs(dirty, zone) if stop_at is None else [[row] for row in dirty]:
                 start = datetime.fromisoformat(run[0][0])
                 end = hour_end(datetime.fromisoformat(run[-1][0]), zone)
                 opened = _by_hour(opened_rows(conn, start, end, zone))
@@ -296,7 +288,7 @@ class Rollup:
                             paid.get(hour, []),
                         )
                     )
-                if out_of_time():
+                if stop_at is not None and time.monotonic() >= stop_at:
                     break
         return self._store(turn, found) if found else (0, set())
 
